@@ -1,0 +1,35 @@
+# fairneg: two commands on a fresh machine with Python 3.11 — `make pilot` (the main job) and `make test`.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# CPU build of torch from this machine's disk where one is there; a plain `torch` would pull a CUDA build.
+TORCH ?= torch==2.13.0
+
+.PHONY: pilot test test-nbs test-py bench clean-venv export
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; set PY=/path/to/python3.11"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+pilot: $(STAMP)
+	$(BIN)/fairneg pilot --params params/pilot-cpu.yaml
+
+test: $(STAMP)
+	$(BIN)/nbdev-test --n-workers 2
+	$(BIN)/python -m pytest -n 2 tests
+
+bench: $(STAMP)
+	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+export: $(STAMP)
+	$(BIN)/nbdev-clean && $(BIN)/nbdev-export
+
+clean-venv:
+	rm -rf $(VENV)
