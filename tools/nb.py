@@ -23,7 +23,7 @@ def run(*nbs):
     for p in nbs:
         subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
                         "--ExecutePreprocessor.timeout=900", p], check=True, )
-    subprocess.run([str(Path(sys.executable).parent / "nbdev-clean")], check=True)
+        subprocess.run([str(Path(sys.executable).parent / "nbdev-clean"), "--fname", p], check=True)
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
