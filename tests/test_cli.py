@@ -1,0 +1,161 @@
+"""End-to-end tests of the `fairneg` command line: the console script in subprocesses, and typer's CliRunner."""
+import json, shutil, subprocess, sys
+from pathlib import Path
+
+import pytest, yaml
+from typer.testing import CliRunner
+
+from fairneg.bank import GUARD, MANIFEST, REJECTIONS, check_bank, read_manifest
+from fairneg.cli import app
+from fairneg.game import generate_game, llmdel_games_dir, load_game, save_game
+from fairneg.geometry import solve
+
+runner = CliRunner()
+BASE = llmdel_games_dir() / "base"
+N = 3  # base games in the small banks
+
+
+def fairneg(*args, cwd=None):
+    "Run the installed `fairneg` console script (or `python -m fairneg.cli` when there is none)."
+    script = Path(sys.executable).parent / "fairneg"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "fairneg.cli"]
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def banks(tmp_path_factory):
+    "A training bank made by the console script with `--modes full private`, and a held-out bank guarded against it."
+    d = tmp_path_factory.mktemp("banks")
+    r = fairneg("bank", "generate", "--n-games", N, "--seed-offset", 40000, "--modes", "full", "private",
+                "--out", d / "train", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    r = fairneg("bank", "eval", "--out", d / "eval", "--n", N, "--first-seed", 41000, "--known-bank", d / "train",
+                "--known-bank", "@llm_deliberation", "--min-spread", 0.3, "--no-progress")
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+VERBS = [[], ["bank"], ["bank", "generate"], ["bank", "import"], ["bank", "eval"], ["bank", "check"], ["geometry"], ["pilot"]]
+
+@pytest.mark.parametrize("verb", VERBS, ids=lambda v: " ".join(v) or "fairneg")
+def test_help_every_verb(verb):
+    r = runner.invoke(app, verb + ["--help"])
+    assert r.exit_code == 0, r.output
+    assert "Usage" in r.stdout
+
+
+def test_help_console_script_lists_verbs():
+    r = fairneg("--help")
+    assert r.returncode == 0, r.stderr
+    assert all(v in r.stdout for v in ["bank", "geometry", "pilot"])
+    m = subprocess.run([sys.executable, "-m", "fairneg.cli", "bank", "--help"], capture_output=True, text=True)
+    assert m.returncode == 0 and all(v in m.stdout for v in ["generate", "import", "eval", "check"])
+
+
+def test_generate_modes_after_one_flag(banks):
+    rows = read_manifest(banks / "train")
+    assert len(rows) == 2 * N
+    assert [r["id"] for r in rows[:2]] == ["gen-40000-full", "gen-40000-private"]
+    assert [r["info_mode"] for r in rows] == ["full", "private"] * N
+    assert all((banks / "train" / r["file"]).is_file() for r in rows)
+    assert rows[0]["solution_fp"] == rows[1]["solution_fp"] and rows[0]["sheet_fp"] != rows[1]["sheet_fp"]
+
+
+def test_generate_repeated_flag_is_the_same_bank(banks, tmp_path):
+    r = runner.invoke(app, ["bank", "generate", "--n-games", str(N), "--modes", "full", "--modes", "private",
+                            "--out", str(tmp_path / "again"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "again" / MANIFEST).read_bytes() == (banks / "train" / MANIFEST).read_bytes()
+
+
+def test_eval_bank_is_disjoint_and_logs_rejections(banks):
+    rows = read_manifest(banks / "eval")
+    assert len(rows) == N and all(r["info_mode"] == "full" and r["nnw_spread"] >= 0.3 for r in rows)
+    train = read_manifest(banks / "train")
+    for fp in ("sheet_fp", "solution_fp"):
+        assert not {r[fp] for r in rows} & {r[fp] for r in train}
+    assert check_bank(banks / "eval", [banks / "train", "@llm_deliberation"]) == []
+    rej = [json.loads(l) for l in (banks / "eval" / REJECTIONS).read_text().splitlines()]
+    assert rej and all(r["reason"] and r["details"] for r in rej)
+    seeds = sorted([r["seed"] for r in rows] + [r["seed"] for r in rej])
+    assert seeds == list(range(41000, 41000 + len(seeds)))
+    assert json.loads((banks / "eval" / GUARD).read_text())["n_accepted"] == N
+
+
+def test_eval_rejects_a_planted_training_game(banks, tmp_path):
+    "A held-out bank drawn from the training seeds collides with every candidate and gives up with a clear error."
+    r = fairneg("bank", "eval", "--out", tmp_path / "ev", "--n", 1, "--first-seed", 40000, "--known-bank",
+                banks / "train", "--min-spread", 0, "--max-candidates", N, "--no-progress")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "max-candidates limit" in r.stderr
+    rej = [json.loads(l) for l in (tmp_path / "ev" / REJECTIONS).read_text().splitlines()]
+    assert [x["reason"] for x in rej] == ["collision_known"] * N
+
+
+def test_check_json_against_itself_and_a_copy(banks, tmp_path):
+    r = fairneg("bank", "check", banks / "train", "--known-bank", banks / "train", "--json")
+    assert r.returncode == 1
+    hits = [json.loads(l) for l in r.stdout.splitlines()]
+    assert len(hits) == 2 * N * 2 + 2 * N   # each game with itself on both fingerprints, with its twin on solution_fp
+    assert set(hits[0]) >= {"game", "known_bank", "known_game", "fingerprint", "value"}
+    assert {h["fingerprint"] for h in hits} == {"sheet_fp", "solution_fp"}
+    shutil.copytree(banks / "train", tmp_path / "copy")
+    r = runner.invoke(app, ["bank", "check", str(tmp_path / "copy"), "--known-bank", str(banks / "train"), "--json"])
+    assert r.exit_code == 1 and len(r.stdout.splitlines()) == len(hits)
+    r = runner.invoke(app, ["bank", "check", str(tmp_path / "copy"), "--known-bank", str(banks / "train")])
+    assert r.exit_code == 1 and "collision(s)" in r.stdout
+
+
+def test_check_no_collisions_exit_0(banks):
+    r = fairneg("bank", "check", banks / "eval", "--known-bank", banks / "train", "--known-bank", "@llm_deliberation", "--json")
+    assert (r.returncode, r.stdout) == (0, "")
+    r = runner.invoke(app, ["bank", "check", str(banks / "eval"), "--known-bank", str(banks / "train")])
+    assert r.exit_code == 0 and "no collisions" in r.stdout
+
+
+def test_import(tmp_path):
+    save_game(generate_game(7), tmp_path / "g7.json")
+    r = fairneg("bank", "import", llmdel_games_dir() / "game1", tmp_path / "g7.json", "--out", tmp_path / "imp")
+    assert r.returncode == 0, r.stderr
+    rows = read_manifest(tmp_path / "imp")
+    assert [x["id"] for x in rows] == ["llmdel-game1", "gen-7"]
+    assert [x["source"] for x in rows] == ["llm_deliberation", "generator"]
+
+
+def test_geometry_json_llmdel_base():
+    r = fairneg("geometry", BASE, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    geo = solve(load_game(BASE))
+    assert s["n_deals"] == 720 and s["n_parties"] == 6
+    assert s["nbs"] == geo.label(geo.nbs) and s["ks"] == geo.label(geo.ks)
+    assert s["n_ir"] == int(geo.ir.sum()) and s["sheet_fp"] == geo.sheet_fp and s["solution_fp"] == geo.solution_fp
+    r = runner.invoke(app, ["geometry", str(BASE)])
+    assert r.exit_code == 0 and s["nbs"] in r.stdout
+
+
+def test_geometry_broken_files(tmp_path):
+    d = json.loads(save_game(generate_game(1), tmp_path / "ok.json").read_text())
+    d["scores"][2] = d["scores"][2][:-1]
+    (tmp_path / "ragged.json").write_text(json.dumps(d))
+    r = fairneg("geometry", tmp_path / "ragged.json", "--json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "ragged.json" in r.stderr and "field `scores[2]`" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "syntax.json").write_text('{"name": "x",')
+    r = fairneg("geometry", tmp_path / "syntax.json")
+    assert r.returncode == 2 and "syntax.json: field `<json>`: not valid JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_pilot_resumes(tmp_path):
+    p = dict(bank=dict(train=dict(n_games=2, seed_offset=40000, modes=["full", "private"], out="banks/train"),
+                       eval=dict(n=2, first_seed=41000, min_spread=0.2, modes=["full"], max_candidates=100,
+                                 known_banks=["@llm_deliberation"], out="banks/eval")),
+             geometry=dict(out="geometry.jsonl", plot_game="game1", plot_parties=[0, 2], report="reports/geo.html"))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
+    r = fairneg("pilot", "--params", "p.yaml", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("running") == 4 and "llmdel-game3" in r.stdout
+    assert len(read_manifest(tmp_path / "banks/train")) == 4 and len(read_manifest(tmp_path / "banks/eval")) == 2
+    assert "cdn.jsdelivr" not in (tmp_path / "reports/geo.html").read_text()
+    r = fairneg("pilot", "--params", "p.yaml", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.count("skipped") == 4
