@@ -4,7 +4,8 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# CPU build of torch from this machine's disk where one is there; a plain `torch` would pull a CUDA build.
+# torch is installed first, pinned (a CPU build where this machine's disk has one; a plain `torch` would pull a
+# multi-GB CUDA build). On a GPU node: `make TORCH=torch==<version with your CUDA> test`, or install torch yourself first.
 TORCH ?= torch==2.13.0
 
 .PHONY: pilot test test-nbs test-py bench clean-venv export
@@ -13,7 +14,8 @@ $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; set PY=/path/to/python3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev,llm]"
 	@touch $(STAMP)
 
 venv: $(STAMP)
