@@ -1,0 +1,69 @@
+"""End-to-end tests of `fairneg play` (the co-stepping tournament command of `fairneg.rollout`) with computable agents."""
+import json, re
+
+import pytest
+from typer.testing import CliRunner
+
+from fairneg.agents import AGENT_NAMES
+from fairneg.rollout import play_app
+from fairneg.bank import generate_bank
+from fairneg.game import generate_game, save_game
+from fairneg.metrics import METRIC_NAMES
+
+runner = CliRunner()
+
+
+def flat(text):
+    "Output text without the box typer may draw around errors."
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bank")
+    generate_bank(n_games=2, seed_offset=40700, modes=("full", "private"), out=d, progress=False)
+    return d
+
+
+def test_play_writes_and_appends_tables(bank, tmp_path):
+    args = ["--bank", str(bank), "--seats", "bayes_rational", "--seeds", "0", "1", "--out", str(tmp_path), "--no-progress"]
+    r = runner.invoke(play_app, args)
+    assert r.exit_code == 0, r.output
+    assert "deal_rate" in r.output and "bayes_rational" in r.output
+    eps, tr = rows(tmp_path / "episodes.jsonl"), rows(tmp_path / "rollout_transcripts.jsonl")
+    assert len(eps) == 2 * 2 * 2                       # 2 games × 2 modes × 2 seeds
+    for e in eps:
+        assert all(k in e for k in METRIC_NAMES + ("experiment_name", "instance_id", "episode_seed", "episode_id",
+                                                    "protocol_version", "seats"))
+        assert e["seats"] == ["bayes_rational"] * 6 and e["experiment_name"] == "play__bayes_rational"
+        assert e["illegal"] == e["fabrication"] == e["forced_passes"] == 0
+    assert len({(e["instance_id"], e["episode_seed"]) for e in eps}) == len(eps)
+    assert len(tr) == sum(e["attempts"] for e in eps)
+    assert all(t["legality"] == "ok" and t["raw"] and t["prompt_ref"].startswith(t["episode_id"]) for t in tr)
+    r = runner.invoke(play_app, args + ["--experiment-name", "again"])   # tables are appended, never rewritten
+    assert r.exit_code == 0, r.output
+    assert len(rows(tmp_path / "episodes.jsonl")) == 2 * len(eps)
+
+
+def test_play_one_policy_per_seat_on_a_folder_of_games(tmp_path):
+    games = tmp_path / "games"
+    for s in (40710, 40711): save_game(generate_game(s, n_parties=5, info_mode="private"), games / f"g{s}.json")
+    seats = ",".join(AGENT_NAMES[:5])
+    r = runner.invoke(play_app, ["--bank", str(games), "--seats", seats, "--out", str(tmp_path / "out"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    eps = rows(tmp_path / "out" / "episodes.jsonl")
+    assert [e["seats"] for e in eps] == [list(AGENT_NAMES[:5])] * 2
+    assert all(e["protocol_version"] == "five-seat-private-v1" for e in eps)
+
+
+@pytest.mark.parametrize("seats,message", [("nobody", "unknown seat policy nobody"),
+                                           ("passive_gate,bayes_rational", "need one per party")])
+def test_play_bad_seats(bank, tmp_path, seats, message):
+    r = runner.invoke(play_app, ["--bank", str(bank), "--seats", seats, "--out", str(tmp_path)])
+    assert r.exit_code == 2
+    assert message in flat(r.output)
+    assert not (tmp_path / "episodes.jsonl").exists()
