@@ -1,0 +1,183 @@
+"""The evaluation chapter end to end: `fairneg eval launch` → `analyze` → `gate` on a tiny bank with computable agents
+standing in for the trained and untrained checkpoints; the refusals; the adapter path through a stand-in
+`fairneg.llm`; and the statistical soundness of the interval (coverage, clusters)."""
+import json, sys, types
+from pathlib import Path
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+from fairneg.bank import write_bank
+from fairneg.cli import app
+from fairneg.eval import (GATE_EXIT, PairingError, analyze_cells, check_comparable, coverage_study, evaluate_gate,
+                          ladder_table, load_prereg, pair_sides, plan_cells, run_cell, synthetic_cell, write_eval)
+from fairneg.game import generate_game
+from fairneg.geometry import solve
+from fairneg.rollout import ScriptedPolicy, read_jsonl
+
+PILOT = Path(__file__).resolve().parents[1] / "params" / "prereg-pilot.yaml"
+runner = CliRunner()
+
+def cli(*args):
+    return runner.invoke(app, ["eval", *map(str, args)])
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bank")
+    write_bank([generate_game(s) for s in (41000, 41001, 41002)], d)
+    return d
+
+def _prereg(tmp_path, B):
+    p = tmp_path / "prereg.yaml"
+    p.write_text(PILOT.read_text().replace("B: 10000", f"B: {B}"))
+    return p
+
+def test_launch_analyze_gate(tmp_path, bank):
+    out = tmp_path / "eval"
+    r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "fair_step2=agent:greedy_anchor",
+            "--base", "agent:oracle_omniscient", "--cells", "primary", "ultimatum", "divide_dollar", "rational_guard",
+            "--bank", bank, "--episodes", 2, "--out-dir", out)
+    assert r.exit_code == 0, r.output
+    cells = sorted(p.parent.name for p in out.glob("*/cell.json"))
+    assert len(cells) == 8 and "fair_step1_rational_guard" in cells
+    for side in ("trained", "base"):
+        rows = read_jsonl(out / "fair_step1_primary" / side / "episodes.jsonl")
+        assert len(rows) == 6 and {r["episode_seed"] for r in rows} == {0, 1}
+        assert rows[0]["experiment_name"] == f"fairness_grpo_eval_fair_step1_primary_{side}"
+    guard = read_jsonl(out / "fair_step1_rational_guard" / "trained" / "episodes.jsonl")
+    assert all(r["seats"].count("fair_step1") == 1 and r["seats"].count("bayes_rational") == 5 for r in guard)
+
+    r = cli("analyze", "--run-dir", out, "--out", out / "eval.json", "--b", 500)
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "eval.json").read_text())
+    contrasts = read_jsonl(out / "eval_contrasts.jsonl")
+    assert len(contrasts) == 8 * 15 and {c["experiment_name"] for c in contrasts} >= {"fairness_grpo_eval_fair_step1_primary"}
+    ult = res["cells"]["fair_step1_ultimatum"]
+    assert ult["cluster"] == "episode" and ult["n_games"] == 1
+    # the self-interested base proposes 100/0 in the ultimatum game: every closure guard is fine, max_share is not
+    assert ult["endpoints"]["max_share"]["base"] == 1.0 and ult["endpoints"]["max_share"]["verdict"] == "favourable"
+    assert ult["endpoints"]["below_threshold"]["delta"] == 0.0
+    tab = ladder_table(contrasts, "nnw", condition="primary")
+    assert list(tab.columns) == [1, 2] and list(tab.index) == ["fair"]
+
+    pre = _prereg(tmp_path, 500)
+    for ck in ("fair_step1", "fair_step2"):
+        r = cli("gate", pre, out / "eval.json", "--checkpoint", ck, "--json")
+        g = json.loads(r.output)
+        assert r.exit_code == GATE_EXIT[g["verdict"]] and [c["id"] for c in g["checkpoints"][ck]["clauses"]] == \
+               ["primary_nnw", "deal_floor", "below_threshold_with_share"]
+    r = cli("gate", pre, out / "eval.json")          # every checkpoint, combined
+    assert r.exit_code in (0, 1, 3) and "fair_step1:" in r.output and "fair_step2:" in r.output and "overall:" in r.output
+    r = cli("gate", PILOT, out / "eval.json")        # the eval used fewer resamples than declared
+    assert r.exit_code == 2 and "declares B = 10000" in r.output
+
+    r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "--base", "agent:oracle_omniscient",
+            "--cells", "primary", "--bank", bank, "--episodes", 3, "--out-dir", out)
+    assert r.exit_code == 2 and "never rewritten" in r.output   # a different cell in a used folder is refused, not doubled
+
+def test_submit_local_executor(tmp_path, bank):
+    out = tmp_path / "eval"
+    r = cli("launch", "--checkpoint", "fair=agent:fairness_oracle", "--base", "agent:oracle_omniscient",
+            "--cells", "ultimatum", "primary", "--bank", bank, "--episodes", 2, "--out-dir", out, "--submit", "--cluster", "local")
+    assert r.exit_code == 0, r.output
+    jobs = read_jsonl(out / "launch.jsonl")
+    assert [j["cell"] for j in jobs] == ["fair_ultimatum", "fair_primary"] and all(j["executor"] == "local" for j in jobs)
+    assert (out / "submitit").is_dir()
+    for c in ("fair_ultimatum", "fair_primary"):
+        assert (out / c / "trained" / "episodes.jsonl").is_file() and (out / c / "base" / "episodes.jsonl").is_file()
+    r = cli("analyze", "--baseline", out / "fair_primary" / "base", "--trained", f"fair_primary={out / 'fair_primary' / 'trained'}",
+            "--out", tmp_path / "e.json", "--b", 200, "--endpoints", "deal", "nnw")
+    assert r.exit_code == 0, r.output
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory, bank):
+    out = tmp_path_factory.mktemp("sides")
+    cell = plan_cells(["fair=agent:fairness_oracle"], ["primary"], out, base="agent:oracle_omniscient", bank=bank, episodes=2)[0]
+    run_cell(cell)
+    return out / "fair_primary"
+
+def _write(path, rows):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+def test_refusals(tmp_path, sides):
+    tr, ba = read_jsonl(sides / "trained" / "episodes.jsonl"), read_jsonl(sides / "base" / "episodes.jsonl")
+    def analyze(trained_rows):
+        d = _write(tmp_path / f"t{len(list(tmp_path.iterdir()))}", trained_rows)
+        return cli("analyze", "--baseline", sides / "base", "--trained", f"fair_primary={d}", "--out", tmp_path / "e.json", "--b", 100)
+    r = analyze(tr[:-1])
+    assert r.exit_code == 2 and r.output.startswith("error: fair_primary: the sides are not paired: 1 keys missing from the trained side (gen-41002 seed 1)")
+    r = analyze(tr + [{**tr[0], "episode_seed": 7}])
+    assert r.exit_code == 2 and "1 extra keys on the trained side (gen-41000 seed 7)" in r.output
+    r = analyze([{**x, "protocol_version": "six-party-uncapped-turn512-v1"} for x in tr])
+    assert r.exit_code == 2 and "trained `six-party-uncapped-turn512-v1` where untrained `six-party-v1` (6 pairs" in r.output
+    r = analyze([{**x, "turn_token_budgets": [16384]} for x in tr])
+    assert r.exit_code == 2 and "token budgets differ under `six-party-v1`: trained side met [16384] ×6; untrained side met [2048]" in r.output
+    r = analyze([{k: v for k, v in x.items() if k != "nnw"} for x in tr])
+    assert r.exit_code == 2 and "lacks nnw" in r.output
+    # budgets that differ only because one side never reached the forced-final vote pair fine
+    keys, T, U = pair_sides([{**x, "turn_token_budgets": [2048]} for x in tr], [{**x, "turn_token_budgets": [2048, 2560]} for x in ba])
+    assert check_comparable(keys, T, U)["turn_token_budgets"] == [2048, 2560]
+    with pytest.raises(PairingError, match="more than once on the untrained side"): pair_sides(tr, ba + ba[:1])
+    r = cli("launch", "--checkpoint", "x=agent:fairness_oracle", "--base", "agent:oracle_omniscient", "--cells", "prose", "--out-dir", tmp_path)
+    assert r.exit_code == 2 and "unknown condition `prose`" in r.output
+
+def _nbs_then_accept(req):
+    dp = req.dp
+    if dp["phase"] == "open":
+        geo = solve(req.game); return json.dumps({"action": {"atype": "propose", "deal": geo.label(geo.nbs)}})
+    if dp["phase"] == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes"}})
+    if dp["acceptable"]: return json.dumps({"action": {"atype": "accept", "offer_id": dp["acceptable"][0]}})
+    return json.dumps({"action": {"atype": "pass"}})
+
+def test_adapter_checkpoint_through_llm_factory(tmp_path, bank, monkeypatch):
+    "An adapter folder runs as make_policy(base, adapter=PATH); its untrained side is the base model without adapter."
+    calls = []
+    def make_policy(spec, **kw):
+        calls.append((spec, kw)); return ScriptedPolicy(_nbs_then_accept, kw.get("name", spec))
+    monkeypatch.setitem(sys.modules, "fairneg.llm", types.SimpleNamespace(make_policy=make_policy))
+    ad = tmp_path / "runs" / "lam0" / "checkpoint-24"; ad.mkdir(parents=True)
+    (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen3-8B"}))
+    r = cli("launch", "--checkpoint", f"lam0_step24={ad}", "--cells", "primary", "--bank", bank, "--episodes", 2,
+            "--out-dir", tmp_path / "eval", "--llm", "temperature=0.7")
+    assert r.exit_code == 0, r.output
+    assert calls == [("Qwen/Qwen3-8B", dict(adapter=str(ad), name="lam0_step24", temperature=0.7)),
+                     ("Qwen/Qwen3-8B", dict(name="Qwen/Qwen3-8B", temperature=0.7))]
+    cell = json.loads((tmp_path / "eval" / "lam0_step24_primary" / "cell.json").read_text())
+    assert cell["trained"] == str(ad) and cell["base"] == "model:Qwen/Qwen3-8B"
+    assert read_jsonl(tmp_path / "eval" / "lam0_step24_primary" / "base" / "episodes.jsonl")[0]["seats"] == ["Qwen/Qwen3-8B"] * 6
+
+def test_gate_verdicts_and_exit_codes(tmp_path):
+    res = analyze_cells({"fairer_primary": synthetic_cell(fair_delta=0.08, below_delta=-0.09, share_delta=-0.05),
+                         "extract_primary": synthetic_cell(fair_delta=0.08, below_delta=-0.09, share_delta=0.25),
+                         "collapse_primary": synthetic_cell(deal_delta=-0.25, seed=1)}, B=10_000)
+    write_eval(res, tmp_path / "eval.json")
+    codes = {ck: cli("gate", PILOT, tmp_path / "eval.json", "--checkpoint", ck) for ck in ("fairer", "extract", "collapse")}
+    assert {k: v.exit_code for k, v in codes.items()} == dict(fairer=0, extract=1, collapse=1)
+    assert "does not count" in codes["extract"].output and "max_share +0." in codes["extract"].output
+    assert res["cells"]["collapse_primary"]["endpoints"]["nnw_given_deal"]["verdict"] == "VOID"
+    soft = tmp_path / "soft.yaml"
+    soft.write_text("endpoints: {deal: 1, nnw_given_deal: 1}\nclauses:\n"
+                    "  - {id: fair_deals, condition: primary, endpoint: nnw_given_deal, require: favourable}\n"
+                    "  - {id: floor, condition: primary, endpoint: deal, require: floor, floor: -0.5, stat: estimate}\n")
+    r = cli("gate", soft, tmp_path / "eval.json", "--checkpoint", "collapse")
+    assert r.exit_code == 3 and r.output.strip().endswith("VOID")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("endpoints: {below_threshold: -1, deal: 1}\nclauses:\n"
+                   "  - {condition: primary, endpoint: below_threshold, require: favourable}\n"
+                   "  - {condition: primary, endpoint: deal, require: floor, floor: -0.05, stat: estimate}\n")
+    r = cli("gate", bad, tmp_path / "eval.json")
+    assert r.exit_code == 2 and "must carry a max_share term" in r.output
+    assert load_prereg(PILOT)["analysis"]["B"] == 10_000
+
+def test_clusters_matter():
+    "With strong within-game correlation the game-cluster interval is wider than an episode-level one and covers."
+    s = coverage_study(n_reps=300, B=1000, seed=3, effect_sd=0.3, noise_sd=0.1)
+    assert s["game"]["width"] > 2 * s["episode"]["width"] and s["episode"]["coverage"] < 0.7 < s["game"]["coverage"]
+
+@pytest.mark.slow
+def test_coverage_near_nominal():
+    "Seeded coverage simulation: the 95% game-cluster interval covers the known effect at close to the nominal rate."
+    s = coverage_study(n_reps=2000, B=2000, seed=11)
+    assert 0.91 <= s["game"]["coverage"] <= 0.975, s
+    assert s["episode"]["coverage"] < 0.85, s
