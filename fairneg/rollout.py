@@ -101,7 +101,7 @@ def _requests(live, framing):
             groups[ep.spec.seats[seat]].append((ep, seat, req))
     return groups
 
-_EXTRA_KEYS = ("prompt_ids", "completion_ids", "logprobs", "n_prompt_tokens", "n_completion_tokens", "truncated")
+_EXTRA_KEYS = ("prompt_ids", "completion_ids", "logprobs", "n_prompt_tokens", "n_completion_tokens", "truncated", "schema")
 
 def _apply_outputs(items, outs, policy_name):
     for (ep, seat, req), out in zip(items, outs):
