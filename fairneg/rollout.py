@@ -19,10 +19,12 @@ from .protocol import (new_episode, current_seats, apply_action, decision_point,
                               turn_token_budget, episode_record)
 
 # %% auto #0
-__all__ = ['play_app', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy', 'AgentPolicy', 'make_policies',
-           'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row', 'transcript_rows', 'append_jsonl',
-           'read_jsonl', 'quality_report', 'seat_names', 'run_tournament', 'summary_table', 'episode_table_rewards',
-           'soundness', 'play', 'soundness_cmd']
+__all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'play_app', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy',
+           'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row',
+           'transcript_rows', 'append_jsonl', 'read_jsonl', 'quality_report', 'seat_names', 'run_tournament',
+           'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats',
+           'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'seat_policies',
+           'run_cell', 'MergeError', 'merge_cells', 'PlayGroup', 'play', 'merge_cmd', 'soundness_cmd']
 
 # %% ../nbs/06_rollout.ipynb #20774dc4
 @dataclass
@@ -239,37 +241,282 @@ def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_flo
         checks.append(dict(expect=exp, holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"], stats[b]["hi"]))))
     return dict(campaigns=stats, checks=checks, passed=all(c["holds"] for c in checks), B=B, seed=seed)
 
-# %% ../nbs/06_rollout.ipynb #dceb4f18
-import typer
+# %% ../nbs/06_rollout.ipynb #1a60da49
+import typer, random
+from collections import Counter
 from typing import Annotated
 from .bank import CliGroup, MultiValueCommand, bank_games
+from .protocol import render_prompt, state_to_dict, protocol_for
 
-play_app = typer.Typer(cls=CliGroup, add_completion=False, help="Play a tournament of seat policies over a bank.")
+RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
+LLM_SEAT_ALIASES = ("llm", "model")   # `--seats` names for the seats `--model` takes
+
+def view_ref(messages:list, # chat messages, as `render_prompt` returns them
+             framing:str="table", # the framing they were rendered in
+            )->str:
+    "A short reference to a rendered prompt: `<framing>:<16 hex digits of the SHA-256 of the messages>`."
+    blob = json.dumps(messages, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return f"{framing}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+def is_agent_seat(name:str)->bool:
+    "Whether a seat's policy name is a computable agent (every other seat is an LLM seat)."
+    from fairneg.agents import AGENT_NAMES, AGENT_ALIASES
+    return name in AGENT_NAMES or name in AGENT_ALIASES
+
+def llm_seats(seats:list)->list:
+    "Indices of the LLM seats: those whose policy is not a computable agent."
+    return [i for i, n in enumerate(seats) if not is_agent_seat(n)]
+
+class RandomLegalPolicy:
+    "A CPU stand-in for an LLM: a random but legal answer per request, seeded by the request's per-turn seed."
+    def __init__(self, name:str=RANDOM_LEGAL, p_propose:float=0.3, p_accept:float=0.3, p_yes:float=0.7,
+                 p_invalid:float=0.0, # share of answers that are not JSON (parse errors, then retried)
+                ):
+        self.name, self.p_propose, self.p_accept, self.p_yes, self.p_invalid, self.calls = name, p_propose, p_accept, p_yes, p_invalid, 0
+    def answer(self, req)->str:
+        "The answer text for one request."
+        dp, rng = req.dp, random.Random(req.seed)
+        if rng.random() < self.p_invalid: return "I need to think about this more."
+        ph, legal = dp["phase"], dp["legal"]
+        if ph == "vote": a = {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes" if rng.random() < self.p_yes else "no"}
+        elif ph == "demand":
+            k = dp["seat"]; a = {"atype": "demand", "deal": f"{chr(65 + k)}{rng.randrange(len(dp['issues'][k]['options'])) + 1}"}
+        elif ph == "respond": a = {"atype": "accept" if rng.random() < self.p_yes else "reject", "offer_id": dp["offers"][-1]["offer_id"]}
+        else:
+            r = rng.random()
+            if "pass" not in legal or r < self.p_propose:
+                a = {"atype": "propose", "deal": " ".join(f"{chr(65 + k)}{rng.randrange(len(iss['options'])) + 1}"
+                                                          for k, iss in enumerate(dp["issues"]))}
+            elif r < self.p_propose + self.p_accept and dp["acceptable"]: a = {"atype": "accept", "offer_id": rng.choice(dp["acceptable"])}
+            else: a = {"atype": "pass"}
+        return json.dumps({"scratchpad": "", "message": None, "action": a})
+    def act_batch(self, requests:list)->list:
+        self.calls += 1
+        return [{"text": self.answer(r)} for r in requests]
+
+class ViewLog:
+    "Wraps a policy: keeps the `view_ref` of every prompt it is asked, per (episode, seat), in order."
+    def __init__(self, policy, name:str|None=None):
+        self.policy, self.name, self.refs = policy, name or policy.name, defaultdict(list)
+    def __getattr__(self, k): return getattr(self.policy, k)
+    def act_batch(self, requests:list)->list:
+        for r in requests:
+            self.refs[(r.dp["episode_id"], r.dp["seat"])].append(view_ref(render_prompt(r.dp, r.framing, r.game), r.framing))
+        return self.policy.act_batch(requests)
+    def turn_refs(self, ep:Episode)->dict:
+        "turn_idx -> view_ref for the turns of `ep` this policy answered (the k-th request of a seat is its k-th turn)."
+        seen, out = defaultdict(int), {}
+        for t in ep.state.turns:
+            refs = self.refs.get((ep.state.episode_id, t["seat"]))
+            if ep.spec.seats[t["seat"]] != self.name or refs is None: continue
+            k = seen[t["seat"]]; seen[t["seat"]] += 1
+            if k < len(refs): out[t["turn_idx"]] = refs[k]
+        return out
+
+_STATE_EXTRAS = ("n_prompt_tokens", "n_completion_tokens", "truncated")
+
+def episode_state_line(ep:Episode, # a finished episode
+                       refs:dict|None=None, # turn_idx -> view_ref of the LLM turns
+                       framing:str="table", # the framing the prompts were rendered in
+                       cell:dict|None=None, # run options to keep with the episode (model, thinking, token caps)
+                      )->dict:
+    "The `states.jsonl` line of an episode: ids, seats, LLM seats, per-LLM-turn extras and the complete engine state."
+    s, refs, llm = ep.state, refs or {}, llm_seats(ep.spec.seats)
+    extras = [dict(turn_idx=t["turn_idx"], policy=ep.spec.seats[t["seat"]], view_ref=refs.get(t["turn_idx"]),
+                   **{k: ep.extras.get(t["turn_idx"], {}).get(k) for k in _STATE_EXTRAS})
+              for t in s.turns if t["seat"] in llm]
+    return dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
+                episode_seed=ep.spec.seed, protocol_version=s.protocol.version, seats=list(ep.spec.seats), llm_seats=llm,
+                framing=framing, cell=dict(cell or {}), turn_extras=extras, state=state_to_dict(s))
+
+# %% ../nbs/06_rollout.ipynb #09877bfa
+def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with one name per seat
+                  model:str|None=None, # `--model`: the policy of the `llm`/`model` seats (all seats without `--seats`)
+                 )->list:
+    "Seat policy names from `--seats` and `--model`."
+    names = [x.strip() for x in (seats or "").split(",") if x.strip()]
+    if not names:
+        if model is None: raise ValueError("give --seats, or --model to seat the model everywhere")
+        return [model]
+    if model is None and any(n in LLM_SEAT_ALIASES for n in names):
+        raise ValueError(f"--seats names {'/'.join(LLM_SEAT_ALIASES)} seats but no --model is given")
+    if model is not None and model not in names and not any(n in LLM_SEAT_ALIASES for n in names):
+        raise ValueError(f"--model {model} is given but no seat takes it (name `llm` or `model` in --seats)")
+    return [model if n in LLM_SEAT_ALIASES else n for n in names]
+
+def max_budget(games, turn_max_tokens:int|None=None, info_mode:str|None=None, max_turns:int|None=None)->int:
+    "The largest per-turn token cap any game's protocol gives (the `max_new_tokens` of a model policy)."
+    return max(max(p.turn_tokens, p.vote_tokens) for g in games
+               for p in [protocol_for(g, info_mode, max_turns if g.protocol == "table" else None, turn_max_tokens)])
+
+def seat_policies(names, # seat policy names
+                  model:str|None=None, # the `--model` spec
+                  thinking:bool=False, # thinking mode of model policies
+                  max_new_tokens:int|None=None, # cap of new tokens of model policies
+                  extra:dict|None=None, # ready policies by name (tests, notebooks)
+                 )->dict:
+    "Policies of the LLM seats among `names`: `extra`, the `random-legal` stand-in, or a `fairneg.llm` model policy."
+    out = dict(extra or {})
+    for n in dict.fromkeys(names):
+        if n in out or is_agent_seat(n): continue
+        if n == RANDOM_LEGAL: out[n] = RandomLegalPolicy(); continue
+        try: from fairneg import llm
+        except ImportError: continue
+        if n == model or llm.is_llm_seat(n):
+            kw = dict(name=n, thinking=thinking)
+            if max_new_tokens: kw["max_new_tokens"] = max_new_tokens
+            out[n] = llm.make_policy(n, **kw)
+    return out
+
+def run_cell(games, # the games
+             seats, # one policy name for every seat, or one per seat
+             seeds, # episode seeds
+             out=None, # folder the tables are appended to (None: nothing written)
+             experiment_name:str="fairneg_play", width:int=64, framing:str="table",
+             extra_policies:dict|None=None, # policies by name (LLM seats; agents are built by name)
+             progress:bool=True,
+             cell:dict|None=None, # run options recorded in `cell.jsonl` and on every `states.jsonl` line
+             **spec_kw, # EpisodeSpec options: info_mode, max_turns, turn_max_tokens
+            )->dict:
+    "`run_tournament` plus the annotator's log: the `view_ref` of every LLM turn and one `states.jsonl` line per episode."
+    seeds = [int(s) for s in seeds]
+    if len(set(seeds)) != len(seeds): raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
+    names = [seats] if isinstance(seats, str) else list(seats)
+    wrapped = {n: ViewLog(p, n) if not is_agent_seat(n) else p for n, p in (extra_policies or {}).items()}
+    res = run_tournament(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
+                         extra_policies=wrapped, progress=progress, **spec_kw)
+    logs = [p for p in wrapped.values() if isinstance(p, ViewLog)]
+    res["states"] = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, framing, cell)
+                     for ep in res["episodes"]]
+    if out is not None:
+        append_jsonl(res["states"], Path(out) / "states.jsonl")
+        llm_names = sorted({n for ep in res["episodes"] for n in ep.spec.seats if not is_agent_seat(n)})
+        append_jsonl([dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width, framing=framing,
+                           seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
+                           protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
+                           **{**spec_kw, **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))],
+                     Path(out) / "cell.jsonl")
+    return res
+
+# %% ../nbs/06_rollout.ipynb #f3c17332
+_CELL_TABLES = ("episodes.jsonl", "rollout_transcripts.jsonl", "states.jsonl", "cell.jsonl")
+
+class MergeError(ValueError):
+    "Chunks that must not be merged into one cell."
+
+def _chunk_tables(d)->dict:
+    d = Path(d)
+    if not (d / "episodes.jsonl").is_file(): raise MergeError(f"{d}: no episodes.jsonl (not a cell folder)")
+    return {t: read_jsonl(d / t) if (d / t).is_file() else None for t in _CELL_TABLES}
+
+def _refuse_mixed(label:str, by_chunk:dict):
+    "Raise when the chunks show more than one value of `label` (`chunk -> set of values`)."
+    vals = sorted({v for vs in by_chunk.values() for v in vs}, key=str)
+    if len(vals) > 1:
+        raise MergeError(f"mixed {label}: " + "; ".join(f"{v!r} in {', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
+
+def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
+                out, # the merged cell folder (its tables are appended to)
+               )->dict:
+    "Append chunk cells into one cell folder, refusing duplicate keys and mixed protocols; returns the merged quality report."
+    from fairneg.pairs import check_poolable, PoolingError
+    out = Path(out)
+    twice = [c for c, n in Counter(map(str, chunks)).items() if n > 1]
+    if twice: raise MergeError(f"chunk given more than once: {', '.join(twice)}")
+    named = {str(c): _chunk_tables(c) for c in chunks}
+    if str(out) in named: raise MergeError(f"{out} is both a chunk and the output")
+    parts = dict(named)
+    if (out / "episodes.jsonl").is_file(): parts[f"{out} (already there)"] = _chunk_tables(out)
+    seen, dups = {}, []
+    for c, t in parts.items():
+        for r in t["episodes.jsonl"]:
+            k = (r["instance_id"], r["episode_seed"])
+            if k in seen: dups.append(f"{k[0]} seed {k[1]} ({seen[k]} and {c})")
+            else: seen[k] = c
+    if dups: raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5]) + (" ..." if len(dups) > 5 else ""))
+    _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t["episodes.jsonl"]} for c, t in parts.items()})
+    _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t["episodes.jsonl"]} for c, t in parts.items()})
+    _refuse_mixed("model max_new_tokens caps", {c: {x.get("max_new_tokens") for x in t["cell.jsonl"] or [{}]} for c, t in parts.items()})
+    has = {c: t["states.jsonl"] is not None for c, t in parts.items()}
+    if len(set(has.values())) > 1: raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
+    turns = [x for t in parts.values() for x in (t["rollout_transcripts.jsonl"] or [])]
+    try: check_poolable(turns if turns else [r for t in parts.values() for r in t["episodes.jsonl"]])
+    except PoolingError as e: raise MergeError(f"the chunks do not pool: {e}") from None
+    for c, t in named.items():
+        for name, rows in t.items():
+            if rows: append_jsonl(rows if name != "cell.jsonl" else [{**x, "merged_from": c} for x in rows], out / name)
+    rows, trans = read_jsonl(out / "episodes.jsonl"), (read_jsonl(out / "rollout_transcripts.jsonl") if (out / "rollout_transcripts.jsonl").is_file() else None)
+    q = dict(quality_report(rows, trans), chunks=list(named), states_logged=all(has.values()))
+    (out / "quality_report.json").write_text(json.dumps(q, indent=1))
+    return q
+
+# %% ../nbs/06_rollout.ipynb #2775a3e2
+class PlayGroup(CliGroup):
+    "`fairneg play`: `merge` is a subcommand; anything else goes to the default command `run`."
+    default_cmd = "run"
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")): args = [self.default_cmd, *args]
+        return super().parse_args(ctx, args)
+
+play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
+    "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
+    "command); merge chunks of a cell (`fairneg play merge`).")
 soundness_app = typer.Typer(cls=CliGroup, add_completion=False, help="The reward soundness gate.")
 
-@play_app.command(cls=MultiValueCommand)
-def play(bank:Annotated[Path, typer.Option(help="A bank folder (manifest + game files) or a folder of game JSON files.")],
-         seats:Annotated[str, typer.Option(help="One policy name for every seat, or a comma list, one per seat.")],
-         out:Annotated[Path, typer.Option(help="Folder the tables are appended to.")],
+def _known_llm(name:str)->bool:
+    "Whether `name` is an LLM seat `seat_policies` can build (the stand-in, or a `fairneg.llm` model name)."
+    if name == RANDOM_LEGAL: return True
+    try: from fairneg.llm import is_llm_seat
+    except ImportError: return False
+    return is_llm_seat(name)
+
+@play_app.command("run", cls=MultiValueCommand)
+def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank folder (manifest + game files) or a folder of game JSON files.")],
+         seats:Annotated[str|None, typer.Option(help="One policy name for every seat, or a comma list, one per seat; `llm`/`model` seats take --model.")]=None,
+         out:Annotated[Path|None, typer.Option(help="Folder the tables are appended to (default: runs/<experiment name>).")]=None,
          seeds:Annotated[list[int], typer.Option(help="Episode seeds, e.g. `--seeds 0 1 2`.")]=[0],
-         experiment_name:Annotated[str, typer.Option(help="`experiment_name` of every row (default: play__<seats>).")]="",
-         width:Annotated[int, typer.Option(help="Episodes live at once (the co-stepping wave width, the memory knob).")]=64,
+         experiment_name:Annotated[str, typer.Option("--experiment-name", "--run-name", help="`experiment_name` of every row (default: play__<seats>).")]="",
+         width:Annotated[int, typer.Option("--width", "--instance-batch", help="Episodes live at once (the co-stepping wave width, the memory knob).")]=64,
+         model:Annotated[str|None, typer.Option(help="The LLM seats' policy: a folder, hub id, hf:PATH, vllm:PATH, tiny, tiny-test or random-legal.")]=None,
+         model_thinking:Annotated[str, typer.Option(help="Thinking mode of --model: on or off.")]="off",
+         turn_max_tokens:Annotated[int|None, typer.Option(help="Raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`).")]=None,
          framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
          info_mode:Annotated[str|None, typer.Option(help="Override the games' information mode (full or private).")]=None,
          max_turns:Annotated[int|None, typer.Option(help="Override the deadline (turns after the opening).")]=None,
          progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
-    "Run a tournament and write episodes.jsonl, rollout_transcripts.jsonl and quality_report.json."
-    names = [x.strip() for x in seats.split(",") if x.strip()]
+    "Run a tournament; write episodes.jsonl, rollout_transcripts.jsonl, states.jsonl, cell.jsonl and quality_report.json."
+    if model_thinking not in ("on", "off"): raise typer.BadParameter(f"`{model_thinking}`: on or off", param_hint="--model-thinking")
     games = bank_games(bank)
-    try:
-        pols = make_policies(names); per_game = seat_names(names, games)
+    try:   # check the seats before any model is loaded
+        names = resolve_seats(seats, model)
+        seat_names(names, games)
+        make_policies(names, {n: None for n in names if n == model or _known_llm(n)})
     except ValueError as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
-    res = run_tournament(games, names, seeds, out=out, experiment_name=experiment_name or f"play__{','.join(names)}",
-                         width=width, framing=framing, extra_policies=pols, progress=progress, info_mode=info_mode, max_turns=max_turns)
+    experiment_name = experiment_name or f"play__{','.join(names)}"
+    out = out or Path("runs") / experiment_name
+    cap = max_budget(games, turn_max_tokens, info_mode, max_turns)
+    pols = seat_policies(names, model, model_thinking == "on", cap)
+    llm_names = [n for n in dict.fromkeys(names) if not is_agent_seat(n)]
+    cell = dict(model=model, model_thinking=model_thinking if llm_names else None, turn_max_tokens=turn_max_tokens,
+                max_new_tokens=cap if llm_names else None, bank=str(bank))
+    res = run_cell(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
+                   extra_policies=pols, progress=progress, cell=cell, info_mode=info_mode, max_turns=max_turns,
+                   turn_max_tokens=turn_max_tokens)
     typer.echo(summary_table(res["rows"]).to_string())
     q = quality_report(res["rows"], res["transcripts"])
     typer.echo(f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f}, fabrication {q['fabrication']}, "
-               f"illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']} -> {out}")
+               f"illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
+               f"protocol {', '.join(q['protocol_versions'])} -> {out}")
+
+@play_app.command("merge", cls=MultiValueCommand)
+def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
+          out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
+    "Merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
+    try: q = merge_cells(chunks, out)
+    except MergeError as e:
+        typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+    typer.echo(f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
+               f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 
 def _campaign_rows(spec:str)->tuple:
     "`NAME=DIR` → (name, episode rows of DIR/episodes.jsonl or the file itself)."
