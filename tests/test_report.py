@@ -1,0 +1,149 @@
+"""The report end to end: a realistic run directory (`demo_run`: banks, eval cells in which computable agents stand in
+for checkpoints, run through `fairneg.eval`; contrasts, a gate verdict, a reward-soundness result; made-up training
+telemetry with the field names of `GRPOTrainer._row`), rendered by `fairneg report RUN --out X.html`, then opened in
+headless Chromium with the network cut off: every figure must have become an `<svg>`, the console must stay silent,
+and a screenshot is taken. Reports of run directories with missing inputs render with notes instead of failing."""
+import ast, inspect, json, os, re, shutil, subprocess, sys, tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+import pytest
+from typer.testing import CliRunner
+from fairneg.cli import app
+from fairneg.report import STEP_FIELDS, demo_run, synthetic_steps
+from fairneg.rollout import append_jsonl
+
+CHROMIUM = os.environ.get("FAIRNEG_CHROMIUM", "/usr/bin/chromium")
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).is_file(),
+                                    reason=f"{CHROMIUM} is missing (Debian: apt-get install -y chromium); the browser check needs it")
+runner = CliRunner()
+
+def report(*args):
+    return runner.invoke(app, ["report", *map(str, args)])
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return demo_run(tmp_path_factory.mktemp("report") / "run")
+
+class Figures(HTMLParser):
+    "Each `<figure class=\"fairneg-chart\">` of a page: whether an `<svg>` is inside it."
+    def __init__(self):
+        super().__init__(); self.figures, self.cur = [], None
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "figure" and "fairneg-chart" in (a.get("class") or "").split(): self.cur = dict(render=a.get("data-render"), svg=False)
+        elif tag == "svg" and self.cur is not None: self.cur["svg"] = True
+    def handle_endtag(self, tag):
+        if tag == "figure" and self.cur is not None: self.figures.append(self.cur); self.cur = None
+
+def figures(html:str)->list:
+    p = Figures(); p.feed(html); return p.figures
+
+def chromium(page:Path, *args, timeout:int=180):
+    "Run headless Chromium on a local page, every host name unresolvable (nothing can be fetched)."
+    with tempfile.TemporaryDirectory() as ud:
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync", f"--user-data-dir={ud}",
+               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--host-resolver-rules=MAP * ~NOTFOUND",
+               "--hide-scrollbars", *args, page.resolve().as_uri()]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+def console_lines(stderr:str)->list:
+    "The page's console messages in Chromium's log (errors, uncaught exceptions, failed loads, vega warnings)."
+    return [l for l in stderr.splitlines() if ":CONSOLE" in l or "Uncaught" in l]
+
+def page_requests(netlog:Path)->list:
+    "The http(s) URLs the page itself asked for (Chromium's own background requests are not the page's)."
+    d = json.loads(netlog.read_text())
+    start = d["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    return sorted({e["params"]["url"] for e in d["events"] if e["type"] == start and e.get("params", {}).get("url", "").startswith("http")
+                   and str(e["params"].get("network_isolation_key", "")).startswith("file://")})
+
+def check_in_browser(page:Path, shot:Path, n_figures:int):
+    "Every figure rendered to an <svg> in the browser, a silent console, no request to the network, a non-trivial screenshot."
+    net = shot.with_suffix(".netlog.json")
+    r = chromium(page, "--dump-dom", f"--log-net-log={net}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not console_lines(r.stderr), "\n".join(console_lines(r.stderr))
+    reqs = page_requests(net)
+    assert reqs == [], f"the page fetched {reqs}"
+    figs = figures(r.stdout)
+    assert len(figs) == n_figures and all(f["svg"] for f in figs), figs
+    r = chromium(page, f"--screenshot={shot}", "--window-size=1200,3000")
+    assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 50_000, r.stderr[-2000:]
+    if os.environ.get("FAIRNEG_REPORT_SHOTS"):   # keep the screenshots for a look
+        d = Path(os.environ["FAIRNEG_REPORT_SHOTS"]); d.mkdir(parents=True, exist_ok=True); shutil.copy(shot, d / shot.name)
+
+def check_page(html:str):
+    "Self-contained: no script, stylesheet or module loaded from anywhere; no CDN named in a script tag."
+    assert not re.search(r"<script\b[^>]*\bsrc\s*=", html, re.I)
+    assert not re.search(r"<link\b[^>]*href\s*=\s*[\"']?(https?:)?//", html, re.I)
+    assert not re.search(r"""import\(\s*["'](https?:)?//""", html)
+    assert not re.search(r"""\bsrc\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//""", html, re.I)
+    for tag in re.findall(r"<script\b[^>]*>", html): assert "http" not in tag
+    assert "cdn.jsdelivr.net" not in html and "skip_exec" not in html and "Traceback" not in html
+
+def test_report_svg(run_dir, tmp_path):
+    out = tmp_path / "reports" / "demo.html"
+    r = report(run_dir, "--out", out, "--title", "Demo run")
+    assert r.exit_code == 0, r.output
+    assert f"report: {out}" in r.output and out.with_suffix(".ipynb").is_file()
+    html = out.read_text()
+    check_page(html)
+    figs = figures(html)
+    assert len(figs) == 10 and all(f["render"] == "svg" and f["svg"] for f in figs)   # 3 curves, 2 ladders, 2 forests, share, geometry, ultimatum
+    assert "<script" not in html.split("<body", 1)[1]      # svg mode: the body runs no script at all
+    assert "<h1>Demo run</h1>" in html and "lam1_step12" in html and 'class="fairneg-note"' in html
+    assert sys.executable in html                            # the kernel was this interpreter (the footer says which)
+    nb = json.loads(out.with_suffix(".ipynb").read_text())
+    assert nb["metadata"]["papermill"]["parameters"]["run_dir"] == str(run_dir.resolve())
+    if Path(CHROMIUM).is_file(): check_in_browser(out, tmp_path / "report-svg.png", len(figs))
+
+@needs_chromium
+def test_report_interactive(run_dir, tmp_path):
+    out = tmp_path / "demo-interactive.html"
+    r = report(run_dir, "--out", out, "--mode", "interactive", "-p", "ladder_endpoints=[deal]")
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    check_page(html)
+    figs = figures(html)
+    assert len(figs) == 9 and all(f["render"] == "vega" and not f["svg"] for f in figs)    # placeholders until vega-embed runs
+    assert html.count("window.vegaEmbed=") == 1                                            # the bundle, inlined once
+    check_in_browser(out, tmp_path / "report-interactive.png", len(figs))
+
+def test_report_missing_inputs(tmp_path):
+    empty = tmp_path / "empty"; empty.mkdir()
+    out = tmp_path / "empty.html"
+    r = report(empty, "--out", out)
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    check_page(html)
+    assert figures(html) == [] and html.count('<p class="fairneg-note">') >= 9
+    assert f"no training telemetry in {empty.resolve()}" in html and "no gate verdict in" in html
+    train_only = tmp_path / "train_only"
+    for j, arm in enumerate(("lam0", "lam1")):
+        append_jsonl(synthetic_steps(arm, float(j), 5, seed=j), train_only / "train" / arm / "training_steps.jsonl")
+    (train_only / "eval.json").write_text("{truncated")
+    r = report(train_only, "--out", tmp_path / "train_only.html")
+    assert r.exit_code == 0, r.output
+    html = (tmp_path / "train_only.html").read_text()
+    assert len(figures(html)) == 3 and "no eval_contrasts.jsonl, and " in html and "eval.json: unreadable" in html
+    if Path(CHROMIUM).is_file(): check_in_browser(tmp_path / "train_only.html", tmp_path / "train-only.png", 3)
+
+def test_report_refusals(tmp_path, run_dir):
+    r = report(tmp_path / "nowhere")
+    assert r.exit_code == 2 and "no such run directory" in r.output
+    r = report(run_dir, "--out", tmp_path / "x.pdf")
+    assert r.exit_code == 2 and "expected a .html file" in r.output
+    r = report(run_dir, "--out", tmp_path / "x.html", "--mode", "png")
+    assert r.exit_code == 2 and "unknown mode `png`" in r.output
+    r = report(run_dir, "--out", tmp_path / "x.html", "-p", "oops")
+    assert r.exit_code == 2 and "expected KEY=VALUE" in r.output
+
+def test_step_fields_match_the_trainer():
+    "The stand-in telemetry uses the field names GRPOTrainer._row writes (read from its source, no model needed)."
+    from fairneg.grpo import GRPOTrainer
+    tree = ast.parse(inspect.getsource(GRPOTrainer._row).strip().replace("\n    ", "\n"))
+    ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return))
+    written = {k.arg for k in ret.value.keywords if k.arg}
+    assert set(STEP_FIELDS) <= written, set(STEP_FIELDS) - written
+    assert set(synthetic_steps(steps=1)[0]) == set(STEP_FIELDS)
