@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 # torch is installed first, pinned (a CPU build where this machine's disk has one; a plain `torch` would pull a
 # multi-GB CUDA build). On a GPU node: `make TORCH=torch==<version with your CUDA> test`, or install torch yourself first.
 TORCH ?= torch==2.13.0
+# torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: pilot test test-nbs test-py bench clean-venv export
 

@@ -1,0 +1,91 @@
+"""Cross-module checks of the LLM policy (fairneg.llm) on the random stand-in model: rollouts with LLM and agent seats,
+determinism across co-stepping widths, trainer log-probs with gradients, seat names, and the `model eval` command."""
+import json, os
+import pytest
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # no effect if torch is already loaded; see nbs/07_llm.ipynb
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers"); pytest.importorskip("xgrammar")
+import typer
+from typer.testing import CliRunner
+from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
+from fairneg.bank import write_bank
+from fairneg.rollout import AgentPolicy, EpisodeSpec, co_step, run_tournament
+from fairneg.llm import (HFPolicy, standin_model, policy_for_seat, sequence_logprobs, constrained_masks, register,
+                         evaluate_model)
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    torch.set_num_threads(2)
+    return standin_model(tmp_path_factory.mktemp("llm") / "standin")
+
+def _policy(standin, **kw):
+    return HFPolicy(standin, name="llm", constrain="legal", max_new_tokens=200, scratchpad_chars=16, message_chars=16, **kw)
+
+def test_tournament_llm_and_agents(standin, tmp_path):
+    "An LLM seat among computable agents: episodes finish, its turns are legal, the trainer's extras are kept."
+    games = [generate_game(s) for s in (42000, 42001)]
+    res = run_tournament(games, ["llm"] + ["passive_gate"] * 5, [0], out=tmp_path, progress=False, max_turns=3,
+                         extra_policies={"llm": _policy(standin)})
+    assert len(res["rows"]) == 2
+    mine = [t for t in res["transcripts"] if t["policy"] == "llm"]
+    assert mine and all(t["legality"] == "ok" for t in mine)
+    ex = [x for e in res["episodes"] for x in e.extras.values() if x["policy"] == "llm"]
+    assert ex and all(len(x["completion_ids"]) == len(x["logprobs"]) == x["n_completion_tokens"] > 0 for x in ex)
+
+def test_same_turns_at_any_width(standin):
+    "Per-turn seeds: the same episodes give the same answers one at a time and co-stepped (ultimatum, divide-the-dollar too)."
+    games = [generate_game(42002), generate_game(42003, n_parties=3), ultimatum_game(), divide_dollar_game(3)]
+    def play(width):
+        specs = [EpisodeSpec(g, 0, ["llm"] * g.n, max_turns=2 if g.protocol == "table" else None) for g in games]
+        eps = co_step(specs, {"llm": _policy(standin)}, width=width, progress=False)
+        return {e.state.episode_id: [t["raw"] for t in e.state.turns] for e in eps}
+    assert play(1) == play(4)
+
+def test_trainer_logprobs_and_grad(standin):
+    "sequence_logprobs under the replayed masks equals the sampling log-probs; the GRPO ratio is 1 and has a gradient."
+    from fairneg.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action
+    from fairneg.rollout import TurnRequest
+    pol = _policy(standin, temperature=0.8)
+    reqs = []
+    for k, g in enumerate([generate_game(42004), generate_game(42005, n_parties=4), ultimatum_game(), divide_dollar_game()]):
+        s = new_episode(g, k)
+        if g.protocol == "ultimatum": apply_action(s, 0, {"action": {"atype": "propose", "deal": "A4"}})
+        seat = current_seats(s)[0]
+        reqs.append(TurnRequest(decision_point(s, seat), g, 100 + k, turn_token_budget(s)))
+    outs = pol.act_batch(reqs)
+    masks = [constrained_masks(o["schema"], pol.tokenizer, o["completion_ids"], pol.vocab) for o in outs]
+    pol.model.train()
+    new = sequence_logprobs(pol.model, [o["prompt_ids"] for o in outs], [o["completion_ids"] for o in outs], masks,
+                            temperature=0.8, pad_id=pol.pad_id, batch_size=3)
+    ratio = torch.cat([torch.exp(n - torch.tensor(o["logprobs"])) for n, o in zip(new, outs)])
+    assert torch.allclose(ratio.detach(), torch.ones_like(ratio), atol=1e-4)
+    ratio.mean().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in pol.model.parameters())
+    pol.model.zero_grad(); pol.model.eval()
+
+def test_seat_names(standin):
+    "`policy_for_seat` turns LLM seat names into policies and leaves agent names to the agents."
+    names = ["passive_gate", f"hf:{standin}", "greedy_anchor"]
+    pols = {n: policy_for_seat(n) or AgentPolicy(n) for n in names}   # what `make_policies` does with the one-line change
+    assert isinstance(pols[f"hf:{standin}"], HFPolicy) and pols[f"hf:{standin}"].constrain == "none"
+    assert isinstance(pols["passive_gate"], AgentPolicy)
+
+def test_model_eval_cli(standin, tmp_path):
+    "`model eval` writes the rates and the agreements; without the constraint the random model never parses."
+    app = typer.Typer(); register(app)
+    @app.callback()
+    def _group(): "model"
+    write_bank([generate_game(42005), generate_game(42006)], tmp_path / "bank")
+    for c in ("none", "legal"):
+        r = CliRunner().invoke(app, ["eval", "--model", str(standin), "--bank", str(tmp_path / "bank"), "--constrain", c,
+                                     "--max-new-tokens", "300", "--max-turns", "1", "--episodes", "3",
+                                     "--agents", "passive_gate", "--out", str(tmp_path / f"{c}.json")])
+        assert r.exit_code == 0, r.output
+    free, legal = (json.loads((tmp_path / f"{c}.json").read_text()) for c in ("none", "legal"))
+    assert free["episodes"] == legal["episodes"] == 3
+    assert free["parse_rate"] == 0 and legal["legal_rate"] == 1 and legal["fabrication_rate"] == 0
+    assert set(legal["agreement"]) == {"passive_gate"} and "vote" in legal["by_phase"]
+
+def test_evaluate_without_agents(standin):
+    res = evaluate_model(_policy(standin), [ultimatum_game()], episodes=2, agents=[])
+    assert res["episodes"] == 2 and res["legal_rate"] == 1 and res["agreement"] == {}

@@ -1,0 +1,73 @@
+"""VLLMPolicy on a GPU machine (`pip install -e ".[llm,gpu]"`): skipped where vLLM or a CUDA device is missing.
+
+    python -m pytest tests/test_vllm.py -q        # on a GPU node
+
+Runs on the random stand-in model (fairneg.llm.standin_model), so it needs no hub access."""
+import json
+import pytest
+torch = pytest.importorskip("torch")
+pytest.importorskip("vllm")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA device")
+
+from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
+from fairneg.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action, check_action
+from fairneg.rollout import TurnRequest
+from fairneg.llm import VLLMPolicy, HFPolicy, standin_model, load_model, sequence_logprobs, constrained_masks
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    "The stand-in model and a LoRA adapter on it whose B matrices are non-zero (so it changes the outputs)."
+    from peft import LoraConfig, get_peft_model
+    d = tmp_path_factory.mktemp("vllm")
+    base = standin_model(d / "standin")
+    m, _ = load_model(base, device="cpu", dtype="float32")
+    lora = get_peft_model(m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                                        task_type="CAUSAL_LM", init_lora_weights=False))
+    lora.save_pretrained(d / "adapter")
+    return base, d / "adapter"
+
+@pytest.fixture(scope="module")
+def policy(models):
+    base, _ = models
+    return VLLMPolicy(str(base), name="vllm-standin", constrain="legal", max_new_tokens=200, scratchpad_chars=16,
+                      message_chars=16, dtype="float32", gpu_memory_utilization=0.3, max_model_len=4096, enforce_eager=True,
+                      max_lora_rank=8)
+
+def _states():
+    g = generate_game(43000)
+    s = new_episode(g, 0); out = [(s, current_seats(s)[0])]
+    u = new_episode(ultimatum_game(), 0); apply_action(u, 0, {"action": {"atype": "propose", "deal": "A6"}}); out.append((u, 1))
+    d = new_episode(divide_dollar_game(), 0); out.append((d, 0))
+    return out
+
+def _reqs(states, base=0):
+    return [TurnRequest(decision_point(s, seat), s.game, base + k, turn_token_budget(s)) for k, (s, seat) in enumerate(states)]
+
+def test_constrained_legal_and_deterministic(policy):
+    st = _states()
+    a, b = policy.act_batch(_reqs(st)), policy.act_batch(_reqs(st))
+    assert [o["completion_ids"] for o in a] == [o["completion_ids"] for o in b]
+    for (s, seat), o in zip(st, a):
+        json.loads(o["text"])
+        assert o["action"] is not None and check_action(s, seat, o["action"])[0] == "ok"
+        assert len(o["logprobs"]) == o["n_completion_tokens"] and not o["truncated"]
+
+def test_logprobs_match_hf(policy, models):
+    "vLLM's processed log-probs agree with the teacher-forced ones under the same masks (loose: different kernels)."
+    base, _ = models
+    hf = HFPolicy(str(base), constrain="legal", scratchpad_chars=16, message_chars=16, dtype="float32")
+    outs = policy.act_batch(_reqs(_states(), 7))
+    masks = [constrained_masks(o["schema"], hf.tokenizer, o["completion_ids"], hf.vocab) for o in outs]
+    with torch.no_grad():
+        tf = sequence_logprobs(hf.model, [o["prompt_ids"] for o in outs], [o["completion_ids"] for o in outs], masks, pad_id=hf.pad_id)
+    gap = max(float((t.cpu() - torch.tensor(o["logprobs"])).abs().max()) for t, o in zip(tf, outs))
+    assert gap < 5e-2, gap
+
+def test_adapter_versions(policy, models):
+    _, adapter = models
+    v1 = policy.set_adapter(adapter); n1, id1 = policy.lora.lora_name, policy.lora.lora_int_id
+    out1 = policy.act_batch(_reqs(_states()))
+    v2 = policy.set_adapter(adapter)
+    assert v2 == v1 + 1 and policy.lora.lora_int_id != id1 and policy.lora.lora_name != n1
+    out2 = policy.act_batch(_reqs(_states()))
+    assert [o["completion_ids"] for o in out1] == [o["completion_ids"] for o in out2]   # same weights, same seeds
