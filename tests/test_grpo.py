@@ -1,0 +1,68 @@
+"""GRPO end to end on the project's small model: a 2-step smoke run, and kill -9 / resume equivalence."""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+import pytest
+torch = pytest.importorskip("torch")
+from fairneg.bank import generate_bank
+from fairneg.grpo import GRPOConfig, train, checkpoints
+from fairneg.rollout import read_jsonl
+
+VOLATILE = ("rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s", "rss_mb",
+            "gpu_max_allocated_mb", "gpu_name", "code_version")
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    d = tmp_path_factory.mktemp("grpo_bank")
+    generate_bank(n_games=3, seed_offset=40000, modes=("private",), out=d, progress=False)
+    return d
+
+def _args(bank, out, steps):
+    return ["--model", "tiny-test", "--bank", str(bank), "--out", str(out), "--steps", str(steps), "--groups", "2", "--k", "2",
+            "--max-new-tokens", "80", "--max-turns", "3", "--lr", "1e-3", "--checkpoint-steps", "1", "2", "3",
+            "--transcript-every", "1", "--scratchpad-chars", "16", "--message-chars", "16", "--no-progress"]
+
+def _run(args, **kw):
+    return subprocess.Popen([sys.executable, "-c", "from fairneg.cli import app; app()", "train", *args], **kw)
+
+def test_two_step_smoke(bank, tmp_path):
+    cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=2, groups=2, k=2, max_new_tokens=80,
+                     max_turns=3, checkpoint_steps=[2], transcript_every=1, lr=1e-3, scratchpad_chars=16, message_chars=16)
+    rows = train(cfg, progress=False)
+    assert [r["step"] for r in rows] == [1, 2]
+    r = rows[-1]
+    for k in ("experiment_name", "arm", "lam", "reward_mean", "worst_off_g", "deal_rate", "walk_rate", "below_threshold_rate",
+              "nnw", "adv_mean", "adv_std", "kl", "logprob_drift", "fabrication", "parse_failures", "tokens_generated",
+              "rollout_s", "train_s", "total_s", "rss_mb", "config_hash", "code_version"):
+        assert k in r, k
+    assert r["experiment_name"] == "fairness_grpo_lam0" and r["policy_turns"] > 0 and r["tokens_generated"] > 0
+    assert r["fabrication"] == 0 and r["illegal"] == 0          # the tiny model is constrained to legal actions
+    (step, ck), = checkpoints(tmp_path / "run")
+    assert step == 2 and (ck / "adapter_config.json").exists()
+    from peft import PeftModel
+    from fairneg.llm import load_model
+    base, _ = load_model("tiny-test")
+    PeftModel.from_pretrained(base, str(ck))                     # a loadable PEFT adapter
+    assert len(read_jsonl(tmp_path / "run" / "rollout_transcripts.jsonl")) > 0
+
+def _adapter(ck):
+    from safetensors.torch import load_file
+    return load_file(str(Path(ck) / "adapter_model.safetensors"))
+
+def test_kill9_resume_matches_uninterrupted(bank, tmp_path):
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    p = _run(_args(bank, ref, 3)); assert p.wait(timeout=900) == 0
+    p = _run(_args(bank, cut, 3), start_new_session=True)
+    t0 = time.time()
+    while not (cut / "checkpoint-1" / "trainer_state.json").exists():
+        assert p.poll() is None and time.time() - t0 < 900, "the run ended or stalled before its first checkpoint"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(p.pid, signal.SIGKILL); p.wait()
+    assert not (cut / "checkpoint-3").exists()
+    p = _run(_args(bank, cut, 3) + ["--resume"]); assert p.wait(timeout=900) == 0
+    a, b = _adapter(ref / "checkpoint-3"), _adapter(cut / "checkpoint-3")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+    ra, rb = read_jsonl(ref / "training_steps.jsonl"), read_jsonl(cut / "training_steps.jsonl")
+    assert [r["step"] for r in rb] == [1, 2, 3]                  # no duplicated or missing rows
+    assert strip(ra) == strip(rb)

@@ -1,0 +1,71 @@
+"""Cross-module checks of the embedded tiny model (fairneg.tiny): the cached test-size model loads with the `Auto`
+classes, generates, and answers held-out decision points of games it never saw in a parseable JSON format."""
+import json
+import pytest
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers"); pytest.importorskip("trl")
+from typer.testing import CliRunner
+from fairneg.cli import app
+from fairneg.game import generate_game, ultimatum_game
+from fairneg.protocol import parse_action
+from fairneg.tiny import (tiny_path, tiny_recipe, recipe_hash, build_report, play_sft_episodes, replay_points,
+                          generate_answers, answer_rates)
+
+@pytest.fixture(scope="module")
+def tiny_test():
+    "The test-size model folder (built once per cache and recipe; `pytest -n 2` workers wait on its file lock)."
+    torch.set_num_threads(2)
+    return tiny_path("test", progress=False)
+
+@pytest.fixture(scope="module")
+def loaded(tiny_test):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return AutoModelForCausalLM.from_pretrained(tiny_test), AutoTokenizer.from_pretrained(tiny_test)
+
+def _heldout_points(n=48):
+    "Decision points of fresh games (seeds of neither the tiny model's data nor the pilot banks), with their states."
+    data = tiny_recipe("test")["data"]
+    games = [generate_game(43000), generate_game(43001, info_mode="private"), generate_game(43002, 5, 5, "private"),
+             ultimatum_game()]
+    pts = [p for e in play_sft_episodes(games, data, 7) for p in replay_points(e, keep_state=True)]
+    return pts[::max(1, len(pts) // n)][:n]
+
+def test_folder_and_report(tiny_test):
+    "The cache folder holds the recipe (with the hash in its name), a build report and the saved files."
+    rec = json.loads((tiny_test / "recipe.json").read_text())
+    assert rec["hash"] == recipe_hash(tiny_recipe("test")) and tiny_test.name.endswith(rec["hash"])
+    r = build_report(tiny_test)
+    assert r["size"] == "test" and r["n_params"] > 100_000 and r["loss"][-1][1] < r["loss"][0][1]
+    assert r["greedy"]["parse"] >= 0.9, r["greedy"]
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"): assert (tiny_test / f).exists()
+
+def test_loads_and_generates(loaded):
+    "Loads with the Auto classes as a Qwen3 with its chat template; generation stops at <|im_end|>."
+    model, tok = loaded
+    assert type(model).__name__ == "Qwen3ForCausalLM" and tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    assert tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False).endswith(
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    enc = tok.apply_chat_template(msgs, add_generation_prompt=True, enable_thinking=False, return_tensors="pt")
+    out = model.generate(**enc, max_new_tokens=40, do_sample=False)
+    assert out.shape[1] > enc["input_ids"].shape[1]
+
+def test_parse_rate_on_fresh_games(loaded):
+    "Greedy answers at decision points of unseen games parse (floor 0.5; a build measures ~1.0) and are often legal."
+    model, tok = loaded
+    pts = _heldout_points()
+    data = tiny_recipe("test")["data"]
+    greedy = answer_rates(pts, generate_answers(model, tok, pts, data))
+    sampled = answer_rates(pts, generate_answers(model, tok, pts, data, sample=True, seed=1))
+    print(f"test-size tiny model on {len(pts)} fresh decision points: greedy {greedy}, sampled {sampled}")
+    assert greedy["parse"] >= 0.5 and sampled["parse"] >= 0.3
+    assert greedy["legal"] > 0
+
+def test_cli_mounted(tmp_path):
+    "`fairneg model build-tiny` is mounted on the root command; an unknown size or an existing --out is refused."
+    r = CliRunner().invoke(app, ["model", "build-tiny", "--help"])
+    assert r.exit_code == 0 and "--size" in r.output, r.output
+    assert CliRunner().invoke(app, ["model", "build-tiny", "--size", "huge", "--out", str(tmp_path / "x")]).exit_code == 2
+    (tmp_path / "full").mkdir(); (tmp_path / "full" / "f").write_text("x")
+    r = CliRunner().invoke(app, ["model", "build-tiny", "--size", "test", "--out", str(tmp_path / "full"), "--no-progress"])
+    assert r.exit_code == 2 and (tmp_path / "full" / "f").exists()
