@@ -66,3 +66,16 @@ def test_kill9_resume_matches_uninterrupted(bank, tmp_path):
     ra, rb = read_jsonl(ref / "training_steps.jsonl"), read_jsonl(cut / "training_steps.jsonl")
     assert [r["step"] for r in rb] == [1, 2, 3]                  # no duplicated or missing rows
     assert strip(ra) == strip(rb)
+
+def test_wandb_offline_without_a_key(bank, tmp_path, monkeypatch):
+    "With a wandb project but no API key and no WANDB_MODE, the run logs offline and never errors."
+    pytest.importorskip("wandb")
+    for k in ("WANDB_API_KEY", "WANDB_MODE"): monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, groups=1, k=2, max_new_tokens=64,
+                     max_turns=2, checkpoint_steps=[1], transcript_every=0, scratchpad_chars=8, message_chars=8,
+                     wandb_project="fairneg-test", wandb_group="ci")
+    rows = train(cfg, progress=False)
+    assert [r["step"] for r in rows] == [1]
+    runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    assert runs, "no offline wandb run was written"
