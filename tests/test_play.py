@@ -67,3 +67,18 @@ def test_play_bad_seats(bank, tmp_path, seats, message):
     assert r.exit_code == 2
     assert message in flat(r.output)
     assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_play_small_model_with_and_without_the_constraint(bank, tmp_path):
+    "`--model tiny-test` seats everybody; `--constrain legal` makes every answer legal, `none` leaves fabrications possible."
+    pytest.importorskip("torch")
+    quality = {}
+    for c in ("legal", "none"):
+        r = runner.invoke(play_app, ["--bank", str(bank), "--model", "tiny-test", "--constrain", c, "--seeds", "0",
+                                     "--max-turns", "4", "--out", str(tmp_path / c), "--no-progress"])
+        assert r.exit_code == 0, r.output
+        quality[c] = json.loads((tmp_path / c / "quality_report.json").read_text())
+    assert quality["legal"]["illegal"] == quality["legal"]["fabrication"] == 0 and quality["legal"]["parse_ok_rate"] == 1
+    assert quality["none"]["attempts"] > 0
+    r = runner.invoke(play_app, ["--bank", str(bank), "--model", "tiny-test", "--constrain", "maybe", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "legal or none" in flat(r.output)
