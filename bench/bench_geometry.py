@@ -126,7 +126,6 @@ def stages(g)->dict:
     st = G._sets(g, U)
     S, Z, tau, ir, ps = st["S"], st["Z"], st["tau"], st["ir"], st["passable"]
     sols = G._solutions(U, S, Z, tau, ir)
-    nnw = G.nnw_from_z(Z)
     pos = [sols[s] for s in SOLUTIONS]
     return {"enumeration + utility matrix": lambda: G._feasible(g),
             "IR / PASS / z (sets)": lambda: G._sets(g, U),

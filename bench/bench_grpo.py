@@ -8,7 +8,7 @@ Whatever it shows is reported as measured.
 
     .venv/bin/python bench/bench_grpo.py --steps 24 --model tiny
 """
-import argparse, json, tempfile, time
+import argparse, tempfile, time
 from pathlib import Path
 import numpy as np
 

@@ -3,16 +3,13 @@ standing in for the trained and untrained checkpoints; the refusals; the adapter
 `fairneg.llm`; and the statistical soundness of the interval (coverage, clusters)."""
 import json, sys, types
 from pathlib import Path
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 from fairneg.bank import write_bank
 from fairneg.cli import app
-from fairneg.eval import (GATE_EXIT, PairingError, analyze_cells, check_comparable, coverage_study, evaluate_gate,
-                          ladder_table, load_prereg, pair_sides, plan_cells, run_cell, synthetic_cell, write_eval)
+from fairneg.eval import (GATE_EXIT, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_cell, synthetic_cell, write_eval)
 from fairneg.game import generate_game
-from fairneg.geometry import solve
-from fairneg.rollout import ScriptedPolicy, read_jsonl
+from fairneg.rollout import ScriptedPolicy, nbs_then_accept, read_jsonl
 
 PILOT = Path(__file__).resolve().parents[1] / "params" / "prereg-pilot.yaml"
 runner = CliRunner()
@@ -122,19 +119,11 @@ def test_refusals(tmp_path, sides):
     r = cli("launch", "--checkpoint", "x=agent:fairness_oracle", "--base", "agent:oracle_omniscient", "--cells", "prose", "--out-dir", tmp_path)
     assert r.exit_code == 2 and "unknown condition `prose`" in r.output
 
-def _nbs_then_accept(req):
-    dp = req.dp
-    if dp["phase"] == "open":
-        geo = solve(req.game); return json.dumps({"action": {"atype": "propose", "deal": geo.label(geo.nbs)}})
-    if dp["phase"] == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes"}})
-    if dp["acceptable"]: return json.dumps({"action": {"atype": "accept", "offer_id": dp["acceptable"][0]}})
-    return json.dumps({"action": {"atype": "pass"}})
-
 def test_adapter_checkpoint_through_llm_factory(tmp_path, bank, monkeypatch):
     "An adapter folder runs as make_policy(base, adapter=PATH); its untrained side is the base model without adapter."
     calls = []
     def make_policy(spec, **kw):
-        calls.append((spec, kw)); return ScriptedPolicy(_nbs_then_accept, kw.get("name", spec))
+        calls.append((spec, kw)); return ScriptedPolicy(nbs_then_accept, kw.get("name", spec))
     monkeypatch.setitem(sys.modules, "fairneg.llm", types.SimpleNamespace(make_policy=make_policy))
     ad = tmp_path / "runs" / "lam0" / "checkpoint-24"; ad.mkdir(parents=True)
     (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen3-8B"}))

@@ -1,5 +1,5 @@
 """GRPO end to end on the project's small model: a 2-step smoke run, and kill -9 / resume equivalence."""
-import json, os, signal, subprocess, sys, time
+import os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 torch = pytest.importorskip("torch")

@@ -10,7 +10,7 @@ from fairneg.cli import app as root
 from fairneg.game import generate_game, save_game
 from fairneg.protocol import render_prompt
 from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, play_app, run_cell, read_jsonl, view_ref
-from fairneg.pairs import (PoolingError, ReplayError, annotate, annotate_line, check_poolable, dpo_pairs, read_states,
+from fairneg.pairs import (PoolingError, ReplayError, annotate, check_poolable, read_states,
                            replay, row_decision_point, ROW_FIELDS)
 
 runner = CliRunner()

@@ -3,16 +3,7 @@ import json
 from typer.testing import CliRunner
 from fairneg.cli import app
 from fairneg.game import generate_game
-from fairneg.geometry import solve
-from fairneg.rollout import ScriptedPolicy, run_tournament, read_jsonl
-
-def _nbs_then_accept(req):
-    dp = req.dp
-    if dp["phase"] == "open":
-        geo = solve(req.game); return json.dumps({"action": {"atype": "propose", "deal": geo.label(geo.nbs)}})
-    if dp["phase"] == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes"}})
-    if dp["acceptable"]: return json.dumps({"action": {"atype": "accept", "offer_id": dp["acceptable"][0]}})
-    return json.dumps({"action": {"atype": "pass"}})
+from fairneg.rollout import ScriptedPolicy, nbs_then_accept, run_tournament, read_jsonl
 
 def _lowball(req):
     if req.dp["phase"] == "open": return json.dumps({"action": {"atype": "propose", "deal": "A1 B1 C1 D1 E1"}})
@@ -22,7 +13,7 @@ def _campaigns(tmp_path):
     bank = [generate_game(s) for s in range(40000, 40006)]
     good, poor = tmp_path / "good", tmp_path / "poor"
     run_tournament(bank, "nbs", [0, 1], out=good, experiment_name="rational", progress=False,
-                   extra_policies={"nbs": ScriptedPolicy(_nbs_then_accept, "nbs")})
+                   extra_policies={"nbs": ScriptedPolicy(nbs_then_accept, "nbs")})
     run_tournament(bank, "lowball", [0, 1], out=poor, experiment_name="llm", progress=False,
                    extra_policies={"lowball": ScriptedPolicy(_lowball, "lowball")})
     return good, poor

@@ -7,7 +7,6 @@ pytest.importorskip("transformers"); pytest.importorskip("trl")
 from typer.testing import CliRunner
 from fairneg.cli import app
 from fairneg.game import generate_game, ultimatum_game
-from fairneg.protocol import parse_action
 from fairneg.tiny import (tiny_path, tiny_recipe, recipe_hash, build_report, play_sft_episodes, replay_points,
                           generate_answers, answer_rates)
 
