@@ -36,6 +36,10 @@ def test_two_step_smoke(bank, tmp_path):
         assert k in r, k
     assert r["experiment_name"] == "fairness_grpo_lam0" and r["policy_turns"] > 0 and r["tokens_generated"] > 0
     assert r["fabrication"] == 0 and r["illegal"] == 0          # the tiny model is constrained to legal actions
+    # the hf sampler is the trained model: its logged log-probs and the teacher-forced ones agree (float32 CPU)
+    t = [x for x in rows if x["tokens_trained"]]
+    assert t and all(x["importance_correction"] == "none" and x["tis_weight_mean"] is None for x in t)
+    assert all(0 <= x["sampler_gap"] < 1e-3 and x["sampler_gap_max"] < 1e-2 for x in t), [(x["sampler_gap"], x["sampler_gap_max"]) for x in t]
     (step, ck), = checkpoints(tmp_path / "run")
     assert step == 2 and (ck / "adapter_config.json").exists()
     from peft import PeftModel
