@@ -83,3 +83,41 @@ def test_wandb_offline_without_a_key(bank, tmp_path, monkeypatch):
     assert [r["step"] for r in rows] == [1]
     runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert runs, "no offline wandb run was written"
+
+STANDIN_VLLM = Path(__file__).parent / "standin_vllm"
+
+def test_vllm_backend_on_a_standin_engine(bank, tmp_path):
+    """`--backend vllm` end to end on a CPU, with tests/standin_vllm in place of vLLM (our wiring, not the engine):
+    each step saves the adapter and serves it under a fresh LoRA name and id, the served weights are the ones the
+    previous step trained, rollouts come from the engine, and the loss uses truncated importance sampling."""
+    out, log = tmp_path / "run", tmp_path / "engine.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(STANDIN_VLLM), os.environ.get("PYTHONPATH", "")]), STANDIN_VLLM_LOG=str(log))
+    p = _run(_args(bank, out, 3) + ["--backend", "vllm"], env=env, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=900)
+    assert p.returncode == 0, err[-3000:]
+    ev = read_jsonl(log)
+    init, = [e for e in ev if e["event"] == "init"]
+    assert init["enable_lora"] and init["max_lora_rank"] >= 16 and init["logprobs_mode"] == "processed_logprobs"
+    assert init["gpu_memory_utilization"] == GRPOConfig().vllm_gpu_memory
+    loads = [e for e in ev if e["event"] == "load_lora"]
+    assert [Path(e["path"]).name for e in loads] == ["step-1", "step-2", "step-3"]
+    assert len({e["id"] for e in loads}) == 3 and len({e["name"] for e in loads}) == 3      # never a reused name or id
+    gens = [e for e in ev if e["event"] == "generate"]
+    assert gens and all(g["lora"] is not None for g in gens)
+    # each step's generate calls follow that step's load: the engine served the adapter saved for that step
+    order = [e["name"] if e["event"] == "load_lora" else e["lora"] for e in ev if e["event"] in ("load_lora", "generate")]
+    assert order == sorted(order, key=[e["name"] for e in loads].index)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("standin_digest", STANDIN_VLLM / "standin_digest.py")
+    dg = importlib.util.module_from_spec(spec); spec.loader.exec_module(dg)
+    served = {g["lora"]: g["served"] for g in gens}
+    for s in (1, 2):                     # the weights served at step s + 1 are those checkpointed after step s
+        assert served[loads[s]["name"]] == dg.adapter_digest(_adapter(out / f"checkpoint-{s}"))
+    assert served[loads[2]["name"]] != served[loads[0]["name"]]      # and training changed them
+    rows = read_jsonl(out / "training_steps.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3] and all(r["backend"] == "vllm" and r["importance_correction"] == "tis" for r in rows)
+    t = [r for r in rows if r["tokens_trained"]]
+    assert t, "no step trained on any token"
+    # the stand-in samples with the trainer's own float32 kernels, so the importance weights are ~1 and nothing is capped
+    assert all(abs(r["tis_weight_mean"] - 1) < 1e-3 and r["tis_capped_frac"] == 0 and r["sampler_gap"] < 1e-3 for r in t)
+    assert sum(r["policy_turns"] for r in rows) > 0 and all(r["fabrication"] == 0 and r["illegal"] == 0 for r in rows)

@@ -1,0 +1,15 @@
+"Stand-in `vllm.sampling_params` (tests only)."
+from dataclasses import dataclass
+
+@dataclass
+class StructuredOutputsParams:
+    json: str | dict | None = None
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    max_tokens: int = 16
+    logprobs: int | None = None
+    structured_outputs: StructuredOutputsParams | None = None
