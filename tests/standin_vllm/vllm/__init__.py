@@ -2,7 +2,7 @@
 `vllm.LLM`, with LoRA adapters cached by integer id as vLLM does."""
 import copy, dataclasses, json, os
 from dataclasses import dataclass, field
-from .sampling_params import SamplingParams, StructuredOutputsParams
+from .sampling_params import SamplingParams
 from .engine.arg_utils import EngineArgs
 from standin_digest import adapter_digest
 
