@@ -2,7 +2,7 @@
 # The project's prepared GPU check: one command for a session that is lent a device machine
 # (/work/.library/device/README.md: 15 minutes of device time, one command at most 10 minutes, nothing fetched there).
 #
-#   bash bench/gpu_check.sh wheels       # here, once: the wheels the device image lacks -> .whl (about 5 MB)
+#   bash bench/gpu_check.sh wheels       # here, once: the wheels the device image lacks -> .whl (about 10 MB)
 #   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=590)      # on the device
 #   bash bench/gpu_check.sh dry-run      # here, on a CPU: the same steps on tiny-test, to check the script itself
 #
@@ -16,7 +16,7 @@
 #      so in this workplace step 3 reports "skipped" unless the image changes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-WHEELS="xgrammar==0.2.9 apache-tvm-ffi pydantic==2.14.4 pydantic-core annotated-types typing-inspection pettingzoo==1.27.0 gymnasium==1.4.0 farama-notifications"
+WHEELS="trl==1.16.0 datasets dill multiprocess xgrammar==0.2.9 apache-tvm-ffi pydantic==2.14.4 pydantic-core annotated-types typing-inspection pettingzoo==1.27.0 gymnasium==1.4.0 farama-notifications"
 
 if [ "${1:-}" = wheels ]; then
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
