@@ -111,6 +111,12 @@ def test_vllm_backend_on_a_standin_engine(bank, tmp_path):
     spec = importlib.util.spec_from_file_location("standin_digest", STANDIN_VLLM / "standin_digest.py")
     dg = importlib.util.module_from_spec(spec); spec.loader.exec_module(dg)
     served = {g["lora"]: g["served"] for g in gens}
+    for e in loads:                      # one generate call per wave: the first holds every episode's opening turn (2 × 2)
+        first = next(g for g in gens if g["lora"] == e["name"])
+        assert first["n"] == 4, first
+    rows0 = read_jsonl(out / "training_steps.jsonl")
+    for r, e in zip(rows0, loads):       # and all of a step's policy turns went through the engine under its adapter
+        assert sum(g["n"] for g in gens if g["lora"] == e["name"]) == r["policy_turns"]
     for s in (1, 2):                     # the weights served at step s + 1 are those checkpointed after step s
         assert served[loads[s]["name"]] == dg.adapter_digest(_adapter(out / f"checkpoint-{s}"))
     assert served[loads[2]["name"]] != served[loads[0]["name"]]      # and training changed them
