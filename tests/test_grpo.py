@@ -127,3 +127,11 @@ def test_vllm_backend_on_a_standin_engine(bank, tmp_path):
     # the stand-in samples with the trainer's own float32 kernels, so the importance weights are ~1 and nothing is capped
     assert all(abs(r["tis_weight_mean"] - 1) < 1e-3 and r["tis_capped_frac"] == 0 and r["sampler_gap"] < 1e-3 for r in t)
     assert sum(r["policy_turns"] for r in rows) > 0 and all(r["fabrication"] == 0 and r["illegal"] == 0 for r in rows)
+
+def test_vllm_backend_without_vllm_fails_before_loading_the_model(bank, tmp_path, monkeypatch):
+    import importlib.util
+    if importlib.util.find_spec("vllm") is not None: pytest.skip("vLLM is installed here")
+    import fairneg.llm
+    monkeypatch.setattr(fairneg.llm, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check"))
+    cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, backend="vllm")
+    with pytest.raises(RuntimeError, match=r"--backend vllm needs vLLM.*--backend hf"): train(cfg, progress=False)
