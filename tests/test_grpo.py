@@ -1,6 +1,7 @@
 """GRPO end to end on the project's small model: a 2-step smoke run, and kill -9 / resume equivalence."""
 import os, signal, subprocess, sys, time
 from pathlib import Path
+import numpy as np
 import pytest
 torch = pytest.importorskip("torch")
 from fairneg.bank import generate_bank
@@ -34,6 +35,7 @@ def test_two_step_smoke(bank, tmp_path):
               "nnw", "adv_mean", "adv_std", "kl", "logprob_drift", "fabrication", "parse_failures", "tokens_generated",
               "rollout_s", "train_s", "total_s", "rss_mb", "config_hash", "code_version"):
         assert k in r, k
+    assert r["base_dtype"] == "float32"                           # a CPU default
     assert r["experiment_name"] == "fairness_grpo_lam0" and r["policy_turns"] > 0 and r["tokens_generated"] > 0
     assert r["fabrication"] == 0 and r["illegal"] == 0          # the tiny model is constrained to legal actions
     # the hf sampler is the trained model: its logged log-probs and the teacher-forced ones agree (float32 CPU)
@@ -135,3 +137,17 @@ def test_vllm_backend_without_vllm_fails_before_loading_the_model(bank, tmp_path
     monkeypatch.setattr(fairneg.llm, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check"))
     cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, backend="vllm")
     with pytest.raises(RuntimeError, match=r"--backend vllm needs vLLM.*--backend hf"): train(cfg, progress=False)
+
+def test_bf16_base_on_cpu(bank, tmp_path):
+    "The GPU default (a bf16 base) trains: LoRA weights stay float32 and the sampler/trainer gap is reported and small."
+    cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=3, groups=2, k=2, max_new_tokens=80,
+                     max_turns=3, checkpoint_steps=[3], transcript_every=0, lr=1e-3, scratchpad_chars=16, message_chars=16,
+                     dtype="bfloat16")
+    rows = train(cfg, progress=False)
+    t = [r for r in rows if r["tokens_trained"]]
+    assert t and all(np.isfinite(r["loss"]) and np.isfinite(r["grad_norm"]) and r["grad_norm"] > 0 for r in t)
+    # bf16 kernels: incremental decoding and one teacher-forced pass differ a little (float32 gives ~1e-7)
+    assert all(r["base_dtype"] == "bfloat16" for r in rows)
+    assert all(1e-6 < r["sampler_gap"] < 1e-2 and r["sampler_gap_max"] < 0.1 for r in t), [(r["sampler_gap"], r["sampler_gap_max"]) for r in t]
+    ad = _adapter(checkpoints(tmp_path / "run")[-1][1])
+    assert {v.dtype for v in ad.values()} == {torch.float32}
