@@ -170,3 +170,41 @@ def test_coverage_near_nominal():
     s = coverage_study(n_reps=2000, B=2000, seed=11)
     assert 0.91 <= s["game"]["coverage"] <= 0.975, s
     assert s["episode"]["coverage"] < 0.85, s
+
+STANDIN_VLLM = Path(__file__).parent / "standin_vllm"
+
+def test_vllm_model_one_engine_per_cell(tmp_path, bank):
+    """`--model vllm:PATH` with an adapter checkpoint, on tests/standin_vllm (our wiring, not vLLM): both sides of a
+    cell share one engine, the trained side under its LoRA request and the base side under none."""
+    import os, subprocess
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from fairneg.llm import load_model, resolve_model
+    base = resolve_model("tiny-test")
+    m, _ = load_model(base, device="cpu", dtype="float32")
+    ad = tmp_path / "lam0" / "checkpoint-1"
+    torch.manual_seed(0)
+    get_peft_model(m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
+                                 init_lora_weights=False)).save_pretrained(ad)
+    out, log = tmp_path / "eval", tmp_path / "engine.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(STANDIN_VLLM), os.environ.get("PYTHONPATH", "")]), STANDIN_VLLM_LOG=str(log))
+    p = subprocess.run([sys.executable, "-c", "from fairneg.cli import app; app()", "eval", "launch", "--checkpoint", f"lam0_step1={ad}",
+                        "--model", f"vllm:{base}", "--cells", "primary", "ultimatum", "--bank", str(bank), "--episodes", "2",
+                        "--out-dir", str(out), "--llm", "constrain=legal", "--llm", "max_new_tokens=80", "--llm", "scratchpad_chars=16",
+                        "--llm", "message_chars=16"], env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    ev = read_jsonl(log)
+    assert [e["event"] for e in ev].count("init") == 2                       # one engine per cell, not one per side
+    per_cell, cur = [], None
+    for e in ev:
+        if e["event"] == "init": cur = []; per_cell.append(cur)
+        else: cur.append(e)
+    for cell in per_cell:
+        loads = [e for e in cell if e["event"] == "load_lora"]
+        assert len(loads) == 1 and Path(loads[0]["path"]) == ad
+        gens = [e["lora"] for e in cell if e["event"] == "generate"]
+        k = gens.index(None)                                                  # trained side first, then the base
+        assert k > 0 and set(gens[:k]) == {loads[0]["name"]} and set(gens[k:]) == {None}
+    for c in ("lam0_step1_primary", "lam0_step1_ultimatum"):
+        tr, bs = (read_jsonl(out / c / s / "episodes.jsonl") for s in ("trained", "base"))
+        assert len(tr) == len(bs) > 0 and tr[0]["seats"][0] == "lam0_step1" and bs[0]["seats"][0] == f"vllm:{base}"

@@ -2,12 +2,15 @@
 
     python -m pytest tests/test_vllm.py -q        # on a GPU node
 
-Runs on the random stand-in model (fairneg.llm.standin_model), so it needs no hub access."""
+Runs on the random stand-in model (fairneg.llm.standin_model), so it needs no hub access. tests/test_standin_vllm.py
+also runs this file on a CPU against tests/standin_vllm (a stand-in of vLLM's offline API), which checks the file and
+VLLMPolicy's handling of vLLM's outputs, not the engine."""
 import json
 import pytest
 torch = pytest.importorskip("torch")
-pytest.importorskip("vllm")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA device")
+vllm = pytest.importorskip("vllm")
+STANDIN = getattr(vllm, "STANDIN", False)     # tests/standin_vllm (CPU): checks this file and our wiring, not vLLM
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or STANDIN), reason="vLLM needs a CUDA device")
 
 from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
 from fairneg.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action, check_action
@@ -71,3 +74,12 @@ def test_adapter_versions(policy, models):
     assert v2 == v1 + 1 and policy.lora.lora_int_id != id1 and policy.lora.lora_name != n1
     out2 = policy.act_batch(_reqs(_states()))
     assert [o["completion_ids"] for o in out1] == [o["completion_ids"] for o in out2]   # same weights, same seeds
+
+def test_views_share_the_engine(policy, models):
+    "Views of one engine: no second model, fresh LoRA ids across views, separate statistics, the base under no LoRA."
+    _, adapter = models
+    a, b, base = policy.view("a", adapter), policy.view("b", adapter), policy.view("base")
+    assert a.llm is policy.llm is base.llm and base.lora is None
+    assert len({a.lora.lora_int_id, b.lora.lora_int_id, policy.lora.lora_int_id if policy.lora else 0}) == 3
+    out = base.act_batch(_reqs(_states()))
+    assert base.stats["rows"] == len(out) and a.stats["rows"] == 0
