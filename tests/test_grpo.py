@@ -122,6 +122,7 @@ def test_vllm_backend_on_a_standin_engine(bank, tmp_path):
     for s in (1, 2):                     # the weights served at step s + 1 are those checkpointed after step s
         assert served[loads[s]["name"]] == dg.adapter_digest(_adapter(out / f"checkpoint-{s}"))
     assert served[loads[2]["name"]] != served[loads[0]["name"]]      # and training changed them
+    assert [d.name for d in (out / "_vllm_adapters").iterdir()] == ["step-3"]   # earlier copies are not kept
     rows = read_jsonl(out / "training_steps.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3] and all(r["backend"] == "vllm" and r["importance_correction"] == "tis" for r in rows)
     t = [r for r in rows if r["tokens_trained"]]
