@@ -40,6 +40,13 @@ def test_launch_analyze_gate(tmp_path, bank):
         rows = read_jsonl(out / "fair_step1_primary" / side / "episodes.jsonl")
         assert len(rows) == 6 and {r["episode_seed"] for r in rows} == {0, 1}
         assert rows[0]["experiment_name"] == f"fairness_grpo_eval_fair_step1_primary_{side}"
+    # each condition's untrained side was played once and copied into both checkpoints' cells
+    stores = sorted(p.parent.name.split("-")[0] for p in (out / "_shared_base").glob("*/episodes.jsonl"))
+    assert stores == ["divide_dollar", "primary", "rational_guard", "ultimatum"]
+    b1, b2 = (read_jsonl(out / f"fair_step{i}_primary" / "base" / "episodes.jsonl") for i in (1, 2))
+    assert {r["eval_base_shared"] for r in b1} == {r["eval_base_shared"] for r in b2} and b1[0]["eval_cell"] == "fair_step1_primary"
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("experiment_name", "eval_cell", "eval_checkpoint")} for r in rows]
+    assert strip(b1) == strip(b2)
     guard = read_jsonl(out / "fair_step1_rational_guard" / "trained" / "episodes.jsonl")
     assert all(r["seats"].count("fair_step1") == 1 and r["seats"].count("bayes_rational") == 5 for r in guard)
 
@@ -70,6 +77,14 @@ def test_launch_analyze_gate(tmp_path, bank):
     r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "--base", "agent:oracle_omniscient",
             "--cells", "primary", "--bank", bank, "--episodes", 3, "--out-dir", out)
     assert r.exit_code == 2 and "never rewritten" in r.output   # a different cell in a used folder is refused, not doubled
+
+    solo = tmp_path / "solo"
+    r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "--base", "agent:oracle_omniscient",
+            "--cells", "primary", "--bank", bank, "--episodes", 2, "--out-dir", solo, "--no-share-base")
+    assert r.exit_code == 0, r.output
+    assert not (solo / "_shared_base").exists()
+    assert strip(read_jsonl(solo / "fair_step1_primary" / "base" / "episodes.jsonl")) == [
+        {k: v for k, v in x.items() if k != "eval_base_shared"} for x in strip(b1)]   # the same episodes, played in the cell
 
 def test_submit_local_executor(tmp_path, bank):
     out = tmp_path / "eval"
