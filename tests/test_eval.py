@@ -223,3 +223,19 @@ def test_vllm_model_one_engine_per_cell(tmp_path, bank):
     for c in ("lam0_step1_primary", "lam0_step1_ultimatum"):
         tr, bs = (read_jsonl(out / c / s / "episodes.jsonl") for s in ("trained", "base"))
         assert len(tr) == len(bs) > 0 and tr[0]["seats"][0] == "lam0_step1" and bs[0]["seats"][0] == f"vllm:{base}"
+
+def test_two_vllm_models_never_held_at_once(tmp_path, bank):
+    "Trained and untrained sides on different vLLM models: the first engine is released before the second starts."
+    import os, subprocess
+    pytest.importorskip("torch")
+    from fairneg.llm import resolve_model, standin_model
+    a, b = resolve_model("tiny-test"), standin_model(tmp_path / "other")
+    log = tmp_path / "engine.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(STANDIN_VLLM), os.environ.get("PYTHONPATH", "")]), STANDIN_VLLM_LOG=str(log))
+    p = subprocess.run([sys.executable, "-c", "from fairneg.cli import app; app()", "eval", "launch", "--checkpoint", f"a=model:vllm:{a}",
+                        "--base", f"model:vllm:{b}", "--cells", "primary", "--bank", str(bank), "--episodes", "1",
+                        "--out-dir", str(tmp_path / "eval"), "--llm", "constrain=legal", "--llm", "max_new_tokens=60",
+                        "--llm", "scratchpad_chars=8", "--llm", "message_chars=8"], env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    ev = [(e["event"], Path(e["model"]).name) for e in read_jsonl(log) if e["event"] in ("init", "release")]
+    assert ev[:3] == [("init", Path(a).name), ("release", Path(a).name), ("init", "other")], ev

@@ -48,6 +48,10 @@ class LLM:
         self.adapters = {}                      # lora_int_id -> (name, path, model): vLLM's cache is keyed by id
         _log(event="init", model=model, **kw)
 
+    def __del__(self):                          # the tests check an engine is gone before the next one starts
+        try: _log(event="release", model=self.args.model)
+        except Exception: pass
+
     def get_tokenizer(self): return self.tokenizer
 
     def _model(self, lora):
