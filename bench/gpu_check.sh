@@ -55,7 +55,8 @@ step grpo_hf $PY bench/bench_grpo_step.py --model $MODEL --backend hf $STEPS --j
 step llm $PY bench/bench_llm.py $LLM --json "$OUT/llm.json"
 if $PY -c "import vllm" 2>/dev/null; then
     step test_vllm $PY -m pytest tests/test_vllm.py -q -x -p no:cacheprovider
-    step grpo_vllm $PY bench/bench_grpo_step.py --model $MODEL --backend vllm $STEPS --json "$OUT/grpo_vllm.json"
+    VSTEPS="--steps 2 --groups 4 --k 8"; [ $DRY = 1 ] && VSTEPS="$STEPS"      # the target's own setting on a GPU
+    step grpo_vllm $PY bench/bench_grpo_step.py --model $MODEL --backend vllm $VSTEPS --json "$OUT/grpo_vllm.json"
 else
     echo "vllm: not importable here: test_vllm and the vllm step-time target skipped" | tee -a "$OUT/summary.txt"
 fi
