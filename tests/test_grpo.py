@@ -152,3 +152,17 @@ def test_bf16_base_on_cpu(bank, tmp_path):
     assert all(1e-6 < r["sampler_gap"] < 1e-2 and r["sampler_gap_max"] < 0.1 for r in t), [(r["sampler_gap"], r["sampler_gap_max"]) for r in t]
     ad = _adapter(checkpoints(tmp_path / "run")[-1][1])
     assert {v.dtype for v in ad.values()} == {torch.float32}
+
+def test_train_notebook_under_papermill(bank, tmp_path):
+    "nbs/train.ipynb runs under papermill with a parameter file and overrides, and writes what `fairneg train` writes."
+    papermill = pytest.importorskip("papermill")
+    params = tmp_path / "p.yaml"
+    params.write_text(f"train:\n  model: tiny-test\n  steps: 3\n  groups: 2\n  k: 2\n  max_new_tokens: 80\n  max_turns: 3\n"
+                      f"  checkpoint_steps: [1]\n  transcript_every: 1\n  scratchpad_chars: 16\n  message_chars: 16\n"
+                      f"  bank: {bank}\n  out: {tmp_path / 'unused'}\n")
+    nb = Path(__file__).resolve().parents[1] / "nbs" / "train.ipynb"
+    papermill.execute_notebook(str(nb), str(tmp_path / "out.ipynb"), progress_bar=False, kernel_name="python3",
+                               parameters=dict(params_file=str(params), lam=0.5, steps=1, out=str(tmp_path / "run")))
+    rows = read_jsonl(tmp_path / "run" / "training_steps.jsonl")
+    assert [r["step"] for r in rows] == [1] and rows[0]["lam"] == 0.5 and rows[0]["arm"] == "lam05"   # overrides won
+    assert [s for s, _ in checkpoints(tmp_path / "run")] == [1] and not (tmp_path / "unused").exists()
