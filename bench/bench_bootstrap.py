@@ -13,8 +13,9 @@ if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 2: os.sch
 
 import time
 import numpy as np
-from fairneg.eval import (EVAL_ENDPOINTS, analyze_cells, contrast_from_sums, coverage_study, prepare_cell, resample_matrix,
+from fairneg.eval import (EVAL_ENDPOINTS, analyze_cells, contrast_from_sums, coverage_study, prepare_cell,
                           synthetic_cell, endpoint_values, pair_sides)
+from fairneg.stats import resample_counts
 
 B, G, E, N_CELLS, TARGET_S = 10_000, 24, 8, 7, 2.0
 ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
@@ -30,7 +31,7 @@ def best_of(fn, n=3):
     return min(ts), out
 
 def naive(cs, endpoints, n_resamples, seed=0):
-    "Per resample: draw games, gather their episodes, average each side in Python; the draws of `resample_matrix`."
+    "Per resample: draw games, gather their episodes, average each side in Python; the draws of `resample_counts`."
     draws_idx = np.random.Generator(np.random.PCG64(seed)).integers(0, G, size=(n_resamples, G))
     out = {}
     for name, c in cs.items():
@@ -53,7 +54,7 @@ def vectorized_draws(cs, endpoints, n_resamples, seed=0):
         p = prepare_cell(c["trained"], c["base"], name, endpoints)
         S = p["S"]
         out[name] = contrast_from_sums(S[:, :K], S[:, K:2*K], S[:, 2*K:3*K], S[:, 3*K:],
-                                       resample_matrix(p["n_clusters"], n_resamples, seed) @ S)["draws"]
+                                       resample_counts(p["n_clusters"], n_resamples, seed) @ S)["draws"]
     return out
 
 if __name__ == "__main__":
