@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 from fairneg.bank import write_bank
 from fairneg.cli import app
-from fairneg.eval import (GATE_EXIT, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_cell, synthetic_cell, write_eval)
+from fairneg.eval import (GATE_EXIT, discover_cells, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_cell, synthetic_cell, write_eval)
 from fairneg.game import generate_game
 from fairneg.rollout import ScriptedPolicy, nbs_then_accept, read_jsonl
 
@@ -47,6 +47,9 @@ def test_launch_analyze_gate(tmp_path, bank):
     assert {r["eval_base_shared"] for r in b1} == {r["eval_base_shared"] for r in b2} and b1[0]["eval_cell"] == "fair_step1_primary"
     strip = lambda rows: [{k: v for k, v in r.items() if k not in ("experiment_name", "eval_cell", "eval_checkpoint")} for r in rows]
     assert strip(b1) == strip(b2)
+    import shutil
+    weird = tmp_path / "run[1]"; shutil.copytree(out, weird)           # a folder name that is also a glob pattern
+    assert sorted(discover_cells(weird)) == cells
     guard = read_jsonl(out / "fair_step1_rational_guard" / "trained" / "episodes.jsonl")
     assert all(r["seats"].count("fair_step1") == 1 and r["seats"].count("bayes_rational") == 5 for r in guard)
 
