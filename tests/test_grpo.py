@@ -147,9 +147,11 @@ def test_bf16_base_on_cpu(bank, tmp_path):
     rows = train(cfg, progress=False)
     t = [r for r in rows if r["tokens_trained"]]
     assert t and all(np.isfinite(r["loss"]) and np.isfinite(r["grad_norm"]) and r["grad_norm"] > 0 for r in t)
-    # bf16 kernels: incremental decoding and one teacher-forced pass differ a little (float32 gives ~1e-7)
+    # bf16 kernels: incremental decoding and one teacher-forced pass may differ a little. The gap is reported on every
+    # trained row and bounded above; no lower bound (a step can match to float32 precision by luck: 1.2e-7 was seen).
     assert all(r["base_dtype"] == "bfloat16" for r in rows)
-    assert all(1e-6 < r["sampler_gap"] < 1e-2 and r["sampler_gap_max"] < 0.1 for r in t), [(r["sampler_gap"], r["sampler_gap_max"]) for r in t]
+    assert all(r["sampler_gap"] is not None and 0 <= r["sampler_gap"] <= r["sampler_gap_max"] for r in t), t
+    assert all(r["sampler_gap"] < 1e-2 and r["sampler_gap_max"] < 0.1 for r in t), [(r["sampler_gap"], r["sampler_gap_max"]) for r in t]
     ad = _adapter(checkpoints(tmp_path / "run")[-1][1])
     assert {v.dtype for v in ad.values()} == {torch.float32}
 
