@@ -25,17 +25,18 @@ from .stats import cluster_sums, percentile_interval, resample_counts, verdict
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS',
-           'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'app', 'EvalError', 'PairingError', 'PreregError',
-           'crossgame_games', 'check_condition', 'condition_games', 'condition_framing', 'condition_seats',
-           'PolicySpec', 'parse_policy', 'parse_checkpoint', 'base_spec', 'policy_label', 'engine_key', 'build_policy',
-           'Cell', 'plan_cells', 'play_side', 'base_key', 'run_cell', 'executor_params', 'launch',
-           'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums', 'paired_bootstrap',
-           'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name', 'cell_identity',
-           'prepare_cell', 'finish_cell', 'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study',
-           'check_prereg', 'load_prereg', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text',
-           'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'episode_rows',
-           'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd', 'analyze',
-           'gate']
+           'UNDEFINED_MAX_FRAC', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError',
+           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
+           'condition_seats', 'PolicySpec', 'parse_policy', 'parse_checkpoint', 'base_spec', 'policy_label',
+           'engine_key', 'build_policy', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_cell', 'executor_params',
+           'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums',
+           'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name',
+           'cell_identity', 'resampling_note', 'prepare_cell', 'endpoint_verdict', 'finish_cell', 'analyze_cells',
+           'contrast_rows', 'simulate_pairs', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim',
+           'share_guard', 'deal_floor', 'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate',
+           'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs',
+           'episode_rows', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd',
+           'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -564,6 +565,10 @@ def cell_identity(name:str, rows:list[dict])->tuple[str, str|None]:
     if len(ck) == 1 and len(cond) == 1 and None not in ck | cond: return ck.pop(), cond.pop()
     return split_cell_name(name)
 
+def resampling_note(cluster:str)->str|None:
+    "What a single-game interval resamples, said wherever it appears (SPEC §7); None for game-cluster intervals."
+    return "single game: the interval resamples its episodes, not games" if cluster == "episode" else None
+
 def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints=EVAL_ENDPOINTS)->dict:
     "Check and pair a cell's sides; per-cluster sums and counts of every endpoint, and the facts every row carries."
     for side, rows in (("trained", trained), ("untrained", base)): check_rows(rows, side, endpoints, name)
@@ -578,38 +583,58 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
     ck, cond = cell_identity(name, trained)
     return dict(cell=name, checkpoint=ck, condition=cond, endpoints=tuple(endpoints), S=np.hstack([ST, CT, SB, CB]),
                 n_games=n_games, n_episodes=len(keys), cluster=unit, n_clusters=len(ids),
-                deal_trained=deal_t, deal_base=deal_b, **comp)
+                resampling_note=resampling_note(unit), deal_trained=deal_t, deal_base=deal_b, **comp)
 
 def _num(x):
     "A JSON-safe float (None for NaN / inf)."
     x = float(x)
     return x if math.isfinite(x) else None
 
-def finish_cell(prep:dict, res:dict, viability_drop:float=0.10)->dict:
+# %% ../nbs/09_eval.ipynb #9e1a0c01
+UNDEFINED_MAX_FRAC = 0.01   # SPEC §7: an endpoint with more undefined bootstrap draws than this is `undefined`
+
+def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interval
+                     good:int, # the endpoint's good direction, +1 or -1
+                     closure:bool, # closure-conditional (subject to the viability screen)?
+                     viable:bool, # did the cell pass the viability screen?
+                     undefined:int, B:int, # undefined draws among the B resamples
+                     max_frac:float=UNDEFINED_MAX_FRAC)->tuple:
+    "`(interval_verdict, verdict, reason)`: VOID by the screen, `undefined` without a value or past `max_frac` undefined draws."
+    finite = np.isfinite(est) and np.isfinite(lo) and np.isfinite(hi)
+    iv = verdict(lo, hi, good) if finite else "undefined"
+    if not np.isfinite(est): return iv, "undefined", "no value: a side has no episode on which the endpoint is defined (e.g. no closed deal)"
+    if closure and not viable: return iv, "VOID", None
+    if undefined > max_frac * B:
+        return iv, "undefined", (f"{undefined} of {B} bootstrap draws undefined ({undefined / B:.1%}, more than {max_frac:.0%}): "
+                                 "the drawn games hold no episode on which it is defined (no closed deal) on a side")
+    return iv, iv, None
+
+# %% ../nbs/09_eval.ipynb #9e1a0c03
+def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC)->dict:
     "The cell's record: per endpoint the contrast, interval, verdicts and counts; the viability screen applied."
     deal_delta = prep["deal_trained"] - prep["deal_base"]
     viable = not deal_delta < -viability_drop - 1e-12
-    eps = {}
+    B, eps = res["draws"].shape[0], {}
     for k, ep in enumerate(prep["endpoints"]):
-        g, est, lo, hi = GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k]
-        iv = verdict(lo, hi, g) if np.isfinite(est) and np.isfinite(lo) and np.isfinite(hi) else "undefined"
-        cc = closure_conditional(ep)
-        final = "undefined" if not np.isfinite(est) else "VOID" if cc and not viable else iv
+        g, est, lo, hi, cc, nu = GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k], closure_conditional(ep), int(res["undefined"][k])
+        iv, final, why = endpoint_verdict(est, lo, hi, g, cc, viable, nu, B, max_undefined)
         eps[ep] = dict(endpoint=ep, good_direction=g, trained=_num(res["trained"][k]), base=_num(res["base"][k]),
                        delta=_num(est), lo=_num(lo), hi=_num(hi), interval_verdict=iv, verdict=final,
                        void_reason=(f"trained deal rate {deal_delta:+.3f} vs untrained, more than {viability_drop:.2f} below"
-                                    if final == "VOID" else None),
+                                    if final == "VOID" else None), undefined_reason=why,
                        closure_conditional=cc, n_trained=int(res["n_trained"][k]), n_base=int(res["n_base"][k]),
-                       undefined_draws=int(res["undefined"][k]))
-    keep = ("cell", "checkpoint", "condition", "n_games", "n_episodes", "cluster", "n_clusters", "protocol_versions",
-            "turn_token_budgets", "deal_trained", "deal_base")
+                       undefined_draws=nu, cluster=prep["cluster"], resampling_note=prep["resampling_note"])
+    keep = ("cell", "checkpoint", "condition", "n_games", "n_episodes", "cluster", "n_clusters", "resampling_note",
+            "protocol_versions", "turn_token_budgets", "deal_trained", "deal_base")
     return {**{k: prep[k] for k in keep}, "deal_delta": deal_delta,
             "viability": dict(deal_delta=deal_delta, max_drop=viability_drop, viable=viable), "endpoints": eps}
 
+# %% ../nbs/09_eval.ipynb #9e1a0c04
 def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                   endpoints=EVAL_ENDPOINTS, # endpoint names
                   B:int=10_000, seed:int=0, level:float=0.95,
                   viability_drop:float=0.10, # closure-conditional endpoints are VOID below this deal-rate drop
+                  max_undefined:float=UNDEFINED_MAX_FRAC, # an endpoint is `undefined` past this share of undefined draws
                   )->dict:
     "Paired game-cluster contrasts of every cell; cells with equal cluster counts share one resample matrix and one product."
     endpoints = check_endpoints(endpoints)
@@ -624,9 +649,9 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
         for j, p in enumerate(ps):
             S = p["S"]
             res = contrast_from_sums(S[:, :K], S[:, K:2 * K], S[:, 2 * K:3 * K], S[:, 3 * K:], P[:, 4 * K * j:4 * K * (j + 1)], level)
-            out[p["cell"]] = finish_cell(p, res, viability_drop)
+            out[p["cell"]] = finish_cell(p, res, viability_drop, max_undefined)
     return dict(tool="fairneg eval analyze", analyzed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                B=B, seed=seed, level=level, viability_drop=viability_drop, endpoints=list(endpoints),
+                B=B, seed=seed, level=level, viability_drop=viability_drop, max_undefined=max_undefined, endpoints=list(endpoints),
                 cells={n: out[n] for n in cells})
 
 def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
@@ -636,7 +661,7 @@ def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
         facts = {k: c[k] for k in ("checkpoint", "condition", "n_games", "n_episodes", "cluster", "protocol_versions",
                                    "turn_token_budgets", "deal_delta")}
         for ep, e in c["endpoints"].items():
-            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **facts, **e, B=result["B"], seed=result["seed"],
+            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"], seed=result["seed"],
                              level=result["level"], viability_drop=result["viability_drop"], analyzed_at=result["analyzed_at"]))
     return rows
 
@@ -670,6 +695,7 @@ GATE_VERDICTS = ("POSITIVE", "NEGATIVE", "VOID")
 GATE_EXIT = {"POSITIVE": 0, "NEGATIVE": 1, "VOID": 3}
 REQUIRES = ("favourable", "not_unfavourable", "floor", "ceiling")
 _TERM_KEYS = {"condition", "endpoint", "require", "margin", "floor", "ceiling", "stat"}
+BOUNDED = ("deal", "walk", "below_threshold", "gini", "max_share")   # rates and shares in [0, 1]: a contrast lies in [-1, +1]
 
 def _check_term(t, src:str, where:str, directions:dict)->dict:
     if not isinstance(t, dict): raise PreregError(f"{src}: {where}: must be a mapping")
@@ -685,6 +711,11 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
     if t["require"] in ("floor", "ceiling") and stat not in ("lo", "hi", "estimate"):
         raise PreregError(f"{src}: {where}: a {t['require']} must say which statistic it bounds: `stat: estimate` (the point) "
                           f"or `stat: {'lo' if t['require'] == 'floor' else 'hi'}` (non-inferiority on the interval)")
+    b = t.get(t["require"])
+    if t["require"] in ("floor", "ceiling") and t["endpoint"].removesuffix("_given_deal") in BOUNDED and \
+            (b <= -1 if t["require"] == "floor" else b >= 1):
+        raise PreregError(f"{src}: {where}: a {t['require']} of {b:+g} on {t['endpoint']} bounds nothing "
+                          f"(a contrast of a rate or share lies in [-1, +1])")
     margin = float(t.get("margin", 0))
     if margin < 0: raise PreregError(f"{src}: {where}: margin must be >= 0")
     return {**t, "stat": stat, "margin": margin}
@@ -710,12 +741,7 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         ids.add(cid)
         terms = [_check_term({"condition": c["condition"], **t}, src, f"{where} term {i + 1}", directions) for i, t in enumerate(c.get("with") or [])]
         clauses.append({**c, "id": cid, "with": terms})
-    for c in clauses:
-        if c["endpoint"].removesuffix("_given_deal") == "below_threshold" and c["require"] == "favourable":
-            if not any(t["endpoint"].removesuffix("_given_deal") == "max_share" for t in c["with"]):
-                raise PreregError(f"{src}: clause {c['id']}: a below-threshold gate must carry a max_share term (`with:`), SPEC §7")
-            if not any(d["endpoint"] == "deal" and d["require"] == "floor" and d["condition"] == c["condition"] for d in clauses):
-                raise PreregError(f"{src}: clause {c['id']}: a below-threshold gate needs a deal-rate floor clause on `{c['condition']}` beside it, SPEC §7")
+    check_guards(clauses, src)
     an = p.get("analysis") or {}
     return dict(name=p.get("name", Path(src).stem), checkpoint=p.get("checkpoint"), directions=directions, clauses=clauses,
                 analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
@@ -725,15 +751,49 @@ def load_prereg(path)->dict:
     "Read and validate a preregistration YAML."
     return check_prereg(read_yaml(path, PreregError), str(path))
 
+# %% ../nbs/09_eval.ipynb #9e1a0c05
+def below_threshold_claim(t:dict)->bool:
+    "Does a term claim fewer below-threshold deals? A `favourable` requirement or a `ceiling` on any statistic, either form."
+    return t["endpoint"].removesuffix("_given_deal") == "below_threshold" and t["require"] in ("favourable", "ceiling")
+
+def share_guard(t:dict)->bool:
+    "Does a term bound max_share from above (`not_unfavourable`, `favourable` or a `ceiling`), either form?"
+    return t["endpoint"].removesuffix("_given_deal") == "max_share" and t["require"] in ("favourable", "not_unfavourable", "ceiling")
+
+def deal_floor(t:dict)->bool:
+    "Does a term bound the deal rate from below (a `floor`, `not_unfavourable` or `favourable`)?"
+    return t["endpoint"] == "deal" and t["require"] in ("floor", "not_unfavourable", "favourable")
+
+def check_guards(clauses:list, src:str="<prereg>"):
+    "SPEC §7: every below-threshold claim, wherever it sits, carries a max_share term in its clause and a deal-rate floor on its condition."
+    every = [t for c in clauses for t in (c, *c["with"])]
+    for c in clauses:
+        terms = (c, *c["with"])
+        for j, t in enumerate(terms):
+            if not below_threshold_claim(t): continue
+            claim = (f"clause {c['id']}{f' term {j} (`with:`)' if j else ''}: a below-threshold claim "
+                     f"({t['endpoint']} {t['require']}) on `{t['condition']}`")
+            if not any(share_guard(u) and u["condition"] == t["condition"] for u in terms):
+                weak = [u["require"] for u in terms if u["endpoint"].removesuffix("_given_deal") == "max_share"]
+                hint = f" (its max_share {weak[0]} bounds max_share from below, which guards nothing: use not_unfavourable or a ceiling)" if weak else ""
+                raise PreregError(f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that condition{hint}, SPEC §7")
+            if not any(deal_floor(u) and u["condition"] == t["condition"] for u in every):
+                raise PreregError(f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` beside it, SPEC §7")
+
 # %% ../nbs/09_eval.ipynb #a23677e7
 def _fmt(e:dict)->str:
     f = lambda x: "nan" if x is None else f"{x:+.3f}"
     return f"{e['endpoint']} {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]"
 
 def judge_term(t:dict, e:dict)->tuple[str, str]:
-    "`(PASS|FAIL|VOID, reason)` of one term against its endpoint's contrast record."
+    "`(PASS|FAIL|VOID, reason)` of one term against its endpoint's contrast record; a single-game interval says so."
+    status, why = _judge(t, e)
+    return status, why + (f" [{e['resampling_note']}]" if e.get("resampling_note") else "")
+
+def _judge(t:dict, e:dict)->tuple[str, str]:
     if e["verdict"] == "VOID": return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
-    if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None: return "VOID", f"{e['endpoint']} is undefined (no closed deals on a side)"
+    if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None:
+        return "VOID", f"{e['endpoint']} is undefined: {e.get('undefined_reason') or 'no closed deals on a side'}"
     g, lo, hi, m, req = e["good_direction"], e["lo"], e["hi"], t["margin"], t["require"]
     if req == "favourable":
         ok = lo > m if g > 0 else hi < -m

@@ -28,6 +28,15 @@ def _prereg(tmp_path, B):
     p.write_text(PILOT.read_text().replace("B: 10000", f"B: {B}"))
     return p
 
+def pilot_verdict(e:dict)->tuple[str, list]:
+    "The verdict of params/prereg-pilot.yaml on one checkpoint's primary endpoints, worked out from its text (not the gate's code)."
+    void = e["deal"]["delta"] < -0.10 - 1e-12                         # max_share is closure-conditional: screened
+    share = "VOID" if void or e["max_share"]["lo"] is None else "FAIL" if e["max_share"]["lo"] > 0 else "PASS"
+    clauses = ["PASS" if e["nnw"]["lo"] > 0.02 else "FAIL",          # primary_nnw: favourable beyond +0.02
+               "PASS" if e["deal"]["delta"] >= -0.05 else "FAIL",    # deal_floor: estimate >= -0.05
+               "FAIL" if not e["below_threshold"]["hi"] < 0 or share == "FAIL" else share]   # below-threshold with share
+    return ("NEGATIVE" if "FAIL" in clauses else "VOID" if "VOID" in clauses else "POSITIVE"), clauses
+
 def test_launch_analyze_gate(tmp_path, bank):
     out = tmp_path / "eval"
     r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "fair_step2=agent:greedy_anchor",
@@ -67,13 +76,18 @@ def test_launch_analyze_gate(tmp_path, bank):
     assert list(tab.columns) == [1, 2] and list(tab.index) == ["fair"]
 
     pre = _prereg(tmp_path, 500)
+    expected = {ck: pilot_verdict(res["cells"][f"{ck}_primary"]["endpoints"]) for ck in ("fair_step1", "fair_step2")}
     for ck in ("fair_step1", "fair_step2"):
         r = cli("gate", pre, out / "eval.json", "--checkpoint", ck, "--json")
         g = json.loads(r.output)
-        assert r.exit_code == GATE_EXIT[g["verdict"]] and [c["id"] for c in g["checkpoints"][ck]["clauses"]] == \
-               ["primary_nnw", "deal_floor", "below_threshold_with_share"]
-    r = cli("gate", pre, out / "eval.json")          # every checkpoint, combined
-    assert r.exit_code in (0, 1, 3) and "fair_step1:" in r.output and "fair_step2:" in r.output and "overall:" in r.output
+        assert g["verdict"] == expected[ck][0] and r.exit_code == {"POSITIVE": 0, "NEGATIVE": 1, "VOID": 3}[expected[ck][0]], (g, expected)
+        assert [(c["id"], c["status"]) for c in g["checkpoints"][ck]["clauses"]] == \
+               list(zip(["primary_nnw", "deal_floor", "below_threshold_with_share"], expected[ck][1]))
+    r = cli("gate", pre, out / "eval.json")          # every checkpoint, combined: any NEGATIVE, else any VOID, else POSITIVE
+    vs = {v for v, _ in expected.values()}
+    overall = "NEGATIVE" if "NEGATIVE" in vs else "VOID" if "VOID" in vs else "POSITIVE"
+    assert r.exit_code == {"POSITIVE": 0, "NEGATIVE": 1, "VOID": 3}[overall], r.output
+    assert "fair_step1:" in r.output and "fair_step2:" in r.output and f"overall: {overall}" in r.output
     r = cli("gate", PILOT, out / "eval.json")        # the eval used fewer resamples than declared
     assert r.exit_code == 2 and "declares B = 10000" in r.output
 
