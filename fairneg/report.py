@@ -20,16 +20,17 @@ from .rollout import append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'STEP_FIELDS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS',
-           'STATUS_COLORS', 'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'VERDICT_TINTS', 'VERDICT_MARKS', 'POLICY_COLORS',
-           'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError', 'find_inputs', 'Run', 'load_run', 'synthetic_steps',
-           'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note',
-           'badge', 'vega_bundle', 'report_head', 'plot_curves', 'training_summary', 'checkpoint_order',
-           'select_contrasts', 'contrast_table', 'contrast_matrix', 'viability_notes', 'plot_forest', 'plot_share_deal',
-           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
-           'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer',
-           'details', 'training_section', 'ladder_section', 'contrast_section', 'share_section', 'geometry_section',
-           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'venv_kernel',
-           'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'STATUS_COLORS', 'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
+           'VERDICT_TINTS', 'VERDICT_MARKS', 'POLICY_COLORS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError',
+           'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
+           'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves',
+           'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
+           'resampling_notes', 'viability_notes', 'plot_forest', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
+           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'gate_table', 'soundness_table',
+           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
+           'ladder_section', 'contrast_section', 'share_section', 'geometry_section', 'ultimatum_section',
+           'gate_section', 'soundness_section', 'banks_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
+           'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -87,6 +88,10 @@ def _contrasts_frame(rows:list):
     df = pd.DataFrame(rows)
     need = {"cell", "checkpoint", "condition", "endpoint", "delta", "lo", "hi", "verdict"}
     if need - set(df.columns): raise ReportError(f"contrast rows lack {', '.join(sorted(need - set(df.columns)))}")
+    from fairneg.eval import resampling_note
+    if "resampling_note" not in df: df["resampling_note"] = None
+    if "cluster" in df:                                            # rows written before the note was: derive it
+        df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c) for n, c in zip(df.resampling_note, df.cluster)]
     return df.drop_duplicates(["cell", "endpoint"], keep="last").reset_index(drop=True)
 
 @dataclass
@@ -427,12 +432,16 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
     t = pd.DataFrame({"cell": df.cell, "endpoint": df.endpoint,
                       "trained": [_num(x, "{:.3f}") for x in get("trained")], "untrained": [_num(x, "{:.3f}") for x in get("base")],
                       "Δ": [_num(x) for x in df.delta], f"{level:.0%} interval": [f"[{_num(a)}, {_num(b)}]" for a, b in zip(df.lo, df.hi)],
-                      "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes")})
+                      "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes"),
+                      "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games" for n in get("resampling_note")]})
     colour = lambda v: f"background-color: {VERDICT_COLORS.get(v, '#555')}; color: white; font-weight: 600; text-align: center"
     sty = (t.style.hide(axis="index").map(colour, subset=["verdict"])
            .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"})
            .set_table_attributes('class="fairneg-table"'))
     return sty.set_caption(caption) if caption else sty
+
+RESAMPLED_EPISODES = "episodes (single game)"
+SINGLE_GAME_MARK = " †"                     # beside an interval that resamples one game's episodes, not games
 
 VERDICT_TINTS = {"favourable": "#d9f0d3", "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2"}
 VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": ""}
@@ -443,7 +452,8 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
     df = select_contrasts(contrasts, endpoints, [condition])
     if df.empty: raise ReportError(f"no contrast rows on `{condition}` for these endpoints")
     df = df.assign(text=[("VOID " if r.verdict == "VOID" else "") + (f"{_num(r.delta)} [{_num(r.lo)}, {_num(r.hi)}]" if r.delta is not None
-                          and r.delta == r.delta else "undefined") + VERDICT_MARKS.get(r.verdict, "") for r in df.itertuples()])
+                          and r.delta == r.delta else "undefined") + VERDICT_MARKS.get(r.verdict, "")
+                          + (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "") for r in df.itertuples()])
     cks = list(dict.fromkeys(df.checkpoint))
     size = {r.checkpoint: f"{r.checkpoint} ({r.n_games}×{r.n_episodes // max(r.n_games, 1)})" if "n_games" in df else r.checkpoint
             for r in df.itertuples()}
@@ -455,8 +465,17 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
     tint.columns = text.columns
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
     cap = caption or (f"{condition}: Δ trained − untrained [{level:.0%} interval] per endpoint (rows) and checkpoint "
-                      f"(columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, purple VOID")
+                      f"(columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, purple VOID"
+                      + (f";{SINGLE_GAME_MARK} single game: the interval resamples its episodes, not games"
+                         if df.get("resampling_note") is not None and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
     return (text.style.apply(lambda _: tint, axis=None).set_caption(cap).set_table_attributes('class="fairneg-table fairneg-matrix"'))
+
+def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+    "One line per single-game cell: its intervals resample the game's episodes, not games (SPEC §7)."
+    df = select_contrasts(contrasts, None, conditions)
+    if "resampling_note" not in df: return []
+    df = df[df.resampling_note.map(lambda n: isinstance(n, str))].drop_duplicates("cell")
+    return [f"{r.cell}{SINGLE_GAME_MARK} {r.resampling_note} ({r.n_episodes} episodes)" for r in df.itertuples()]
 
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per cell whose closure-conditional endpoints the viability screen voided, with the reason."
@@ -472,12 +491,14 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
     import altair as alt
     df = select_contrasts(contrasts, endpoints, conditions, cells)
     if df.empty: raise ReportError("no contrast rows for these endpoints, conditions and cells")
-    df = df.assign(void=df.verdict.eq("VOID").map({True: "VOID", False: ""}))
+    single = df.resampling_note.map(lambda n: isinstance(n, str)) if "resampling_note" in df else df.verdict.map(lambda _: False)
+    df = df.assign(void=df.verdict.eq("VOID").map({True: "VOID", False: ""}),
+                   panel=[f"{c}{SINGLE_GAME_MARK} episodes resampled (single game)" if s else c for c, s in zip(df.cell, single)])
     eps = list(dict.fromkeys(df.endpoint))
     y = alt.Y("endpoint:N", sort=eps, title=None)
     color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())), title="verdict")
     tip = ["cell", "endpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-           alt.Tooltip("hi:Q", format="+.3f"), "verdict"] + [c for c in ("n_games", "n_episodes") if c in df]
+           alt.Tooltip("hi:Q", format="+.3f"), "verdict"] + [c for c in ("n_games", "n_episodes", "resampling_note") if c in df]
     base = alt.Chart().encode(y=y)
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title="Δ trained − untrained"), x2="hi:Q", color=color,
@@ -489,7 +510,7 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
         x="hi:Q", text="void:N")
     h = 16 * len(eps) + 10
     ch = alt.layer(zero, bars, pts, txt, data=df).properties(width=width, height=h).facet(
-        facet=alt.Facet("cell:N", sort=list(dict.fromkeys(df.cell)), title=None), columns=columns)
+        facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
     return ch.properties(title=title) if title else ch
 
 # %% ../nbs/11_report.ipynb #cda35b80
@@ -769,6 +790,7 @@ def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
                                       f"{cond}: trained − untrained per endpoint and cell; colour = verdict; VOID = voided by the viability screen."),
                                contrast_matrix(run.contrasts, cond, endpoints),
                                *[note(t) for t in viability_notes(run.contrasts, [cond])],
+                               *[note(t) for t in resampling_notes(run.contrasts, [cond])],
                                details(f"Every contrast row of {cond} (means of both sides, games, episodes)",
                                        contrast_table(run.contrasts, endpoints, [cond]))])
     return out

@@ -13,8 +13,16 @@ from fairneg.report import STEP_FIELDS, demo_run, synthetic_steps
 from fairneg.rollout import append_jsonl
 
 CHROMIUM = os.environ.get("FAIRNEG_CHROMIUM", "/usr/bin/chromium")
-needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).is_file(),
-                                    reason=f"{CHROMIUM} is missing (Debian: apt-get install -y chromium); the browser check needs it")
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+MISSING = f"{CHROMIUM} is missing (Debian: apt-get install -y chromium); the browser check needs it"
+# Locally a missing Chromium skips the browser checks; under CI=true they run or fail, never pass silently.
+needs_chromium = pytest.mark.skipif(not IN_CI and not Path(CHROMIUM).is_file(), reason=MISSING)
+
+def browser_here()->bool:
+    "Can the browser checks run? Under CI=true a missing Chromium fails the test instead of skipping the check."
+    if Path(CHROMIUM).is_file(): return True
+    if IN_CI: pytest.fail(f"CI=true: {MISSING}")
+    return False
 runner = CliRunner()
 
 def report(*args):
@@ -96,7 +104,7 @@ def test_report_svg(run_dir, tmp_path):
     assert sys.executable in html                            # the kernel was this interpreter (the footer says which)
     nb = json.loads(out.with_suffix(".ipynb").read_text())
     assert nb["metadata"]["papermill"]["parameters"]["run_dir"] == str(run_dir.resolve())
-    if Path(CHROMIUM).is_file(): check_in_browser(out, tmp_path / "report-svg.png", len(figs))
+    if browser_here(): check_in_browser(out, tmp_path / "report-svg.png", len(figs))
 
 @needs_chromium
 def test_report_interactive(run_dir, tmp_path):
@@ -127,7 +135,7 @@ def test_report_missing_inputs(tmp_path):
     assert r.exit_code == 0, r.output
     html = (tmp_path / "train_only.html").read_text()
     assert len(figures(html)) == 3 and "no eval_contrasts.jsonl, and " in html and "eval.json: unreadable" in html
-    if Path(CHROMIUM).is_file(): check_in_browser(tmp_path / "train_only.html", tmp_path / "train-only.png", 3)
+    if browser_here(): check_in_browser(tmp_path / "train_only.html", tmp_path / "train-only.png", 3)
 
 def test_report_refusals(tmp_path, run_dir):
     r = report(tmp_path / "nowhere")
