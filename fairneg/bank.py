@@ -13,15 +13,15 @@ from typing import Annotated, Callable, Iterable
 import typer, yaml
 from typer.core import TyperCommand, TyperGroup
 from tqdm import tqdm
-from .game import (Game, GameError, INFO_MODES, generate_game, import_llm_deliberation, llmdel_games_dir,
-                          load_game, save_game)
+from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
+                          llmdel_games_dir, load_game, read_json, read_text, save_game)
 from .geometry import Geometry, solve
 
 # %% auto #0
-__all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'SAFE_ID', 'LLMDEL_ALIAS', 'REASONS',
-           'USER_ERRORS', 'app', 'BankError', 'manifest_row', 'write_text_atomic', 'write_jsonl', 'read_yaml',
-           'key_values', 'write_bank', 'read_manifest', 'load_bank', 'resolve_bank_path', 'bank_games',
-           'game_fingerprints', 'bank_fingerprints', 'check_modes', 'twin', 'base_id', 'generate_games',
+__all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
+           'REASONS', 'USER_ERRORS', 'app', 'BankError', 'manifest_row', 'write_text_atomic', 'write_jsonl',
+           'read_yaml', 'key_values', 'adapter_config', 'write_bank', 'read_manifest', 'load_bank', 'resolve_bank_path',
+           'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes', 'twin', 'base_id', 'generate_games',
            'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row', 'make_eval_bank', 'check_bank',
            'CliGroup', 'expand_multi', 'MultiValueCommand', 'generate', 'import_', 'eval_', 'check']
 
@@ -53,12 +53,17 @@ def write_jsonl(path, rows:Iterable[dict])->Path:
     "Write rows as JSON Lines atomically (a temporary file renamed into place)."
     return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
-def read_yaml(path, error:type=ValueError):
-    "A YAML file's content; `error` naming the file and the problem when it cannot be read or parsed."
-    path = Path(path)
-    try: return yaml.safe_load(path.read_text())
-    except OSError as e: raise error(f"{path}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {e}") from None
+def _yaml_problem(e:yaml.YAMLError)->str:
+    "A YAML error in one line: what went wrong and where."
+    m, what = getattr(e, "problem_mark", None), [getattr(e, "context", None), getattr(e, "problem", None)]
+    text = ": ".join(str(w) for w in what if w) or str(e)
+    return " ".join((text + (f" (line {m.line + 1}, column {m.column + 1})" if m else "")).split())
+
+def read_yaml(path, error:type=ReadError):
+    "A YAML file's content; `error` naming the file and the problem, in one line, when it cannot be read (`read_text`) or parsed."
+    text = read_text(path, error)
+    try: return yaml.safe_load(text)
+    except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
 
 def key_values(items:Iterable[str], what:str, error:type=ValueError)->dict:
     "`KEY=VALUE` command-line items as a dict, values read as YAML scalars; `error` names the option and the bad item."
@@ -68,6 +73,18 @@ def key_values(items:Iterable[str], what:str, error:type=ValueError)->dict:
         if not eq or not k.strip(): raise error(f"{what} `{it}`: expected KEY=VALUE")
         out[k.strip()] = yaml.safe_load(v)
     return out
+
+# %% ../nbs/03a_bank.ipynb #246c80d6
+ADAPTER_CONFIG = "adapter_config.json"
+
+def adapter_config(folder, error:type=ReadError)->dict:
+    "The `adapter_config.json` of a PEFT adapter folder; `error` names the folder or file and why when it is missing or unusable."
+    folder = Path(folder); p = folder / ADAPTER_CONFIG
+    if not folder.is_dir(): raise error(f"{folder}: not a folder, so not a PEFT adapter")
+    if not p.is_file(): raise error(f"{folder}: no {ADAPTER_CONFIG}, so not a PEFT adapter folder")
+    cfg = read_json(p, error)
+    if not isinstance(cfg, dict): raise error(f"{p}: must hold a JSON object, got {type(cfg).__name__}")
+    return cfg
 
 # %% ../nbs/03a_bank.ipynb #8b9f4569
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # ids and names that are safe file names
@@ -98,11 +115,8 @@ def _manifest_lines(bank)->list[tuple[str, dict]]:
     if not path.is_file():
         raise GameError(path, "<file>", "no manifest here: not a bank folder (make one with `fairneg bank generate` or `fairneg bank import`)")
     out, ids = [], {}
-    for ln, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip(): continue
+    for ln, row in json_lines(path, GameError):
         src = f"{path}:{ln}"
-        try: row = json.loads(line)
-        except json.JSONDecodeError as e: raise GameError(src, "<json>", f"not valid JSON: {e.msg}") from None
         if not isinstance(row, dict): raise GameError(src, "<row>", "a manifest line must be a JSON object")
         for f in MANIFEST_FIELDS:
             if f not in row: raise GameError(src, f, "missing required field")
@@ -315,14 +329,14 @@ def check_bank(bank, # the bank folder to check
     return out
 
 # %% ../nbs/03a_bank.ipynb #1e7ec314
-USER_ERRORS = [GameError, BankError]   # exceptions the commands report as one line with exit code 2
+USER_ERRORS = [GameError, BankError, ReadError]   # exceptions the commands report as one line with exit code 2
 
 class CliGroup(TyperGroup):
     "A typer group that reports user errors as `error: <message>` on stderr with exit code 2."
     def invoke(self, ctx):
         try: return super().invoke(ctx)
         except tuple(USER_ERRORS) as e:
-            typer.echo(f"error: {e}", err=True)
+            typer.echo("error: " + " ".join(str(e).split()), err=True)
             raise typer.Exit(2)
 
 def expand_multi(args:list[str], flags:set[str])->list[str]:

@@ -13,9 +13,9 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game',
-           'issue_letter', 'option_label', 'deal_label', 'parse_deal_label', 'utility', 'validate_game', 'game_to_dict',
-           'game_from_dict', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game',
-           'ultimatum_game', 'divide_dollar_game']
+           'issue_letter', 'option_label', 'deal_label', 'parse_deal_label', 'utility', 'validate_game', 'ReadError',
+           'read_text', 'read_json', 'json_lines', 'game_to_dict', 'game_from_dict', 'save_game', 'load_game',
+           'llmdel_games_dir', 'import_llm_deliberation', 'generate_game', 'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -145,6 +145,39 @@ def validate_game(g:Game, source="<game>")->Game:
     _check(g.protocol in PROTOCOLS, source, "protocol", f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})")
     return g
 
+# %% ../nbs/00_game.ipynb #82993755
+class ReadError(ValueError):
+    "A file that cannot be read as UTF-8 text or parsed, with the file and the problem in its one-line message."
+
+def _fail(error:type, source, field:str, problem:str):
+    "Raise `error` about `source`: `GameError(source, field, problem)` for game errors, else the message `<source>: <problem>`."
+    raise (error(source, field, problem) if issubclass(error, GameError) else error(f"{source}: {problem}")) from None
+
+def read_text(path, error:type=ReadError)->str:
+    "A UTF-8 text file's content (universal newlines); `error` names the file and why when it is unreadable or not UTF-8."
+    path = Path(path)
+    try: raw = path.read_bytes()
+    except OSError as e: _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
+    try: text = raw.decode("utf-8")
+    except UnicodeDecodeError as e: _fail(error, path, "<file>", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+# %% ../nbs/00_game.ipynb #b3f50303
+def read_json(path, error:type=ReadError):
+    "A JSON file's content; `error` names the file and why when it cannot be read (see `read_text`) or is not valid JSON."
+    text = read_text(path, error)
+    try: return json.loads(text)
+    except json.JSONDecodeError as e: _fail(error, path, "<json>", f"not valid JSON: {e}")
+
+def json_lines(path, error:type=ReadError)->list[tuple[int, object]]:
+    "`(line number, value)` for every non-blank line of a JSON Lines file; `error` names the file, the line and why."
+    out = []
+    for ln, line in enumerate(read_text(path, error).split("\n"), 1):   # not splitlines: U+2028 may sit inside a string
+        if not line.strip(): continue
+        try: out.append((ln, json.loads(line)))
+        except json.JSONDecodeError as e: _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
+    return out
+
 # %% ../nbs/00_game.ipynb #20418b66
 _FIELDS = [f for f in Game.__dataclass_fields__]
 _REQUIRED = ["name", "parties", "roles", "issues", "options", "scores", "thresholds"]
@@ -165,17 +198,14 @@ def game_from_dict(d:dict, source="<dict>")->Game:
 def save_game(g:Game, path)->Path:
     "Write a game as pretty JSON."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(game_to_dict(g), indent=1, ensure_ascii=False) + "\n")
+    path.write_text(json.dumps(game_to_dict(g), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 def load_game(path)->Game:
     "Load and validate a game JSON file (or an LLM-Deliberation folder)."
     path = Path(path)
     if path.is_dir(): return import_llm_deliberation(path)
-    try: d = json.loads(path.read_text())
-    except OSError as e: raise GameError(path, "<file>", f"cannot read: {e.strerror}") from None
-    except json.JSONDecodeError as e: raise GameError(path, "<json>", f"not valid JSON: {e}") from None
-    return game_from_dict(d, path)
+    return game_from_dict(read_json(path, GameError), path)
 
 # %% ../nbs/00_game.ipynb #7f1c9814
 LLMDEL_UNANIMITY_BONUS = 10.0
@@ -185,12 +215,8 @@ def llmdel_games_dir()->Path:
     import importlib.resources
     return Path(str(importlib.resources.files("fairneg"))) / "data" / "llm_deliberation" / "games_descriptions"
 
-def _read(p:Path, source)->str:
-    try: return p.read_text(encoding="utf-8", errors="replace")
-    except OSError: raise GameError(source, p.name, f"missing file {p}") from None
-
 def _parse_scores_file(p:Path, source):
-    rows = [r.strip() for r in _read(p, source).splitlines() if r.strip()]
+    rows = [r.strip() for r in read_text(p, GameError).splitlines() if r.strip()]
     _check(len(rows) >= 2, source, f"scores_files/{p.name}", "needs one row per issue and a threshold line")
     try:
         sheet = [[int(float(x)) for x in r.split(",") if x.strip()] for r in rows[:-1]]
@@ -216,21 +242,21 @@ def import_llm_deliberation(folder)->Game:
     "Import an LLM-Deliberation game folder as a `Game` (prose kept for the `prose` framing)."
     folder = Path(folder); src = folder
     _check(folder.is_dir(), src, "<folder>", "not a folder")
-    cfg = [l.split(",") for l in _read(folder / "config.txt", src).splitlines() if l.strip()]
+    cfg = [l.split(",") for l in read_text(folder / "config.txt", GameError).splitlines() if l.strip()]
     for j, row in enumerate(cfg): _check(len(row) >= 3, src, f"config.txt line {j+1}", "needs name,id,role[,incentive,model]")
     names, ids = [r[0].strip() for r in cfg], [r[1].strip() for r in cfg]
     roles = [r[2].strip() for r in cfg]
     incentives = [r[3].strip() if len(r) > 3 else "cooperative" for r in cfg]
     sheets, taus = zip(*[_parse_scores_file(folder / "scores_files" / f"{i}.txt", src) for i in ids])
     m = len(sheets[0])
-    glob_text = _read(folder / "global_instructions.txt", src)
+    glob_text = read_text(folder / "global_instructions.txt", GameError)
     issue_names, opt_names = _issue_names(glob_text, m)
     options = [[opt_names.get((issue_letter(k), o), option_label(k, o)) for o in range(len(sheets[0][k]))] for k in range(m)]
     indiv = {}
     for pid, inc in zip(ids, incentives):
         p = folder / "individual_instructions" / inc / f"{pid}.txt"
-        if p.exists(): indiv[pid] = p.read_text(encoding="utf-8", errors="replace")
-    init = (folder / "initial_deal.txt").read_text().strip() if (folder / "initial_deal.txt").exists() else None
+        if p.exists(): indiv[pid] = read_text(p, GameError)
+    init = read_text(folder / "initial_deal.txt", GameError).strip() if (folder / "initial_deal.txt").exists() else None
     g = Game(name=f"llmdel-{folder.name}", parties=ids, roles=roles, issues=issue_names, options=options,
              scores=[list(map(list, s)) for s in sheets], thresholds=list(taus), unanimity_bonus=LLMDEL_UNANIMITY_BONUS,
              prose=dict(global_text=glob_text, individual=indiv, party_names=dict(zip(ids, names)),

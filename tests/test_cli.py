@@ -159,3 +159,47 @@ def test_pilot_resumes(tmp_path):
     assert len(read_manifest(tmp_path / "banks/train")) == 4 and len(read_manifest(tmp_path / "banks/eval")) == 2
     r = fairneg(*args, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.count("skipped") == 3
+
+
+# Files that cannot be read (issue #12): every file the CLI reads gives one `error: <file>: ...` line, exit code 2.
+BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00"   # a PNG header: byte 0x89 at offset 0 is not UTF-8
+
+
+def assert_one_line_error(r, *names, code=2):
+    "A clean user error: exit `code`, nothing on stdout, one `error: ...` line on stderr naming each of `names`, no traceback."
+    assert "Traceback" not in r.stderr, r.stderr
+    assert (r.returncode, r.stdout) == (code, ""), (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert all(str(n) in lines[0] for n in names), r.stderr
+
+
+def test_binary_game_files(tmp_path):
+    (tmp_path / "game.json").write_bytes(BINARY)
+    assert_one_line_error(fairneg("geometry", tmp_path / "game.json", "--json"),
+                          tmp_path / "game.json", "field `<file>`: not UTF-8 text (byte 0x89 at offset 0)")
+    shutil.copytree(BASE, tmp_path / "llmdel")
+    (tmp_path / "llmdel" / "scores_files" / "DoT.txt").write_bytes(b"10,20\n" + BINARY)
+    assert_one_line_error(fairneg("geometry", tmp_path / "llmdel"), "llmdel/scores_files/DoT.txt", "(byte 0x89 at offset 6)")
+    assert_one_line_error(fairneg("bank", "import", tmp_path / "llmdel", "--out", tmp_path / "imp"), "DoT.txt", "not UTF-8 text")
+    assert not (tmp_path / "imp").exists()
+
+
+def test_binary_manifest(banks, tmp_path):
+    shutil.copytree(banks / "train", tmp_path / "bank")
+    (tmp_path / "bank" / MANIFEST).write_bytes(BINARY)
+    assert_one_line_error(fairneg("bank", "check", tmp_path / "bank", "--json"), tmp_path / "bank" / MANIFEST, "not UTF-8 text")
+    assert_one_line_error(fairneg("bank", "eval", "--out", tmp_path / "ev", "--n", 1, "--known-bank", tmp_path / "bank", "--no-progress"),
+                          tmp_path / "bank" / MANIFEST, "not UTF-8 text (byte 0x89 at offset 0)")
+
+
+def test_binary_params_and_prereg(tmp_path):
+    (tmp_path / "p.yaml").write_bytes(b"bank:\n  out: \xff\xfe\n")
+    assert_one_line_error(fairneg("pilot", "--params", "p.yaml", "--no-progress", cwd=tmp_path),
+                          "p.yaml: not UTF-8 text (byte 0xff at offset 13)")
+    (tmp_path / "p.yaml").write_text("bank: [1, 2\n")   # PyYAML's message spans lines; the error is still one line
+    assert_one_line_error(fairneg("pilot", "--params", tmp_path / "p.yaml", "--no-progress"),
+                          tmp_path / "p.yaml", "not valid YAML", "(line 2, column 1)")
+    (tmp_path / "prereg.yaml").write_bytes(BINARY)
+    assert_one_line_error(fairneg("eval", "gate", tmp_path / "prereg.yaml", tmp_path / "eval.json"),
+                          tmp_path / "prereg.yaml", "not UTF-8 text (byte 0x89 at offset 0)")
