@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable
 import numpy as np
 import typer
-from .bank import (CliGroup, MultiValueCommand, USER_ERRORS, LLMDEL_ALIAS, SAFE_ID, bank_games, key_values, read_yaml,
-                          write_text_atomic)
-from .game import Game, generate_game, ultimatum_game, divide_dollar_game
+from .bank import (CliGroup, MultiValueCommand, USER_ERRORS, LLMDEL_ALIAS, SAFE_ID, adapter_config, bank_games, key_values,
+                          read_yaml, write_text_atomic)
+from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
 from .rollout import (AgentPolicy, EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, quality_report,
                              episode_state_line, code_version)
@@ -135,8 +135,7 @@ def parse_policy(spec:str, # `agent:<name>`, `py:<module>:<factory>`, `model:<id
         return PolicySpec("model", rest)
     p = Path(s)
     if (p / "adapter_config.json").is_file():
-        try: cfg_base = json.loads((p / "adapter_config.json").read_text()).get("base_model_name_or_path")
-        except (OSError, json.JSONDecodeError) as e: raise EvalError(f"{p / 'adapter_config.json'}: unreadable ({e})") from None
+        cfg_base = adapter_config(p, EvalError).get("base_model_name_or_path")
         if model and cfg_base and Path(_resolved(model)).name != Path(cfg_base).name:
             warnings.warn(f"{p}: adapter trained on {cfg_base}, evaluated on --model {model}")
         base = model or cfg_base
@@ -975,10 +974,7 @@ def resolve_runs(pattern)->list[Path]:
 def episode_rows(f:Path)->list[dict]:
     "The rows of one `episodes.jsonl`, each with `_source` = file:line."
     rows = []
-    for i, line in enumerate(Path(f).read_text().splitlines(), 1):
-        if not line.strip(): continue
-        try: r = json.loads(line)
-        except json.JSONDecodeError as e: raise EvalError(f"{f}:{i}: not valid JSON ({e.msg})") from None
+    for i, r in json_lines(f, EvalError):              # one-line errors for unreadable, non-UTF-8 or bad-JSON files
         if not isinstance(r, dict): raise EvalError(f"{f}:{i}: an episode row must be a JSON object")
         rows.append({**r, "_source": f"{f}:{i}"})
     return rows
@@ -993,7 +989,9 @@ def discover_cells(run_dir)->dict:
     if not found: raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")
     cells = {}
     for p in found:
-        name = json.loads(p.read_text())["cell"]
+        cj = read_json(p, EvalError)
+        if not isinstance(cj, dict) or "cell" not in cj: raise EvalError(f"{p}: not a cell.json of `fairneg eval launch` (no `cell`)")
+        name = cj["cell"]
         for side in ("trained", "base"):
             if not (p.parent / side / "episodes.jsonl").is_file():
                 raise EvalError(f"cell {name}: {p.parent / side} has no episodes.jsonl yet (job still running, or failed: see the launch logs)")
@@ -1095,8 +1093,7 @@ def gate(prereg:Annotated[Path, typer.Argument(help="The preregistration YAML.")
          out:Annotated[Path|None, typer.Option(help="Also write the verdicts to this JSON file.")]=None):
     "Evaluate a preregistered gate: POSITIVE (exit 0), NEGATIVE (1) or VOID (3), with the reason per clause."
     p = load_prereg(prereg)
-    try: result = json.loads(Path(eval_json).read_text())
-    except (OSError, json.JSONDecodeError) as e: raise EvalError(f"{eval_json}: cannot read the eval results ({e})") from None
+    result = read_json(eval_json, EvalError)
     if not isinstance(result, dict) or "cells" not in result: raise EvalError(f"{eval_json}: not an eval.json of `fairneg eval analyze`")
     g = evaluate_gate(p, result, checkpoint)
     if out: write_text_atomic(out, json.dumps(g, indent=1) + "\n")

@@ -203,3 +203,34 @@ def test_binary_params_and_prereg(tmp_path):
     (tmp_path / "prereg.yaml").write_bytes(BINARY)
     assert_one_line_error(fairneg("eval", "gate", tmp_path / "prereg.yaml", tmp_path / "eval.json"),
                           tmp_path / "prereg.yaml", "not UTF-8 text (byte 0x89 at offset 0)")
+
+
+def test_binary_episodes_jsonl(tmp_path):
+    "eval.episode_rows / load_episodes -> json_lines(f, EvalError)"
+    for side in ("base", "trained"):
+        (tmp_path / side).mkdir(); (tmp_path / side / "episodes.jsonl").write_bytes(BINARY)
+    assert_one_line_error(fairneg("eval", "analyze", "--out", tmp_path / "eval.json", "--baseline", tmp_path / "base",
+                                  "--trained", f"x_full={tmp_path / 'trained'}"),
+                          tmp_path / "base" / "episodes.jsonl", "not UTF-8 text (byte 0x89 at offset 0)")
+
+
+def test_binary_adapter_config(tmp_path):
+    "eval.parse_policy -> bank.adapter_config(p, EvalError)"
+    (tmp_path / "ckpt").mkdir(); (tmp_path / "ckpt" / "adapter_config.json").write_bytes(BINARY)
+    assert_one_line_error(fairneg("eval", "launch", "--checkpoint", f"x={tmp_path / 'ckpt'}", "--out-dir", tmp_path / "L",
+                                  "--bank", "@llm_deliberation", "--no-progress"),
+                          tmp_path / "ckpt" / "adapter_config.json", "not UTF-8 text (byte 0x89 at offset 0)")
+    (tmp_path / "ckpt" / "adapter_config.json").write_text('{"r": 8,')
+    assert_one_line_error(fairneg("eval", "launch", "--checkpoint", f"x={tmp_path / 'ckpt'}", "--out-dir", tmp_path / "L",
+                                  "--bank", "@llm_deliberation", "--no-progress"),
+                          tmp_path / "ckpt" / "adapter_config.json", "not valid JSON")
+
+
+def test_binary_eval_json_and_cell_json(tmp_path):
+    "eval gate's eval.json and analyze --run-dir's cell.json, binary: one line naming the file"
+    pre = Path(__file__).resolve().parents[1] / "params" / "prereg-pilot.yaml"
+    (tmp_path / "eval.json").write_bytes(BINARY)
+    assert_one_line_error(fairneg("eval", "gate", pre, tmp_path / "eval.json"), tmp_path / "eval.json", "not UTF-8 text (byte 0x89 at offset 0)")
+    (tmp_path / "run" / "c_primary").mkdir(parents=True); (tmp_path / "run" / "c_primary" / "cell.json").write_bytes(BINARY)
+    assert_one_line_error(fairneg("eval", "analyze", "--run-dir", tmp_path / "run", "--out", tmp_path / "e.json"),
+                          tmp_path / "run" / "c_primary" / "cell.json", "not UTF-8 text (byte 0x89 at offset 0)")
