@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
+from .bank import adapter_config
 from .game import option_label
 from .protocol import render_prompt, parse_action
 
@@ -59,6 +60,7 @@ def load_model(spec, # a folder, a hub id, `hf:PATH`, `tiny` or `tiny-test`
     model = AutoModelForCausalLM.from_pretrained(path, dtype=default_dtype(dtype))
     if adapter is not None:
         from peft import PeftModel
+        adapter_config(adapter)                    # one line naming the folder when it is not a usable PEFT adapter
         model = PeftModel.from_pretrained(model, str(adapter))
     return model.to(device).eval(), tok
 

@@ -10,7 +10,7 @@ import json, math, os, re, time
 from collections import Counter, defaultdict
 from pathlib import Path
 import numpy as np
-from .game import Game, game_from_dict
+from .game import Game, game_from_dict, json_lines
 from .geometry import solve
 from .protocol import Protocol, new_episode, apply_action, decision_point, render_prompt
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
@@ -646,7 +646,7 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
     f = out / "pairs.jsonl"
     if f.is_file():
         have = {(l["episode_id"]) for l in lines}
-        clash = sum(1 for line in f.open() if json.loads(line)["episode_id"] in have)
+        clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
         if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten)")
     rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
     rep.update(episodes=[str(e) for e in episodes], types=list(types), n_episodes=len(lines))

@@ -10,6 +10,7 @@ import json, time
 from pathlib import Path
 from typing import Callable
 from .bank import read_yaml, write_text_atomic
+from .game import read_json
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'write_json', 'log', 'run_stage',
@@ -96,7 +97,7 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
         from fairneg.llm import resolve_model
         path = resolve_model(spec)
         rep = Path(path) / "build_report.json"
-        write_json(run / "model.json", dict(spec=spec, path=path, build_report=json.loads(rep.read_text()) if rep.exists() else None))
+        write_json(run / "model.json", dict(spec=spec, path=path, build_report=read_json(rep, ParamsError) if rep.exists() else None))
     run_stage("model", run / "model.json", build, force, only)
     return spec
 
@@ -122,7 +123,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
             log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] ({s['n_episodes']} episodes)")
         write_json(out, res)
     run_stage("soundness", out, go, force, only)
-    res = json.loads(out.read_text()) if out.exists() else None
+    res = read_json(out, ParamsError) if out.exists() else None
     if res is not None and not res["passed"] and get(params, "soundness.required", True):
         c = res["campaigns"]
         raise PilotStopped(f"the reward soundness gate failed ({out}): rational tables R_table {c['rational control']['mean_r_table']:+.3f} "
@@ -179,7 +180,7 @@ def stage_gate(params:dict, run:Path, force:bool, only)->Path:
     from fairneg.eval import load_prereg, evaluate_gate, gate_text
     out = run / "gate.json"
     def go():
-        g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")), json.loads((run / "eval.json").read_text()))
+        g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")), read_json(run / "eval.json", ParamsError))
         log(gate_text(g)); write_json(out, g)
     run_stage("gate", out, go, force, only)
     return out

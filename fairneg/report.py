@@ -14,7 +14,7 @@ from typing import Annotated, Iterable
 import numpy as np
 import typer
 from .bank import USER_ERRORS, GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, key_values, read_manifest, write_bank, write_text_atomic
-from .game import SHARES, generate_game, parse_deal_label, ultimatum_game, divide_dollar_game
+from .game import SHARES, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import append_jsonl, read_jsonl
 
@@ -64,8 +64,8 @@ def find_inputs(run_dir)->dict:
 
 # %% ../nbs/11_report.ipynb #1dff6e54
 def _read_json(path)->dict:
-    try: return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e: raise ReportError(f"{path}: unreadable ({e})") from None
+    "A JSON input; one line naming the file and why when it is unreadable, not UTF-8 or not JSON."
+    return read_json(path, ReportError)
 
 def _steps_frame(paths:list):
     import pandas as pd
@@ -701,7 +701,7 @@ def bank_table(run:Run)->object:
         rows.append(dict(bank=name, games=len(m), modes=", ".join(sorted({str(r.get("info_mode")) for r in m})),
                          generator=", ".join(sorted({str(r.get("generator_version")) for r in m})),
                          **{"nnw spread": f"{min(spreads):.3f} – {max(spreads):.3f}" if spreads else "—"},
-                         note=json.loads(guard.read_text()).get("summary", "") if guard.is_file() else ""))
+                         note=_read_json(guard).get("summary", "") if guard.is_file() else ""))
     return pd.DataFrame(rows).set_index("bank")
 
 # %% ../nbs/11_report.ipynb #3c2f913a

@@ -134,7 +134,7 @@ def test_report_missing_inputs(tmp_path):
     r = report(train_only, "--out", tmp_path / "train_only.html")
     assert r.exit_code == 0, r.output
     html = (tmp_path / "train_only.html").read_text()
-    assert len(figures(html)) == 3 and "no eval_contrasts.jsonl, and " in html and "eval.json: unreadable" in html
+    assert len(figures(html)) == 3 and "no eval_contrasts.jsonl, and " in html and "eval.json: not valid JSON" in html
     if browser_here(): check_in_browser(tmp_path / "train_only.html", tmp_path / "train-only.png", 3)
 
 def test_report_refusals(tmp_path, run_dir):
