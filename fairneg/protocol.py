@@ -1,4 +1,4 @@
-"""The negotiation engine: the `table` protocol (six-party, five-seat private, any n), `ultimatum` and `divide-the-dollar`; a complete, JSON-serializable state; per-seat decision points rendered as chat prompts; a tolerant action parser; strict legality with one retry, fabrications counted apart; and a PettingZoo AEC environment.
+"""The negotiation engine: the `table` protocol (six-party, five-seat private, any n), `ultimatum` and `divide-the-dollar`; a complete, JSON-serializable state; per-seat decision points rendered as chat prompts; a tolerant action parser whose lenient readings are counted; strict legality with one retry, fabrications counted apart; and a PettingZoo AEC environment.
 
 Docs: https://fairneg.github.io/fairneg/protocol.html.md"""
 
@@ -13,11 +13,12 @@ from .game import (
     Game, issue_letter, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict, generate_game)
 
 # %% auto #0
-__all__ = ['ATYPES', 'LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'COUNTERS', 'ANSWER_FORMAT', 'ProtocolError',
-           'Protocol', 'protocol_for', 'State', 'game_sha', 'new_episode', 'is_done', 'current_seats',
-           'turn_token_budget', 'standing_offer_id', 'parse_answer', 'parse_action', 'check_deal', 'check_action',
-           'apply_action', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'decision_point',
-           'resolve_game', 'render_prompt', 'prompt', 'approx_tokens', 'NegotiationEnv']
+__all__ = ['ATYPES', 'LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'COUNTERS', 'LENIENT', 'LENIENT_FIELDS',
+           'ANSWER_FORMAT', 'ProtocolError', 'Protocol', 'protocol_for', 'State', 'game_sha', 'new_episode', 'is_done',
+           'current_seats', 'turn_token_budget', 'standing_offer_id', 'parse_answer', 'parse_action', 'check_deal',
+           'check_action', 'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record',
+           'state_to_dict', 'state_from_dict', 'decision_point', 'resolve_game', 'render_prompt', 'prompt',
+           'approx_tokens', 'NegotiationEnv']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
@@ -149,22 +150,37 @@ def _find_offer(s:State, oid):
     k = int(m[1]) - 1 if m else -1
     return s.offers[k] if 0 <= k < len(s.offers) else None
 
+# %% ../nbs/04_protocol.ipynb #98c6bb9b
+LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action", "string_action",
+           "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised", "vote_synonym",
+           "vote_ballot_implied", "accept_last_offer_implied")   # the lenient readings, in the order turn records list them
+
 # %% ../nbs/04_protocol.ipynb #dad04d5f
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_DEC = json.JSONDecoder()
+
+class _Obj(dict):
+    "A decoded JSON object that knows whether a key was given twice in it or in an object inside it."
+    dup = False
+
+def _pairs(pairs)->_Obj:
+    o = _Obj(pairs)
+    o.dup = len(o) < len(pairs) or any(getattr(v, "dup", False) for v in o.values())
+    return o
+
+_DEC = json.JSONDecoder(object_pairs_hook=_pairs)
 _MAX_SCAN, _MAX_CHARS = 64, 100_000
 _YES = {"yes", "y", "true", "accept", "approve", "for", "1"}
 _NO = {"no", "n", "false", "reject", "against", "0"}
 _NULLS = {"", "null", "none", "nil", "n/a", "-"}
 
 def _json_objects(t:str)->list:
-    "Top-level JSON objects in `t`, left to right (at most `_MAX_SCAN` start positions tried)."
+    "Top-level JSON objects in `t` as `(object, start, end)`, left to right (at most `_MAX_SCAN` start positions tried)."
     out, pos, tries = [], t.find("{"), 0
     while pos != -1 and tries < _MAX_SCAN:
         tries += 1
         try:
             obj, end = _DEC.raw_decode(t, pos)
-            if isinstance(obj, dict): out.append(obj)
+            if isinstance(obj, dict): out.append((obj, pos, end))
             pos = t.find("{", end)
         except Exception: pos = t.find("{", pos + 1)
     return out
@@ -177,9 +193,9 @@ def _repaired(t:str)->list:
     x = re.sub(r",\s*([}\]])", r"\1", x)
     x = re.sub(r"\bNone\b", "null", re.sub(r"\bTrue\b", "true", re.sub(r"\bFalse\b", "false", x)))
     if '"' not in x: x = x.replace("'", '"')
-    try: obj = json.loads(x)
+    try: obj = _DEC.decode(x)
     except Exception: return []
-    return [obj] if isinstance(obj, dict) else []
+    return [(obj, i, j + 1)] if isinstance(obj, dict) else []
 
 def _txt(x): return None if x is None else x if isinstance(x, str) else json.dumps(x) if isinstance(x, (dict, list)) else str(x)
 
@@ -208,33 +224,53 @@ def _norm_vote(x):
     x = _txt(x).strip().lower()
     return "yes" if x in _YES else "no" if x in _NO else None if x in ("null", "none", "") else x
 
+def _exact(raw, value)->bool: return isinstance(raw, str) and raw.strip() == value
+
+def _ordered(how:dict)->dict: return {k: how[k] for k in LENIENT if how.get(k)}
+
 def parse_answer(obj:dict)->dict:
-    "Normalize an answer object (`{scratchpad, message, action}` or a flat action) into `{action, message, scratchpad, error}`."
-    out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")), "error": None}
-    a = obj.get("action", obj)
-    if isinstance(a, str): a = {**obj, "atype": a}
+    "Normalize an answer object (`{scratchpad, message, action}` or a flat action) into `{action, message, scratchpad, error, lenient}`."
+    out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")), "error": None, "lenient": {}}
+    a, how = obj.get("action", obj), {}
+    if "action" not in obj: how["flat_action"] = 1
+    if isinstance(a, str): a = {**obj, "atype": a}; how["string_action"] = 1
     if not isinstance(a, dict):
         out["error"] = "`action` must be an object like {\"atype\": \"pass\"}"; return out
     at = a.get("atype", a.get("type"))
     if at is None or (isinstance(at, str) and not at.strip()):
         out["error"] = "the action has no `atype`"; return out
-    out["action"] = {"atype": _txt(at).strip().lower(), "offer_id": _norm_oid(a.get("offer_id")),
-                     "deal": _norm_deal(a.get("deal")), "vote": _norm_vote(a.get("vote"))}
+    if "atype" not in a: how["type_for_atype"] = 1
+    act = {"atype": _txt(at).strip().lower(), "offer_id": _norm_oid(a.get("offer_id")),
+           "deal": _norm_deal(a.get("deal")), "vote": _norm_vote(a.get("vote"))}
+    at = act["atype"]
+    if at in ATYPES and not _exact(a.get("atype", a.get("type")), at): how["atype_normalised"] = 1
+    if at in ("accept", "vote") and a.get("offer_id") is not None and not _exact(a["offer_id"], act["offer_id"]):
+        how["offer_id_normalised"] = 1
+    if at in ("propose", "demand") and a.get("deal") is not None and not isinstance(a["deal"], str): how["deal_normalised"] = 1
+    if at == "vote" and act["vote"] in ("yes", "no") and not _exact(a.get("vote"), act["vote"]): how["vote_synonym"] = 1
+    out["action"], out["lenient"] = act, _ordered(how)
     return out
 
 def parse_action(text)->dict:
-    "Turn any model output into `{action, message, scratchpad, error}`; never raises (`action` is None on a parse error)."
+    "Turn any model output into `{action, message, scratchpad, error, lenient}`; never raises (`action` is None on a parse error)."
     try:
         if isinstance(text, bytes): text = text.decode("utf-8", "replace")
         if not isinstance(text, str): text = str(text)
         t = _THINK.sub(" ", text[-_MAX_CHARS:])
         if "</think>" in t.lower(): t = t[t.lower().rfind("</think>") + 8:]
-        objs = _json_objects(t) or _repaired(t)
-        for o in reversed(objs):
-            if "action" in o or "atype" in o: return parse_answer(o)
+        objs = _json_objects(t); repaired = not objs
+        if repaired: objs = _repaired(t)
+        acts = [x for x in objs if "action" in x[0] or "atype" in x[0]]
+        if acts:
+            (o, i, j), p = acts[-1], parse_answer(acts[-1][0])
+            if p["action"] is None: p["lenient"] = {}
+            else: p["lenient"] = _ordered({**p["lenient"], "text_around_json": int(bool(t[:i].strip() or t[j:].strip())),
+                                           "json_repaired": int(repaired), "duplicate_json_keys": int(o.dup),
+                                           "multiple_actions": len(acts) - 1})
+            return p
         err = "no JSON object with an `action` found" if objs else "no JSON object found"
     except Exception as e: err = f"unreadable answer ({type(e).__name__})"
-    return {"action": None, "message": None, "scratchpad": None, "error": err}
+    return {"action": None, "message": None, "scratchpad": None, "error": err, "lenient": {}}
 
 # %% ../nbs/04_protocol.ipynb #f719ba14
 _TOK = re.compile(r"[A-Z]+\d*|\d+")
@@ -310,6 +346,19 @@ def check_action(s:State, seat:int, a:dict)->tuple:
         if a.get("vote") not in ("yes", "no"): return "illegal", f"a vote is yes or no: {_vote_form(s.ballot)}", None
         return "ok", None, _find_offer(s, s.ballot)
     return "ok", None, None
+
+# %% ../nbs/04_protocol.ipynb #ee8bab88
+def lenient_readings(s:State, seat:int, p:dict, canon=None)->dict:
+    "The lenient readings behind parse result `p` of `seat` now (`canon`: what `check_action` returned), in `LENIENT` order."
+    a = p["action"]
+    if a is None: return {}
+    how, at = dict(p.get("lenient") or {}), a["atype"]
+    if at == "vote" and s.phase == "vote" and a["offer_id"] is None: how["vote_ballot_implied"] = 1
+    if at == "accept" and s.phase == "respond" and a["offer_id"] is None and s.offers: how["accept_last_offer_implied"] = 1
+    if at in ("propose", "demand") and isinstance(canon, tuple):
+        label = option_label(seat, canon[0]) if at == "demand" and s.protocol.kind == "divide-dollar" else deal_label(canon)
+        if a["deal"] != label: how["deal_normalised"] = 1
+    return _ordered(how)
 
 # %% ../nbs/04_protocol.ipynb #e44b91da
 def _end(s:State, reason:str, offer:dict|None=None, signers=None, walk:bool=False, deal:str|None=None):
@@ -427,8 +476,8 @@ def apply_action(s:State, seat:int, answer)->dict:
     st["attempts"] += 1
     rec = {"turn_idx": len(s.turns), "seat": seat, "party": s.game.parties[seat], "phase": s.phase, "round": s.round,
            "protocol_version": s.protocol.version, "turn_token_budget": turn_token_budget(s), "raw": raw, "action": a,
-           "legality": lg, "error": err, "retry": retry, "applied": None, "forced_pass": False, "spoiled_ballot": False,
-           "message": p["message"], "scratchpad": p["scratchpad"]}
+           "lenient": lenient_readings(s, seat, p, canon), "legality": lg, "error": err, "retry": retry, "applied": None,
+           "forced_pass": False, "spoiled_ballot": False, "message": p["message"], "scratchpad": p["scratchpad"]}
     s.turns.append(rec)
     if p["scratchpad"] is not None: s.scratch[seat] = p["scratchpad"]
     if lg == "ok":
@@ -445,6 +494,17 @@ def apply_action(s:State, seat:int, answer)->dict:
     rec["applied"] = _apply(s, seat, a, canon, p["message"])
     st["turns"] += 1
     return rec
+
+# %% ../nbs/04_protocol.ipynb #61610690
+LENIENT_FIELDS = tuple(f"lenient_{k}" for k in LENIENT) + ("lenient_attempts", "lenient_ok")   # episode-row fields
+
+def lenient_totals(turns:list, seat:int|None=None)->dict:
+    "The `LENIENT_FIELDS` totals over turn records or transcript rows (of one seat, or all)."
+    ts = [t for t in turns if seat is None or t["seat"] == seat]
+    out = {f"lenient_{k}": sum(t["lenient"].get(k, 0) for t in ts) for k in LENIENT}
+    out["lenient_attempts"] = sum(1 for t in ts if t["lenient"])
+    out["lenient_ok"] = sum(1 for t in ts if t["lenient"] and t["legality"] == "ok")
+    return out
 
 # %% ../nbs/04_protocol.ipynb #369f6388
 def outcome(s:State)->dict:
@@ -463,11 +523,12 @@ def outcome(s:State)->dict:
     return out
 
 def episode_record(s:State)->dict:
-    "JSON-able record of an episode: ids, protocol, outcome, per-seat counters and every turn record."
+    "JSON-able record of an episode: ids, protocol, outcome, lenient totals, per-seat counters and every turn record."
     o = outcome(s); o["deal"] = list(o["deal"]) if o["deal"] is not None else None
+    seat_stats = [{**x, "lenient_attempts": lenient_totals(s.turns, i)["lenient_attempts"]} for i, x in enumerate(s.stats)]
     return dict(episode_id=s.episode_id, instance_id=s.game.name, game_sha=s.game_sha, episode_seed=s.seed,
                 protocol_version=s.protocol.version, info_mode=s.info_mode, n_parties=s.game.n,
-                outcome=o, seat_stats=[dict(x) for x in s.stats], turns=s.turns)
+                outcome=o, lenient=lenient_totals(s.turns), seat_stats=seat_stats, turns=s.turns)
 
 # %% ../nbs/04_protocol.ipynb #c272cf4e
 def state_to_dict(s:State)->dict:
@@ -786,8 +847,14 @@ class NegotiationEnv(AECEnv):
         return m
 
     def _decode(self, a, seat)->dict:
-        a = int(a); s = self.state
-        if a < 5: return {"atype": ("pass", "walk", "vote", "vote", "reject")[a], "vote": {2: "yes", 3: "no"}.get(a)}
+        "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
+        return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
+
+    def _action(self, a, seat)->dict:
+        s = self.state
+        if a < 5:
+            at = ("pass", "walk", "vote", "vote", "reject")[a]
+            return {"atype": at, "vote": {2: "yes", 3: "no"}.get(a), "offer_id": s.ballot if at == "vote" else None}
         if a < 5 + self._m: return {"atype": "accept", "offer_id": f"o{a - 4}"}
         d = a - 5 - self._m
         if s.protocol.kind == "divide-dollar": return {"atype": "demand", "deal": option_label(seat, d)}
@@ -813,7 +880,7 @@ class NegotiationEnv(AECEnv):
         self._cumulative_rewards[agent] = 0.0
         act = self._decode(action, seat) if self.action_mode == "discrete" and action is not None else action
         rec = apply_action(self.state, seat, act)
-        self.infos[agent] = {"legality": rec["legality"], "turn_idx": rec["turn_idx"]}
+        self.infos[agent] = {"legality": rec["legality"], "turn_idx": rec["turn_idx"], "lenient": rec["lenient"]}
         if is_done(self.state):
             from fairneg.metrics import outcome_z        # the paid surplus (p1's unanimity bonus included)
             z = outcome_z(self.game, outcome(self.state))

@@ -16,7 +16,7 @@ from .game import Game
 from .geometry import solve
 from .metrics import episode_metrics
 from .protocol import (new_episode, current_seats, apply_action, decision_point, is_done, outcome,
-                              turn_token_budget, COUNTERS)
+                              turn_token_budget, COUNTERS, LENIENT, lenient_totals)
 
 # %% auto #0
 __all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'play_app', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy',
@@ -148,7 +148,8 @@ def episode_row(ep:Episode, geos:dict|None=None)->dict:
                 episode_id=s.episode_id, protocol_version=s.protocol.version, info_mode=s.info_mode,
                 turn_token_budgets=sorted({t["turn_token_budget"] for t in s.turns}), seats=list(spec.seats),
                 deal_label=o["deal_label"], end_reason=o["end_reason"], n_turns=o["n_turns"],
-                **{k: o[k] for k in COUNTERS},
+                **{k: o[k] for k in COUNTERS}, **lenient_totals(s.turns),
+                lenient_attempts_by_seat=[sum(1 for t in s.turns if t["seat"] == i and t["lenient"]) for i in range(s.game.n)],
                 **m, warnings=o["warnings"],
                 proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose") for i in range(s.game.n)])
 
@@ -156,7 +157,7 @@ def transcript_rows(ep:Episode)->list:
     "The `rollout_transcripts.jsonl` rows of one episode (one per attempt)."
     s = ep.state
     keep = ("turn_idx", "seat", "party", "phase", "round", "protocol_version", "turn_token_budget", "raw", "action",
-            "legality", "error", "retry", "applied", "forced_pass", "spoiled_ballot", "message")
+            "lenient", "legality", "error", "retry", "applied", "forced_pass", "spoiled_ballot", "message")
     res = {k: ep.row[k] for k in ("deal_label", "end_reason", "deal", "nnw")} if ep.row else None
     return [dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
                  episode_seed=ep.spec.seed, policy=ep.spec.seats[t["seat"]], prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
@@ -199,15 +200,27 @@ def nbs_then_accept(req:TurnRequest)->str:
     return json.dumps({"action": {"atype": "pass"}})
 
 # %% ../nbs/06_rollout.ipynb #932af866
+def _lenient_report(rows:list, att:int, parse_errors:int, not_ok:int)->dict:
+    "The lenient readings of episode rows and the parse and legal rates without them (None where rows predate them)."
+    unrec = sum("lenient_attempts" not in r for r in rows)
+    tot = lambda f: sum(r[f] for r in rows) if all(f in r for r in rows) else None
+    la, lo = tot("lenient_attempts"), tot("lenient_ok")
+    return dict(lenient={k: tot(f"lenient_{k}") for k in LENIENT}, lenient_attempts=la, lenient_ok=lo,
+                strict_parse_ok_rate=(att - parse_errors - la) / att if att and la is not None else None,
+                strict_legal_rate=(att - not_ok - lo) / att if att and lo is not None else None,
+                lenient_unrecorded_episodes=unrec)
+
 def quality_report(rows:list, transcripts:list|None=None)->dict:
-    "Run quality from episode rows (and transcript rows when available)."
+    "Run quality from episode rows (and transcript rows when available), with what lenient readings added to it."
     keys = [(r["instance_id"], r["episode_seed"]) for r in rows]
-    att = sum(r["attempts"] for r in rows)
-    rep = dict(episodes_done=len(rows), attempts=att, parse_ok_rate=(1 - sum(r["parse_error"] for r in rows) / att) if att else None,
+    att, pe = sum(r["attempts"] for r in rows), sum(r["parse_error"] for r in rows)
+    not_ok = pe + sum(r["illegal"] + r["fabrication"] for r in rows)
+    rep = dict(episodes_done=len(rows), attempts=att, parse_ok_rate=(att - pe) / att if att else None,
+               legal_rate=(att - not_ok) / att if att else None,
                fabrication=sum(r["fabrication"] for r in rows), illegal=sum(r["illegal"] for r in rows),
                forced_passes=sum(r["forced_passes"] for r in rows), spoiled_ballots=sum(r["spoiled_ballots"] for r in rows),
                unique_keys=len(set(keys)), duplicate_keys=len(keys) - len(set(keys)),
-               protocol_versions=sorted({r["protocol_version"] for r in rows}))
+               protocol_versions=sorted({r["protocol_version"] for r in rows}), **_lenient_report(rows, att, pe, not_ok))
     if transcripts is not None: rep["retried_turns"] = sum(1 for t in transcripts if t["retry"])
     return rep
 
@@ -532,8 +545,8 @@ def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank
                    turn_max_tokens=turn_max_tokens)
     typer.echo(summary_table(res["rows"]).to_string())
     q = quality_report(res["rows"], res["transcripts"])
-    typer.echo(f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f}, fabrication {q['fabrication']}, "
-               f"illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
+    typer.echo(f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
+               f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
                f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 
 @play_app.command("merge", cls=MultiValueCommand)

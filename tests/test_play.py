@@ -9,6 +9,7 @@ from fairneg.rollout import play_app
 from fairneg.bank import generate_bank
 from fairneg.game import generate_game, save_game
 from fairneg.metrics import METRIC_NAMES
+from fairneg.protocol import LENIENT_FIELDS
 
 runner = CliRunner()
 
@@ -41,9 +42,14 @@ def test_play_writes_and_appends_tables(bank, tmp_path):
                                                     "protocol_version", "seats"))
         assert e["seats"] == ["bayes_rational"] * 6 and e["experiment_name"] == "play__bayes_rational"
         assert e["illegal"] == e["fabrication"] == e["forced_passes"] == 0
+        assert [e[f] for f in LENIENT_FIELDS] == [0] * len(LENIENT_FIELDS) and e["lenient_attempts_by_seat"] == [0] * 6
     assert len({(e["instance_id"], e["episode_seed"]) for e in eps}) == len(eps)
     assert len(tr) == sum(e["attempts"] for e in eps)
     assert all(t["legality"] == "ok" and t["raw"] and t["prompt_ref"].startswith(t["episode_id"]) for t in tr)
+    assert [t["lenient"] for t in tr] == [{}] * len(tr)            # the agents answer in the exact format
+    q = json.loads((tmp_path / "quality_report.json").read_text())
+    assert (q["lenient_attempts"], q["strict_parse_ok_rate"], q["strict_legal_rate"]) == (0, 1, 1)
+    assert "parse_ok 1.000 (0 read leniently)" in r.output
     r = runner.invoke(play_app, args + ["--experiment-name", "again"])   # tables are appended, never rewritten
     assert r.exit_code == 0, r.output
     assert len(rows(tmp_path / "episodes.jsonl")) == 2 * len(eps)
@@ -79,6 +85,7 @@ def test_play_small_model_with_and_without_the_constraint(bank, tmp_path):
         assert r.exit_code == 0, r.output
         quality[c] = json.loads((tmp_path / c / "quality_report.json").read_text())
     assert quality["legal"]["illegal"] == quality["legal"]["fabrication"] == 0 and quality["legal"]["parse_ok_rate"] == 1
+    assert quality["legal"]["lenient_attempts"] == 0 and quality["legal"]["strict_legal_rate"] == 1   # the grammar is the exact format
     assert quality["none"]["attempts"] > 0
     r = runner.invoke(play_app, ["--bank", str(bank), "--model", "tiny-test", "--constrain", "maybe", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "legal or none" in flat(r.output)
