@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from tqdm import tqdm
-from .game import Game
+from .game import Game, json_lines
 from .geometry import solve
 from .metrics import episode_metrics
 from .protocol import (new_episode, current_seats, apply_action, decision_point, is_done, outcome,
@@ -172,12 +172,7 @@ def append_jsonl(rows, path)->Path:
 
 def read_jsonl(path)->list:
     "Rows of a JSON Lines file, naming the file and line of a bad row."
-    rows = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip(): continue
-        try: rows.append(json.loads(line))
-        except json.JSONDecodeError as e: raise ValueError(f"{path}: line {i}: not valid JSON ({e})") from None
-    return rows
+    return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
 
 @functools.lru_cache(maxsize=1)
 def code_version()->str:
