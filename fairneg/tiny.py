@@ -13,7 +13,7 @@ from typing import Annotated
 import numpy as np
 import typer
 from tqdm.auto import tqdm
-from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, issue_letter
+from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, issue_letter, read_json
 from .protocol import (State, new_episode, decision_point, apply_action, render_prompt, parse_action,
                               check_action)
 from .rollout import EpisodeSpec, co_step
@@ -450,7 +450,7 @@ def tiny_path(size:str="pilot", # `pilot` or `test`
 
 def build_report(path)->dict:
     "The `build_report.json` of a tiny model folder."
-    return json.loads((Path(path) / "build_report.json").read_text())
+    return read_json(Path(path) / "build_report.json")
 
 # %% ../nbs/07a_tiny.ipynb #e08955b7
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
