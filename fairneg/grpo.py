@@ -14,7 +14,7 @@ from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, AgentPolicy, code_version
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'step_plan', 'episode_seat_rewards',
+__all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
            'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'grpo_loss', 'allowed_bitmask', 'update',
            'lora_model', 'use_gradient_checkpointing', 'is_checkpointing', 'make_optimizer', 'checkpoints',
            'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer', 'train', 'load_train_params',
@@ -58,6 +58,7 @@ class GRPOConfig:
     clip_low: float = 0.2               # ratio clip 1 - clip_low
     clip_high: float = 0.28             # ratio clip 1 + clip_high (DAPO's clip-higher)
     std_normalize: bool = False         # divide advantages by the group std
+    flat_groups: str = "kl_only"        # tokens of zero-spread groups: `kl_only` (in the token mean, KL term only) or `drop` (DAPO: left out of the step)
     importance_correction: str = "auto" # `tis`: ratio against the trainer's own log-probs, times min(exp(trainer - sampler), tis_cap); `none`: ratio against the sampler's log-probs; `auto`: tis on vllm, none on hf
     tis_cap: float = 2.0                # cap of the truncated importance weight (tis)
     temperature: float = 1.0            # sampling temperature
@@ -88,6 +89,8 @@ class GRPOConfig:
         if self.importance_correction == "auto": self.importance_correction = "tis" if self.backend == "vllm" else "none"
         if self.importance_correction not in ("tis", "none"):
             raise ValueError(f"importance_correction must be tis, none or auto, got {self.importance_correction}")
+        if self.flat_groups not in ("kl_only", "drop"):
+            raise ValueError(f"flat_groups must be kl_only or drop, got {self.flat_groups!r}")
         if self.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {self.tis_cap}")
         if self.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
             raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {self.dtype!r}")
@@ -99,6 +102,15 @@ def config_hash(cfg:GRPOConfig)->str:
     "Hash of the hyperparameters that define the learning problem (not the bookkeeping or the batch geometry)."
     d = {k: v for k, v in asdict(cfg).items() if k not in _VOLATILE}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+# %% ../nbs/08_grpo.ipynb #33b9bb9d
+_NOT_RUN = ("steps", "checkpoint_steps", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name")
+
+def run_id(cfg:GRPOConfig)->str:
+    "wandb's id of a new run: `arm-HASH`, HASH over every field but `_NOT_RUN`, with `out` as an absolute path."
+    d = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RUN}
+    d["out"] = str(Path(cfg.out).resolve())
+    return f"{cfg.arm}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/08_grpo.ipynb #5c3287de
 POLICY = "policy"
@@ -133,14 +145,15 @@ def episode_seat_rewards(ep, cfg:GRPOConfig)->np.ndarray:
 def group_advantages(R:np.ndarray, # (k, n) rewards of the k episodes of one group, per seat
                      trained:list, # per seat: is it the policy (trained on)?
                      std_normalize:bool=False)->tuple:
-    "Advantages `R - mean_k R` per (episode, seat) (÷ std when asked), zero for untrained seats; and the zero-spread seat count."
+    "Advantages `R - mean_k R` per (episode, seat) (÷ std when asked), zero for untrained seats; and which trained seats' groups are flat."
     A = R - R.mean(0, keepdims=True)
     spread = R.std(0)
     flat = spread <= 1e-12
     if std_normalize: A = np.where(flat, 0.0, A / np.where(flat, 1.0, spread))
-    A[:, ~np.asarray(trained, bool)] = 0.0
+    trained = np.asarray(trained, bool)
+    A[:, ~trained] = 0.0
     A[:, flat] = 0.0
-    return A, int(np.sum(flat & np.asarray(trained, bool)))
+    return A, flat & trained
 
 # %% ../nbs/08_grpo.ipynb #81f8250d
 @dataclass
@@ -152,16 +165,20 @@ class Sample:
     advantage: float
     schema: str | None = None           # the legal-action schema the turn was sampled under (constrained turns)
     masks: object = None                # or its packed allowed-token bitmasks, when known already
+    flat: bool = False                  # its (game, seat) group had no reward spread
 
-def collect_samples(episodes, advantages:list)->list:
-    "Samples of every policy turn with a non-zero advantage (advantages: per episode, an (n,) array)."
+def collect_samples(episodes, advantages:list, # per episode: an (n,) array
+                    flat:list|None=None, # per episode: an (n,) bool array, the seat's group is flat (None: none is)
+                    flat_groups:str="kl_only")->list:
+    "Samples of every generated policy turn; under `flat_groups='drop'`, those of flat groups are left out."
+    if flat_groups not in ("kl_only", "drop"): raise ValueError(f"flat_groups must be kl_only or drop, got {flat_groups!r}")
     out = []
-    for ep, A in zip(episodes, advantages):
+    for e, (ep, A) in enumerate(zip(episodes, advantages)):
         for t in ep.state.turns:
-            x = ep.extras.get(t["turn_idx"], {})
-            a = float(A[t["seat"]])
-            if x.get("policy") != POLICY or a == 0.0 or not x.get("completion_ids"): continue
-            out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]), a, x.get("schema")))
+            x, f = ep.extras.get(t["turn_idx"], {}), flat is not None and bool(flat[e][t["seat"]])
+            if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"): continue
+            out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]), float(A[t["seat"]]),
+                              x.get("schema"), flat=f))
     return out
 
 def micro_batches(samples:list, size:int, token_budget:int)->list:
@@ -224,20 +241,22 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     "One optimizer step on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
     import torch
     from fairneg.llm import sequence_logprobs, vocab_size
-    n_tok = sum(len(s.completion_ids) for s in samples)
+    n_tok = sum(len(s.completion_ids) for s in samples)      # the loss is a mean over every one of these tokens
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
-               n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0)
+               n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
+               kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0))
     if not samples: return res
     V, pad = vocab_size(model), tokenizer.pad_token_id or 0
-    model.train()
     for batch in micro_batches(samples, cfg.micro_batch, cfg.token_budget):
         P, C = [s.prompt_ids for s in batch], [s.completion_ids for s in batch]
         masks = _masks(batch, tokenizer, V)
         t0 = time.perf_counter()
         ref = None
         if cfg.kl_coef:
+            model.eval()                                       # the reference pass: dropout off
             with torch.no_grad(), model.disable_adapter():
                 ref = sequence_logprobs(model, P, C, masks, temperature=cfg.temperature, pad_id=pad)
+        model.train()                                          # the policy pass: train mode
         t1 = time.perf_counter()
         new = sequence_logprobs(model, P, C, masks, temperature=cfg.temperature, pad_id=pad)
         loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
@@ -313,7 +332,9 @@ def _accelerator(optimizer, scheduler):
     acc.register_for_checkpointing(optimizer, scheduler)
     return acc
 
-def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, history:list)->Path:
+def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, history:list,
+                    rid:str|None=None, # the run's wandb id (default: `run_id(cfg)`)
+                   )->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, the optimizer, scheduler and RNG states, then the trainer state (last)."
     import shutil
     final = Path(out) / f"checkpoint-{step}"; tmp = Path(out) / f"checkpoint-{step}.tmp"
@@ -322,7 +343,7 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
     model.save_pretrained(tmp)
     _accelerator(optimizer, scheduler).save_state(str(tmp))
     (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg), config_hash=config_hash(cfg),
-                                                            history=history), indent=1, default=str))
+                                                            run_id=rid or run_id(cfg), history=history), indent=1, default=str))
     if final.exists(): shutil.rmtree(final)
     tmp.rename(final)
     return final
@@ -377,17 +398,26 @@ def _memory()->dict:
         torch.cuda.reset_peak_memory_stats()
     return m
 
-def _wandb(cfg:GRPOConfig, out:Path):
-    "A wandb run (offline unless the user configured wandb), or None; never an error for a missing key."
+def _wandb(cfg:GRPOConfig, out:Path, rid:str):
+    "A wandb run with id `rid` (offline unless the user configured wandb), or None; never an error for a missing key."
     if not cfg.wandb_project: return None
     try:
         import wandb
         mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
         return wandb.init(project=cfg.wandb_project, group=cfg.wandb_group, name=cfg.wandb_run_name or cfg.arm,
-                          config=asdict(cfg), dir=str(out), mode=mode, resume="allow", id=f"{cfg.arm}-{config_hash(cfg)}")
+                          config=asdict(cfg), dir=str(out), mode=mode, resume="allow", id=rid)
     except Exception as e:
         print(f"wandb disabled: {type(e).__name__}: {e}")
         return None
+
+def _resumed_id(state:dict, cfg:GRPOConfig)->str:
+    "The wandb id of a checkpoint's run: the one stored, or for earlier checkpoints the id they used (`arm-config_hash`)."
+    if state.get("run_id"): return state["run_id"]
+    return f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}" if state.get("config_hash") else run_id(cfg)
+
+def _resume_changes(was:dict, cfg:GRPOConfig)->list:
+    "`field old -> new` for `groups` and each field of the learning problem a resume changes."
+    return [f"{k} {was.get(k)!r} -> {v!r}" for k, v in asdict(cfg).items() if (k == "groups" or k not in _VOLATILE) and was.get(k) != v]
 
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
@@ -410,9 +440,11 @@ class GRPOTrainer:
             with _quiet_peft(): self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
             self.opt, self.sch = make_optimizer(self.model, cfg)
             st = load_training_state(path, self.opt, self.sch)
-            self.start, self.history = st["step"], st["history"]
-            if st["config"].get("groups") != cfg.groups: print(f"resume: groups {st['config'].get('groups')} -> {cfg.groups} (recorded)")
+            self.start, self.history, self.run_id = st["step"], st["history"], _resumed_id(st, cfg)
+            changed = _resume_changes(st["config"], cfg)
+            if changed: print(f"resume: {', '.join(changed)} (recorded)")
         else:
+            self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
             self.opt, self.sch = make_optimizer(self.model, cfg)
         self.checkpointing = use_gradient_checkpointing(self.model, cfg)
@@ -421,7 +453,7 @@ class GRPOTrainer:
         self.rows_path, self.trans_path = self.out / "training_steps.jsonl", self.out / "rollout_transcripts.jsonl"
         self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
         (self.out / "config.json").write_text(json.dumps(asdict(cfg), indent=1, default=str))
-        self.wandb = _wandb(cfg, self.out)
+        self.wandb = _wandb(cfg, self.out, self.run_id)
 
     def _policy(self):
         from fairneg.llm import HFPolicy, default_constrain
@@ -469,22 +501,23 @@ class GRPOTrainer:
         if c.backend == "vllm": self._sync_vllm(step)
         groups, plan = self.rollout(step)
         t_roll = time.perf_counter() - t0
-        eps, advs, Rs, flat = [], [], [], 0
+        eps, advs, flats, Rs, flat = [], [], [], [], 0
         for (gi, seats, seeds), grp in zip(plan, groups):
             R = np.stack([episode_seat_rewards(e, c) for e in grp])
             A, f = group_advantages(R, [s == POLICY for s in seats], c.std_normalize)
-            flat += f; eps += grp; advs += list(A); Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
-        samples = collect_samples(eps, advs)
+            flat += int(f.sum()); eps += grp; advs += list(A); flats += [f] * len(grp)
+            Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
+        samples = collect_samples(eps, advs, flats, c.flat_groups)
         up = update(self.model, self.opt, self.sch, samples, c, self.tok)
-        row = self._row(step, eps, advs, np.concatenate(Rs), flat, samples, up, t_roll, time.perf_counter() - t0)
+        row = self._row(step, eps, advs, flats, np.concatenate(Rs), flat, samples, up, t_roll, time.perf_counter() - t0)
         return row, eps
 
-    def _row(self, step, eps, advs, R, flat, samples, up, t_roll, t_total)->dict:
+    def _row(self, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total)->dict:
         c = self.cfg
         rows = [e.row for e in eps]
-        pol_turns = [t for e in eps for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
-        gen = sum(len(e.extras[t["turn_idx"]].get("completion_ids") or []) for e in eps for t in e.state.turns
-                  if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY)
+        pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
+               for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
+        pol_turns, gen, flat_tok = [t for t, _, _ in pol], sum(n for _, n, _ in pol), sum(n for _, n, f in pol if f)
         worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
         A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
         n_tok = max(up["n_tokens"], 1)
@@ -495,7 +528,8 @@ class GRPOTrainer:
                     below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
                     nnw=float(np.mean([r["nnw"] for r in rows])), worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
                     adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
-                    zero_spread_groups=flat, samples=len(samples), tokens_trained=up["n_tokens"],
+                    zero_spread_groups=flat, flat_groups=c.flat_groups, flat_tokens=int(flat_tok), samples=len(samples),
+                    tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
                     kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
                     clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
                     sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
@@ -518,7 +552,7 @@ class GRPOTrainer:
         bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
         for step in bar:
             row, eps = self.step(step)
-            self.history.append(dict(step=step, groups=c.groups, k=c.k))
+            self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
             if step not in self.logged:
                 append_jsonl([row], self.rows_path); self.logged.add(step); written.append(row)
                 if self.wandb is not None: self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
@@ -526,7 +560,7 @@ class GRPOTrainer:
                 append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
                 self.logged_trans.add(step)
             if step in c.checkpoint_steps or step == c.steps:
-                save_checkpoint(self.out, step, self.model, self.opt, self.sch, c, self.history)
+                save_checkpoint(self.out, step, self.model, self.opt, self.sch, c, self.history, self.run_id)
             bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
         if self.wandb is not None: self.wandb.finish()
         return written
@@ -583,6 +617,7 @@ def train_cmd(params:Annotated[Optional[Path], typer.Option(help="YAML parameter
               backend:Annotated[Optional[str], typer.Option(help="Rollout backend: hf or vllm.")]=None,
               importance_correction:Annotated[Optional[str], typer.Option(help="tis, none or auto (tis on vllm): how sampler/trainer log-prob gaps are corrected.")]=None,
               tis_cap:Annotated[Optional[float], typer.Option(help="Cap of the truncated importance weight.")]=None,
+              flat_groups:Annotated[Optional[str], typer.Option(help="kl_only (flat groups' tokens carry only the KL term) or drop (DAPO: left out).")]=None,
               max_turns:Annotated[Optional[int], typer.Option(help="Override the protocol deadline.")]=None,
               seed:Annotated[Optional[int], typer.Option(help="Run seed.")]=None,
               constrain:Annotated[Optional[str], typer.Option(help="legal or none (default: legal for tiny models).")]=None,

@@ -1,4 +1,4 @@
-"""GRPO end to end on the project's small model: a 2-step smoke run, and kill -9 / resume equivalence."""
+"""GRPO end to end on the project's small model: a smoke run, kill -9 / resume equivalence, the loss convention (the same update however a step is cut; flat groups under kl_only and drop) and the wandb run id."""
 import os, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np
@@ -33,8 +33,11 @@ def test_two_step_smoke(bank, tmp_path):
     r = rows[-1]
     for k in ("experiment_name", "arm", "lam", "reward_mean", "worst_off_g", "deal_rate", "walk_rate", "below_threshold_rate",
               "nnw", "adv_mean", "adv_std", "kl", "logprob_drift", "fabrication", "parse_failures", "tokens_generated",
-              "rollout_s", "train_s", "total_s", "rss_mb", "config_hash", "code_version"):
+              "rollout_s", "train_s", "total_s", "rss_mb", "config_hash", "code_version", "flat_groups", "flat_tokens",
+              "kl_only_tokens"):
         assert k in r, k
+    # the loss is a mean over every generated token of the trained seats (all seats here), flat groups' included
+    assert all(x["flat_groups"] == "kl_only" and x["tokens_trained"] == x["tokens_generated"] for x in rows), rows
     assert r["base_dtype"] == "float32"                           # a CPU default
     assert r["experiment_name"] == "fairness_grpo_lam0" and r["policy_turns"] > 0 and r["tokens_generated"] > 0
     assert r["fabrication"] == 0 and r["illegal"] == 0          # the tiny model is constrained to legal actions
@@ -146,7 +149,10 @@ def test_bf16_base_on_cpu(bank, tmp_path):
                      dtype="bfloat16")
     rows = train(cfg, progress=False)
     t = [r for r in rows if r["tokens_trained"]]
-    assert t and all(np.isfinite(r["loss"]) and np.isfinite(r["grad_norm"]) and r["grad_norm"] > 0 for r in t)
+    assert t and all(np.isfinite(r["loss"]) and np.isfinite(r["grad_norm"]) for r in t)
+    # a row whose tokens all carry A = 0 has only the KL term, whose gradient is 0 while the adapter is still the base's
+    g = [r for r in t if r["tokens_trained"] > r["kl_only_tokens"]]
+    assert g and all(r["grad_norm"] > 0 for r in g), [(r["step"], r["tokens_trained"], r["kl_only_tokens"], r["grad_norm"]) for r in t]
     # bf16 kernels: incremental decoding and one teacher-forced pass may differ a little. The gap is reported on every
     # trained row and bounded above; no lower bound (a step can match to float32 precision by luck: 1.2e-7 was seen).
     assert all(r["base_dtype"] == "bfloat16" for r in rows)
@@ -168,3 +174,104 @@ def test_train_notebook_under_papermill(bank, tmp_path):
     rows = read_jsonl(tmp_path / "run" / "training_steps.jsonl")
     assert [r["step"] for r in rows] == [1] and rows[0]["lam"] == 0.5 and rows[0]["arm"] == "lam05"   # overrides won
     assert [s for s, _ in checkpoints(tmp_path / "run")] == [1] and not (tmp_path / "unused").exists()
+
+def _tiny_cfg(bank, out, **kw):
+    return GRPOConfig(**{**dict(model="tiny-test", bank=str(bank), out=str(out), steps=1, groups=2, k=2, max_new_tokens=80,
+                                max_turns=3, checkpoint_steps=[1], transcript_every=0, scratchpad_chars=16, message_chars=16), **kw})
+
+def test_update_does_not_depend_on_how_the_step_is_cut(bank, tmp_path):
+    """One update on the tiny model's own rollouts gives the same LoRA weights, gradient, loss and telemetry for
+    micro_batch 1 and 6 and two token budgets, to float32 precision. Hand-set advantages (a third of them 0: KL only) and
+    a random adapter (policy ≠ base, so the KL has a gradient) make every term of the loss count."""
+    from dataclasses import replace
+    from fairneg.grpo import GRPOTrainer, collect_samples, micro_batches, update
+    cfg = _tiny_cfg(bank, tmp_path / "run", kl_coef=0.05)
+    tr = GRPOTrainer(cfg, progress=False)
+    groups, _ = tr.rollout(1)
+    eps = [e for g in groups for e in g]
+    samples = collect_samples(eps, [np.zeros(len(e.row["z"])) for e in eps])
+    for i, s in enumerate(samples): s.advantage = (1.0, -0.5, 0.0)[i % 3]
+    lens = [len(s.prompt_ids) + len(s.completion_ids) for s in samples]
+    geoms = [(1, 16384), (6, 16384), (6, 2 * max(lens))]
+    cuts = [tuple(len(b) for b in micro_batches(samples, mb, tb)) for mb, tb in geoms]
+    assert len(set(cuts)) == 3, cuts                             # three different cuts of the same step
+    m = tr.model
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(0)
+        for n, p in m.named_parameters():
+            if "lora_B" in n: p.normal_(0, 0.02)
+    names = [n for n, p in m.named_parameters() if p.requires_grad]
+    start = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
+    weights, grads, stats = [], [], []
+
+    class SGD(torch.optim.SGD):                                  # plain SGD that keeps the (clipped) gradient it applies
+        def step(self, *a, **k):
+            grads.append([p.grad.detach().clone() for p in self.param_groups[0]["params"]])
+            return super().step(*a, **k)
+    for mb, tb in geoms:
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                if p.requires_grad: p.copy_(start[n])
+        opt = SGD([p for p in m.parameters() if p.requires_grad], lr=1.0)
+        stats.append(update(m, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), samples,
+                            replace(cfg, micro_batch=mb, token_budget=tb), tr.tok))
+        weights.append({n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad})
+    eps32 = torch.finfo(torch.float32).eps
+    g_scale = max(float(g.abs().max()) for g in grads[0])
+    w_scale = max(float((weights[0][n] - start[n]).abs().max()) for n in names)
+    assert g_scale > 0 and w_scale > 0                           # the update moved the adapter
+    for G, W in zip(grads[1:], weights[1:]):
+        # the gradient to ~84 float32 ulps of its largest entry; each weight to that plus two ulps of its own rounding
+        assert all(float((a - b).abs().max()) <= 1e-5 * g_scale for a, b in zip(G, grads[0]))
+        for n in names:
+            assert bool(((W[n] - weights[0][n]).abs() <= 2 * eps32 * weights[0][n].abs() + 1e-5 * w_scale).all()), n
+    N = sum(len(s.completion_ids) for s in samples)
+    for st in stats[1:]:
+        assert st["n_tokens"] == stats[0]["n_tokens"] == N and st["kl_only_tokens"] == stats[0]["kl_only_tokens"] > 0
+        for k in ("loss", "grad_norm"): assert abs(st[k] - stats[0][k]) <= 1e-5 * abs(stats[0][k]), (k, st[k], stats[0][k])
+        # each token's k3 = exp(d) - d - 1 is a difference of terms near 1: a few ulps of 1 of absolute error per token
+        assert abs(st["kl_sum"] - stats[0]["kl_sum"]) <= 4 * eps32 * N, (st["kl_sum"], stats[0]["kl_sum"])
+
+def test_flat_groups_kl_only_vs_drop(bank, tmp_path, monkeypatch):
+    """A step whose first group is flat (every episode pays every seat 0) and whose second is not: under `kl_only` the
+    flat group's tokens are trained on (every generated token is in `tokens_trained`), under `drop` they are not;
+    the rollouts are the same (same seed, same initial adapter), so the counts must add up exactly."""
+    import fairneg.grpo as G
+    def rewards(ep, cfg):                                        # seeds are step·1e6 + group·1e3 + episode
+        group, j = ep.spec.seed // 1000 % 1000, ep.spec.seed % 1000
+        return np.zeros(len(ep.row["z"])) if group == 0 else np.full(len(ep.row["z"]), float(j))
+    monkeypatch.setattr(G, "episode_seat_rewards", rewards)
+    rows = {m: train(_tiny_cfg(bank, tmp_path / m, flat_groups=m), progress=False) for m in ("kl_only", "drop")}
+    (a,), (b,) = rows["kl_only"], rows["drop"]
+    assert (a["flat_groups"], b["flat_groups"]) == ("kl_only", "drop") and a["config_hash"] != b["config_hash"]
+    assert a["tokens_generated"] == b["tokens_generated"] and a["flat_tokens"] == b["flat_tokens"]
+    assert a["zero_spread_groups"] == b["zero_spread_groups"] > 0 and a["flat_tokens"] > 0
+    assert a["tokens_trained"] == a["tokens_generated"]          # every generated token of the trained seats
+    assert b["tokens_trained"] == b["tokens_generated"] - b["flat_tokens"]
+    assert a["kl_only_tokens"] == a["flat_tokens"] and b["kl_only_tokens"] == 0   # the other group's advantages are ±½
+    assert a["samples"] > b["samples"]
+
+def test_wandb_id_names_the_run(bank, tmp_path, monkeypatch):
+    """The wandb id differs between two runs that differ only in `groups` or `out`; a resume keeps the id of the run
+    it resumes (stored in the checkpoint), even with `groups` changed; a checkpoint of an earlier version, without a
+    stored id, resumes under the id it used (`arm-config_hash`)."""
+    import json, sys, types
+    from fairneg.grpo import GRPOTrainer, config_hash, run_id
+    ids = []
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: ids.append(kw["id"])))
+    cfg = _tiny_cfg(bank, tmp_path / "a", groups=1, wandb_project="fairneg-test")
+    train(cfg, progress=False)
+    first = ids[-1]
+    assert first == run_id(cfg)
+    GRPOTrainer(_tiny_cfg(bank, tmp_path / "a", groups=2, steps=2, wandb_project="fairneg-test"), resume=True, progress=False)
+    assert ids[-1] == first                                      # resumed: the same wandb run
+    GRPOTrainer(_tiny_cfg(bank, tmp_path / "b", groups=1, wandb_project="fairneg-test"), progress=False)
+    assert ids[-1] != first                                      # another folder: another run
+    GRPOTrainer(_tiny_cfg(bank, tmp_path / "a", groups=2, wandb_project="fairneg-test"), progress=False)
+    assert ids[-1] != first                                      # a fresh run with other groups: another run
+    st_path = tmp_path / "a" / "checkpoint-1" / "trainer_state.json"
+    st = json.loads(st_path.read_text())
+    assert st["run_id"] == first
+    del st["run_id"]; st_path.write_text(json.dumps(st))        # as an earlier version wrote it
+    GRPOTrainer(cfg, resume=True, progress=False)
+    assert ids[-1] == f"{cfg.arm}-{config_hash(cfg)}" == f"{cfg.arm}-{st['config_hash']}"
