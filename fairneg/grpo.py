@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, AgentPolicy, code_version
+from .game import ReadError, read_json
+from .bank import adapter_config
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
@@ -358,7 +360,7 @@ def load_training_state(ckpt, optimizer, scheduler)->dict:
         torch.set_rng_state(st["torch_rng"]); np.random.set_state(st["numpy_rng"]); random.setstate(st["python_rng"])
     else:
         _accelerator(optimizer, scheduler).load_state(str(ckpt), load_kwargs={"weights_only": False})
-    return json.loads((ckpt / "trainer_state.json").read_text())
+    return read_json(ckpt / "trainer_state.json")
 
 def logged_steps(path)->set:
     "Steps already in a JSON Lines table; a torn last line (a kill mid-write) is cut off first."
@@ -437,6 +439,7 @@ class GRPOTrainer:
         if ck:
             from peft import PeftModel
             step, path = ck[-1]
+            adapter_config(path)                       # one line naming the checkpoint when its adapter is unusable
             with _quiet_peft(): self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
             self.opt, self.sch = make_optimizer(self.model, cfg)
             st = load_training_state(path, self.opt, self.sch)
@@ -538,6 +541,7 @@ class GRPOTrainer:
                     fabrication=int(sum(t["legality"] == "fabrication" for t in pol_turns)),
                     illegal=int(sum(t["legality"] == "illegal" for t in pol_turns)),
                     parse_failures=int(sum(t["legality"] == "parse_error" for t in pol_turns)),
+                    lenient_turns=int(sum(bool(t.get("lenient")) for t in pol_turns)),   # read only thanks to the parser's leniency
                     policy_turns=len(pol_turns), tokens_generated=int(gen),
                     rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
                     rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
@@ -577,11 +581,11 @@ def load_train_params(path)->dict:
     "The `train:` section of a YAML parameter set (or the whole file when it has none), checked against GRPOConfig."
     from fairneg.bank import read_yaml
     d = read_yaml(path) or {}
-    if not isinstance(d, dict): raise ValueError(f"{path}: must hold a mapping (a `train:` section)")
+    if not isinstance(d, dict): raise ReadError(f"{path}: must hold a mapping (a `train:` section)")
     d = d.get("train", d)
     known = {f.name for f in fields(GRPOConfig)}
     bad = sorted(set(d) - known)
-    if bad: raise ValueError(f"{path}: unknown training parameter(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
+    if bad: raise ReadError(f"{path}: unknown training parameter(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
     return d
 
 def make_config(params:str|None=None, **overrides)->GRPOConfig:
@@ -627,6 +631,7 @@ def train_cmd(params:Annotated[Optional[Path], typer.Option(help="YAML parameter
     "Train one arm with GRPO self-play; writes checkpoints, training_steps.jsonl and transcripts to --out."
     kw = {k_: v for k_, v in locals().items() if k_ not in ("params", "resume", "progress")}
     try: cfg = make_config(str(params) if params else None, **kw)
+    except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
     rows = train(cfg, resume=resume, progress=progress)

@@ -234,3 +234,13 @@ def test_binary_eval_json_and_cell_json(tmp_path):
     (tmp_path / "run" / "c_primary").mkdir(parents=True); (tmp_path / "run" / "c_primary" / "cell.json").write_bytes(BINARY)
     assert_one_line_error(fairneg("eval", "analyze", "--run-dir", tmp_path / "run", "--out", tmp_path / "e.json"),
                           tmp_path / "run" / "c_primary" / "cell.json", "not UTF-8 text (byte 0x89 at offset 0)")
+
+
+def test_binary_train_params(tmp_path):
+    "grpo.load_train_params: read_yaml(path, <an error in USER_ERRORS>), and train() not re-wrapping it as typer.BadParameter"
+    (tmp_path / "t.yaml").write_bytes(BINARY)
+    assert_one_line_error(fairneg("train", "--params", tmp_path / "t.yaml", "--steps", 1),
+                          tmp_path / "t.yaml", "not UTF-8 text (byte 0x89 at offset 0)")
+    (tmp_path / "t.yaml").write_text("train:\n  stepz: 3\n")
+    assert_one_line_error(fairneg("train", "--params", tmp_path / "t.yaml", "--steps", 1), tmp_path / "t.yaml",
+                          "unknown training parameter(s) stepz")
