@@ -33,10 +33,10 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOS
            'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name',
            'cell_identity', 'resampling_note', 'prepare_cell', 'endpoint_verdict', 'finish_cell', 'analyze_cells',
            'contrast_rows', 'simulate_pairs', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim',
-           'share_guard', 'deal_floor', 'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate',
-           'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs',
-           'episode_rows', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd',
-           'analyze', 'gate']
+           'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term', 'combine', 'check_analysis',
+           'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder',
+           'resolve_runs', 'episode_rows', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval',
+           'contrast_text', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -660,7 +660,7 @@ def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
         facts = {k: c[k] for k in ("checkpoint", "condition", "n_games", "n_episodes", "cluster", "protocol_versions",
                                    "turn_token_budgets", "deal_delta")}
         for ep, e in c["endpoints"].items():
-            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"], seed=result["seed"],
+            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"], seed=result["seed"], max_undefined=result.get("max_undefined"),
                              level=result["level"], viability_drop=result["viability_drop"], analyzed_at=result["analyzed_at"]))
     return rows
 
@@ -740,7 +740,7 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         ids.add(cid)
         terms = [_check_term({"condition": c["condition"], **t}, src, f"{where} term {i + 1}", directions) for i, t in enumerate(c.get("with") or [])]
         clauses.append({**c, "id": cid, "with": terms})
-    check_guards(clauses, src)
+    check_guards(clauses, src, float((p.get("analysis") or {}).get("viability_drop", 0.10)))
     an = p.get("analysis") or {}
     return dict(name=p.get("name", Path(src).stem), checkpoint=p.get("checkpoint"), directions=directions, clauses=clauses,
                 analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
@@ -763,7 +763,17 @@ def deal_floor(t:dict)->bool:
     "Does a term bound the deal rate from below (a `floor`, `not_unfavourable` or `favourable`)?"
     return t["endpoint"] == "deal" and t["require"] in ("floor", "not_unfavourable", "favourable")
 
-def check_guards(clauses:list, src:str="<prereg>"):
+def guard_weakness(t:dict, drop:float=0.10)->str|None:
+    "Why a floor or ceiling guard bounds too little, or None: a bound on the interval's far side, or looser than the viability screen."
+    req, stat = t["require"], t.get("stat")
+    if req not in ("floor", "ceiling"): return None
+    if (req, stat) in (("floor", "hi"), ("ceiling", "lo")): return f"a {req} on `{stat}` holds whenever the interval reaches the bound"
+    b = t[req]
+    if (b < -drop - 1e-12) if req == "floor" else (b > drop + 1e-12):
+        return f"a {req} of {b:+g} allows more than the viability screen's {drop:g}"
+    return None
+
+def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
     "SPEC §7: every below-threshold claim, wherever it sits, carries a max_share term in its clause and a deal-rate floor on its condition."
     every = [t for c in clauses for t in (c, *c["with"])]
     for c in clauses:
@@ -772,12 +782,16 @@ def check_guards(clauses:list, src:str="<prereg>"):
             if not below_threshold_claim(t): continue
             claim = (f"clause {c['id']}{f' term {j} (`with:`)' if j else ''}: a below-threshold claim "
                      f"({t['endpoint']} {t['require']}) on `{t['condition']}`")
-            if not any(share_guard(u) and u["condition"] == t["condition"] for u in terms):
-                weak = [u["require"] for u in terms if u["endpoint"].removesuffix("_given_deal") == "max_share"]
-                hint = f" (its max_share {weak[0]} bounds max_share from below, which guards nothing: use not_unfavourable or a ceiling)" if weak else ""
+            same = [u for u in terms if u["endpoint"].removesuffix("_given_deal") == "max_share" and u["condition"] == t["condition"]]
+            if not any(share_guard(u) and not guard_weakness(u, drop) for u in same):
+                weak = [guard_weakness(u, drop) if share_guard(u) else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
+                        for u in same]
+                hint = f" ({weak[0]}: use not_unfavourable or a tighter ceiling)" if weak else ""
                 raise PreregError(f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that condition{hint}, SPEC §7")
-            if not any(deal_floor(u) and u["condition"] == t["condition"] for u in every):
-                raise PreregError(f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` beside it, SPEC §7")
+            floors = [u for u in every if deal_floor(u) and u["condition"] == t["condition"]]
+            if not any(not guard_weakness(u, drop) for u in floors):
+                hint = f" ({guard_weakness(floors[0], drop)})" if floors else ""
+                raise PreregError(f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` beside it{hint}, SPEC §7")
 
 # %% ../nbs/09_eval.ipynb #a23677e7
 def _fmt(e:dict)->str:
@@ -791,8 +805,11 @@ def judge_term(t:dict, e:dict)->tuple[str, str]:
 
 def _judge(t:dict, e:dict)->tuple[str, str]:
     if e["verdict"] == "VOID": return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
-    if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None:
-        return "VOID", f"{e['endpoint']} is undefined: {e.get('undefined_reason') or 'no closed deals on a side'}"
+    nu, B = e.get("undefined_draws") or 0, e.get("B")
+    if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None or (B and nu > UNDEFINED_MAX_FRAC * B):
+        why = e.get("undefined_reason") or (f"{nu} of {B} bootstrap draws undefined (more than {UNDEFINED_MAX_FRAC:.0%})" if B and nu > UNDEFINED_MAX_FRAC * B
+                                            else "no closed deals on a side")
+        return "VOID", f"{e['endpoint']} is undefined: {why}"
     g, lo, hi, m, req = e["good_direction"], e["lo"], e["hi"], t["margin"], t["require"]
     if req == "favourable":
         ok = lo > m if g > 0 else hi < -m
@@ -819,7 +836,8 @@ def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str)->dict:
         raise EvalError(f"the eval results hold no cell for checkpoint `{checkpoint}` on `{condition}` (have: {have})")
     if len(cells) > 1: raise EvalError(f"the eval results hold {len(cells)} cells for checkpoint `{checkpoint}` on `{condition}`")
     if endpoint not in cells[0]["endpoints"]: raise EvalError(f"cell {cells[0]['cell']} has no `{endpoint}` contrast (analyze with that endpoint)")
-    return cells[0]["endpoints"][endpoint]
+    e = cells[0]["endpoints"][endpoint]            # B and the resampling note travel with it (older eval.json: from `cluster`)
+    return {**e, "B": result["B"], "resampling_note": e.get("resampling_note") or resampling_note(cells[0].get("cluster"))}
 
 def check_analysis(prereg:dict, result:dict):
     "Refuse results computed with another analysis than the one the gate was declared for."
@@ -827,6 +845,9 @@ def check_analysis(prereg:dict, result:dict):
     if result["B"] < a["B"]: raise EvalError(f"the eval used B = {result['B']} resamples; {prereg['source']} declares B = {a['B']}")
     for k in ("level", "viability_drop"):
         if abs(result[k] - a[k]) > 1e-12: raise EvalError(f"the eval used {k} = {result[k]}; {prereg['source']} declares {k} = {a[k]}")
+    mu = result.get("max_undefined", UNDEFINED_MAX_FRAC)
+    if mu > UNDEFINED_MAX_FRAC + 1e-12:
+        raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most {UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
 
 def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
                   result:dict, # from `analyze_cells` (eval.json)

@@ -14,7 +14,7 @@ from typing import Annotated, Iterable
 import numpy as np
 import typer
 from .bank import USER_ERRORS, GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, key_values, read_manifest, write_bank, write_text_atomic
-from .game import SHARES, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
+from .game import SHARES, ReadError, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import append_jsonl, read_jsonl
 
@@ -25,12 +25,12 @@ __all__ = ['LAYOUT', 'INPUTS', 'STEP_FIELDS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG',
            'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
            'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves',
            'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
-           'resampling_notes', 'viability_notes', 'plot_forest', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
-           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'gate_table', 'soundness_table',
-           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
-           'ladder_section', 'contrast_section', 'share_section', 'geometry_section', 'ultimatum_section',
-           'gate_section', 'soundness_section', 'banks_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
-           'render_report', 'report']
+           'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal',
+           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
+           'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer',
+           'details', 'training_section', 'ladder_section', 'contrast_section', 'share_section', 'geometry_section',
+           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'venv_kernel',
+           'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -71,8 +71,8 @@ def _steps_frame(paths:list):
     import pandas as pd
     rows = []
     for p in paths:
-        try: rs = read_jsonl(p)
-        except (OSError, ValueError) as e: raise ReportError(f"{p}: unreadable ({e})") from None
+        try: rs = read_jsonl(p)                    # ReadError names the file and why
+        except ReadError as e: raise ReportError(str(e)) from None
         arm = p.parent.name if p.parent.name != "train" else None
         rows += [{**r, "arm": r.get("arm") or arm or "arm"} for r in rs]
     if not rows: return None
@@ -149,7 +149,7 @@ def load_run(run_dir)->Run:
     f = run.files
     def attempt(key, fn):
         try: return fn()
-        except ReportError as e: run.problems[key] = str(e)
+        except (ReportError, ReadError) as e: run.problems[key] = str(e)     # noted; the rest of the report goes on
     if f["train"]: run.steps = attempt("train", lambda: _steps_frame(f["train"]))
     if f["eval"]: run.eval = attempt("eval", lambda: _read_json(f["eval"][0]))
     if f["contrasts"]:
@@ -446,14 +446,19 @@ SINGLE_GAME_MARK = " †"                     # beside an interval that resample
 VERDICT_TINTS = {"favourable": "#d9f0d3", "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2"}
 VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": ""}
 
+def _matrix_text(r)->str:
+    "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, and † when the interval resamples one game's episodes."
+    flag = r.verdict if r.verdict in ("VOID", "undefined") else ""
+    num = f"{_num(r.delta)} [{_num(r.lo)}, {_num(r.hi)}]" if r.delta is not None and r.delta == r.delta else ""
+    return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
+        (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
+
 def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS, caption:str|None=None):
     "One condition as endpoints × checkpoints: `Δ [lo, hi]` tinted by verdict (✓ favourable, ✗ unfavourable, VOID marked)."
     import pandas as pd
     df = select_contrasts(contrasts, endpoints, [condition])
     if df.empty: raise ReportError(f"no contrast rows on `{condition}` for these endpoints")
-    df = df.assign(text=[("VOID " if r.verdict == "VOID" else "") + (f"{_num(r.delta)} [{_num(r.lo)}, {_num(r.hi)}]" if r.delta is not None
-                          and r.delta == r.delta else "undefined") + VERDICT_MARKS.get(r.verdict, "")
-                          + (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "") for r in df.itertuples()])
+    df = df.assign(text=[_matrix_text(r) for r in df.itertuples()])
     cks = list(dict.fromkeys(df.checkpoint))
     size = {r.checkpoint: f"{r.checkpoint} ({r.n_games}×{r.n_episodes // max(r.n_games, 1)})" if "n_games" in df else r.checkpoint
             for r in df.itertuples()}
@@ -476,6 +481,14 @@ def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     if "resampling_note" not in df: return []
     df = df[df.resampling_note.map(lambda n: isinstance(n, str))].drop_duplicates("cell")
     return [f"{r.cell}{SINGLE_GAME_MARK} {r.resampling_note} ({r.n_episodes} episodes)" for r in df.itertuples()]
+
+def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+    "One line per undefined endpoint, with the count of undefined bootstrap draws and the reason (SPEC §7)."
+    df = select_contrasts(contrasts, conditions=conditions)
+    df = df[df.verdict == "undefined"]
+    why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
+        f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
+    return [f"{r.cell}: {r.endpoint} undefined — {why(r)}" for r in df.itertuples()]
 
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per cell whose closure-conditional endpoints the viability screen voided, with the reason."
@@ -791,6 +804,7 @@ def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
                                contrast_matrix(run.contrasts, cond, endpoints),
                                *[note(t) for t in viability_notes(run.contrasts, [cond])],
                                *[note(t) for t in resampling_notes(run.contrasts, [cond])],
+                               *[note(t) for t in undefined_notes(run.contrasts, [cond])],
                                details(f"Every contrast row of {cond} (means of both sides, games, episodes)",
                                        contrast_table(run.contrasts, endpoints, [cond]))])
     return out

@@ -28,10 +28,11 @@ def _prereg(tmp_path, B):
     p.write_text(PILOT.read_text().replace("B: 10000", f"B: {B}"))
     return p
 
-def pilot_verdict(e:dict)->tuple[str, list]:
+def pilot_verdict(e:dict, B:int)->tuple[str, list]:
     "The verdict of params/prereg-pilot.yaml on one checkpoint's primary endpoints, worked out from its text (not the gate's code)."
     void = e["deal"]["delta"] < -0.10 - 1e-12                         # max_share is closure-conditional: screened
-    share = "VOID" if void or e["max_share"]["lo"] is None else "FAIL" if e["max_share"]["lo"] > 0 else "PASS"
+    undefined = e["max_share"]["lo"] is None or e["max_share"]["undefined_draws"] > 0.01 * B     # SPEC §7: > 1% of B
+    share = "VOID" if void or undefined else "FAIL" if e["max_share"]["lo"] > 0 else "PASS"
     clauses = ["PASS" if e["nnw"]["lo"] > 0.02 else "FAIL",          # primary_nnw: favourable beyond +0.02
                "PASS" if e["deal"]["delta"] >= -0.05 else "FAIL",    # deal_floor: estimate >= -0.05
                "FAIL" if not e["below_threshold"]["hi"] < 0 or share == "FAIL" else share]   # below-threshold with share
@@ -76,7 +77,7 @@ def test_launch_analyze_gate(tmp_path, bank):
     assert list(tab.columns) == [1, 2] and list(tab.index) == ["fair"]
 
     pre = _prereg(tmp_path, 500)
-    expected = {ck: pilot_verdict(res["cells"][f"{ck}_primary"]["endpoints"]) for ck in ("fair_step1", "fair_step2")}
+    expected = {ck: pilot_verdict(res["cells"][f"{ck}_primary"]["endpoints"], res["B"]) for ck in ("fair_step1", "fair_step2")}
     for ck in ("fair_step1", "fair_step2"):
         r = cli("gate", pre, out / "eval.json", "--checkpoint", ck, "--json")
         g = json.loads(r.output)
