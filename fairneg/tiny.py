@@ -6,7 +6,7 @@ Docs: https://fairneg.github.io/fairneg/tiny.html.md"""
 
 # %% ../nbs/07a_tiny.ipynb #0d3c8d2a
 from __future__ import annotations
-import collections, contextlib, copy, hashlib, json, os, random, shutil, tempfile, time
+import collections, contextlib, copy, hashlib, json, os, random, shutil, tempfile, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -23,7 +23,7 @@ from .bank import CliGroup
 __all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS',
            'CHAT_TEMPLATE', 'app', 'tiny_recipe', 'recipe_hash', 'random_legal_action', 'NoisyAgentPolicy', 'sft_games',
            'SFTPoint', 'play_sft_episodes', 'replay_points', 'prompt_messages', 'prompt_fingerprint',
-           'tokenizer_corpus', 'train_tokenizer', 'make_model', 'n_params', 'sft_dataset', 'train_sft',
+           'tokenizer_corpus', 'train_tokenizer', 'make_model', 'n_params', 'sft_dataset', 'native_bf16', 'train_sft',
            'generate_answers', 'answer_rates', 'build_tiny', 'cache_dir', 'tiny_folder', 'tiny_path', 'build_report',
            'model_group', 'build_tiny_cmd']
 
@@ -51,7 +51,9 @@ _MODEL = dict(max_position_embeddings=4096, rope_theta=10000.0, tie_word_embeddi
 _DATA = dict(game_seed=SFT_GAME_SEED, shapes=[list(s) for s in SHAPES], small_every=20, episodes_per_game=1,
              agents=list(AGENT_MIX), noise=0.15, history_window=8, framing="table", think_every=4)
 _TOKENIZER = dict(vocab_size=4096, min_frequency=2)
-_TRAIN = dict(warmup=0.05, weight_decay=0.0, bf16=True, threads=2, logging_steps=4)
+# float32: bf16 autocast is fast only on CPUs with native bf16 (AVX512-BF16, AMX); on an AVX2 CPU a pilot SFT step
+# took 60 s in bf16 against 2 s in float32 (measured), and one recipe must build the same model on every machine.
+_TRAIN = dict(warmup=0.05, weight_decay=0.0, bf16=False, threads=2, logging_steps=4)
 
 def tiny_recipe(size:str="pilot", # `pilot` or `test`
                 seed:int=0, # seeds the data, the tokenizer corpus, the initialization and the training order
@@ -288,6 +290,11 @@ def _quiet_datasets():
     finally:
         if on: dl.enable_progress_bar()
 
+def native_bf16()->bool:
+    "Does this CPU compute bf16 natively (AVX512-BF16 or AMX tiles)? Elsewhere bf16 autocast is emulated and slow."
+    import torch
+    return any(getattr(torch.cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+
 def train_sft(model, tok, # model and tokenizer
               ds, # dataset from `sft_dataset`
               train:dict, # the recipe's `train` section
@@ -298,6 +305,8 @@ def train_sft(model, tok, # model and tokenizer
     "Train in place with TRL's `SFTTrainer`; return the log history (one entry per `logging_steps`)."
     from transformers import PrinterCallback, ProgressCallback
     from trl import SFTConfig, SFTTrainer
+    if train["bf16"] and not native_bf16():
+        warnings.warn("bf16 training on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated and ~30x slower than float32")
     with tempfile.TemporaryDirectory() as tmp:
         args = SFTConfig(output_dir=str(workdir or tmp), per_device_train_batch_size=train["batch_size"],
                          max_steps=train["steps"], learning_rate=train["learning_rate"], lr_scheduler_type="cosine",
