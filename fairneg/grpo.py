@@ -168,6 +168,12 @@ class Sample:
     schema: str | None = None           # the legal-action schema the turn was sampled under (constrained turns)
     masks: object = None                # or its packed allowed-token bitmasks, when known already
     flat: bool = False                  # its (game, seat) group had no reward spread
+    turn: str = ""                      # which turn it is (game, episode seed, seat, turn index), for error messages
+
+def _turn_name(ep, t:dict)->str:
+    "A turn's address in error messages: game, episode seed, seat and turn index."
+    row = getattr(ep, "row", None) or {}
+    return f"{row.get('instance_id', '?')} seed {row.get('episode_seed', '?')} seat {t['seat']} turn {t['turn_idx']}"
 
 def collect_samples(episodes, advantages:list, # per episode: an (n,) array
                     flat:list|None=None, # per episode: an (n,) bool array, the seat's group is flat (None: none is)
@@ -180,7 +186,7 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
             x, f = ep.extras.get(t["turn_idx"], {}), flat is not None and bool(flat[e][t["seat"]])
             if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"): continue
             out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]), float(A[t["seat"]]),
-                              x.get("schema"), flat=f))
+                              x.get("schema"), flat=f, turn=_turn_name(ep, t)))
     return out
 
 def micro_batches(samples:list, size:int, token_budget:int)->list:
@@ -227,8 +233,12 @@ def _masks(batch:list, tokenizer, vocab:int):
     "Per sample: its packed allowed-token bitmasks (given, or replayed from its schema), or None when unconstrained."
     from fairneg.llm import constrained_masks
     if all(s.schema is None and s.masks is None for s in batch): return None
-    return [s.masks if s.masks is not None else None if s.schema is None else constrained_masks(s.schema, tokenizer, s.completion_ids, vocab)
-            for s in batch]
+    def replay(s):
+        try: return constrained_masks(s.schema, tokenizer, s.completion_ids, vocab)
+        except ValueError as e:                     # never a silent re-mask: the sampler enforced another grammar
+            raise ValueError(f"{s.turn or 'a turn'}: its completion does not follow the grammar the trainer replays ({e}); "
+                             "the sampler and the trainer must compile the same grammar (llm.grammar_text)") from None
+    return [s.masks if s.masks is not None else None if s.schema is None else replay(s) for s in batch]
 
 def allowed_bitmask(allowed:list, vocab:int):
     "Packed int32 bitmask `[T, ceil(vocab/32)]` (xgrammar's layout) allowing, at step t, the token ids in `allowed[t]`."

