@@ -19,9 +19,9 @@ from .protocol import render_prompt, parse_action
 __all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'CPU_BATCHED_TOKENS',
            'resolve_model', 'default_dtype', 'load_model', 'standin_config', 'standin_model', 'chat_text',
            'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch', 'unpack_bitmask',
-           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_grammar',
-           'constrained_masks', 'default_constrain', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu',
-           'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat', 'same_action',
+           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf',
+           'compiled_grammar', 'constrained_masks', 'default_constrain', 'policy_answer', 'count_call', 'HFPolicy',
+           'vllm_on_cpu', 'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat', 'same_action',
            'evaluate_model', 'eval_text', 'eval_cmd', 'register']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
@@ -329,7 +329,7 @@ def legal_action_schema(dp:dict, # a decision point of a seat that must act
             "required": ["scratchpad", "message", "action"], "additionalProperties": False}
 
 # %% ../nbs/07_llm.ipynb #3de8f5e5
-_GRAMMARS = {}   # (id(tokenizer), vocab) -> (tokenizer, GrammarCompiler, {schema string: CompiledGrammar})
+_GRAMMARS = {}   # (id(tokenizer), vocab) -> (tokenizer, GrammarCompiler, {grammar text: CompiledGrammar})
 
 def _schema_str(schema)->str:
     "A schema as a JSON string; keys keep their order (xgrammar writes object properties in the schema's order)."
@@ -344,20 +344,25 @@ def grammar_text(schema)->str:
     if s not in _EBNF: _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))
     return _EBNF[s]
 
-def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
-                     vocab:int|None=None, # the model's output width (default: the tokenizer's size)
-                    ):
-    "The xgrammar grammar of a JSON schema over a tokenizer's tokens (compiled once per schema string, from `grammar_text`)."
+def compiled_ebnf(tokenizer, text:str, # an xgrammar EBNF grammar text (see `grammar_text`)
+                  vocab:int|None=None, # the model's output width (default: the tokenizer's size)
+                 ):
+    "An EBNF grammar compiled over a tokenizer's tokens (once per text)."
     import xgrammar as xgr
     V = vocab or len(tokenizer)
     ent = _GRAMMARS.get((id(tokenizer), V))
     if ent is None:
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=V)
         ent = _GRAMMARS[(id(tokenizer), V)] = (tokenizer, xgr.GrammarCompiler(info), {})
-    s = _schema_str(schema)
-    g = ent[2].get(s)
-    if g is None: g = ent[2][s] = ent[1].compile_grammar(grammar_text(s))
+    g = ent[2].get(text)
+    if g is None: g = ent[2][text] = ent[1].compile_grammar(text)
     return g
+
+def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
+                     vocab:int|None=None, # the model's output width (default: the tokenizer's size)
+                    ):
+    "The xgrammar grammar of a JSON schema over a tokenizer's tokens: its `grammar_text`, compiled once."
+    return compiled_ebnf(tokenizer, grammar_text(schema), vocab)
 
 def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or JSON string)
                       tokenizer, completion_ids:list,

@@ -67,14 +67,17 @@ class LLM:
         return self.adapters[lora.lora_int_id][2]
 
     def generate(self, prompts:list, sampling_params, lora_request=None, use_tqdm:bool=True)->list:
-        from fairneg.llm import sample_batch, compiled_grammar, vocab_size
+        from fairneg.llm import sample_batch, compiled_grammar, compiled_ebnf, vocab_size
         params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
         if len(params) != len(prompts): raise ValueError("one SamplingParams per prompt")
         if len({(p.temperature, p.top_p) for p in params}) > 1: raise NotImplementedError("the stand-in samples one temperature/top_p per call")
         model = self._model(lora_request)
         ids = [list(p["prompt_token_ids"]) for p in prompts]
-        grammars = [None if p.structured_outputs is None else compiled_grammar(self.tokenizer, p.structured_outputs.json, vocab_size(model))
-                    for p in params]
+        def grammar(so):
+            if so is None: return None
+            if so.grammar is not None: return compiled_ebnf(self.tokenizer, so.grammar, vocab_size(model))
+            return compiled_grammar(self.tokenizer, so.json, vocab_size(model))
+        grammars = [grammar(p.structured_outputs) for p in params]
         outs = sample_batch(model, ids, [p.seed if p.seed is not None else self.args.seed for p in params], [p.max_tokens for p in params],
                             params[0].temperature, params[0].top_p, self.eos_ids, self.pad_id,
                             grammars if any(g is not None for g in grammars) else None)

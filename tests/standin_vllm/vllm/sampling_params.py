@@ -4,6 +4,7 @@ from dataclasses import dataclass
 @dataclass
 class StructuredOutputsParams:
     json: str | dict | None = None
+    grammar: str | None = None          # an xgrammar EBNF text (what fairneg hands vLLM)
 
 @dataclass
 class SamplingParams:
