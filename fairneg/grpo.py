@@ -512,8 +512,10 @@ class GRPOTrainer:
         "One GRPO step: rollout, rewards, advantages, update, telemetry row."
         c, t0 = self.cfg, time.perf_counter()
         if c.backend == "vllm": self._sync_vllm(step)
+        before = dict(self.policy.stats)
         groups, plan = self.rollout(step)
         t_roll = time.perf_counter() - t0
+        self._prompt = {k: self.policy.stats.get(k, 0) - before.get(k, 0) for k in ("prompt_tokens", "prompt_tokens_cached")}
         eps, advs, flats, Rs, flat = [], [], [], [], 0
         for (gi, seats, seeds), grp in zip(plan, groups):
             R = np.stack([episode_seat_rewards(e, c) for e in grp])
@@ -553,6 +555,8 @@ class GRPOTrainer:
                     parse_failures=int(sum(t["legality"] == "parse_error" for t in pol_turns)),
                     lenient_turns=int(sum(bool(t.get("lenient")) for t in pol_turns)),   # read only thanks to the parser's leniency
                     policy_turns=len(pol_turns), tokens_generated=int(gen),
+                    prompt_tokens_read=int(self._prompt["prompt_tokens"]),       # what the rollout's prompts hold
+                    prompt_tokens_computed=int(self._prompt["prompt_tokens"] - self._prompt["prompt_tokens_cached"]),  # less the prefix cache's
                     rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
                     rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
                     train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,

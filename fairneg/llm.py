@@ -399,9 +399,12 @@ def policy_answer(text:str, prompt_ids:list, completion_ids:list, logprobs:list,
     if schema is not None: out["schema"] = _schema_str(schema)
     return out
 
-def count_call(stats:dict, prompts:list, answers:list, t0:float):
-    "Add one `act_batch` call (its rows, tokens and time since `t0`) to a policy's statistics."
+def count_call(stats:dict, prompts:list, answers:list, t0:float,
+               cached:int=0, # prompt tokens served from a prefix cache (not computed)
+              ):
+    "Add one `act_batch` call (its rows, tokens read and computed, and time since `t0`) to a policy's statistics."
     stats["calls"] += 1; stats["rows"] += len(answers); stats["act_s"] += time.perf_counter() - t0
+    stats["prompt_tokens_cached"] = stats.get("prompt_tokens_cached", 0) + int(cached)
     stats["prompt_tokens"] += sum(map(len, prompts)); stats["completion_tokens"] += sum(a["n_completion_tokens"] for a in answers)
 
 class HFPolicy:
@@ -568,7 +571,7 @@ class VLLMPolicy:
             ids = list(c.token_ids)
             res.append(policy_answer(c.text, p, ids, [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)],
                                      c.finish_reason == "length", sc))
-        count_call(self.stats, prompts, res, t0)
+        count_call(self.stats, prompts, res, t0, cached=sum(int(getattr(g, "num_cached_tokens", None) or 0) for g in gens))
         return res
 
 # %% ../nbs/07_llm.ipynb #d8ecdf1f

@@ -294,6 +294,8 @@ def test_vllm_backend_on_the_real_cpu_engine(bank, tmp_path):
     assert sum(r["policy_turns"] for r in rows) > 0 and all(r["illegal"] == 0 and r["fabrication"] == 0 for r in rows)
     t = [r for r in rows if r["tokens_trained"]]
     assert t and all(np.isfinite(r["loss"]) for r in t)
+    assert all(0 <= r["prompt_tokens_computed"] <= r["prompt_tokens_read"] and r["prompt_tokens_read"] > 0 for r in rows)
+    print("prompt tokens read / computed per step:", [(r["prompt_tokens_read"], r["prompt_tokens_computed"]) for r in rows])
     for r in t:                          # the weights are the capped ratios of the gap the rows report
         assert 0 <= r["sampler_gap"] <= r["sampler_gap_max"] and 0 <= r["tis_capped_frac"] <= 1
         assert np.exp(-r["sampler_gap_max"]) - 1e-6 <= r["tis_weight_mean"] <= min(np.exp(r["sampler_gap_max"]), GRPOConfig().tis_cap) + 1e-6
