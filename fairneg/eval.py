@@ -31,12 +31,12 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOS
            'engine_key', 'build_policy', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_cell', 'executor_params',
            'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums',
            'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name',
-           'cell_identity', 'resampling_note', 'prepare_cell', 'endpoint_verdict', 'finish_cell', 'analyze_cells',
-           'contrast_rows', 'simulate_pairs', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim',
-           'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term', 'combine', 'check_analysis',
-           'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder',
-           'resolve_runs', 'episode_rows', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval',
-           'contrast_text', 'launch_cmd', 'analyze', 'gate']
+           'cell_identity', 'resampling_note', 'prepare_cell', 'too_many_undefined', 'endpoint_verdict', 'finish_cell',
+           'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study', 'check_prereg', 'load_prereg',
+           'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term',
+           'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame',
+           'ladder_table', 'plot_ladder', 'resolve_runs', 'episode_rows', 'load_episodes', 'discover_cells',
+           'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -592,6 +592,10 @@ def _num(x):
 # %% ../nbs/09_eval.ipynb #9e1a0c01
 UNDEFINED_MAX_FRAC = 0.01   # SPEC §7: an endpoint with more undefined bootstrap draws than this is `undefined`
 
+def too_many_undefined(undefined:int, B:int, max_frac:float=UNDEFINED_MAX_FRAC)->bool:
+    "SPEC §7's rule: more than `max_frac` of the B bootstrap draws undefined."
+    return undefined > max_frac * B
+
 def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interval
                      good:int, # the endpoint's good direction, +1 or -1
                      closure:bool, # closure-conditional (subject to the viability screen)?
@@ -603,7 +607,7 @@ def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interva
     iv = verdict(lo, hi, good) if finite else "undefined"
     if not np.isfinite(est): return iv, "undefined", "no value: a side has no episode on which the endpoint is defined (e.g. no closed deal)"
     if closure and not viable: return iv, "VOID", None
-    if undefined > max_frac * B:
+    if too_many_undefined(undefined, B, max_frac):
         return iv, "undefined", (f"{undefined} of {B} bootstrap draws undefined ({undefined / B:.1%}, more than {max_frac:.0%}): "
                                  "the drawn games hold no episode on which it is defined (no closed deal) on a side")
     return iv, iv, None
@@ -806,8 +810,9 @@ def judge_term(t:dict, e:dict)->tuple[str, str]:
 def _judge(t:dict, e:dict)->tuple[str, str]:
     if e["verdict"] == "VOID": return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
     nu, B = e.get("undefined_draws") or 0, e.get("B")
-    if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None or (B and nu > UNDEFINED_MAX_FRAC * B):
-        why = e.get("undefined_reason") or (f"{nu} of {B} bootstrap draws undefined (more than {UNDEFINED_MAX_FRAC:.0%})" if B and nu > UNDEFINED_MAX_FRAC * B
+    many = bool(B) and too_many_undefined(nu, B)
+    if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None or many:
+        why = e.get("undefined_reason") or (f"{nu} of {B} bootstrap draws undefined (more than {UNDEFINED_MAX_FRAC:.0%})" if many
                                             else "no closed deals on a side")
         return "VOID", f"{e['endpoint']} is undefined: {why}"
     g, lo, hi, m, req = e["good_direction"], e["lo"], e["hi"], t["margin"], t["require"]

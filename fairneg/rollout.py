@@ -149,7 +149,7 @@ def episode_row(ep:Episode, geos:dict|None=None)->dict:
                 turn_token_budgets=sorted({t["turn_token_budget"] for t in s.turns}), seats=list(spec.seats),
                 deal_label=o["deal_label"], end_reason=o["end_reason"], n_turns=o["n_turns"],
                 **{k: o[k] for k in COUNTERS}, **lenient_totals(s.turns),
-                lenient_attempts_by_seat=[sum(1 for t in s.turns if t["seat"] == i and t["lenient"]) for i in range(s.game.n)],
+                lenient_attempts_by_seat=[lenient_totals(s.turns, i)["lenient_attempts"] for i in range(s.game.n)],
                 **m, warnings=o["warnings"],
                 proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose") for i in range(s.game.n)])
 
