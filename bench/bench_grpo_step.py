@@ -1,9 +1,18 @@
 """GRPO step time (a benchmark, not a test): rollout, reference pass and update, per step, on a given model and backend.
 
-    .venv/bin/python bench/bench_grpo_step.py                                    # CPU: tiny-test, 3 steps of 2 × 4
+    .venv/bin/python bench/bench_grpo_step.py                                    # CPU: the pilot's step, hf and vllm side by side
+    .venv/bin/python bench/bench_grpo_step.py --backend hf --model tiny-test --params ''   # one backend, a small shape
     python bench/bench_grpo_step.py --model Qwen/Qwen3-8B --backend vllm         # GPU: the issue's target setting
     python bench/bench_grpo_step.py --model qwen3-8b-standin --backend vllm      # GPU, random Qwen3-8B-shaped weights
     python bench/bench_grpo_step.py --model qwen3-8b-standin --backend hf        # GPU, transformers rollouts
+
+On a CPU the step is by default the CPU pilot's (`--params params/pilot-cpu.yaml`: its `train:` section gives the model,
+groups × k, deadline, new tokens, field lengths and LoRA rank; the flags below override it), and `--backend both` (the
+default where vLLM is installed) runs it on transformers and on vLLM, each in its own process one after the other, then
+prints the two side by side: per-step medians of rollout, reference pass and update, prompt tokens read and computed
+(vLLM's prefix cache), the whole run's wall time (model load and engine start included), and the CPU target of project
+issue #13: the vLLM rollout of a pilot step at least 2.5x shorter than the transformers one measured in the same run
+(PASS/FAIL, exit 1 when missed), and which backend is faster end to end (the one the pilot should use).
 
 Setup. A bank of `--games` generated six-party games (private information); `fairneg.grpo.train` runs `--steps` steps
 of `--groups` games × `--k` episodes (the issue's GPU setting is 4 × 8), every seat the policy, the full protocol
@@ -25,7 +34,7 @@ constrained run, the stand-in, whose random answers under the grammar are not th
 figures and "not judged", with the reasons.
 """
 from __future__ import annotations
-import argparse, json, os, statistics, sys, tempfile, time
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -72,18 +81,111 @@ def setting_reasons(a, gpu:bool, groups:int, k:int, max_turns, constrain)->list:
     if default_constrain(a.model, constrain) != "none": why.append("answers constrained to legal actions (the target's run has no grammar)")
     return why + target_model_reasons(a.model)
 
+CPU_TARGET_X = 2.5     # the vLLM rollout of a CPU pilot step at least this many times shorter than transformers'
+
+def one_backend(a, gpu:bool)->dict:
+    "Train `--steps` steps on `a.backend`; print the per-step table and the GPU target's verdict; return the figures."
+    import torch
+    from fairneg.bank import generate_bank
+    from fairneg.grpo import make_config, train
+    from fairneg.llm import default_constrain
+    model = model_spec(a) if a.model else None
+    out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_step_"))
+    base = make_config(a.params or None)
+    groups = a.groups or (base.groups if a.params else (4 if gpu else 2))
+    k = a.k or (base.k if a.params else (8 if gpu else 4))
+    max_turns = a.max_turns if a.max_turns is not None else (base.max_turns if a.params else (None if gpu else 4))
+    spec = model or (base.model if a.params else "tiny-test")
+    constrain = a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None)   # else the model's default (legal for tiny ones)
+    generate_bank(n_games=a.games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)
+    cfg = make_config(a.params or None, model=spec, backend=a.backend, steps=a.steps, groups=groups, k=k,
+                      max_new_tokens=a.max_new_tokens or (None if a.params else 384), max_turns=max_turns, constrain=constrain,
+                      scratchpad_chars=a.chars or (None if a.params else 64), message_chars=a.chars or (None if a.params else 64),
+                      bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
+    if cfg.max_turns is None and max_turns is not None: cfg.max_turns = max_turns
+    a.max_new_tokens, a.model = cfg.max_new_tokens, a.model or spec
+    dev = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} threads)"
+    print(f"GRPO step time: {spec} on {a.backend}, {cfg.groups} groups × {cfg.k} episodes, max {cfg.max_new_tokens} new tokens/turn, "
+          f"deadline {cfg.max_turns or 'protocol'}, constrain {default_constrain(spec, cfg.constrain)}, LoRA rank {cfg.lora_r}"
+          f"{', from ' + a.params if a.params else ''}; device {dev}")
+    t0 = time.perf_counter()
+    rows = train(cfg, progress=True)
+    wall = time.perf_counter() - t0
+    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8}"
+    print(hdr)
+    for r in rows:
+        mem = r.get("gpu_max_allocated_mb") or r.get("rss_mb")
+        gap = "-" if r.get("sampler_gap") is None else f"{r['sampler_gap']:.1e}"
+        print(f"{r['step']:>4} {r['rollout_s']:>9.1f} {r['ref_s']:>7.1f} {r['train_s']:>8.1f} {r['total_s']:>8.1f} {r['policy_turns']:>6} "
+              f"{r['tokens_generated']:>8} {r['tokens_trained']:>8} {r.get('prompt_tokens_read', 0):>11} {r.get('prompt_tokens_computed', 0):>9} "
+              f"{gap:>8} {mem:>8}")
+    later = rows[1:] or rows
+    med = lambda key: statistics.median(r[key] for r in later)
+    print(f"median step time{' after the first' if len(rows) > 1 else ''}: {med('total_s'):.1f} s (all {len(rows)} steps: {wall:.0f} s wall, model load included)")
+    why = setting_reasons(a, gpu, cfg.groups, cfg.k, cfg.max_turns, cfg.constrain)
+    verdict = ("PASS" if med("total_s") < TARGET_S else "FAIL") if not why else "not judged"
+    print(f"GPU target: < {TARGET_S:.0f} s per step with vllm, Qwen3-8B, 4 × 8, the protocol deadline, 384 tokens per turn, no "
+          f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"
+          + (f" ({'; '.join(why)}; figures only)" if why else f" (median {med('total_s'):.1f} s on {dev})"))
+    return dict(backend=a.backend, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
+                median_ref_s=med("ref_s"), median_update_s=med("train_s"), prompt_read=sum(r.get("prompt_tokens_read", 0) for r in rows),
+                prompt_computed=sum(r.get("prompt_tokens_computed", 0) for r in rows), sampler_gap=med("sampler_gap") if all(r.get("sampler_gap") is not None for r in later) else None,
+                verdict=verdict, not_judged_because=why, device=dev)
+
+def both_backends(a, argv:list)->int:
+    "Run the step on hf and on vllm, each in its own process, and print them side by side with the CPU target."
+    res = {}
+    with tempfile.TemporaryDirectory() as d:
+        for b in ("hf", "vllm"):
+            j = Path(d) / f"{b}.json"
+            cmd = [sys.executable, __file__, *_without(argv, ("--backend", "--json", "--out")), "--backend", b, "--json", str(j)]
+            print(f"\n=== {b}: {' '.join(cmd[1:])}", flush=True)
+            rc = subprocess.call(cmd)
+            if rc != 0 or not j.exists(): print(f"the {b} run failed (exit {rc})"); return 1
+            res[b] = json.loads(j.read_text())
+    h, v = res["hf"], res["vllm"]
+    print(f"\nside by side ({h['device']}; medians of the steps after the first):")
+    lines = [("rollout s", "median_rollout_s", "{:.1f}"), ("reference pass s", "median_ref_s", "{:.1f}"), ("update s", "median_update_s", "{:.1f}"),
+             ("step s", "median_step_s", "{:.1f}"), ("prompt tokens read (all steps)", "prompt_read", "{:,}"),
+             ("prompt tokens computed", "prompt_computed", "{:,}"), ("run wall s (load, engine start)", "wall_s", "{:.0f}")]
+    print(f"{'':34}{'transformers':>14}{'vLLM':>14}")
+    for label, key, f in lines: print(f"{label:34}{f.format(h[key]):>14}{f.format(v[key]):>14}")
+    gap = lambda r: "-" if r["sampler_gap"] is None else f"{r['sampler_gap']:.1e}"
+    print(f"{'sampler/trainer gap per token':34}{gap(h):>14}{gap(v):>14}")
+    x = h["median_rollout_s"] / v["median_rollout_s"]
+    verdict = "PASS" if x >= CPU_TARGET_X else "FAIL"
+    print(f"\nCPU target (issue #13): the vLLM rollout at least {CPU_TARGET_X}x shorter than transformers' in the same run: "
+          f"{h['median_rollout_s']:.1f} s / {v['median_rollout_s']:.1f} s = {x:.2f}x -> {verdict}")
+    fast = "transformers (hf)" if h["wall_s"] <= v["wall_s"] else "vLLM"
+    print(f"faster end to end: {fast} ({h['wall_s']:.0f} s against {v['wall_s']:.0f} s for {len(h['rows'])} steps, load and engine start included)")
+    if a.json: a.json.write_text(json.dumps(dict(hf=h, vllm=v, rollout_x=x, cpu_target=verdict, faster=fast), default=str, indent=1))
+    return 1 if verdict == "FAIL" else 0
+
+def _without(argv:list, flags:tuple)->list:
+    "argv less the given flags and their values."
+    out, skip = [], False
+    for x in argv:
+        if skip: skip = False; continue
+        if x in flags: skip = True; continue
+        if any(x.startswith(f + "=") for f in flags): continue
+        out.append(x)
+    return out
+
 def main(argv=None)->int:
+    argv = sys.argv[1:] if argv is None else argv
+    import importlib.util
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="tiny-test", help="tiny-test, tiny, qwen3-8b-standin, or any model spec")
-    ap.add_argument("--backend", default="hf", choices=["hf", "vllm"])
+    ap.add_argument("--model", default=None, help="tiny-test, tiny, qwen3-8b-standin, or any model spec (default: the params', else tiny-test)")
+    ap.add_argument("--backend", default=None, choices=["hf", "vllm", "both"], help="default: both on a CPU with vLLM installed, else hf")
+    ap.add_argument("--params", default=None, help="a parameter file whose train: section sets the step (default on a CPU: params/pilot-cpu.yaml; '' for none)")
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--groups", type=int, default=None, help="games per step (default 4 on a GPU, 2 on a CPU)")
-    ap.add_argument("--k", type=int, default=None, help="episodes per game (default 8 on a GPU, 4 on a CPU)")
+    ap.add_argument("--groups", type=int, default=None, help="games per step (default: the params', else 4 on a GPU, 2 on a CPU)")
+    ap.add_argument("--k", type=int, default=None, help="episodes per game (default: the params', else 8 on a GPU, 4 on a CPU)")
     ap.add_argument("--games", type=int, default=8, help="training bank size")
-    ap.add_argument("--max-new-tokens", type=int, default=384)
-    ap.add_argument("--max-turns", type=int, default=None, help="protocol deadline override (default: the protocol's; 4 on a CPU)")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default: the params', else 384")
+    ap.add_argument("--max-turns", type=int, default=None, help="protocol deadline override (default: the params', else the protocol's; 4 on a CPU)")
     ap.add_argument("--constrain", default=None, help="legal or none (default: legal for tiny models and stand-ins)")
-    ap.add_argument("--chars", type=int, default=64, help="scratchpad and message length under the constraint")
+    ap.add_argument("--chars", type=int, default=None, help="scratchpad and message length under the constraint (default: the params', else 64)")
     ap.add_argument("--standin-dir", default=str(Path(tempfile.gettempdir()) / "fairneg-qwen3-8b-standin"))
     ap.add_argument("--out", default=None, help="run folder (default: a temporary one)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the verdict here")
@@ -91,41 +193,12 @@ def main(argv=None)->int:
     import torch
     gpu = torch.cuda.is_available()
     if not gpu: torch.set_num_threads(2)
-    groups, k = a.groups or (4 if gpu else 2), a.k or (8 if gpu else 4)
-    max_turns = a.max_turns if a.max_turns is not None else (None if gpu else 4)
-    from fairneg.bank import generate_bank
-    from fairneg.grpo import GRPOConfig, train
-    model = model_spec(a)
-    constrain = a.constrain or ("legal" if a.model in ("tiny", "tiny-test", "qwen3-8b-standin") else None)
-    out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_step_"))
-    generate_bank(n_games=a.games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)
-    cfg = GRPOConfig(model=model, backend=a.backend, steps=a.steps, groups=groups, k=k, max_new_tokens=a.max_new_tokens,
-                     max_turns=max_turns, constrain=constrain, scratchpad_chars=a.chars, message_chars=a.chars,
-                     bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
-    dev = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"GRPO step time: {a.model} on {a.backend}, {groups} groups × {k} episodes, max {a.max_new_tokens} new tokens/turn, "
-          f"deadline {max_turns or 'protocol'}, constrain {constrain or 'none'}; device {dev}")
-    t0 = time.perf_counter()
-    rows = train(cfg, progress=True)
-    wall = time.perf_counter() - t0
-    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'roll tok/s':>10} {'train tok/s':>11} {'gap':>8} {'peak MB':>8}"
-    print(hdr)
-    for r in rows:
-        mem = r.get("gpu_max_allocated_mb") or r.get("rss_mb")
-        gap = "-" if r.get("sampler_gap") is None else f"{r['sampler_gap']:.1e}"
-        print(f"{r['step']:>4} {r['rollout_s']:>9.1f} {r['ref_s']:>7.1f} {r['train_s']:>8.1f} {r['total_s']:>8.1f} {r['policy_turns']:>6} "
-              f"{r['tokens_generated']:>8} {r['tokens_trained']:>8} {r['rollout_tokens_per_s'] or 0:>10.0f} {r['train_tokens_per_s'] or 0:>11.0f} "
-              f"{gap:>8} {mem:>8}")
-    later = [r["total_s"] for r in rows[1:]] or [r["total_s"] for r in rows]
-    med = statistics.median(later)
-    print(f"median step time{' after the first' if len(rows) > 1 else ''}: {med:.1f} s (all {len(rows)} steps: {wall:.0f} s wall, model load included)")
-    why = setting_reasons(a, gpu, groups, k, max_turns, constrain)
-    verdict = ("PASS" if med < TARGET_S else "FAIL") if not why else "not judged"
-    print(f"target: < {TARGET_S:.0f} s per step with vllm, Qwen3-8B, 4 × 8, the protocol deadline, 384 tokens per turn, no "
-          f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"
-          + (f" ({'; '.join(why)}; figures only)" if why else f" (median {med:.1f} s on {dev})"))
-    if a.json: a.json.write_text(json.dumps(dict(rows=rows, median_step_s=med, verdict=verdict, not_judged_because=why, device=dev), default=str, indent=1))
-    return 1 if verdict == "FAIL" else 0
+    if a.params is None and not gpu: a.params = str(Path(__file__).resolve().parent.parent / "params" / "pilot-cpu.yaml")
+    if a.backend is None: a.backend = "both" if not gpu and importlib.util.find_spec("vllm") else ("vllm" if gpu else "hf")
+    if a.backend == "both": return both_backends(a, argv)
+    res = one_backend(a, gpu)
+    if a.json: a.json.write_text(json.dumps(res, default=str, indent=1))
+    return 1 if res["verdict"] == "FAIL" else 0
 
 if __name__ == "__main__":
     sys.exit(main())
