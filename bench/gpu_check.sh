@@ -10,9 +10,10 @@
 #   1. bench_grpo_step: GRPO steps on the Qwen3-8B-architecture stand-in (random bf16 weights, built on the GPU),
 #      transformers rollouts (--backend hf), 4 groups x 8 episodes, a short deadline: rollout / reference / update
 #      split, tokens per second, sampler/trainer log-prob gap, peak GPU memory.
-#   2. bench_llm: co-stepped against one-episode-at-a-time generation on the same stand-in (HFPolicy).
-#   3. only when vLLM imports there: tests/test_vllm.py, then bench_grpo_step --backend vllm at 4 x 8 (the 3-minute
-#      target is judged only on a real Qwen3-8B at the target's full setting; on a stand-in it prints 'not judged'). The device image has no vLLM and its wheel (336 MB for 0.33.0) is over the 64 MiB a call may carry,
+#   2. bench_llm --section costep: co-stepped against one-episode-at-a-time generation on the same stand-in (HFPolicy).
+#   3. only when vLLM imports there: tests/test_vllm.py, then bench_grpo_step --backend vllm at 4 x 8 with prefix
+#      caching on (VLLMPolicy's default; each step's prompt tokens read and computed are printed beside its split; the
+#      3-minute target is judged only on a real Qwen3-8B at the target's full setting; on a stand-in: 'not judged'). The device image has no vLLM and its wheel (336 MB for 0.33.0) is over the 64 MiB a call may carry,
 #      so in this workplace step 3 reports "skipped" unless the image changes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,9 +40,9 @@ if [ $DRY = 0 ] && ls .whl/*.whl >/dev/null 2>&1; then
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-if [ $DRY = 1 ]; then MODEL=tiny-test; STEPS="--steps 2 --groups 2 --k 2"; LLM="--model tiny-test --episodes 4 --max-turns 2"
+if [ $DRY = 1 ]; then MODEL=tiny-test; STEPS="--steps 2 --groups 2 --k 2"; LLM="--section costep --model tiny-test --episodes 4 --max-turns 2"
 else MODEL=qwen3-8b-standin; STEPS="--steps 2 --groups 4 --k 8 --max-turns 6 --max-new-tokens 256"
-     LLM="--model /tmp/fairneg-qwen3-8b-standin --episodes 8 --max-turns 2 --threads 16"; fi
+     LLM="--section costep --model /tmp/fairneg-qwen3-8b-standin --episodes 8 --max-turns 2 --threads 16"; fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || true
   $PY -c "import torch, importlib.metadata as m; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), *[f'| {p} {m.version(p)}' for p in ('transformers', 'peft', 'xgrammar', 'pettingzoo')])"
 } 2>&1 | tee "$OUT/env.log"
