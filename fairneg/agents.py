@@ -10,7 +10,7 @@ import contextlib, json, math
 from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
-from .game import Game, deal_label, option_label
+from .game import Game, accepts, deal_label, option_label, parse_deal_label
 from .protocol import resolve_game, game_sha
 
 # %% auto #0
@@ -102,7 +102,7 @@ def own_view(dp:dict, strict:bool|None=None)->OwnView:
     def make():
         nopt, sheet, tau = dp_n_options(dp), dp["own_sheet"], float(dp["own_threshold"])
         u = grid_sum([np.asarray(r, np.float32)[None] for r in sheet])[0].astype(np.float64)
-        ok = u > tau if strict else u >= tau
+        ok = accepts(u, tau, strict)
         idx = np.flatnonzero(ok)
         ideal = float(u.max())
         return OwnView(nopt, dp["seat"], dp["n_parties"], tau, ideal, u, idx, (u[idx] - tau) / (ideal - tau),
@@ -155,7 +155,7 @@ def truth_belief(own:OwnView, # the seat's own view
             U += S[:, deals[:, k]]
         tau = np.asarray(thresholds, float)[:, None]
         ideal = np.array([sum(max(r) for r in sh) for sh in sheets], float)[:, None]
-        A = (U > tau) if own.strict else (U >= tau)
+        A = accepts(U, tau, own.strict)
         Z = (U - tau) / (ideal - tau)
         return Belief(A.astype(np.float64), np.maximum(Z, 0) ** (1 / n))
     return _TRUTH.get_or((key, own.seat, own.strict), make)
@@ -214,19 +214,21 @@ class PriorPool:
         "`(P, len(deals))` utilities of the samples for deals given as option-index rows."
         return sum(self.sheets[:, k, deals[:, k]] for k in range(len(self.n_options)))
 
-    def column(self, label:str)->tuple:
+    def column(self, label:str, # a deal label
+               strict:bool=False, # the game's acceptance rule (`accepts`)
+              )->tuple:
         "Log-likelihood vectors `(proposes, says yes, says no, skips)` over the samples, for one deal label."
-        col = self._cols.get(label)
+        col = self._cols.get((label, strict))
         if col is None:
             if len(self._cols) > 1024: self._cols.clear()
-            d = np.array([[int(t[1:]) - 1 for t in label.split()]])
+            d = np.array([parse_deal_label(label, self.n_options)])
             u = self.utilities(d)[:, 0]
             z = (u - self.tau) / self.c
-            acc = u >= self.tau
+            acc = accepts(u, self.tau, strict)
             yes = np.where(acc, self.l_yes, self.l_no).astype(np.float32)
             no = np.where(acc, self.l_no, self.l_yes).astype(np.float32)
             skip = np.where(acc, self.l_skip_acc, self.l_yes).astype(np.float32)
-            col = self._cols[label] = (self.beta * z - self.lse + yes, yes, no, skip)
+            col = self._cols[(label, strict)] = (self.beta * z - self.lse + yes, yes, no, skip)
         return col
 
 _POOLS = _LRU(32)
@@ -288,9 +290,9 @@ def posterior_weights(dp:dict, # decision point
     "Posterior weights `(n, P)` of the prior samples for every party, from its public moves (own row: uniform, unused)."
     n, me = dp["n_parties"], dp["seat"]
     LL = np.zeros((n, len(pool)), np.float32)
-    which = {"propose": 0, "yes": 1, "no": 2, "skip": 3}
+    which, strict = {"propose": 0, "yes": 1, "no": 2, "skip": 3}, bool(dp.get("strict", False))
     for j, kind, label in public_evidence(dp):
-        if j != me: LL[j] += pool.column(label)[which[kind]]
+        if j != me: LL[j] += pool.column(label, strict)[which[kind]]
     W = np.exp(LL - LL.max(1, keepdims=True))
     return W / W.sum(1, keepdims=True)
 
@@ -301,7 +303,7 @@ def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:boo
     "`(X, X0, x_bar)`: the samples' acceptance (`A`) or nnw factor (`R`) on the seat's deals `(P, Di)`, with the control variate."
     def make():
         u = pool.utilities(np.stack(np.unravel_index(own.idx, own.n_options), 1))
-        if what == "A": X = (u > pool.tau[:, None]) if own.strict else (u >= pool.tau[:, None])
+        if what == "A": X = accepts(u, pool.tau[:, None], own.strict)
         else: X = np.maximum((u - pool.tau[:, None]) / pool.c[:, None], 0) ** (1 / own.n)
         X = np.ascontiguousarray(X, dtype=np.float32)   # C order: the products in `_expect` take BLAS's fast path
         if not exchangeable: return X, None, 0.0
@@ -453,7 +455,7 @@ def demand_rule(dp:dict, kind:str, objective:str, strict:bool=False)->tuple:
     vals = [float(v) for v in dp["own_sheet"][me]]
     pie = float(dp["pie"]) if dp.get("pie") is not None else 100.0
     tau = float(dp["own_threshold"])
-    ok = [o for o, v in enumerate(vals) if (v > tau if strict else v >= tau)] or [int(np.argmax(vals))]
+    ok = [o for o, v in enumerate(vals) if accepts(v, tau, strict)] or [int(np.argmax(vals))]
     fair = max([v for v in vals if n * v <= pie], default=min(vals))
     if kind == "greedy": cap = math.inf
     elif kind == "passive": cap = -math.inf

@@ -13,9 +13,10 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game',
-           'issue_letter', 'option_label', 'deal_label', 'parse_deal_label', 'utility', 'validate_game', 'ReadError',
-           'read_text', 'read_json', 'json_lines', 'game_to_dict', 'game_from_dict', 'save_game', 'load_game',
-           'llmdel_games_dir', 'import_llm_deliberation', 'generate_game', 'ultimatum_game', 'divide_dollar_game']
+           'issue_letter', 'option_label', 'deal_label', 'parse_deal_label', 'utility', 'accepts', 'validate_game',
+           'ReadError', 'read_text', 'read_json', 'json_lines', 'game_to_dict', 'game_from_dict', 'save_game',
+           'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game', 'ultimatum_game',
+           'divide_dollar_game']
 
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -97,6 +98,14 @@ def parse_deal_label(text:str, n_options)->tuple:
 def utility(g:Game, deal)->np.ndarray:
     "Every party's utility `u_i(d)` for one deal."
     return np.array([sum(sheet[k][o] for k, o in enumerate(deal)) for sheet in g.scores], dtype=float)
+
+# %% ../nbs/00_game.ipynb #177c9381
+def accepts(u, # a utility, or an array of utilities
+            tau, # the threshold(s), broadcast against `u`
+            strict:bool=False, # the game's `strict`: accept iff u > tau
+           ):
+    "The acceptance rule: `u >= tau`, or `u > tau` under a strict game (elementwise on arrays)."
+    return u > tau if strict else u >= tau
 
 # %% ../nbs/00_game.ipynb #27a13ca5
 def _check(ok, source, field, problem):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib, itertools, json, math
 from dataclasses import dataclass
 import numpy as np
-from .game import Game, deal_label, validate_game, _grid_sums
+from .game import Game, accepts, deal_label, validate_game, _grid_sums
 
 # %% auto #0
 __all__ = ['SOLUTIONS', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z', 'pareto_mask', 'Geometry', 'solve',
@@ -135,7 +135,7 @@ class Geometry:
 
 # %% ../nbs/01_geometry.ipynb #33a2085b
 def _accepts(g:Game, U:np.ndarray, tau:np.ndarray)->np.ndarray:
-    return U > tau[:, None] if g.strict else U >= tau[:, None]
+    return accepts(U, tau[:, None], g.strict)
 
 def _ks_objective(U, tau, ir):
     I = U[:, ir].max(axis=1) if ir.any() else tau + 1
@@ -236,7 +236,7 @@ def solve_pure(g:Game)->dict:
         u = [float(sum(g.scores[i][k][o] for k, o in enumerate(d))) for i in range(n)]
         if g.pie is not None and sum(u) > g.pie + 1e-9: continue
         rows.append((d, u))
-    acc = lambda u: all((u[i] > tau[i]) if g.strict else (u[i] >= tau[i]) for i in range(n))
+    acc = lambda u: all(accepts(u[i], tau[i], g.strict) for i in range(n))
     ir = [(d, u) for d, u in rows if acc(u)]
     sz = lambda u: round(sum(sorted((u[i] - tau[i]) / (ideal[i] - tau[i]) for i in range(n))), 12)
     def best(cands, f):

@@ -8,7 +8,7 @@ Docs: https://fairneg.github.io/fairneg/metrics.html.md"""
 from __future__ import annotations
 import math
 import numpy as np
-from .game import Game, deal_label, utility
+from .game import Game, accepts, deal_label, utility
 from .geometry import Geometry, nnw_from_z, solve
 
 # %% auto #0
@@ -99,7 +99,7 @@ def episode_metrics(g:Game, outcome:dict, geo:Geometry|None=None)->dict:
         if _bonus_paid(g, outcome, d): u[g.chair] += g.unanimity_bonus
         z = (u - tau) / geo.c
     else: u, z = tau.copy(), np.zeros(g.n)
-    acc = u > tau if g.strict else u >= tau
+    acc = accepts(u, tau, g.strict)
     s = np.maximum(u - tau, 0) if closed else np.zeros(g.n)
     nnw = float(nnw_from_z(z[:, None])[0])
     ref = None if geo.nbs is None else float(geo.nnw[geo.nbs])
