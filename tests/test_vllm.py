@@ -37,7 +37,7 @@ def models(tmp_path_factory):
 def policy(models):
     base, _ = models
     return VLLMPolicy(str(base), name="vllm-standin", constrain="legal", max_new_tokens=200, scratchpad_chars=16,
-                      message_chars=16, dtype="float32", gpu_memory_utilization=0.1 if CPU else 0.3, max_model_len=4096, enforce_eager=True,
+                      message_chars=16, dtype="float32", gpu_memory=0.3, max_model_len=4096, enforce_eager=True,
                       max_lora_rank=8)
 
 def _states():
