@@ -30,7 +30,7 @@ def main():
     from fairneg.bank import generate_bank
     from fairneg.game import generate_game
     from fairneg.grpo import GRPOConfig, train, checkpoints
-    from fairneg.llm import make_policy
+    from fairneg.policies import make_policy
     from fairneg.rollout import run_tournament, read_jsonl, episode_table_rewards
     from fairneg.stats import cluster_bootstrap
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_"))

@@ -55,7 +55,9 @@ def target_model_reasons(spec:str)->list:
     "Why the model is not the target's Qwen3-8B (empty when it is): not the stand-in, Qwen3-8B's shape and tokenizer."
     if spec == "qwen3-8b-standin":
         return ["the model is the random-weight stand-in (random legal answers under the grammar, not Qwen3-8B's episodes)"]
-    from fairneg.llm import EMBEDDED, QWEN3_8B, resolve_model
+    from fairneg.llm import QWEN3_8B
+    from fairneg.policies import resolve_model
+    from fairneg.tiny import EMBEDDED
     if str(spec) in EMBEDDED: return [f"the model is the embedded `{spec}`, not Qwen3-8B"]
     try:
         from transformers import AutoConfig, AutoTokenizer
@@ -72,7 +74,7 @@ def target_model_reasons(spec:str)->list:
 
 def setting_reasons(cfg, gpu:bool, name:str)->list:
     "Why this run (its GRPOConfig; `name` the model as asked for) is not the target's setting (empty when it is exactly that)."
-    from fairneg.llm import default_constrain
+    from fairneg.policies import default_constrain
     why = [] if gpu else ["no GPU"]
     if cfg.backend != "vllm": why.append(f"backend {cfg.backend}, not vllm")
     if (cfg.groups, cfg.k) != (4, 8): why.append(f"{cfg.groups} groups × {cfg.k} episodes, not 4 × 8")
@@ -88,7 +90,7 @@ def one_backend(a, gpu:bool)->dict:
     import torch
     from fairneg.bank import generate_bank
     from fairneg.grpo import make_config, train
-    from fairneg.llm import default_constrain
+    from fairneg.policies import default_constrain
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_step_"))
     generate_bank(n_games=a.games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)
     fallback = {} if a.params else dict(model="tiny-test", groups=4 if gpu else 2, k=8 if gpu else 4, max_turns=None if gpu else 4,

@@ -21,7 +21,7 @@ parsing answers, the protocol; target >= 0.8 on vLLM, exit status 1 when missed)
 (prefix-cache hits), completion tokens, tokens per second, and whether the replay sampled the rollout's very tokens.
 
 Section `costep`. Setup. The model (`--model`: `auto` = `tiny` when `fairneg.tiny` is there, else `standin`, the random
-2-layer Qwen3 of `fairneg.llm.standin_model`; or any spec `fairneg.llm.make_policy` takes) plays `--episodes`
+2-layer Qwen3 of `fairneg.llm.standin_model`; or any spec `fairneg.policies.make_policy` takes) plays `--episodes`
 six-party games (`generate_game`, fresh seeds) in every seat, `--max-turns` turns after the opening then the
 forced-final vote, with torch on `--threads` threads (2 by default: the 2-core target machine). The same episodes are
 played twice through `fairneg.rollout.co_step`: with `width=16` (every live episode's turns in one `act_batch` call,
@@ -83,9 +83,10 @@ def costep(a)->int:
     hf_logging.disable_progress_bar(); hf_logging.set_verbosity_error()
     from fairneg.game import generate_game
     from fairneg.llm import HFPolicy
+    from fairneg.policies import resolve_model
     spec = pick_model(a.model)
     constrain = a.constrain or ("legal" if a.model in ("auto", "standin", "tiny", "tiny-test") else "none")
-    pol = HFPolicy(spec, name="bench", constrain=constrain, max_new_tokens=a.max_new_tokens, batch_size=a.width,
+    pol = HFPolicy(resolve_model(spec), name="bench", constrain=constrain, max_new_tokens=a.max_new_tokens, batch_size=a.width,
                    scratchpad_chars=a.chars, message_chars=a.chars)
     print(f"model {a.model} -> {spec} ({type(pol.model).__name__}, {sum(p.numel() for p in pol.model.parameters()):,} parameters, "
           f"{pol.model.dtype}, {_device(pol.model)}), constrain {constrain}, threads {torch.get_num_threads()}, "
@@ -148,17 +149,19 @@ def engine_run(a)->dict:
     import torch
     from fairneg import llm
     from fairneg.grpo import make_config
+    from fairneg.policies import default_constrain, resolve_model
     from fairneg.rollout import co_step
     torch.set_num_threads(a.threads)
     cfg = make_config(a.params or None)
-    kw = dict(name="bench", constrain=cfg.constrain, max_new_tokens=cfg.max_new_tokens, scratchpad_chars=cfg.scratchpad_chars,
+    kw = dict(name="bench", constrain=default_constrain(cfg.model, cfg.constrain), max_new_tokens=cfg.max_new_tokens,
+              scratchpad_chars=cfg.scratchpad_chars,
               message_chars=cfg.message_chars, temperature=cfg.temperature)
     t0 = time.perf_counter()
     if a.engine == "hf":
-        pol = llm.HFPolicy(cfg.model, batch_size=cfg.rollout_batch, **kw)    # batched as the trainer batches
+        pol = llm.HFPolicy(resolve_model(cfg.model), batch_size=cfg.rollout_batch, **kw)    # batched as the trainer batches
         log = CallLog(llm, "sample_batch", lambda outs: [o["completion_ids"] for o in outs])
     else:
-        pol = llm.VLLMPolicy(cfg.model, prefix_caching=a.engine == "vllm", **kw)
+        pol = llm.VLLMPolicy(resolve_model(cfg.model), prefix_caching=a.engine == "vllm", **kw)
         log = CallLog(pol.llm, "generate", lambda outs: [list(o.outputs[0].token_ids) for o in outs])
     load_s = time.perf_counter() - t0
     specs, warm = step_specs(cfg, pol.name)

@@ -6,15 +6,16 @@ Docs: https://fairneg.github.io/fairneg/agents.html.md"""
 
 # %% ../nbs/05_agents.ipynb #45669c2d
 from __future__ import annotations
-import contextlib, json, math
+import functools, json, math
 from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
-from .game import Game, accepts, deal_label, option_label, parse_deal_label
-from .protocol import resolve_game, game_sha
+from threadpoolctl import ThreadpoolController
+from .game import Game, accepts, deal_label, label_options, option_label, parse_deal_label
+from .protocol import resolve_game, game_sha, most_signed
 
 # %% auto #0
-__all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
+__all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
            'COUNTERFACTUAL_TYPES', 'make_action', 'answer_text', 'grid_sum', 'deal_index', 'label_index', 'index_label',
            'dp_n_options', 'OwnView', 'own_view', 'Belief', 'pass_prob', 'truth_belief', 'sample_prior_sheets',
            'PriorPool', 'prior_pool', 'ultimatum_pool', 'public_evidence', 'posterior_weights', 'private_belief',
@@ -61,7 +62,7 @@ def deal_index(deal, n_options)->int:
 
 def label_index(label:str, n_options)->int:
     "Row-major index of a deal label like `A1 B2 C3` (as the engine writes it)."
-    return deal_index([int(t[1:]) - 1 for t in label.split()], n_options)
+    return deal_index([o for _, o in sorted(label_options(label))], n_options)
 
 def index_label(idx:int, n_options)->str:
     "The deal label of a row-major deal index."
@@ -164,7 +165,7 @@ def truth_belief(own:OwnView, # the seat's own view
 POOL_SIZE = 256          # prior samples per game shape
 TAU_BAND = (0.30, 0.65)  # prior threshold band, as a share of the ideal
 BETA = 4.0               # proposal likelihood: P(j proposes d) ∝ exp(BETA * z_j(d))
-EPS = 0.1                # noise of acceptance evidence: a signature / yes vote on a deal j rejects has probability EPS
+EVIDENCE_EPS = 0.1                # noise of acceptance evidence: a signature / yes vote on a deal j rejects has probability EVIDENCE_EPS
 P_SIGN = 0.3             # chance that a party signs, at its turn, a live offer it accepts
 
 def sample_prior_sheets(n_options, # options per issue
@@ -194,7 +195,7 @@ def sample_prior_sheets(n_options, # options per issue
 # %% ../nbs/05_agents.ipynb #bb7a3480
 class PriorPool:
     "Prior samples of one party's sheet for a game shape, with what the likelihood needs, and a column cache."
-    def __init__(self, sheets:np.ndarray, tau:np.ndarray, n_options, beta:float=BETA, eps:float=EPS):
+    def __init__(self, sheets:np.ndarray, tau:np.ndarray, n_options, beta:float=BETA, eps:float=EVIDENCE_EPS):
         self.sheets, self.tau, self.n_options, self.beta = sheets, tau, tuple(n_options), beta
         self.ideal = sheets.max(axis=2).sum(1)
         self.c = self.ideal - tau
@@ -253,13 +254,6 @@ def ultimatum_pool(own_sheet)->PriorPool:
     return _POOLS.get_or(key, lambda: PriorPool(np.repeat(other[None], len(tau), 0), tau, (len(own_sheet[0]),)))
 
 # %% ../nbs/05_agents.ipynb #e2cff288
-def _standing(live:dict)->str|None:
-    "The live offer with most signatures (ties: the newest), as the engine picks it."
-    best, nb = None, -1
-    for oid, o in live.items():
-        if len(o["signers"]) >= nb: best, nb = oid, len(o["signers"])
-    return best
-
 def public_evidence(dp:dict)->list:
     "The public moves of a decision point as evidence `(party, kind, deal label)`, kind in propose / yes / no / skip."
     offers = {o["offer_id"]: o for o in dp["offers"]}
@@ -279,7 +273,7 @@ def public_evidence(dp:dict)->list:
         elif at == "reject" and dp["offers"]: ev.append((j, "no", dp["offers"][-1]["deal"]))
         elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"): ev.append((j, e["vote"], off["deal"]))
         elif at == "walk":
-            st = _standing(live)
+            st = most_signed((oid, o["signers"]) for oid, o in live.items())   # the engine's standing offer
             if st is not None: ev.append((j, "no", live[st]["deal"]))
             for o in live.values(): o["signers"].discard(j)
     return ev
@@ -311,16 +305,12 @@ def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:boo
         return X, X0, float(X0.mean())
     return _TABLES.get_or((key, dp["game_ref"]["game_sha"], own.seat, own.strict, what), make)
 
-_BLAS = []
+@functools.cache
+def _blas()->ThreadpoolController: return ThreadpoolController()   # made on first use: it lists the BLAS libraries loaded then
 
 def _one_blas_thread():
     "A context that holds BLAS to one thread: these products are small, and BLAS threads on a busy or pinned core cost 10-100x."
-    if not _BLAS:
-        try:
-            from threadpoolctl import ThreadpoolController
-            _BLAS.append(ThreadpoolController())
-        except ImportError: _BLAS.append(None)
-    return _BLAS[0].limit(limits=1, user_api="blas") if _BLAS[0] is not None else contextlib.nullcontext()
+    return _blas().limit(limits=1, user_api="blas")
 
 def _expect(W, X, X0, x_bar, hi=None):
     "Posterior expectation per party and deal, with the prior's Monte-Carlo noise removed when X0 is given."

@@ -10,6 +10,7 @@ import importlib, json, sys
 from pathlib import Path
 from typing import Annotated
 import typer
+from . import __version__
 from .bank import CliGroup
 from .game import load_game
 from .geometry import geometry_summary, solve
@@ -20,13 +21,13 @@ __all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry_text', 'geometry']
 # %% ../nbs/90_cli.ipynb #48178248
 SUBAPPS = {  # verb -> `module` defining `app = typer.Typer(...)`, or `module:attr`; one line per chapter that adds commands
     "bank": "fairneg.bank",
-    "play": "fairneg.rollout:play_app",
+    "play": "fairneg.policies:play_app",
     "soundness": "fairneg.rollout:soundness_app",
     "eval": "fairneg.eval",
     "train": "fairneg.grpo",
     "pilot": "fairneg.pilot",
     "pairs": "fairneg.pairs",
-    "model": "fairneg.tiny",
+    "model": "fairneg.policies:model_app",
     "report": "fairneg.report",
 }
 
@@ -46,7 +47,6 @@ app = typer.Typer(cls=RootGroup, no_args_is_help=True, add_completion=False, pre
 
 def _version(show:bool):
     if show:
-        from fairneg import __version__
         typer.echo(f"fairneg {__version__}"); raise typer.Exit()
 
 @app.callback()

@@ -20,7 +20,9 @@ from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_
 from .metrics import GOOD_DIRECTION
 from .rollout import (AgentPolicy, EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, quality_report,
                              episode_state_line, code_version)
-from .protocol import game_sha
+from .protocol import game_sha, check_poolable, PoolingError
+from .agents import AGENT_NAMES, AGENT_ALIASES
+from .policies import make_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict
 
 # %% auto #0
@@ -28,15 +30,15 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOS
            'UNDEFINED_MAX_FRAC', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError',
            'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
            'condition_seats', 'PolicySpec', 'parse_policy', 'parse_checkpoint', 'base_spec', 'policy_label',
-           'engine_key', 'build_policy', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_cell', 'executor_params',
-           'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums',
-           'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name',
-           'cell_identity', 'resampling_note', 'prepare_cell', 'too_many_undefined', 'endpoint_verdict', 'finish_cell',
-           'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study', 'check_prereg', 'load_prereg',
-           'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term',
-           'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame',
-           'ladder_table', 'plot_ladder', 'resolve_runs', 'episode_rows', 'load_episodes', 'discover_cells',
-           'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd', 'analyze', 'gate']
+           'engine_key', 'build_policy', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_eval_cell',
+           'executor_params', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values',
+           'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable',
+           'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_many_undefined',
+           'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study',
+           'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
+           'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell',
+           'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'episode_rows', 'load_episodes',
+           'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -106,17 +108,8 @@ class PolicySpec:
     model: str | None = None  # the base model of an adapter
     def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
 
-def _agent_names():
-    try: from fairneg.agents import AGENT_NAMES, AGENT_ALIASES
-    except ImportError as e: raise EvalError(f"computable agents need fairneg.agents (nbs/05_agents.ipynb): {e}") from None
-    return (*AGENT_NAMES, *AGENT_ALIASES)
+def _agent_names(): return (*AGENT_NAMES, *AGENT_ALIASES)
 
-def _resolved(model:str)->str:
-    "The folder an embedded model name (`tiny`, `tiny-test`) stands for, without building it; other specs as given."
-    from fairneg.llm import EMBEDDED
-    if model not in EMBEDDED: return model
-    from fairneg.tiny import tiny_folder
-    return str(tiny_folder(EMBEDDED[model]))
 
 def parse_policy(spec:str, # `agent:<name>`, `py:<module>:<factory>`, `model:<id>`, or an adapter folder
                  model:str|None=None, # the base model of an adapter (default: its adapter_config.json)
@@ -136,7 +129,7 @@ def parse_policy(spec:str, # `agent:<name>`, `py:<module>:<factory>`, `model:<id
     p = Path(s)
     if (p / "adapter_config.json").is_file():
         cfg_base = adapter_config(p, EvalError).get("base_model_name_or_path")
-        if model and cfg_base and Path(_resolved(model)).name != Path(cfg_base).name:
+        if model and cfg_base and Path(resolve_model(model, build=False)).name != Path(cfg_base).name:
             warnings.warn(f"{p}: adapter trained on {cfg_base}, evaluated on --model {model}")
         base = model or cfg_base
         if not base: raise EvalError(f"{p}: adapter_config.json names no base model; pass --model")
@@ -170,8 +163,8 @@ def engine_key(spec:PolicySpec, llm_kw:dict)->tuple|None:
 
 def build_policy(spec:PolicySpec, # what to build
                  name:str|None=None, # the policy's name (model and adapter specs)
-                 engines:dict|None=None, # vLLM engines to share, by base model (a `run_cell` keeps one per cell)
-                 **llm_kw, # passed to `fairneg.llm.make_policy` (model and adapter specs only)
+                 engines:dict|None=None, # vLLM engines to share, by base model (a `run_eval_cell` keeps one per cell)
+                 **llm_kw, # passed to `fairneg.policies.make_policy` (model and adapter specs only)
                  ):
     "A policy (anything with `act_batch`) for a spec."
     if spec.kind == "agent": return AgentPolicy(spec.target)
@@ -180,8 +173,6 @@ def build_policy(spec:PolicySpec, # what to build
         try: factory = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e: raise EvalError(f"`{spec}`: cannot import the factory ({e})") from None
         return factory()
-    try: from fairneg.llm import make_policy
-    except ImportError as e: raise EvalError(f"`{spec}` needs fairneg.llm and the llm extra (pip install -e '.[llm]'): {e}") from None
     model, adapter = (spec.model, spec.target) if spec.kind == "adapter" else (spec.target, None)
     key = engine_key(spec, llm_kw)
     if engines is not None and key is not None:                   # one engine, the adapter as a LoRA request
@@ -206,9 +197,9 @@ class Cell:
     width: int = 64                      # episodes live at once
     experiment_prefix: str = "fairness_grpo_eval_"
     turn_max_tokens: int | None = None   # a token-cap override (changes protocol_version)
-    llm_kw: dict = field(default_factory=dict)  # passed to fairneg.llm.make_policy (HFPolicy: temperature, max_new_tokens, ...)
+    llm_kw: dict = field(default_factory=dict)  # passed to fairneg.policies.make_policy (HFPolicy: temperature, max_new_tokens, ...)
     progress: bool = False               # progress bars
-    share_base: bool = True              # play the untrained side once per condition for all checkpoints (see run_cell)
+    share_base: bool = True              # play the untrained side once per condition for all checkpoints (see run_eval_cell)
 
     @property
     def name(self)->str: return f"{self.checkpoint}_{self.condition}"
@@ -285,7 +276,7 @@ def _model_fingerprint(spec:PolicySpec):
     "A local model folder's file names, sizes and times (a hub id stands for itself); None for agents and factories."
     if spec.kind not in ("model", "adapter"): return None
     m = str(spec.model if spec.kind == "adapter" else spec.target)
-    try: path = Path(_resolved(m.removeprefix("vllm:").removeprefix("hf:")))
+    try: path = Path(resolve_model(m, build=False))
     except Exception: return m
     if not path.is_dir(): return m
     return sorted((str(p.relative_to(path)), p.stat().st_size, int(p.stat().st_mtime)) for p in path.rglob("*") if p.is_file())
@@ -329,7 +320,7 @@ def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     tmp.rename(dst)
     return rows
 
-def run_cell(cell:Cell)->dict:
+def run_eval_cell(cell:Cell)->dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games, seeds = condition_games(cell.condition, cell.bank, cell.crossgame_bank), cell.seeds
     out = Path(cell.out); out.mkdir(parents=True, exist_ok=True)
@@ -410,7 +401,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
         out = []
         for c in cells:
             echo(f"[{c.name}] running here -> {c.out}")
-            out.append(run_cell(c)); echo(f"[{c.name}] {out[-1]}")
+            out.append(run_eval_cell(c)); echo(f"[{c.name}] {out[-1]}")
         return out
     try: import submitit
     except ImportError: raise EvalError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
@@ -420,7 +411,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
     jobs = []
     for c in cells:
         ex.update_parameters(name=f"fairneg_eval_{c.name}", **params)
-        j = ex.submit(run_cell, c); jobs.append(j)
+        j = ex.submit(run_eval_cell, c); jobs.append(j)
         append_jsonl([dict(cell=c.name, job_id=str(j.job_id), executor=ex.cluster, out=c.out,
                            submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))], root / "launch.jsonl")
         echo(f"[{c.name}] submitted job {j.job_id} ({ex.cluster})")
@@ -541,10 +532,10 @@ def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="c
     for t, b in zip(trained, base):
         by_version[t["protocol_version"]]["trained"][row_budgets(t)] += 1
         by_version[t["protocol_version"]]["untrained"][row_budgets(b)] += 1
-    for v, sides in by_version.items():
-        profiles = set(sides["trained"]) | set(sides["untrained"])
-        clash = (() in profiles and len(profiles) > 1) or any(not set(a) & set(b) for a in profiles for b in profiles if a and b)
-        if clash:
+    for v, sides in by_version.items():   # the pooling guard (SPEC §5), on the rows of both sides under one version
+        rows = [r for t, b in zip(trained, base) if t["protocol_version"] == v for r in (t, b)]
+        try: check_poolable(rows)
+        except PoolingError:
             raise PairingError(f"{cell}: token budgets differ under `{v}`: trained side met {_budget_text(sides['trained'])}; "
                                f"untrained side met {_budget_text(sides['untrained'])}. Episodes run under different token caps "
                                f"never pool (SPEC §5)")

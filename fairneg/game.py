@@ -13,10 +13,10 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game',
-           'issue_letter', 'option_label', 'deal_label', 'parse_deal_label', 'utility', 'accepts', 'validate_game',
-           'ReadError', 'read_text', 'read_json', 'json_lines', 'game_to_dict', 'game_from_dict', 'save_game',
-           'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game', 'ultimatum_game',
-           'divide_dollar_game']
+           'issue_letter', 'issue_index', 'label_option', 'label_options', 'deal_key', 'option_label', 'deal_label',
+           'parse_deal_label', 'utility', 'accepts', 'validate_game', 'ReadError', 'read_text', 'read_json',
+           'json_lines', 'game_to_dict', 'game_from_dict', 'save_game', 'load_game', 'llmdel_games_dir',
+           'import_llm_deliberation', 'generate_game', 'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -71,6 +71,24 @@ class Game:
 # %% ../nbs/00_game.ipynb #3cfa01ec
 def issue_letter(k:int)->str: return string.ascii_uppercase[k]
 
+def issue_index(letter:str)->int:
+    "The issue an issue letter names (`B` -> 1): `issue_letter`'s inverse."
+    return string.ascii_uppercase.index(letter.upper())
+
+def label_option(t:str)->tuple:
+    "`(issue, option)` (both 0-based) of an option label such as `B3`, without a range check; ValueError when it is none."
+    m = re.fullmatch(r"([A-Za-z])(\d+)", t.strip())
+    if not m: raise ValueError(f"`{t}` is not an option label like A1")
+    return issue_index(m[1]), int(m[2]) - 1
+
+def label_options(label:str)->list:
+    "`(issue, option)` of every option label of a deal label as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
+    return [label_option(t) for t in label.split()]
+
+def deal_key(text)->str|None:
+    "A deal text's option labels, upper-cased and sorted: two texts of the same deal get one key (None for a non-string)."
+    return " ".join(sorted(re.findall(r"[A-Z]\d+", text.upper()))) if isinstance(text, str) else None
+
 def option_label(k:int, o:int)->str:
     "Label of option `o` (0-based) of issue `k`, e.g. `B3`."
     return f"{issue_letter(k)}{o+1}"
@@ -84,12 +102,10 @@ def parse_deal_label(text:str, n_options)->tuple:
     toks = [t for t in re.split(r"[\s,;]+", text.strip().upper()) if t]
     deal = [None] * len(n_options)
     for t in toks:
-        m = re.fullmatch(r"([A-Z])(\d+)", t)
-        if not m: raise ValueError(f"`{t}` is not an option label like A1")
-        k, o = string.ascii_uppercase.index(m[1]), int(m[2]) - 1
-        if k >= len(n_options): raise ValueError(f"issue {m[1]} does not exist (the game has {len(n_options)} issues)")
-        if not 0 <= o < n_options[k]: raise ValueError(f"option {t} does not exist (issue {m[1]} has {n_options[k]} options)")
-        if deal[k] is not None: raise ValueError(f"issue {m[1]} appears twice")
+        k, o = label_option(t)
+        if k >= len(n_options): raise ValueError(f"issue {t[0]} does not exist (the game has {len(n_options)} issues)")
+        if not 0 <= o < n_options[k]: raise ValueError(f"option {t} does not exist (issue {t[0]} has {n_options[k]} options)")
+        if deal[k] is not None: raise ValueError(f"issue {t[0]} appears twice")
         deal[k] = o
     missing = [issue_letter(k) for k, o in enumerate(deal) if o is None]
     if missing: raise ValueError(f"no option for issue(s) {', '.join(missing)}")

@@ -13,7 +13,10 @@ import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, AgentPolicy, code_version
 from .game import ReadError, read_json
-from .bank import adapter_config
+from .bank import adapter_config, bank_games, read_yaml
+from .llm import (constrained_masks, sequence_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+                         default_dtype)
+from .policies import default_constrain, resolve_model
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
@@ -231,7 +234,6 @@ def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int
 # %% ../nbs/08_grpo.ipynb #53df268b
 def _masks(batch:list, tokenizer, vocab:int):
     "Per sample: its packed allowed-token bitmasks (given, or replayed from its schema), or None when unconstrained."
-    from fairneg.llm import constrained_masks
     if all(s.schema is None and s.masks is None for s in batch): return None
     def replay(s):
         try: return constrained_masks(s.schema, tokenizer, s.completion_ids, vocab)
@@ -252,7 +254,6 @@ def allowed_bitmask(allowed:list, vocab:int):
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
     "One optimizer step on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
     import torch
-    from fairneg.llm import sequence_logprobs, vocab_size
     n_tok = sum(len(s.completion_ids) for s in samples)      # the loss is a mean over every one of these tokens
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
                n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
@@ -434,16 +435,13 @@ def _resume_changes(was:dict, cfg:GRPOConfig)->list:
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
     def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True):
-        from fairneg.bank import bank_games
-        from fairneg.llm import load_model
         self.cfg, self.out, self.progress = cfg, Path(cfg.out), progress
         self.out.mkdir(parents=True, exist_ok=True)
         self.games = bank_games(cfg.bank)
         if not self.games: raise ValueError(f"{cfg.bank}: no games in the training bank")
         if cfg.backend == "vllm":
-            from fairneg.llm import require_vllm
             require_vllm("--backend vllm")
-        base, self.tok = load_model(cfg.model, dtype=cfg.dtype)
+        base, self.tok = load_model(resolve_model(cfg.model), dtype=cfg.dtype)
         self.start, self.history = 0, []
         ck = checkpoints(self.out) if resume else []
         if ck:
@@ -469,12 +467,10 @@ class GRPOTrainer:
         self.wandb = _wandb(cfg, self.out, self.run_id)
 
     def _policy(self):
-        from fairneg.llm import HFPolicy, default_constrain
         c = self.cfg
         cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
         if c.backend == "vllm":
-            from fairneg.llm import VLLMPolicy
-            return VLLMPolicy(c.model, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
+            return VLLMPolicy(resolve_model(c.model), name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                               constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
                               scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, gpu_memory=c.vllm_gpu_memory,
                               **self._vllm_dtype())
@@ -484,7 +480,6 @@ class GRPOTrainer:
 
     def _vllm_dtype(self)->dict:
         "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
-        from fairneg.llm import default_dtype
         c = self.cfg
         return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
 
@@ -595,7 +590,6 @@ from typing import Annotated, Optional
 
 def load_train_params(path)->dict:
     "The `train:` section of a YAML parameter set (or the whole file when it has none), checked against GRPOConfig."
-    from fairneg.bank import read_yaml
     d = read_yaml(path) or {}
     if not isinstance(d, dict): raise ReadError(f"{path}: must hold a mapping (a `train:` section)")
     d = d.get("train", d)

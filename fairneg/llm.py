@@ -6,35 +6,28 @@ Docs: https://fairneg.github.io/fairneg/llm.html.md"""
 
 # %% ../nbs/07_llm.ipynb #3a358c4c
 from __future__ import annotations
-import copy, dataclasses, inspect, itertools, json, re, time
+import copy, dataclasses, inspect, itertools, json, time
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Optional
-import typer
+from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
-from .game import option_label
-from .protocol import render_prompt, parse_action
+from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
+from .protocol import render_prompt, parse_action, new_episode, prompt, current_seats, ANSWER_FORMAT
+from .rollout import EpisodeSpec, co_step
 
 # %% auto #0
-__all__ = ['EMBEDDED', 'SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
-           'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'resolve_model', 'default_dtype',
-           'load_model', 'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size',
-           'stop_ids', 'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema',
-           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
-           'default_constrain', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar',
-           'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'is_llm_seat', 'make_policy', 'policy_for_seat',
-           'same_action', 'evaluate_model', 'eval_text', 'eval_cmd', 'register']
+__all__ = ['SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS',
+           'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype', 'load_model',
+           'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids',
+           'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema',
+           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer',
+           'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy',
+           'same_action', 'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
-EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # embedded model names -> `fairneg.tiny.tiny_path` sizes
-
-def resolve_model(spec)->str:
-    "The folder or hub id that `transformers` loads for a model spec (`tiny`, `tiny-test`, `hf:PATH`, a folder, a hub id)."
+def model_path(spec)->str:
+    "The folder or hub id that `transformers` loads for a model spec (a folder, a hub id, `hf:PATH`, `vllm:PATH`)."
     spec = str(spec)
-    if spec in EMBEDDED:
-        try: from fairneg.tiny import tiny_path
-        except ImportError as e: raise RuntimeError(f"`{spec}` needs the embedded model (fairneg.tiny, nbs/07a_tiny.ipynb)") from e
-        return str(tiny_path(EMBEDDED[spec]))
     for pre in ("hf:", "vllm:"):
         if spec.startswith(pre): return spec[len(pre):]
     return spec
@@ -46,7 +39,7 @@ def default_dtype(dtype=None):
         return getattr(torch, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)) if isinstance(dtype, str) else dtype
     return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
 
-def load_model(spec, # a folder, a hub id, `hf:PATH`, `tiny` or `tiny-test`
+def load_model(spec, # a folder, a hub id or `hf:PATH`
                adapter=None, # a PEFT adapter folder to put on top (optional)
                dtype=None, # weights dtype (default: bf16 on a CUDA device with bf16, else float32)
                device=None, # default: `cuda` when available, else `cpu`
@@ -54,7 +47,7 @@ def load_model(spec, # a folder, a hub id, `hf:PATH`, `tiny` or `tiny-test`
     "Load `(model, tokenizer)` for a spec, in eval mode, with a left-padding tokenizer and an optional PEFT adapter."
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = resolve_model(spec)
+    path = model_path(spec)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tok = AutoTokenizer.from_pretrained(path)
     tok.padding_side = "left"
@@ -76,8 +69,6 @@ QWEN_STYLE_TEMPLATE = (
 
 def _standin_corpus()->list:
     "Texts the stand-in tokenizer is trained on: prompts of each protocol and framing, and answers."
-    from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
-    from fairneg.protocol import new_episode, prompt, current_seats, ANSWER_FORMAT
     texts = [ANSWER_FORMAT]
     for g in (generate_game(40000), generate_game(40001, n_parties=5, info_mode="private"), ultimatum_game(), divide_dollar_game()):
         s = new_episode(g, 0)
@@ -385,9 +376,9 @@ def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or J
 # %% ../nbs/07_llm.ipynb #24550369
 CONSTRAIN = ("legal", "none")
 
-def default_constrain(spec, constrain=None)->str:
-    "`constrain` if given, else `legal` for the embedded models (`tiny`, `tiny-test`) and `none` for real models."
-    if constrain in (None, "auto"): return "legal" if str(spec) in EMBEDDED else "none"
+def constrain_mode(constrain=None)->str:
+    "`legal` or `none` from a `constrain` option (a name, a bool, or None: `none`)."
+    if constrain in (None, "auto"): return "none"
     if constrain is True or constrain is False: return "legal" if constrain else "none"
     if constrain not in CONSTRAIN: raise ValueError(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
     return constrain
@@ -410,7 +401,7 @@ def count_call(stats:dict, prompts:list, answers:list, t0:float,
 
 class HFPolicy:
     "A rollout policy on a `transformers` causal LM: batched, per-turn-seeded sampling with sampling log-probs."
-    def __init__(self, model="tiny", # a model spec (folder, hub id, `hf:PATH`, `tiny`, `tiny-test`) or a loaded model
+    def __init__(self, model, # a model spec (folder, hub id, `hf:PATH`) or a loaded model
                  tokenizer=None, # the tokenizer, when `model` is a loaded model
                  name:str|None=None, # the policy name (default: the spec)
                  adapter=None, # a PEFT adapter folder (with a spec)
@@ -419,7 +410,7 @@ class HFPolicy:
                  max_new_tokens:int=512, # cap of new tokens per turn (the turn's own budget applies too)
                  batch_size:int=16, # rows per decoding batch (the whole request list runs in chunks)
                  thinking:bool=False, # Qwen3 `enable_thinking` (off under the constraint)
-                 constrain:str|None=None, # `legal`, `none`, or None: `legal` for tiny/tiny-test, else `none`
+                 constrain:str|None=None, # `legal` or `none` (None: `none`)
                  scratchpad_chars:int=256, message_chars:int=160, # field lengths under the constraint
                 ):
         if isinstance(model, (str, Path)):
@@ -429,7 +420,7 @@ class HFPolicy:
             if tokenizer is None: raise ValueError("a loaded model needs its tokenizer")
             self.spec, self.model, self.tokenizer = name or type(model).__name__, model, tokenizer
         self.name = name or self.spec
-        self.constrain = default_constrain(self.spec, constrain)
+        self.constrain = constrain_mode(constrain)
         self.temperature, self.top_p, self.max_new_tokens, self.batch_size = temperature, top_p, max_new_tokens, batch_size
         self.thinking, self.scratchpad_chars, self.message_chars = thinking, scratchpad_chars, message_chars
         self.eos_ids = stop_ids(self.model, self.tokenizer)
@@ -530,7 +521,7 @@ def engine_kwargs(path:str, # the model folder
 # %% ../nbs/07_llm.ipynb #13712d15
 class VLLMPolicy:
     "The `HFPolicy` interface on vLLM's offline engine, with versioned LoRA adapters and JSON-schema constraints."
-    def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`, `tiny`, `tiny-test`)
+    def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`)
                  name:str|None=None, adapter=None, # a first LoRA adapter folder (optional)
                  temperature:float=1.0, top_p:float=1.0, max_new_tokens:int=512, thinking:bool=False,
                  constrain:str|None=None, scratchpad_chars:int=256, message_chars:int=160,
@@ -543,9 +534,9 @@ class VLLMPolicy:
         from vllm import LLM
         from vllm.engine.arg_utils import EngineArgs
         self.spec = str(model); self.name = name or self.spec
-        self.constrain = default_constrain(self.spec.removeprefix("vllm:"), constrain)
+        self.constrain = constrain_mode(constrain)
         if self.constrain == "legal": check_xgrammar()     # before the engine starts, not when it dies
-        self.llm = LLM(**engine_kwargs(resolve_model(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
+        self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
@@ -593,33 +584,12 @@ class VLLMPolicy:
         count_call(self.stats, prompts, res, t0, cached=sum(int(getattr(g, "num_cached_tokens", None) or 0) for g in gens))
         return res
 
-# %% ../nbs/07_llm.ipynb #d8ecdf1f
-def is_llm_seat(name:str)->bool:
-    "Whether a seat name means a language model (`tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`)."
-    return name in EMBEDDED or name.startswith(("hf:", "vllm:"))
-
-def make_policy(spec:str, **kw):
-    "A policy for a `--model` spec: `vllm:PATH` on vLLM, else (folder, hub id, `hf:PATH`, `tiny`, `tiny-test`) an `HFPolicy`."
-    spec = str(spec)
-    return VLLMPolicy(spec, **kw) if spec.startswith("vllm:") else HFPolicy(spec, **kw)
-
-@lru_cache(maxsize=4)
-def _seat_policy(name:str): return make_policy(name, name=name)
-
-def policy_for_seat(name:str):
-    "The LLM policy for a seat name, or None when the name is not an LLM seat (a computable agent's, say)."
-    return _seat_policy(name) if is_llm_seat(name) else None
-
 # %% ../nbs/07_llm.ipynb #a43c6908
-def _deal_key(d)->tuple|None:
-    if not isinstance(d, str): return None
-    return tuple(sorted(re.findall(r"[A-Z]\d+", d.upper())))
-
 def same_action(a:dict|None, b:dict|None, dp:dict|None=None)->bool:
     "Whether two actions are the same: same atype and the same deal (propose, demand), offer (accept) or vote."
     if not a or not b or a.get("atype") != b.get("atype"): return False
     at = a["atype"]
-    if at in ("propose", "demand"): return _deal_key(a.get("deal")) is not None and _deal_key(a.get("deal")) == _deal_key(b.get("deal"))
+    if at in ("propose", "demand"): return deal_key(a.get("deal")) is not None and deal_key(a.get("deal")) == deal_key(b.get("deal"))
     if at == "accept":
         only = dp["acceptable"][0] if dp and len(dp.get("acceptable") or []) == 1 else None
         return (a.get("offer_id") or only) == (b.get("offer_id") or only)
@@ -649,16 +619,8 @@ def evaluate_model(policy, games:list, # held-out games
                    width:int=16, framing:str="table", max_turns:int|None=None, # table protocol deadline override
                    progress:bool=False)->dict:
     "Play episodes with `policy` in every seat; parse, legal and fabrication rates and agreement with computable agents."
-    from fairneg.rollout import EpisodeSpec, co_step
-    if agents is None:
-        try:
-            from fairneg.agents import AGENT_NAMES as agents
-        except ImportError: agents = ()
-    agents = list(agents)
-    impl = {}
-    if agents:
-        from fairneg.agents import get_agent
-        impl = {a: get_agent(a) for a in agents}
+    agents = list(AGENT_NAMES if agents is None else agents)
+    impl = {a: get_agent(a) for a in agents}
     n = len(games) if episodes is None else episodes
     specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval",
                          max_turns=max_turns if g.protocol == "table" else None)
@@ -694,35 +656,3 @@ def eval_text(res:dict)->str:
                  f"{r['illegal_rate']:7.3f} {r['truncated_rate']:6.3f}")
     if res["agents"]: L.append("  agreement: " + ", ".join(f"{a} {v:.3f}" for a, v in res["agreement"].items()))
     return "\n".join(L)
-
-# %% ../nbs/07_llm.ipynb #2cd08d19
-def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`.")],
-             bank:Annotated[Path, typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
-             constrain:Annotated[str, typer.Option(help="`legal` (decode only legal actions), `none`, or `auto` (legal for tiny only).")]="auto",
-             episodes:Annotated[Optional[int], typer.Option(help="Episodes to play (default: one per game).")]=None,
-             out:Annotated[Optional[Path], typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")]=None,
-             adapter:Annotated[Optional[Path], typer.Option(help="A PEFT (LoRA) adapter folder.")]=None,
-             max_new_tokens:Annotated[int, typer.Option(help="Cap of new tokens per turn.")]=512,
-             batch_size:Annotated[int, typer.Option(help="Rows per decoding batch.")]=16,
-             width:Annotated[int, typer.Option(help="Episodes live at once.")]=16,
-             temperature:Annotated[float, typer.Option(help="Sampling temperature.")]=1.0,
-             max_turns:Annotated[Optional[int], typer.Option(help="Table protocol: turns after the opening (default 4n).")]=None,
-             framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
-             agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all"):
-    "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
-    from fairneg.bank import bank_games
-    kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
-    if not model.startswith("vllm:"): kw["batch_size"] = batch_size
-    if adapter is not None: kw["adapter"] = adapter
-    pol = make_policy(model, **kw)
-    names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
-    res = evaluate_model(pol, bank_games(bank), episodes, names, width=width, framing=framing, max_turns=max_turns)
-    res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns)
-    if out is None: out = Path("runs/model_eval") / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}.json"
-    out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1))
-    typer.echo(eval_text(res)); typer.echo(f"-> {out}")
-
-def register(app:typer.Typer)->typer.Typer:
-    "Add `eval` to a typer app (the `fairneg model` group)."
-    app.command("eval")(eval_cmd)
-    return app

@@ -6,25 +6,28 @@ Docs: https://fairneg.github.io/fairneg/pairs.html.md"""
 
 # %% ../nbs/10_pairs.ipynb #155edf55
 from __future__ import annotations
-import json, math, os, re, time
-from collections import Counter, defaultdict
+import json, math, os, time
+from collections import Counter
 from pathlib import Path
 import numpy as np
-from .game import Game, game_from_dict, json_lines
+from .game import Game, deal_key, game_from_dict, json_lines, label_options
 from .geometry import solve
-from .protocol import Protocol, new_episode, apply_action, decision_point, render_prompt
+from .protocol import (Protocol, new_episode, apply_action, decision_point, render_prompt, game_sha,
+                              check_poolable, PoolingError)
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
 from .rollout import read_jsonl, append_jsonl, view_ref, llm_seats
+from .llm import chat_text
+from .bank import bank_games
+from .policies import resolve_model
 
 # %% auto #0
 __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'REQUIRED_FIELDS', 'app',
            'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer', 'replay', 'structured',
            'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values', 'action_value',
-           'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line', 'annotate', 'PoolingError',
-           'check_poolable', 'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'dpo_pairs',
-           'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd', 'package_cmd',
-           'dpo_cmd']
+           'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line', 'annotate',
+           'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'dpo_pairs', 'load_pairs',
+           'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd', 'package_cmd', 'dpo_cmd']
 
 # %% ../nbs/10_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -93,14 +96,11 @@ def rejected_action(t:dict)->dict|None:
     if a["atype"] in ("propose", "demand"): a["offer_id"] = None   # the id the engine gave the new offer is not part of the answer
     return a
 
-def _deal_key(d):
-    return " ".join(sorted(re.findall(r"[A-Z]\d+", d.upper()))) if isinstance(d, str) else None
-
 def action_key(a:dict|None)->tuple|None:
     "What identifies an action: atype plus deal, offer, or ballot and vote."
     if a is None: return None
     at = a.get("atype")
-    if at in ("propose", "demand"): return (at, _deal_key(a.get("deal")))
+    if at in ("propose", "demand"): return (at, deal_key(a.get("deal")))
     if at == "accept": return (at, a.get("offer_id"))
     if at == "vote": return (at, a.get("offer_id"), a.get("vote"))
     return (at,)
@@ -139,7 +139,6 @@ _VALUES = _LRU(256)
 
 def table_values(g:Game, key:str|None=None)->TableValues:
     "`TableValues` of a game, cached by fingerprint."
-    from fairneg.protocol import game_sha
     return _VALUES.get_or(key or game_sha(g), lambda: TableValues(g))
 
 def action_value(a:dict|None, dp:dict, vals:TableValues)->float|None:
@@ -321,37 +320,6 @@ def _report(st:Counter, t0:float)->dict:
     return dict(decision_points=st["decision_points"], views_logged=st["views_logged"], view_mismatch=st["view_mismatch"],
                 seconds=time.perf_counter() - t0, worker_cpu_seconds=st["cpu_ms"] / 1e3 if "cpu_ms" in st else None)
 
-# %% ../nbs/10_pairs.ipynb #cb61250e
-class PoolingError(ValueError):
-    "Rows from different protocol versions or turn-token budgets, combined without an explicit override."
-
-def _budget_items(r)->list:
-    if "turn_token_budget" in r and r["turn_token_budget"] is not None:
-        return [("vote" if r.get("phase") == "vote" else "action", int(r["turn_token_budget"]))]
-    b = sorted(r.get("turn_token_budgets") or [])
-    return ([("action", b[0])] if b else []) + ([("vote", b[-1])] if len(b) > 1 else [])
-
-def check_poolable(rows, # rows (dicts, or a DataFrame) with `protocol_version` and `turn_token_budget` (or `turn_token_budgets`)
-                   override:bool=False, # pool anyway (the caller takes responsibility; the summary still says what met)
-                  )->dict:
-    "Refuse to combine rows that differ in protocol_version or turn_token_budget (per phase class) unless `override`."
-    if hasattr(rows, "to_dict"): rows = rows.to_dict("records")
-    ver, bud = Counter(), defaultdict(Counter)
-    for r in rows:
-        ver[r.get("protocol_version")] += 1
-        for cls, b in _budget_items(r): bud[cls][b] += 1
-    mixed = len(ver) > 1 or any(len(c) > 1 for c in bud.values())
-    summary = dict(rows=len(rows), protocol_versions=dict(ver), turn_token_budgets={k: dict(v) for k, v in bud.items()},
-                   poolable=not mixed, override=bool(override and mixed))
-    if mixed and not override:
-        parts = []
-        if len(ver) > 1: parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
-        for cls, c in bud.items():
-            if len(c) > 1: parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)" for b, n in c.most_common()))
-        raise PoolingError("refusing to pool rows from different protocols: " + "; ".join(parts) +
-                           ". Filter to one protocol_version and turn_token_budget, or pass an explicit override.")
-    return summary
-
 # %% ../nbs/10_pairs.ipynb #105c5401
 def _frame(rows):
     import pandas as pd
@@ -391,7 +359,7 @@ def own_value(a:dict|None, dp:dict)->float|None:
     if basis is None: return None
     if label is None: return 0.0
     sheet, tau = dp["own_sheet"], float(dp["own_threshold"])
-    u = sum(sheet[ord(t[0]) - 65][int(t[1:]) - 1] for t in label.split())
+    u = sum(sheet[k][o] for k, o in label_options(label))
     return (u - tau) / (sum(map(max, sheet)) - tau)
 
 def regret(row:dict)->float|None:
@@ -434,7 +402,6 @@ def dpo_pairs(rows:list, # annotated rows
         msgs = render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
         ch, rj = answer_text(r["chosen_action"]), answer_text(r["rejected_action"])
         if tokenizer is not None:
-            from fairneg.llm import chat_text
             rec = dict(prompt=chat_text(tokenizer, msgs, thinking), chosen=ch, rejected=rj)
         else: rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}], rejected=[{"role": "assistant", "content": rj}])
         rec.update(regret=rg, weight=max(rg, 0.0) if rg is not None else 0.0,
@@ -685,12 +652,10 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
     rows = load_pairs(pairs)
     games = None
     if instances is not None:
-        from fairneg.bank import bank_games
         games = {g.name: g for g in bank_games(instances)}
     tok = None
     if model is not None:
         from transformers import AutoTokenizer
-        from fairneg.llm import resolve_model
         tok = AutoTokenizer.from_pretrained(resolve_model(model))
     res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols, framing, games, tok,
                     model_thinking == "on", min_regret)

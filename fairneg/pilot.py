@@ -9,8 +9,14 @@ from __future__ import annotations
 import json, time
 from pathlib import Path
 from typing import Callable
-from .bank import read_yaml, write_text_atomic
-from .game import read_json
+from .bank import read_yaml, write_text_atomic, generate_bank, make_eval_bank, MANIFEST, write_jsonl, load_bank
+from .game import read_json, load_game, llmdel_games_dir
+from .geometry import solve, geometry_summary
+from .policies import resolve_model, make_policy
+from .rollout import run_tournament, soundness
+from .grpo import GRPOConfig, make_config, train
+from .eval import plan_cells, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .report import render_report
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'write_json', 'log', 'run_stage',
@@ -69,7 +75,6 @@ def run_stage(name:str, # shown in the log
 # %% ../nbs/12_pilot.ipynb #ee068306
 def stage_banks(params:dict, run:Path, force:bool, only, progress:bool)->tuple:
     "The training bank and the guarded, screened held-out bank."
-    from fairneg.bank import generate_bank, make_eval_bank, MANIFEST
     tr, ev = (lambda k: need(params, f"bank.train.{k}")), (lambda k: need(params, f"bank.eval.{k}"))
     train, evalb = Path(tr("out")), Path(ev("out"))
     known = [str(k) for k in ev("known_banks")]
@@ -82,9 +87,6 @@ def stage_banks(params:dict, run:Path, force:bool, only, progress:bool)->tuple:
 
 def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
     "The geometry of the six LLM-Deliberation games."
-    from fairneg.game import load_game, llmdel_games_dir
-    from fairneg.geometry import solve, geometry_summary
-    from fairneg.bank import write_jsonl
     out = Path(get(params, "geometry.out", run / "llmdel-geometry.jsonl"))
     rows = lambda: [geometry_summary(solve(load_game(p))) for p in sorted(llmdel_games_dir().iterdir()) if p.is_dir()]
     run_stage("llmdel-geometry", out, lambda: write_jsonl(out, rows()), force, only)
@@ -94,7 +96,6 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
     "Build (or reuse from the cache) the embedded model; record where it is and how it was built."
     spec = need(params, "train.model")
     def build():
-        from fairneg.llm import resolve_model
         path = resolve_model(spec)
         rep = Path(path) / "build_report.json"
         write_json(run / "model.json", dict(spec=spec, path=path, build_report=read_json(rep, ParamsError) if rep.exists() else None))
@@ -104,9 +105,6 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
 # %% ../nbs/12_pilot.ipynb #3a77939d
 def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool)->Path:
     "Play rational and all-LLM campaigns on training games and run the soundness gate; stop the pilot if it fails."
-    from fairneg.bank import load_bank
-    from fairneg.rollout import run_tournament, soundness
-    from fairneg.llm import make_policy
     out = run / "reward_soundness.json"
     def go():
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
@@ -136,12 +134,10 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
 # %% ../nbs/12_pilot.ipynb #a1f51df9
 def arms(params:dict)->list:
     "The λ of each arm and its name (`lam0`, `lam1`, ...)."
-    from fairneg.grpo import GRPOConfig
     return [(float(l), GRPOConfig(lam=float(l)).arm) for l in get(params, "pilot.lams", [0.0, 1.0])]
 
 def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool)->dict:
     "One GRPO arm per λ (each resumes from its newest checkpoint by itself)."
-    from fairneg.grpo import make_config, train
     ckpts = {}
     for lam, arm in arms(params):
         cfg = make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm))
@@ -152,7 +148,6 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
 
 def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool)->Path:
     "Every (checkpoint, condition) cell against the untrained base; sides already complete are kept."
-    from fairneg.eval import plan_cells, launch
     out = run / "eval" / "done.json"
     def go():
         cells = plan_cells([f"{k}={v}" for k, v in ckpts.items()], get(params, "eval.conditions", ["primary", "ultimatum", "divide_dollar"]),
@@ -167,7 +162,6 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
 
 def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     "Paired game-cluster contrasts of every cell."
-    from fairneg.eval import analyze_cells, discover_cells, write_eval
     out = run / "eval.json"
     def go():
         (run / "eval_contrasts.jsonl").unlink(missing_ok=True)   # the rows of this analysis (a fresh pilot run appends anew)
@@ -177,7 +171,6 @@ def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
 
 def stage_gate(params:dict, run:Path, force:bool, only)->Path:
     "The preregistered gate, evaluated by the code."
-    from fairneg.eval import load_prereg, evaluate_gate, gate_text
     out = run / "gate.json"
     def go():
         g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")), read_json(run / "eval.json", ParamsError))
@@ -189,7 +182,6 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
     "The research-note report of the run."
     out = Path(get(params, "report.out", "reports/pilot.html"))
     def go():
-        from fairneg.report import render_report
         render_report(run, out, title=get(params, "report.title", "fairneg CPU pilot"))
     run_stage("report", out, go, force, only)
     return out

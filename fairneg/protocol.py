@@ -7,18 +7,21 @@ Docs: https://fairneg.github.io/fairneg/protocol.html.md"""
 # %% ../nbs/04_protocol.ipynb #0773cf55
 from __future__ import annotations
 import json, re, random, hashlib, itertools
+from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
 import numpy as np
 from .game import (
-    Game, issue_letter, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict, generate_game)
+    Game, issue_letter, issue_index, label_option, label_options, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict, generate_game)
+from .metrics import outcome_z
 
 # %% auto #0
 __all__ = ['ATYPES', 'LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'COUNTERS', 'LENIENT', 'LENIENT_FIELDS',
-           'ANSWER_FORMAT', 'ProtocolError', 'Protocol', 'protocol_for', 'State', 'game_sha', 'new_episode', 'is_done',
-           'current_seats', 'turn_token_budget', 'standing_offer_id', 'parse_answer', 'parse_action', 'check_deal',
-           'check_action', 'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record',
-           'state_to_dict', 'state_from_dict', 'decision_point', 'resolve_game', 'render_prompt', 'prompt',
-           'approx_tokens', 'NegotiationEnv']
+           'ANSWER_FORMAT', 'ProtocolError', 'Protocol', 'protocol_for', 'PoolingError', 'budget_items',
+           'check_poolable', 'State', 'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget',
+           'most_signed', 'standing_offer_id', 'parse_answer', 'parse_action', 'check_deal', 'check_action',
+           'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict',
+           'state_from_dict', 'decision_point', 'resolve_game', 'render_prompt', 'prompt', 'approx_tokens',
+           'NegotiationEnv']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
@@ -60,6 +63,43 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
     if max_turns != default_t: parts.append(f"turns{max_turns}")
     return Protocol(kind, "-".join(parts + ["v1"]), max_turns,
                     turn_max_tokens or ACTION_TOKENS, turn_max_tokens or (VOTE_TOKENS if kind == "table" else ACTION_TOKENS))
+
+# %% ../nbs/04_protocol.ipynb #2337c9af
+class PoolingError(ValueError):
+    "Rows from different protocol versions or turn-token budgets, combined without an explicit override."
+
+def budget_items(r:dict)->list:
+    "`(phase class, budget)` pairs a row met: `action` and `vote` (episode rows: smallest and largest of `turn_token_budgets`)."
+    if "turn_token_budget" in r and r["turn_token_budget"] is not None:
+        return [("vote" if r.get("phase") == "vote" else "action", int(r["turn_token_budget"]))]
+    b = sorted(int(x) for x in r.get("turn_token_budgets") or [])
+    return ([("action", b[0])] if b else []) + ([("vote", b[-1])] if len(b) > 1 else [])
+
+def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
+    parts = []
+    if len(ver) > 1: parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
+    for cls, c in bud.items():
+        if len(c) > 1: parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)" for b, n in c.most_common()))
+    if unrecorded and bud: parts.append(f"no turn_token_budget recorded ({unrecorded:,} rows)")
+    return "; ".join(parts)
+
+def check_poolable(rows, # rows (dicts, or a DataFrame) with `protocol_version` and `turn_token_budget` (or `turn_token_budgets`)
+                   override:bool=False, # pool anyway (the caller takes responsibility; the summary still says what met)
+                  )->dict:
+    "Refuse to combine rows that differ in protocol_version or turn_token_budget (per phase class) unless `override`."
+    if hasattr(rows, "to_dict"): rows = rows.to_dict("records")
+    ver, bud, unrecorded = Counter(), defaultdict(Counter), 0
+    for r in rows:
+        ver[r.get("protocol_version")] += 1
+        items = budget_items(r); unrecorded += not items
+        for cls, b in items: bud[cls][b] += 1
+    mixed = len(ver) > 1 or any(len(c) > 1 for c in bud.values()) or bool(unrecorded and bud)
+    summary = dict(rows=len(rows), protocol_versions=dict(ver), turn_token_budgets={k: dict(v) for k, v in bud.items()},
+                   poolable=not mixed, override=bool(override and mixed))
+    if mixed and not override:
+        raise PoolingError(f"refusing to pool rows from different protocols: {_mixed_text(ver, bud, unrecorded)}. "
+                           "Filter to one protocol_version and turn_token_budget, or pass an explicit override.")
+    return summary
 
 # %% ../nbs/04_protocol.ipynb #3fcd9ea6
 COUNTERS = ("attempts", "illegal", "fabrication", "parse_error", "forced_passes", "spoiled_ballots")   # per seat and per episode
@@ -138,12 +178,16 @@ def turn_token_budget(s:State)->int:
     "Generation cap of the current phase."
     return s.protocol.vote_tokens if s.phase == "vote" else s.protocol.turn_tokens
 
-def standing_offer_id(s:State)->str|None:
-    "The live offer with the most signatures (ties: the newest), or None."
+def most_signed(offers)->str|None:
+    "The standing offer among live `(offer_id, signers)` pairs in the order they were made: most signatures, ties the newest."
     best, nb = None, -1
-    for o in s.offers:
-        if o["status"] == "live" and len(o["signers"]) >= nb: best, nb = o["offer_id"], len(o["signers"])
+    for oid, signers in offers:
+        if len(signers) >= nb: best, nb = oid, len(signers)
     return best
+
+def standing_offer_id(s:State)->str|None:
+    "The live offer with the most signatures (ties: the newest), or None (SPEC §5)."
+    return most_signed((o["offer_id"], o["signers"]) for o in s.offers if o["status"] == "live")
 
 def _find_offer(s:State, oid):
     m = re.fullmatch(r"o(\d+)", oid) if isinstance(oid, str) else None
@@ -283,16 +327,16 @@ def check_deal(game:Game, text)->tuple:
     labels = [(t, _LABEL.fullmatch(t)) for t in toks]
     for t, mt in labels:
         if mt is None: continue
-        k, o = ord(mt[1]) - 65, int(mt[2]) - 1
+        k, o = label_option(t)
         if k >= m: return "fabrication", f"issue {mt[1]} does not exist (issues are A-{issue_letter(m - 1)})", None
         if not 0 <= o < nopt[k]:
             return "fabrication", f"option {t} does not exist (issue {mt[1]} has {mt[1]}1-{mt[1]}{nopt[k]})", None
     deal = [None] * m
     for t, mt in labels:
         if mt is None: return "illegal", f"`{t}` is not an option label like A1", None
-        k = ord(mt[1]) - 65
+        k, o = label_option(t)
         if deal[k] is not None: return "illegal", f"issue {mt[1]} appears twice", None
-        deal[k] = int(mt[2]) - 1
+        deal[k] = o
     missing = [issue_letter(k) for k, o in enumerate(deal) if o is None]
     if missing: return "illegal", f"a deal needs one option for every issue; missing {', '.join(missing)}", None
     return "ok", None, tuple(deal)
@@ -303,12 +347,12 @@ def _check_demand(game:Game, seat:int, text)->tuple:
     if not isinstance(text, str) or not text.strip(): return "illegal", f"a demand is one option of your issue {mine}, like `{mine}6`", None
     toks, nopt = _TOK.findall(text.upper()), game.n_options
     for t in toks:
-        mt = _LABEL.fullmatch(t)
-        if mt and (ord(mt[1]) - 65 >= game.m or not 0 <= int(mt[2]) - 1 < nopt[ord(mt[1]) - 65]):
+        k, o = label_option(t) if _LABEL.fullmatch(t) else (None, None)
+        if k is not None and (k >= game.m or not 0 <= o < nopt[k]):
             return "fabrication", f"option {t} does not exist (your issue {mine} has {mine}1-{mine}{nopt[seat]})", None
     if len(toks) != 1 or not _LABEL.fullmatch(toks[0]) or toks[0][0] != mine:
         return "illegal", f"demand exactly one option of your own issue {mine} ({mine}1-{mine}{nopt[seat]}), not `{text}`", None
-    return "ok", None, (int(toks[0][1:]) - 1,)
+    return "ok", None, (label_option(toks[0])[1],)
 
 def _vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
 
@@ -389,7 +433,7 @@ def _resolve_demands(s:State):
     for i, d in enumerate(s.demands):
         s.history.append({"round": s.round, "seat": i, "atype": "demand" if d != "pass" else "pass", "deal": d if d != "pass" else None})
     if "pass" in s.demands: return _end(s, "missing_demand")
-    deal = tuple(int(d[1:]) - 1 for d in s.demands)
+    deal = tuple(label_option(d)[1] for d in s.demands)
     if g.pie is not None and float(utility(g, deal).sum()) > g.pie: return _end(s, "demands_exceed")
     _end(s, "demands_fit", signers=range(g.n), deal=deal_label(deal))
 
@@ -632,7 +676,7 @@ def _sheet_prose(dp, sheet, subject:str)->str:
 
 def _fill_brief(text:str, sheet)->str:
     def sub(m):
-        k = ord(m[1]) - 65
+        k = issue_index(m[1])
         if k >= len(sheet): return m[0]
         if m[3]: return f"{max(sheet[k]):g}"
         o = int(m[2]) - 1 if m[2] else -1
@@ -725,7 +769,7 @@ def _event_text(dp, ev)->str:
     return f"[{ev['round']}] {who} {t}"
 
 def _value(dp, deal:str)->float:
-    return sum(dp["own_sheet"][ord(t[0]) - 65][int(t[1:]) - 1] for t in deal.split())
+    return sum(dp["own_sheet"][k][o] for k, o in label_options(deal))
 
 def _user_text(dp:dict, history_window:int=8, show_values:bool=False)->str:
     ph, kind, L = dp["phase"], dp["protocol"], []
@@ -753,7 +797,7 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False)->str:
         cast = [e for e in dp["history"] if e["atype"] == "vote"]
         if cast: L.append("Votes so far: " + ", ".join(f"{_who(dp, e['seat'])} {e['vote']}" for e in cast) + ".")
     if kind == "ultimatum" and ph == "respond":
-        o = dp["offers"][-1]; k = int(o["deal"][1:]) - 1
+        o = dp["offers"][-1]; k = label_option(o["deal"])[1]
         L.append(f"{_who(dp, o['proposer'])} offers {o['offer_id']}: {o['deal']} (proposer share {dp['issues'][0]['options'][k]}, "
                  f"{_value(dp, o['deal']):g} to you).")
     if dp["retry_error"]:
@@ -882,7 +926,6 @@ class NegotiationEnv(AECEnv):
         rec = apply_action(self.state, seat, act)
         self.infos[agent] = {"legality": rec["legality"], "turn_idx": rec["turn_idx"], "lenient": rec["lenient"]}
         if is_done(self.state):
-            from fairneg.metrics import outcome_z        # the paid surplus (p1's unanimity bonus included)
             z = outcome_z(self.game, outcome(self.state))
             for i, a in enumerate(self.possible_agents):
                 self.rewards[a] = float(z[i]); self.terminations[a] = True

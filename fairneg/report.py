@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Annotated, Iterable
 import numpy as np
 import typer
+from . import __version__
 from .bank import USER_ERRORS, GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, key_values, read_manifest, write_bank, write_text_atomic
 from .game import SHARES, ReadError, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
-from .rollout import append_jsonl, read_jsonl
+from .rollout import append_jsonl, read_jsonl, AgentPolicy, soundness
+from .eval import resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
 
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'STEP_FIELDS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS',
@@ -88,7 +90,6 @@ def _contrasts_frame(rows:list):
     df = pd.DataFrame(rows)
     need = {"cell", "checkpoint", "condition", "endpoint", "delta", "lo", "hi", "verdict"}
     if need - set(df.columns): raise ReportError(f"contrast rows lack {', '.join(sorted(need - set(df.columns)))}")
-    from fairneg.eval import resampling_note
     if "resampling_note" not in df: df["resampling_note"] = None
     if "cluster" in df:                                            # rows written before the note was: derive it
         df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c) for n, c in zip(df.resampling_note, df.cluster)]
@@ -131,7 +132,6 @@ class Run:
     def games(self)->dict:
         "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
         if "games" not in self._cache:
-            from fairneg.eval import crossgame_games
             gs = {}
             for d in self.banks.values():
                 with contextlib.suppress(GameError, OSError, ValueError):
@@ -142,7 +142,6 @@ class Run:
 
 def load_run(run_dir)->Run:
     "Read the inputs of a run directory laid out as `LAYOUT` says; missing inputs stay empty, unreadable ones are noted."
-    from fairneg.eval import contrast_rows
     root = Path(run_dir)
     if not root.is_dir(): raise ReportError(f"{root}: no such run directory")
     run = Run(root=root, files=find_inputs(root))
@@ -198,7 +197,6 @@ def synthetic_steps(arm:str="lam0", # the arm's name
 class DemoMix:
     "A stand-in checkpoint for demos: `greedy_anchor` (no deal) on games whose name ends in 0, `fairness_oracle` elsewhere."
     def __init__(self):
-        from fairneg.rollout import AgentPolicy
         self.name, self.greedy, self.fair = "demo_mix", AgentPolicy("greedy_anchor"), AgentPolicy("fairness_oracle")
     def act_batch(self, requests:list)->list:
         pick = [r.game.name.endswith("0") for r in requests]
@@ -224,8 +222,6 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
              base:str="agent:oracle_omniscient", # the untrained side
              conditions=("primary", "ultimatum"))->Path:
     "Write a small but realistic run directory in the report's layout, with the real writers where they are cheap."
-    from fairneg.eval import plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate
-    from fairneg.rollout import soundness
     out = Path(out)
     if out.exists() and any(out.iterdir()): raise ReportError(f"{out}: not empty; demo_run writes a fresh run directory")
     write_bank([generate_game(s) for s in (40000, 40001, 40002)], out / "banks" / "train")
@@ -388,7 +384,6 @@ KEY_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "ma
                  "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal")
 
 def _arm_step(ck:str):
-    from fairneg.eval import arm_step, EvalError
     try: return arm_step(ck)
     except EvalError: return None
 
@@ -728,7 +723,6 @@ def show(*items):
 
 def _guard(fn):
     "Run a section; a missing or unusable input becomes a note."
-    from fairneg.eval import EvalError
     try: return fn()
     except (ReportError, EvalError, GameError) as e: return [note(str(e))]
 
@@ -749,7 +743,6 @@ def run_summary(run:Run)->list[str]:
 
 def header(run:Run, title:str|None=None)->Html:
     "The report's title, what the run holds, and which inputs were found where."
-    from fairneg import __version__
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     def files(k):
         if not run.has(k): return f'<span class="fairneg-note">{_html.escape(run.problems.get(k, "missing"))}</span>'
@@ -764,7 +757,6 @@ def header(run:Run, title:str|None=None)->Html:
 
 def footer(run:Run)->Html:
     "Provenance: the interpreter that computed the report, fairneg's version and the run directory."
-    from fairneg import __version__
     return note(f"Computed by fairneg {__version__} on Python {sys.version.split()[0]} ({sys.executable}) "
                 f"from {run.root.resolve()}.")
 
@@ -784,7 +776,6 @@ def training_section(run:Run)->list:
 
 def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:str="primary")->list:
     "The checkpoint ladder of some endpoints on one condition: figure and table each."
-    from fairneg.eval import plot_ladder, ladder_table
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
     out = []
     for ep in endpoints:

@@ -6,26 +6,29 @@ Docs: https://fairneg.github.io/fairneg/rollout.html.md"""
 
 # %% ../nbs/06_rollout.ipynb #b5303bfd
 from __future__ import annotations
-import functools, hashlib, json, time
+import functools, hashlib, json, subprocess, time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from tqdm import tqdm
-from .game import Game, json_lines
+import fairneg
+from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
+from .game import Game, json_lines, option_label
 from .geometry import solve
 from .metrics import episode_metrics
+from .reward import table_reward
+from .stats import cluster_bootstrap, intervals_separated
 from .protocol import (new_episode, current_seats, apply_action, decision_point, is_done, outcome,
-                              turn_token_budget, COUNTERS, LENIENT, lenient_totals)
+                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError)
 
 # %% auto #0
-__all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'play_app', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy',
-           'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row',
-           'transcript_rows', 'append_jsonl', 'read_jsonl', 'code_version', 'nbs_then_accept', 'quality_report',
-           'seat_names', 'run_tournament', 'summary_table', 'episode_table_rewards', 'soundness', 'view_ref',
-           'is_agent_seat', 'llm_seats', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats',
-           'max_budget', 'seat_policies', 'run_cell', 'MergeError', 'merge_cells', 'PlayGroup', 'play', 'merge_cmd',
-           'soundness_cmd']
+__all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy', 'AgentPolicy',
+           'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row', 'transcript_rows',
+           'append_jsonl', 'read_jsonl', 'code_version', 'nbs_then_accept', 'quality_report', 'seat_names',
+           'run_tournament', 'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat',
+           'llm_seats', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'run_cell',
+           'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
 
 # %% ../nbs/06_rollout.ipynb #59845bc1
 @dataclass
@@ -53,22 +56,18 @@ class ScriptedPolicy:
 class AgentPolicy:
     "A computable agent of `fairneg.agents` seated as a policy."
     def __init__(self, name:str):
-        from fairneg.agents import get_agent
         self.name, self.agent = name, get_agent(name)
     def act_batch(self, requests:list)->list:
-        from fairneg.agents import answer_text
         acts = self.agent.act_batch([(r.dp, r.game, r.seed) for r in requests])
         return [{"text": answer_text(a)} for a in acts]
 
 def make_policies(names, extra:dict|None=None)->dict:
-    "Policies for seat names: `extra` first, then LLM seats (`tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`), else computable agents."
-    from fairneg.agents import AGENT_NAMES, AGENT_ALIASES
-    from fairneg.llm import is_llm_seat, policy_for_seat   # light: torch loads only for an LLM seat (`tiny`, `hf:PATH`, ...)
+    "Policies for seat names: `extra` (ready policies: LLM seats, stand-ins) first, else computable agents."
     extra = extra or {}
-    extra = {**{n: policy_for_seat(n) for n in names if n not in extra and is_llm_seat(n)}, **extra}
     known = set(AGENT_NAMES) | set(AGENT_ALIASES)
     bad = [n for n in dict.fromkeys(names) if n not in extra and n not in known]
-    if bad: raise ValueError(f"unknown seat policy {', '.join(bad)} (computable agents: {', '.join(AGENT_NAMES)})")
+    if bad: raise ValueError(f"unknown seat policy {', '.join(bad)} (computable agents: {', '.join(AGENT_NAMES)}; "
+                             "other seats need a ready policy, see `fairneg.policies.seat_policies`)")
     return {n: extra[n] if n in extra else AgentPolicy(n) for n in dict.fromkeys(names)}
 
 # %% ../nbs/06_rollout.ipynb #a9e868e2
@@ -177,7 +176,6 @@ def read_jsonl(path)->list:
 @functools.lru_cache(maxsize=1)
 def code_version()->str:
     "`fairneg <version> (<commit>)` for run records; the commit where the package sits in a git checkout."
-    import subprocess, fairneg
     try: sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5,
                               cwd=Path(fairneg.__file__).parent).stdout.strip()
     except Exception: sha = ""
@@ -253,12 +251,10 @@ def summary_table(rows:list):
 # %% ../nbs/06_rollout.ipynb #01dab472
 def episode_table_rewards(rows:list, eps:float=0.01, g_floor:float|None=None)->np.ndarray:
     "`R_table` of each episode row, from its logged per-party `z`."
-    from fairneg.reward import table_reward
     return np.array([float(table_reward(np.asarray(r["z"], float), eps=eps, g_floor=g_floor)) for r in rows])
 
 def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_floor:float|None=None)->dict:
     "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes when each `A>B` holds without overlap."
-    from fairneg.stats import cluster_bootstrap, intervals_separated
     stats = {}
     for name, rows in campaigns.items():
         if not rows: raise ValueError(f"campaign `{name}` has no episodes")
@@ -277,7 +273,7 @@ def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_flo
 import typer, random
 from collections import Counter
 from typing import Annotated
-from .bank import CliGroup, MultiValueCommand, bank_games
+from .bank import CliGroup
 from .protocol import render_prompt, state_to_dict, protocol_for
 
 RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
@@ -292,7 +288,6 @@ def view_ref(messages:list, # chat messages, as `render_prompt` returns them
 
 def is_agent_seat(name:str)->bool:
     "Whether a seat's policy name is a computable agent (every other seat is an LLM seat)."
-    from fairneg.agents import AGENT_NAMES, AGENT_ALIASES
     return name in AGENT_NAMES or name in AGENT_ALIASES
 
 def llm_seats(seats:list)->list:
@@ -312,12 +307,12 @@ class RandomLegalPolicy:
         ph, legal = dp["phase"], dp["legal"]
         if ph == "vote": a = {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes" if rng.random() < self.p_yes else "no"}
         elif ph == "demand":
-            k = dp["seat"]; a = {"atype": "demand", "deal": f"{chr(65 + k)}{rng.randrange(len(dp['issues'][k]['options'])) + 1}"}
+            k = dp["seat"]; a = {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp['issues'][k]['options'])))}
         elif ph == "respond": a = {"atype": "accept" if rng.random() < self.p_yes else "reject", "offer_id": dp["offers"][-1]["offer_id"]}
         else:
             r = rng.random()
             if "pass" not in legal or r < self.p_propose:
-                a = {"atype": "propose", "deal": " ".join(f"{chr(65 + k)}{rng.randrange(len(iss['options'])) + 1}"
+                a = {"atype": "propose", "deal": " ".join(option_label(k, rng.randrange(len(iss['options'])))
                                                           for k, iss in enumerate(dp["issues"]))}
             elif r < self.p_propose + self.p_accept and dp["acceptable"]: a = {"atype": "accept", "offer_id": rng.choice(dp["acceptable"])}
             else: a = {"atype": "pass"}
@@ -381,27 +376,6 @@ def max_budget(games, turn_max_tokens:int|None=None, info_mode:str|None=None, ma
     return max(max(p.turn_tokens, p.vote_tokens) for g in games
                for p in [protocol_for(g, info_mode, max_turns if g.protocol == "table" else None, turn_max_tokens)])
 
-def seat_policies(names, # seat policy names
-                  model:str|None=None, # the `--model` spec
-                  thinking:bool=False, # thinking mode of model policies
-                  max_new_tokens:int|None=None, # cap of new tokens of model policies
-                  extra:dict|None=None, # ready policies by name (tests, notebooks)
-                  constrain:str|None=None, # `legal` or `none` (default: legal for the embedded models, none for real ones)
-                 )->dict:
-    "Policies of the LLM seats among `names`: `extra`, the `random-legal` stand-in, or a `fairneg.llm` model policy."
-    out = dict(extra or {})
-    for n in dict.fromkeys(names):
-        if n in out or is_agent_seat(n): continue
-        if n == RANDOM_LEGAL: out[n] = RandomLegalPolicy(); continue
-        try: from fairneg import llm
-        except ImportError: continue
-        if n == model or llm.is_llm_seat(n):
-            kw = dict(name=n, thinking=thinking)
-            if max_new_tokens: kw["max_new_tokens"] = max_new_tokens
-            if constrain: kw["constrain"] = constrain
-            out[n] = llm.make_policy(n, **kw)
-    return out
-
 def run_cell(games, # the games
              seats, # one policy name for every seat, or one per seat
              seeds, # episode seeds
@@ -453,7 +427,6 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
                 out, # the merged cell folder (its tables are appended to)
                )->dict:
     "Append chunk cells into one cell folder, refusing duplicate keys and mixed protocols; returns the merged quality report."
-    from fairneg.pairs import check_poolable, PoolingError
     out = Path(out)
     twice = [c for c, n in Counter(map(str, chunks)).items() if n > 1]
     if twice: raise MergeError(f"chunk given more than once: {', '.join(twice)}")
@@ -485,69 +458,11 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
     return q
 
 # %% ../nbs/06_rollout.ipynb #b0073e2a
-class PlayGroup(CliGroup):
-    "`fairneg play`: `merge` is a subcommand; anything else goes to the default command `run`."
-    default_cmd = "run"
-    def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")): args = [self.default_cmd, *args]
-        return super().parse_args(ctx, args)
-
-play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
-    "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
-    "command); merge chunks of a cell (`fairneg play merge`).")
 soundness_app = typer.Typer(cls=CliGroup, add_completion=False, help="The reward soundness gate.")
 
-def _known_llm(name:str)->bool:
-    "Whether `name` is an LLM seat `seat_policies` can build (the stand-in, or a `fairneg.llm` model name)."
-    if name == RANDOM_LEGAL: return True
-    try: from fairneg.llm import is_llm_seat
-    except ImportError: return False
-    return is_llm_seat(name)
-
-@play_app.command("run", cls=MultiValueCommand)
-def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank folder (manifest + game files) or a folder of game JSON files.")],
-         seats:Annotated[str|None, typer.Option(help="One policy name for every seat, or a comma list, one per seat; `llm`/`model` seats take --model.")]=None,
-         out:Annotated[Path|None, typer.Option(help="Folder the tables are appended to (default: runs/<experiment name>).")]=None,
-         seeds:Annotated[list[int], typer.Option(help="Episode seeds, e.g. `--seeds 0 1 2`.")]=[0],
-         experiment_name:Annotated[str, typer.Option("--experiment-name", "--run-name", help="`experiment_name` of every row (default: play__<seats>).")]="",
-         width:Annotated[int, typer.Option("--width", "--instance-batch", help="Episodes live at once (the co-stepping wave width, the memory knob).")]=64,
-         model:Annotated[str|None, typer.Option(help="The LLM seats' policy: a folder, hub id, hf:PATH, vllm:PATH, tiny, tiny-test or random-legal.")]=None,
-         model_thinking:Annotated[str, typer.Option(help="Thinking mode of --model: on or off.")]="off",
-         constrain:Annotated[str|None, typer.Option(help="Constrained decoding of the LLM seats: legal or none (default: legal for tiny models, none for real ones).")]=None,
-         turn_max_tokens:Annotated[int|None, typer.Option(help="Raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`).")]=None,
-         framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
-         info_mode:Annotated[str|None, typer.Option(help="Override the games' information mode (full or private).")]=None,
-         max_turns:Annotated[int|None, typer.Option(help="Override the deadline (turns after the opening).")]=None,
-         progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
-    "Run a tournament; write episodes.jsonl, rollout_transcripts.jsonl, states.jsonl, cell.jsonl and quality_report.json."
-    if model_thinking not in ("on", "off"): raise typer.BadParameter(f"`{model_thinking}`: on or off", param_hint="--model-thinking")
-    if constrain not in (None, "legal", "none"): raise typer.BadParameter(f"`{constrain}`: legal or none", param_hint="--constrain")
-    games = bank_games(bank)
-    try:   # check the seats before any model is loaded
-        names = resolve_seats(seats, model)
-        seat_names(names, games)
-        make_policies(names, {n: None for n in names if n == model or _known_llm(n)})
-    except ValueError as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
-    experiment_name = experiment_name or f"play__{','.join(names)}"
-    out = out or Path("runs") / experiment_name
-    cap = max_budget(games, turn_max_tokens, info_mode, max_turns)
-    pols = seat_policies(names, model, model_thinking == "on", cap, constrain=constrain)
-    llm_names = [n for n in dict.fromkeys(names) if not is_agent_seat(n)]
-    cell = dict(model=model, model_thinking=model_thinking if llm_names else None, constrain=constrain, turn_max_tokens=turn_max_tokens,
-                max_new_tokens=cap if llm_names else None, bank=str(bank))
-    res = run_cell(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
-                   extra_policies=pols, progress=progress, cell=cell, info_mode=info_mode, max_turns=max_turns,
-                   turn_max_tokens=turn_max_tokens)
-    typer.echo(summary_table(res["rows"]).to_string())
-    q = quality_report(res["rows"], res["transcripts"])
-    typer.echo(f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
-               f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
-               f"protocol {', '.join(q['protocol_versions'])} -> {out}")
-
-@play_app.command("merge", cls=MultiValueCommand)
 def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
-    "Merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
+    "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
     try: q = merge_cells(chunks, out)
     except MergeError as e:
         typer.echo(f"error: {e}", err=True); raise typer.Exit(2)

@@ -13,6 +13,7 @@ from typing import Annotated
 import numpy as np
 import typer
 from tqdm.auto import tqdm
+from .agents import get_agent, answer_text
 from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, issue_letter, read_json
 from .protocol import (State, new_episode, decision_point, apply_action, render_prompt, parse_action,
                               check_action)
@@ -21,8 +22,8 @@ from .bank import CliGroup
 
 # %% auto #0
 __all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS',
-           'CHAT_TEMPLATE', 'app', 'tiny_recipe', 'recipe_hash', 'random_legal_action', 'NoisyAgentPolicy', 'sft_games',
-           'SFTPoint', 'play_sft_episodes', 'replay_points', 'prompt_messages', 'prompt_fingerprint',
+           'CHAT_TEMPLATE', 'EMBEDDED', 'app', 'tiny_recipe', 'recipe_hash', 'random_legal_action', 'NoisyAgentPolicy',
+           'sft_games', 'SFTPoint', 'play_sft_episodes', 'replay_points', 'prompt_messages', 'prompt_fingerprint',
            'tokenizer_corpus', 'train_tokenizer', 'make_model', 'n_params', 'sft_dataset', 'native_bf16', 'train_sft',
            'generate_answers', 'answer_rates', 'build_tiny', 'cache_dir', 'tiny_folder', 'tiny_path', 'build_report',
            'model_group', 'build_tiny_cmd']
@@ -90,11 +91,9 @@ class NoisyAgentPolicy:
     def __init__(self, name:str, # agent name (`fairneg.agents.AGENT_NAMES`)
                  noise:float=0.15, # probability of a random legal action instead of the agent's
                  salt:int=0): # mixed into the per-turn noise seed (the recipe seed)
-        from fairneg.agents import get_agent
         self.name, self.agent, self.noise, self.salt = name, get_agent(name), noise, salt
         self.agent_errors = 0   # turns where the agent raised and a random legal action was used instead
     def act_batch(self, requests:list)->list:
-        from fairneg.agents import answer_text
         out = []
         for r in requests:
             rng = random.Random(f"noise:{self.salt}:{r.seed}")
@@ -438,6 +437,8 @@ def build_tiny(out, # the folder to write
     return report
 
 # %% ../nbs/07a_tiny.ipynb #9668e108
+EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # the embedded models' policy names -> their sizes (`tiny_path(size)`)
+
 def cache_dir()->Path:
     "The folder cached tiny models live in: `$FAIRNEG_CACHE/tiny`, default `~/.cache/fairneg/tiny`."
     return Path(os.environ.get("FAIRNEG_CACHE") or "~/.cache/fairneg").expanduser() / "tiny"
@@ -489,6 +490,4 @@ def build_tiny_cmd(out:Annotated[Path|None, typer.Option(help="Folder to write (
     typer.echo(f"held-out parse rate {r['greedy']['parse']:.2f} (sampled {r['sampled']['parse']:.2f}), "
                f"legal {r['greedy']['legal']:.2f} (sampled {r['sampled']['legal']:.2f})")
 
-try: from fairneg.llm import register as _register_llm   # the LLM chapter's `fairneg model eval`
-except ImportError: _register_llm = None
-if _register_llm is not None: _register_llm(app)
+

@@ -1,13 +1,14 @@
 """The evaluation chapter end to end: `fairneg eval launch` → `analyze` → `gate` on a tiny bank with computable agents
 standing in for the trained and untrained checkpoints; the refusals; the adapter path through a stand-in
 `fairneg.llm`; and the statistical soundness of the interval (coverage, clusters)."""
-import json, sys, types
+import json, sys
 from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.bank import write_bank
+import fairneg.eval
 from fairneg.cli import app
-from fairneg.eval import (GATE_EXIT, discover_cells, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_cell, synthetic_cell, write_eval)
+from fairneg.eval import (GATE_EXIT, discover_cells, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_eval_cell, synthetic_cell, write_eval)
 from fairneg.game import generate_game
 from fairneg.rollout import ScriptedPolicy, nbs_then_accept, read_jsonl
 
@@ -122,7 +123,7 @@ def test_submit_local_executor(tmp_path, bank):
 def sides(tmp_path_factory, bank):
     out = tmp_path_factory.mktemp("sides")
     cell = plan_cells(["fair=agent:fairness_oracle"], ["primary"], out, base="agent:oracle_omniscient", bank=bank, episodes=2)[0]
-    run_cell(cell)
+    run_eval_cell(cell)
     return out / "fair_primary"
 
 def _write(path, rows):
@@ -157,7 +158,7 @@ def test_adapter_checkpoint_through_llm_factory(tmp_path, bank, monkeypatch):
     calls = []
     def make_policy(spec, **kw):
         calls.append((spec, kw)); return ScriptedPolicy(nbs_then_accept, kw.get("name", spec))
-    monkeypatch.setitem(sys.modules, "fairneg.llm", types.SimpleNamespace(make_policy=make_policy))
+    monkeypatch.setattr(fairneg.eval, "make_policy", make_policy)   # the registry the eval builds model specs with
     ad = tmp_path / "runs" / "lam0" / "checkpoint-24"; ad.mkdir(parents=True)
     (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen3-8B"}))
     r = cli("launch", "--checkpoint", f"lam0_step24={ad}", "--cells", "primary", "--bank", bank, "--episodes", 2,
@@ -210,7 +211,8 @@ def _tiny_adapter(tmp_path):
     "The small test model's folder and a LoRA checkpoint on it whose B matrices are non-zero (it changes the outputs)."
     torch = pytest.importorskip("torch")
     from peft import LoraConfig, get_peft_model
-    from fairneg.llm import load_model, resolve_model
+    from fairneg.llm import load_model
+    from fairneg.policies import resolve_model
     base = resolve_model("tiny-test")
     m, _ = load_model(base, device="cpu", dtype="float32")
     ad = tmp_path / "lam0" / "checkpoint-1"
@@ -272,7 +274,8 @@ def test_two_vllm_models_never_held_at_once(tmp_path, bank):
     "Trained and untrained sides on different vLLM models: the first engine is released before the second starts."
     import os, subprocess
     pytest.importorskip("torch")
-    from fairneg.llm import resolve_model, standin_model
+    from fairneg.llm import standin_model
+    from fairneg.policies import resolve_model
     a, b = resolve_model("tiny-test"), standin_model(tmp_path / "other")
     log = tmp_path / "engine.jsonl"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(STANDIN_VLLM), os.environ.get("PYTHONPATH", "")]), STANDIN_VLLM_LOG=str(log))

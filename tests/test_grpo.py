@@ -49,7 +49,8 @@ def test_two_step_smoke(bank, tmp_path):
     assert step == 2 and (ck / "adapter_config.json").exists()
     from peft import PeftModel
     from fairneg.llm import load_model
-    base, _ = load_model("tiny-test")
+    from fairneg.policies import resolve_model
+    base, _ = load_model(resolve_model("tiny-test"))
     PeftModel.from_pretrained(base, str(ck))                     # a loadable PEFT adapter
     assert len(read_jsonl(tmp_path / "run" / "rollout_transcripts.jsonl")) > 0
 

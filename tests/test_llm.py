@@ -5,13 +5,12 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # no effect if torch is already loaded; see nbs/07_llm.ipynb
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers"); pytest.importorskip("xgrammar")
-import typer
 from typer.testing import CliRunner
 from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
 from fairneg.bank import write_bank
-from fairneg.rollout import AgentPolicy, EpisodeSpec, co_step, run_tournament
-from fairneg.llm import (HFPolicy, standin_model, policy_for_seat, sequence_logprobs, constrained_masks, register,
-                         evaluate_model)
+from fairneg.rollout import AgentPolicy, EpisodeSpec, co_step, make_policies, run_tournament
+from fairneg.llm import HFPolicy, standin_model, sequence_logprobs, constrained_masks, evaluate_model
+from fairneg.policies import model_app, seat_policies
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
@@ -64,17 +63,15 @@ def test_trainer_logprobs_and_grad(standin):
     pol.model.zero_grad(); pol.model.eval()
 
 def test_seat_names(standin):
-    "`policy_for_seat` turns LLM seat names into policies and leaves agent names to the agents."
+    "`seat_policies` turns LLM seat names into policies and leaves agent names to the rollout's `make_policies`."
     names = ["passive_gate", f"hf:{standin}", "greedy_anchor"]
-    pols = {n: policy_for_seat(n) or AgentPolicy(n) for n in names}   # what `make_policies` does with the one-line change
+    pols = make_policies(names, seat_policies(names))
     assert isinstance(pols[f"hf:{standin}"], HFPolicy) and pols[f"hf:{standin}"].constrain == "none"
     assert isinstance(pols["passive_gate"], AgentPolicy)
 
 def test_model_eval_cli(standin, tmp_path):
     "`model eval` writes the rates and the agreements; without the constraint the random model never parses."
-    app = typer.Typer(); register(app)
-    @app.callback()
-    def _group(): "model"
+    app = model_app
     write_bank([generate_game(42005), generate_game(42006)], tmp_path / "bank")
     for c in ("none", "legal"):
         r = CliRunner().invoke(app, ["eval", "--model", str(standin), "--bank", str(tmp_path / "bank"), "--constrain", c,

@@ -9,7 +9,8 @@ from fairneg.agents import COUNTERFACTUAL_TYPES, get_agent
 from fairneg.cli import app as root
 from fairneg.game import generate_game, save_game
 from fairneg.protocol import render_prompt
-from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, play_app, run_cell, read_jsonl, view_ref
+from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, run_cell, read_jsonl, view_ref
+from fairneg.policies import play_app
 from fairneg.pairs import (PoolingError, ReplayError, annotate, check_poolable, read_states,
                            replay, row_decision_point, ROW_FIELDS)
 
@@ -242,13 +243,13 @@ def test_dpo_output_loads_with_datasets(cell, tmp_path):
     assert r.exit_code == 2 and "no rational_private rows of experiment someone_else" in flat(r.output)
 
 
-def test_play_model_seats_go_through_fairneg_llm(games, tmp_path, monkeypatch):
-    "`--model` seats are built by `fairneg.llm.make_policy` with the thinking mode and the protocol's largest cap."
-    import fairneg.llm
+def test_play_model_seats_go_through_the_policy_registry(games, tmp_path, monkeypatch):
+    "`--model` seats are built by `fairneg.policies.make_policy` with the thinking mode and the protocol's largest cap."
+    import fairneg.policies
     made = []
     def fake_make_policy(spec, **kw):
         made.append((spec, kw)); return RandomLegalPolicy(kw.get("name", spec))
-    monkeypatch.setattr(fairneg.llm, "make_policy", fake_make_policy)
+    monkeypatch.setattr(fairneg.policies, "make_policy", fake_make_policy)
     r = runner.invoke(play_app, ["--bank", str(games), "--model", "hf:/models/qwen", "--model-thinking", "on",
                                  "--seats", "llm,bayes_rational,llm,passive_gate,llm", "--turn-max-tokens", "8192",
                                  "--out", str(tmp_path), "--no-progress"])

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fairneg.agents import AGENT_NAMES
-from fairneg.rollout import play_app
+from fairneg.policies import play_app
 from fairneg.bank import generate_bank
 from fairneg.game import generate_game, save_game
 from fairneg.metrics import METRIC_NAMES
