@@ -6,7 +6,7 @@ Docs: https://fairneg.github.io/fairneg/eval.html.md"""
 
 # %% ../nbs/09_eval.ipynb #67d8035a
 from __future__ import annotations
-import contextlib, gc, glob, hashlib, importlib, json, math, os, re, shutil, socket, sys, warnings
+import contextlib, gc, glob, hashlib, json, math, os, re, shutil, socket, sys, warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -14,24 +14,22 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable
 import numpy as np
 import typer
-from .bank import (CliGroup, MultiValueCommand, USER_ERRORS, LLMDEL_ALIAS, SAFE_ID, adapter_config, bank_games, key_values,
+from .bank import (CliGroup, MultiValueCommand, USER_ERRORS, LLMDEL_ALIAS, SAFE_ID, bank_games, key_values,
                           read_yaml, write_text_atomic)
 from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
-from .rollout import (AgentPolicy, EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, quality_report,
+from .rollout import (EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, quality_report,
                              episode_state_line, code_version)
 from .protocol import game_sha, check_poolable, PoolingError
-from .agents import AGENT_NAMES, AGENT_ALIASES
-from .policies import make_policy, resolve_model
+from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS',
            'UNDEFINED_MAX_FRAC', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError',
            'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
-           'condition_seats', 'PolicySpec', 'parse_policy', 'parse_checkpoint', 'base_spec', 'policy_label',
-           'engine_key', 'build_policy', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_eval_cell',
-           'executor_params', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values',
+           'condition_seats', 'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key',
+           'run_eval_cell', 'executor_params', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values',
            'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable',
            'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_many_undefined',
            'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study',
@@ -100,43 +98,6 @@ def condition_seats(condition:str, g:Game, seed:int, policy:str, opponent:str)->
     return names
 
 # %% ../nbs/09_eval.ipynb #6bd8ad22
-@dataclass(frozen=True)
-class PolicySpec:
-    "How to build one policy: a computable agent, a factory, a model, or a model plus an adapter."
-    kind: str                 # `agent`, `py`, `model` or `adapter`
-    target: str               # agent name, `module:factory`, model id, or adapter folder
-    model: str | None = None  # the base model of an adapter
-    def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
-
-def _agent_names(): return (*AGENT_NAMES, *AGENT_ALIASES)
-
-
-def parse_policy(spec:str, # `agent:<name>`, `py:<module>:<factory>`, `model:<id>`, or an adapter folder
-                 model:str|None=None, # the base model of an adapter (default: its adapter_config.json)
-                 )->PolicySpec:
-    "Read a policy spec."
-    s = str(spec).strip()
-    kind, _, rest = s.partition(":")
-    if kind == "agent":
-        if rest not in _agent_names(): raise EvalError(f"`{s}`: no computable agent `{rest}` (known: {', '.join(_agent_names())})")
-        return PolicySpec("agent", rest)
-    if kind == "py":
-        if rest.count(":") != 1 or not all(rest.split(":")): raise EvalError(f"`{s}`: expected py:<module>:<factory>")
-        return PolicySpec("py", rest)
-    if kind == "model":
-        if not rest: raise EvalError(f"`{s}`: expected model:<model id or folder>")
-        return PolicySpec("model", rest)
-    p = Path(s)
-    if (p / "adapter_config.json").is_file():
-        cfg_base = adapter_config(p, EvalError).get("base_model_name_or_path")
-        if model and cfg_base and Path(resolve_model(model, build=False)).name != Path(cfg_base).name:
-            warnings.warn(f"{p}: adapter trained on {cfg_base}, evaluated on --model {model}")
-        base = model or cfg_base
-        if not base: raise EvalError(f"{p}: adapter_config.json names no base model; pass --model")
-        return PolicySpec("adapter", str(p), base)
-    if p.is_dir(): raise EvalError(f"{p}: a folder without adapter_config.json, so not a PEFT adapter")
-    raise EvalError(f"`{s}`: not a policy spec (agent:<name>, model:<id>, py:<module>:<factory>) and no adapter folder there")
-
 def parse_checkpoint(text:str, model:str|None=None)->tuple[str, PolicySpec]:
     "`NAME=SPEC` → `(NAME, PolicySpec)`; NAME names run folders and table rows."
     name, eq, spec = str(text).partition("=")
@@ -151,35 +112,6 @@ def base_spec(trained:PolicySpec, base:str|None=None, model:str|None=None)->Poli
     if trained.kind == "adapter": return PolicySpec("model", trained.model)
     raise EvalError(f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. agent:oracle_omniscient)")
 
-def policy_label(spec:PolicySpec)->str:
-    "The seat name a spec plays under in episode rows."
-    return Path(spec.target).name if spec.kind == "adapter" else spec.target
-
-def engine_key(spec:PolicySpec, llm_kw:dict)->tuple|None:
-    "The vLLM engine a model or adapter spec runs on (its base model and LLM options), or None when it needs none."
-    if spec.kind not in ("model", "adapter"): return None
-    model = str(spec.model if spec.kind == "adapter" else spec.target)
-    return (model, json.dumps(llm_kw, sort_keys=True, default=str)) if model.startswith("vllm:") else None
-
-def build_policy(spec:PolicySpec, # what to build
-                 name:str|None=None, # the policy's name (model and adapter specs)
-                 engines:dict|None=None, # vLLM engines to share, by base model (a `run_eval_cell` keeps one per cell)
-                 **llm_kw, # passed to `fairneg.policies.make_policy` (model and adapter specs only)
-                 ):
-    "A policy (anything with `act_batch`) for a spec."
-    if spec.kind == "agent": return AgentPolicy(spec.target)
-    if spec.kind == "py":
-        mod, attr = spec.target.split(":")
-        try: factory = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e: raise EvalError(f"`{spec}`: cannot import the factory ({e})") from None
-        return factory()
-    model, adapter = (spec.model, spec.target) if spec.kind == "adapter" else (spec.target, None)
-    key = engine_key(spec, llm_kw)
-    if engines is not None and key is not None:                   # one engine, the adapter as a LoRA request
-        if key not in engines: engines[key] = make_policy(model, **llm_kw)
-        return engines[key].view(name, adapter)
-    kw = {**({"name": name} if name else {}), **llm_kw}
-    return make_policy(model, adapter=adapter, **kw) if adapter else make_policy(model, **kw)
 
 # %% ../nbs/09_eval.ipynb #3aa5f0bf
 @dataclass

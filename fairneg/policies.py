@@ -6,18 +6,21 @@ Docs: https://fairneg.github.io/fairneg/policies.html.md"""
 
 # %% ../nbs/07b_policies.ipynb #9bd73aed
 from __future__ import annotations
-import json, re
+import importlib, json, re, warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
-from .bank import CliGroup, MultiValueCommand, bank_games
-from .rollout import (RANDOM_LEGAL, RandomLegalPolicy, is_agent_seat, make_policies, resolve_seats, seat_names,
+from .agents import AGENT_NAMES, AGENT_ALIASES
+from .bank import CliGroup, MultiValueCommand, USER_ERRORS, adapter_config, bank_games
+from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
                              max_budget, run_cell, summary_table, quality_report, merge_cmd)
 from .llm import HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 
 # %% auto #0
-__all__ = ['play_app', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy', 'seat_policies',
+__all__ = ['play_app', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy', 'PolicyError',
+           'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy', 'model_spec', 'seat_policies',
            'PlayGroup', 'play', 'eval_cmd']
 
 # %% ../nbs/07b_policies.ipynb #b7479128
@@ -47,24 +50,107 @@ def make_policy(spec:str, # a model spec (see `resolve_model`)
     kw = dict(kw, name=kw.get("name") or spec, constrain=default_constrain(spec, kw.get("constrain")))
     return (VLLMPolicy if spec.startswith("vllm:") else HFPolicy)(resolve_model(spec), **kw)
 
+
+# %% ../nbs/07b_policies.ipynb #3c013bd6
+class PolicyError(ValueError):
+    "A policy spec that names no policy, or one that cannot be built; the message says which and why."
+
+if PolicyError not in USER_ERRORS: USER_ERRORS.append(PolicyError)   # commands print it as one line, exit 2
+
+@dataclass(frozen=True)
+class PolicySpec:
+    "How to build one policy: a computable agent, a factory, a model, or a model plus an adapter."
+    kind: str                 # `agent`, `random`, `py`, `model` or `adapter`
+    target: str               # agent name, `module:factory`, model id, or adapter folder
+    model: str | None = None  # the base model of an adapter
+    def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
+
+def parse_policy(spec:str, # a seat name or spec: an agent, `random-legal`, a model, `py:<module>:<factory>`, an adapter folder
+                 model:str|None=None, # the base model of an adapter (default: its adapter_config.json)
+                 )->PolicySpec:
+    "Read a policy spec (see the table above)."
+    s = str(spec).strip()
+    kind, _, rest = s.partition(":")
+    if is_agent_seat(s): return PolicySpec("agent", s)
+    if s == RANDOM_LEGAL: return PolicySpec("random", s)
+    if is_llm_seat(s): return PolicySpec("model", s)
+    if kind == "agent":
+        if not is_agent_seat(rest): raise PolicyError(f"`{s}`: no computable agent `{rest}` (known: {', '.join((*AGENT_NAMES, *AGENT_ALIASES))})")
+        return PolicySpec("agent", rest)
+    if kind == "py":
+        if rest.count(":") != 1 or not all(rest.split(":")): raise PolicyError(f"`{s}`: expected py:<module>:<factory>")
+        return PolicySpec("py", rest)
+    if kind == "model":
+        if not rest: raise PolicyError(f"`{s}`: expected model:<model id or folder>")
+        return PolicySpec("model", rest)
+    return _adapter_spec(Path(s), model)
+
+def _adapter_spec(p:Path, model:str|None)->PolicySpec:
+    "An adapter folder's spec, its base model from `model` or its adapter_config.json."
+    if (p / "adapter_config.json").is_file():
+        cfg_base = adapter_config(p, PolicyError).get("base_model_name_or_path")
+        if model and cfg_base and Path(resolve_model(model, build=False)).name != Path(cfg_base).name:
+            warnings.warn(f"{p}: adapter trained on {cfg_base}, evaluated on --model {model}")
+        base = model or cfg_base
+        if not base: raise PolicyError(f"{p}: adapter_config.json names no base model; pass --model")
+        return PolicySpec("adapter", str(p), base)
+    if p.is_dir(): raise PolicyError(f"{p}: a folder without adapter_config.json, so not a PEFT adapter")
+    raise PolicyError(f"unknown seat policy {p} (computable agents: {', '.join(AGENT_NAMES)}; or random-legal, tiny, "
+                      "tiny-test, hf:PATH, vllm:PATH, model:<id>, py:<module>:<factory>, an adapter folder)")
+
+def policy_label(spec:PolicySpec)->str:
+    "The seat name a spec plays under in episode rows."
+    return Path(spec.target).name if spec.kind == "adapter" else spec.target
+
+def engine_key(spec:PolicySpec, llm_kw:dict)->tuple|None:
+    "The vLLM engine a model or adapter spec runs on (its base model and LLM options), or None when it needs none."
+    if spec.kind not in ("model", "adapter"): return None
+    model = str(spec.model if spec.kind == "adapter" else spec.target)
+    return (model, json.dumps(llm_kw, sort_keys=True, default=str)) if model.startswith("vllm:") else None
+
+def build_policy(spec:PolicySpec, # what to build
+                 name:str|None=None, # the policy's name (model and adapter specs)
+                 engines:dict|None=None, # vLLM engines to share, by base model (a `run_eval_cell` keeps one per cell)
+                 **llm_kw, # passed to `make_policy` (model and adapter specs only)
+                 ):
+    "A policy (anything with `act_batch`) for a spec."
+    if spec.kind == "agent": return AgentPolicy(spec.target)
+    if spec.kind == "random": return RandomLegalPolicy()
+    if spec.kind == "py":
+        mod, attr = spec.target.split(":")
+        try: factory = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as e: raise PolicyError(f"`{spec}`: cannot import the factory ({e})") from None
+        return factory()
+    model, adapter = (spec.model, spec.target) if spec.kind == "adapter" else (spec.target, None)
+    key = engine_key(spec, llm_kw)
+    if engines is not None and key is not None:                   # one engine, the adapter as a LoRA request
+        if key not in engines: engines[key] = make_policy(model, **llm_kw)
+        return engines[key].view(name, adapter)
+    kw = {**({"name": name} if name else {}), **llm_kw}
+    return make_policy(model, adapter=adapter, **kw) if adapter else make_policy(model, **kw)
+
+# %% ../nbs/07b_policies.ipynb #d5dc01be
+def model_spec(name:str)->PolicySpec:
+    "A `--model`'s spec: the name's own spec where it has one, else a model (any folder or hub id)."
+    try: return parse_policy(name)
+    except PolicyError: return PolicySpec("model", name)
+
 def seat_policies(names, # seat policy names
-                  model:str|None=None, # the `--model` spec
+                  model:str|None=None, # the `--model` spec (the seats named after it are that model)
                   thinking:bool=False, # thinking mode of model policies
                   max_new_tokens:int|None=None, # cap of new tokens of model policies
                   extra:dict|None=None, # ready policies by name (tests, notebooks)
                   constrain:str|None=None, # `legal` or `none` (default: legal for the embedded models, none for real ones)
                  )->dict:
-    "Policies of the LLM seats among `names`: `extra`, the `random-legal` stand-in, or a model policy (`make_policy`)."
+    "Policies of the seats among `names` that are not computable agents: `extra`, else the policy each name specifies."
     out = dict(extra or {})
+    kw = dict(thinking=thinking, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}),
+              **({"constrain": constrain} if constrain else {}))
     for n in dict.fromkeys(names):
         if n in out or is_agent_seat(n): continue
-        if n == RANDOM_LEGAL: out[n] = RandomLegalPolicy(); continue
-        if n == model or is_llm_seat(n):
-            kw = dict(name=n, thinking=thinking)
-            if max_new_tokens: kw["max_new_tokens"] = max_new_tokens
-            if constrain: kw["constrain"] = constrain
-            out[n] = make_policy(n, **kw)
+        out[n] = build_policy(model_spec(n) if n == model else parse_policy(n), n, **kw)
     return out
+
 
 # %% ../nbs/07b_policies.ipynb #9fbe8f83
 class PlayGroup(CliGroup):
@@ -100,8 +186,9 @@ def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank
     try:   # check the seats before any model is loaded
         names = resolve_seats(seats, model)
         seat_names(names, games)
-        make_policies(names, {n: None for n in names if n == model or n == RANDOM_LEGAL or is_llm_seat(n)})
-    except ValueError as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
+        for n in dict.fromkeys(names):
+            if n != model and not is_agent_seat(n): parse_policy(n)
+    except (ValueError, PolicyError) as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
     experiment_name = experiment_name or f"play__{','.join(names)}"
     out = out or Path("runs") / experiment_name
     cap = max_budget(games, turn_max_tokens, info_mode, max_turns)

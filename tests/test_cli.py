@@ -215,7 +215,7 @@ def test_binary_episodes_jsonl(tmp_path):
 
 
 def test_binary_adapter_config(tmp_path):
-    "eval.parse_policy -> bank.adapter_config(p, EvalError)"
+    "policies.parse_policy -> bank.adapter_config(p, PolicyError)"
     (tmp_path / "ckpt").mkdir(); (tmp_path / "ckpt" / "adapter_config.json").write_bytes(BINARY)
     assert_one_line_error(fairneg("eval", "launch", "--checkpoint", f"x={tmp_path / 'ckpt'}", "--out-dir", tmp_path / "L",
                                   "--bank", "@llm_deliberation", "--no-progress"),

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.bank import write_bank
-import fairneg.eval
+import fairneg.policies
 from fairneg.cli import app
 from fairneg.eval import (GATE_EXIT, discover_cells, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_eval_cell, synthetic_cell, write_eval)
 from fairneg.game import generate_game
@@ -153,12 +153,12 @@ def test_refusals(tmp_path, sides):
     r = cli("launch", "--checkpoint", "x=agent:fairness_oracle", "--base", "agent:oracle_omniscient", "--cells", "prose", "--out-dir", tmp_path)
     assert r.exit_code == 2 and "unknown condition `prose`" in r.output
 
-def test_adapter_checkpoint_through_llm_factory(tmp_path, bank, monkeypatch):
+def test_adapter_checkpoint_through_the_policy_registry(tmp_path, bank, monkeypatch):
     "An adapter folder runs as make_policy(base, adapter=PATH); its untrained side is the base model without adapter."
     calls = []
     def make_policy(spec, **kw):
         calls.append((spec, kw)); return ScriptedPolicy(nbs_then_accept, kw.get("name", spec))
-    monkeypatch.setattr(fairneg.eval, "make_policy", make_policy)   # the registry the eval builds model specs with
+    monkeypatch.setattr(fairneg.policies, "make_policy", make_policy)   # the registry eval builds model specs with
     ad = tmp_path / "runs" / "lam0" / "checkpoint-24"; ad.mkdir(parents=True)
     (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen3-8B"}))
     r = cli("launch", "--checkpoint", f"lam0_step24={ad}", "--cells", "primary", "--bank", bank, "--episodes", 2,
