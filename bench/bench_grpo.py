@@ -31,7 +31,8 @@ def main():
     from fairneg.game import generate_game
     from fairneg.grpo import GRPOConfig, train, checkpoints
     from fairneg.policies import make_policy
-    from fairneg.rollout import run_tournament, read_jsonl, episode_table_rewards
+    from fairneg.rollout import run_tournament, episode_table_rewards
+    from fairneg.store import read_jsonl
     from fairneg.stats import cluster_bootstrap
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_"))
     generate_bank(n_games=a.train_games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)

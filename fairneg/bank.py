@@ -6,24 +6,24 @@ Docs: https://fairneg.github.io/fairneg/bank.html.md"""
 
 # %% ../nbs/03a_bank.ipynb #64484680
 from __future__ import annotations
-import copy, json, os, re
+import copy, json, re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Callable, Iterable
 import typer, yaml
-from typer.core import TyperCommand, TyperGroup
+from .commands import CliGroup, MultiValueCommand, user_error
 from tqdm import tqdm
 from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
                           llmdel_games_dir, load_game, read_json, read_text, save_game)
 from .geometry import Geometry, solve
+from .store import write_jsonl, write_json
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
-           'REASONS', 'USER_ERRORS', 'app', 'BankError', 'manifest_row', 'write_text_atomic', 'write_jsonl',
-           'read_yaml', 'key_values', 'adapter_config', 'write_bank', 'read_manifest', 'load_bank', 'resolve_bank_path',
-           'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes', 'twin', 'base_id', 'generate_games',
-           'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row', 'make_eval_bank', 'check_bank',
-           'CliGroup', 'expand_multi', 'MultiValueCommand', 'generate', 'import_', 'eval_', 'check']
+           'REASONS', 'app', 'BankError', 'manifest_row', 'read_yaml', 'key_values', 'adapter_config', 'write_bank',
+           'read_manifest', 'load_bank', 'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints',
+           'check_modes', 'twin', 'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate',
+           'rejection_row', 'make_eval_bank', 'check_bank', 'generate', 'import_', 'eval_', 'check']
 
 # %% ../nbs/03a_bank.ipynb #b107a1c9
 MANIFEST, REJECTIONS, GUARD = "manifest.jsonl", "rejections.jsonl", "guard.json"
@@ -42,16 +42,6 @@ def manifest_row(g:Game, geo:Geometry|None=None)->dict:
                 nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 6),
                 file=f"{g.name}.json", n_parties=g.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
                 source=g.meta.get("source", "file"))
-
-def write_text_atomic(path, text:str)->Path:
-    "Write a text file atomically (a temporary file renamed into place), creating its folder."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text, encoding="utf-8"); os.replace(tmp, path)
-    return path
-
-def write_jsonl(path, rows:Iterable[dict])->Path:
-    "Write rows as JSON Lines atomically (a temporary file renamed into place)."
-    return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 def _yaml_problem(e:yaml.YAMLError)->str:
     "A YAML error in one line: what went wrong and where."
@@ -305,7 +295,7 @@ def make_eval_bank(out, # the bank folder to write
     guard = dict(n=n, first_seed=first_seed, modes=list(modes), min_spread=min_spread, max_candidates=max_candidates,
                  known_banks=known_banks, n_candidates=seed - first_seed, n_accepted=n_acc,
                  rejected=dict(Counter(r["reason"] for r in rejections)), summary=summary)
-    (out / GUARD).write_text(json.dumps(guard, indent=1) + "\n")
+    write_json(out / GUARD, guard)
     rows = write_bank(games, out, geos)
     if verbose: print(f"{out}: {summary}")
     return rows
@@ -329,33 +319,7 @@ def check_bank(bank, # the bank folder to check
     return out
 
 # %% ../nbs/03a_bank.ipynb #1e7ec314
-USER_ERRORS = [GameError, BankError, ReadError]   # exceptions the commands report as one line with exit code 2
-
-class CliGroup(TyperGroup):
-    "A typer group that reports user errors as `error: <message>` on stderr with exit code 2."
-    def invoke(self, ctx):
-        try: return super().invoke(ctx)
-        except tuple(USER_ERRORS) as e:
-            typer.echo("error: " + " ".join(str(e).split()), err=True)
-            raise typer.Exit(2)
-
-def expand_multi(args:list[str], flags:set[str])->list[str]:
-    "Rewrite `--flag a b` as `--flag a --flag b` for the given repeatable flags."
-    out, cur, n = [], None, 0
-    for i, a in enumerate(args):
-        if a == "--": return out + args[i:]
-        if a in flags: cur, n = a, 0; out.append(a)
-        elif a.startswith("-") and len(a) > 1: cur = None; out.append(a)
-        elif cur is not None:
-            out += [a] if n == 0 else [cur, a]; n += 1
-        else: out.append(a)
-    return out
-
-class MultiValueCommand(TyperCommand):
-    "A typer command whose repeatable options also take several values after one flag."
-    def parse_args(self, ctx, args):
-        flags = {o for p in self.params if getattr(p, "multiple", False) for o in p.opts}
-        return super().parse_args(ctx, expand_multi(args, flags))
+user_error(BankError)   # the commands print it as one line, exit 2 (as the games' GameError and ReadError)
 
 # %% ../nbs/03a_bank.ipynb #81e51ead
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated
 import typer
 from . import __version__
-from .bank import CliGroup
+from .commands import CliGroup
 from .game import load_game
 from .geometry import geometry_summary, solve
 

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable
 import numpy as np
 import typer
-from .bank import (CliGroup, MultiValueCommand, USER_ERRORS, LLMDEL_ALIAS, SAFE_ID, bank_games, key_values,
-                          read_yaml, write_text_atomic)
+from .commands import CliGroup, MultiValueCommand, user_error
+from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, key_values, read_yaml
 from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
-from .rollout import (EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, quality_report,
-                             episode_state_line, code_version)
+from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version
 from .protocol import game_sha, check_poolable, PoolingError
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict
+from .store import EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, write_json
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS',
@@ -48,7 +48,7 @@ class PairingError(EvalError):
 class PreregError(EvalError):
     "A preregistration that cannot be used, with the file and the problem in its message."
 
-if EvalError not in USER_ERRORS: USER_ERRORS.append(EvalError)   # the commands print these as one line, exit 2
+user_error(EvalError)   # the commands print these as one line, exit 2
 
 # %% ../nbs/09_eval.ipynb #84e92697
 CONDITIONS = {
@@ -181,15 +181,15 @@ def play_side(games:list[Game], # the games
     rows = sorted(({**e.row, **(extra or {})} for e in eps), key=lambda r: (r["instance_id"], r["episode_seed"]))
     trans = [t for e in eps for t in transcript_rows(e)]
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    append_jsonl(trans, out / "rollout_transcripts.jsonl")
-    append_jsonl([episode_state_line(e, framing=framing) for e in eps], out / "states.jsonl")   # `fairneg pairs annotate` reads it
-    (out / "quality_report.json").write_text(json.dumps(quality_report(rows, trans), indent=1))
-    append_jsonl(rows, out / "episodes.jsonl")
+    append_jsonl(trans, out / TRANSCRIPTS)
+    append_jsonl([episode_state_line(e, framing=framing) for e in eps], out / STATES)   # `fairneg pairs annotate` reads it
+    write_json(out / QUALITY, quality_report(rows, trans))
+    append_jsonl(rows, out / EPISODES)
     return rows
 
 def _side_done(d:Path, expected:set)->bool:
     "Does the side folder already hold exactly the expected episodes? (Anything else there is an error.)"
-    p = d / "episodes.jsonl"
+    p = d / EPISODES
     if not p.exists(): return False
     have = [(r["instance_id"], r["episode_seed"]) for r in read_jsonl(p)]
     if len(have) == len(expected) and set(have) == expected: return True
@@ -243,12 +243,12 @@ def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     name, tmp = f"{cell.experiment_prefix}{cell.name}_base", _private(dst)
     if tmp.exists(): shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    for f in ("rollout_transcripts.jsonl", "states.jsonl"):
+    for f in (TRANSCRIPTS, STATES):
         append_jsonl([{**r, "experiment_name": name} for r in read_jsonl(src / f)], tmp / f)
-    shutil.copyfile(src / "quality_report.json", tmp / "quality_report.json")
+    shutil.copyfile(src / QUALITY, tmp / QUALITY)
     rows = [{**r, "experiment_name": name, "eval_cell": cell.name, "eval_checkpoint": cell.checkpoint, "eval_base_shared": key}
-            for r in read_jsonl(src / "episodes.jsonl")]
-    append_jsonl(rows, tmp / "episodes.jsonl")
+            for r in read_jsonl(src / EPISODES)]
+    append_jsonl(rows, tmp / EPISODES)
     tmp.rename(dst)
     return rows
 
@@ -915,7 +915,7 @@ def resolve_runs(pattern)->list[Path]:
     "The `episodes.jsonl` files a glob names (folders holding one, or the files themselves)."
     files = []
     for m in sorted(glob.glob(str(pattern), recursive=True)):
-        f = Path(m) / "episodes.jsonl" if Path(m).is_dir() else Path(m)
+        f = Path(m) / EPISODES if Path(m).is_dir() else Path(m)
         if f.is_file() and f not in files: files.append(f)
     if not files: raise EvalError(f"`{pattern}` matches no episodes.jsonl (give run folders or episodes.jsonl files)")
     return files
@@ -942,9 +942,9 @@ def discover_cells(run_dir)->dict:
         if not isinstance(cj, dict) or "cell" not in cj: raise EvalError(f"{p}: not a cell.json of `fairneg eval launch` (no `cell`)")
         name = cj["cell"]
         for side in ("trained", "base"):
-            if not (p.parent / side / "episodes.jsonl").is_file():
+            if not (p.parent / side / EPISODES).is_file():
                 raise EvalError(f"cell {name}: {p.parent / side} has no episodes.jsonl yet (job still running, or failed: see the launch logs)")
-        cells[name] = {s: episode_rows(p.parent / s / "episodes.jsonl") for s in ("trained", "base")}   # paths, not globs
+        cells[name] = {s: episode_rows(p.parent / s / EPISODES) for s in ("trained", "base")}   # paths, not globs
     return cells
 
 def glob_cells(baseline:str, trained:Iterable[str])->dict:

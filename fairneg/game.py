@@ -10,6 +10,7 @@ import itertools, json, re, string
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
+from .commands import user_error
 
 # %% auto #0
 __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game',
@@ -24,6 +25,7 @@ INFO_MODES = ("full", "private")
 PROTOCOLS = ("table", "ultimatum", "divide-dollar")
 GENERATOR_VERSION = "fairneg-gen-v2"
 
+@user_error
 class GameError(ValueError):
     "A game that cannot be used, with the file, the field and the problem in its message."
     def __init__(self, source, field, problem):
@@ -171,6 +173,7 @@ def validate_game(g:Game, source="<game>")->Game:
     return g
 
 # %% ../nbs/00_game.ipynb #82993755
+@user_error
 class ReadError(ValueError):
     "A file that cannot be read as UTF-8 text or parsed, with the file and the problem in its one-line message."
 

@@ -6,17 +6,21 @@ Docs: https://fairneg.github.io/fairneg/grpo.html.md"""
 
 # %% ../nbs/08_grpo.ipynb #aeacb613
 from __future__ import annotations
-import contextlib, hashlib, json, os, random, time, resource
+import contextlib, hashlib, inspect, json, os, random, time, resource
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
+from typing import Annotated, Optional
+import typer
 import numpy as np
 from .reward import g_smooth, rewards_from_z
-from .rollout import EpisodeSpec, co_step, transcript_rows, append_jsonl, read_jsonl, AgentPolicy, code_version
+from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, sequence_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype)
 from .policies import default_constrain, resolve_model
+from .commands import CliGroup, MultiValueCommand, config_command
+from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
@@ -41,24 +45,24 @@ class GRPOConfig:
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn
     lr: float = 5e-5                    # AdamW learning rate
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0           # AdamW weight decay
     max_grad_norm: float = 1.0          # gradient clipping
     warmup_steps: int = 0               # linear warm-up, then constant
-    checkpoint_steps: list = field(default_factory=lambda: [5, 10, 15, 20, 24])
+    checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])   # steps to checkpoint at
     bank: str = ""                      # training bank folder
     out: str = "runs/grpo"              # run folder
     transcript_every: int = 5           # write the step's transcripts every N steps (0: never)
     model: str = "tiny"                 # base model: a folder, a hub id or `tiny`
     dtype: str | None = None            # base weights dtype (`bfloat16`, `float32`); None: bf16 on a CUDA GPU with bf16, else float32. LoRA weights stay float32
-    lora_r: int = 32
-    lora_alpha: int = 64
-    lora_dropout: float = 0.0
-    lora_targets: list = field(default_factory=lambda: list(LORA_TARGETS))
+    lora_r: int = 32                    # LoRA rank
+    lora_alpha: int = 64                # LoRA alpha (scale alpha / r)
+    lora_dropout: float = 0.0           # LoRA dropout
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # modules LoRA adapts
     eps: float = 0.01                   # reward: start of the linear continuation
     g_floor: float | None = None        # reward floor (seed 001: -17.5)
     shaping_weight: float = 0.0         # format shaping weight
     zoo_fraction: float = 0.0           # share of seats filled from the zoo
-    zoo: list = field(default_factory=lambda: list(ZOO))
+    zoo: list[str] = field(default_factory=lambda: list(ZOO))   # agents the zoo seats are drawn from
     kl_coef: float = 0.02               # β of the KL to the frozen base
     clip_low: float = 0.2               # ratio clip 1 - clip_low
     clip_high: float = 0.28             # ratio clip 1 + clip_high (DAPO's clip-higher)
@@ -79,9 +83,9 @@ class GRPOConfig:
     seed: int = 0                       # run seed: bank sampling, episode seeds, zoo draws, LoRA init
     experiment_name: str = ""           # default fairness_grpo_lam<λ>
     arm: str = ""                       # default lam<λ>
-    wandb_project: str | None = None
-    wandb_group: str | None = None
-    wandb_run_name: str | None = None
+    wandb_project: str | None = None    # wandb project (offline unless wandb is configured)
+    wandb_group: str | None = None      # wandb group
+    wandb_run_name: str | None = None   # wandb run name (default: the arm)
 
     def __post_init__(self):
         tag = f"{self.lam:g}".replace(".", "")
@@ -461,9 +465,9 @@ class GRPOTrainer:
         self.checkpointing = use_gradient_checkpointing(self.model, cfg)
         self.model.eval()
         self.policy = self._policy()
-        self.rows_path, self.trans_path = self.out / "training_steps.jsonl", self.out / "rollout_transcripts.jsonl"
+        self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
         self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
-        (self.out / "config.json").write_text(json.dumps(asdict(cfg), indent=1, default=str))
+        write_json(self.out / "config.json", asdict(cfg))
         self.wandb = _wandb(cfg, self.out, self.run_id)
 
     def _policy(self):
@@ -504,23 +508,28 @@ class GRPOTrainer:
         return groups, plan
 
     def step(self, step:int)->dict:
-        "One GRPO step: rollout, rewards, advantages, update, telemetry row."
+        "One GRPO step: `rollout`, `score` (rewards, advantages), `update`, `_row` (telemetry): methods a subclass may override."
         c, t0 = self.cfg, time.perf_counter()
         if c.backend == "vllm": self._sync_vllm(step)
         before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
         groups, plan = self.rollout(step)
         t_roll = time.perf_counter() - t0
         read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
-        eps, advs, flats, Rs, flat = [], [], [], [], 0
-        for (gi, seats, seeds), grp in zip(plan, groups):
-            R = np.stack([episode_seat_rewards(e, c) for e in grp])
-            A, f = group_advantages(R, [s == POLICY for s in seats], c.std_normalize)
-            flat += int(f.sum()); eps += grp; advs += list(A); flats += [f] * len(grp)
-            Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
+        eps, advs, flats, R, flat = self.score(plan, groups)
         samples = collect_samples(eps, advs, flats, c.flat_groups)
         up = update(self.model, self.opt, self.sch, samples, c, self.tok)
-        row = self._row(step, eps, advs, flats, np.concatenate(Rs), flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
+        row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
         return row, eps
+
+    def score(self, plan:list, groups:list)->tuple:
+        "Rewards and group advantages of a step's episodes: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
+        eps, advs, flats, Rs, flat = [], [], [], [], 0
+        for (gi, seats, seeds), grp in zip(plan, groups):
+            R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
+            A, f = group_advantages(R, [s == POLICY for s in seats], self.cfg.std_normalize)
+            flat += int(f.sum()); eps += grp; advs += list(A); flats += [f] * len(grp)
+            Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
+        return eps, advs, flats, np.concatenate(Rs), flat
 
     def _row(self, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total,
              read:int, cached:int, # the rollout's prompt tokens, and those of them its engine's prefix cache served
@@ -585,9 +594,6 @@ def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True)->list:
     return GRPOTrainer(cfg, resume, progress).run()
 
 # %% ../nbs/08_grpo.ipynb #835d90cd
-import typer
-from typing import Annotated, Optional
-
 def load_train_params(path)->dict:
     "The `train:` section of a YAML parameter set (or the whole file when it has none), checked against GRPOConfig."
     d = read_yaml(path) or {}
@@ -604,46 +610,24 @@ def make_config(params:str|None=None, **overrides)->GRPOConfig:
     d.update({k: v for k, v in overrides.items() if v is not None})
     return GRPOConfig(**d)
 
-from .bank import CliGroup, MultiValueCommand
-app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 
-@app.command(cls=MultiValueCommand)
-def train_cmd(params:Annotated[Optional[Path], typer.Option(help="YAML parameter set (its `train:` section).")]=None,
-              lam:Annotated[Optional[float], typer.Option(help="λ: weight of the table reward.")]=None,
-              steps:Annotated[Optional[int], typer.Option(help="GRPO steps.")]=None,
-              groups:Annotated[Optional[int], typer.Option(help="Games per step.")]=None,
-              k:Annotated[Optional[int], typer.Option("--k", help="Episodes per game.")]=None,
-              micro_batch:Annotated[Optional[int], typer.Option(help="Sequences per micro-batch.")]=None,
-              max_new_tokens:Annotated[Optional[int], typer.Option(help="Cap of generated tokens per turn.")]=None,
-              lr:Annotated[Optional[float], typer.Option(help="AdamW learning rate.")]=None,
-              checkpoint_steps:Annotated[Optional[list[int]], typer.Option(help="Steps to checkpoint at, e.g. `--checkpoint-steps 5 10 24`.")]=None,
-              bank:Annotated[Optional[str], typer.Option(help="Training bank folder.")]=None,
-              out:Annotated[Optional[str], typer.Option(help="Run folder.")]=None,
-              transcript_every:Annotated[Optional[int], typer.Option(help="Write transcripts every N steps.")]=None,
-              model:Annotated[Optional[str], typer.Option(help="Base model: a folder, a hub id, or `tiny`.")]=None,
-              dtype:Annotated[Optional[str], typer.Option(help="Base weights dtype: bfloat16 or float32 (default: bf16 on a GPU, else float32).")]=None,
-              wandb_project:Annotated[Optional[str], typer.Option(help="wandb project (offline unless wandb is configured).")]=None,
-              wandb_group:Annotated[Optional[str], typer.Option(help="wandb group.")]=None,
-              resume:Annotated[bool, typer.Option(help="Continue from the newest complete checkpoint.")]=False,
-              g_floor:Annotated[Optional[float], typer.Option(help="Reward floor, e.g. -17.5.")]=None,
-              shaping_weight:Annotated[Optional[float], typer.Option(help="Format shaping weight.")]=None,
-              zoo_fraction:Annotated[Optional[float], typer.Option(help="Share of seats filled from the agent zoo.")]=None,
-              backend:Annotated[Optional[str], typer.Option(help="Rollout backend: hf or vllm.")]=None,
-              importance_correction:Annotated[Optional[str], typer.Option(help="tis, none or auto (tis on vllm): how sampler/trainer log-prob gaps are corrected.")]=None,
-              tis_cap:Annotated[Optional[float], typer.Option(help="Cap of the truncated importance weight.")]=None,
-              flat_groups:Annotated[Optional[str], typer.Option(help="kl_only (flat groups' tokens carry only the KL term) or drop (DAPO: left out).")]=None,
-              max_turns:Annotated[Optional[int], typer.Option(help="Override the protocol deadline.")]=None,
-              seed:Annotated[Optional[int], typer.Option(help="Run seed.")]=None,
-              constrain:Annotated[Optional[str], typer.Option(help="legal or none (default: legal for tiny models).")]=None,
-              scratchpad_chars:Annotated[Optional[int], typer.Option(help="Longest scratchpad under the constraint.")]=None,
-              message_chars:Annotated[Optional[int], typer.Option(help="Longest message under the constraint.")]=None,
-              progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
+# %% ../nbs/08_grpo.ipynb #f99ab862
+def _opt(name:str, t, default, help:str)->inspect.Parameter:
+    "One typer option of the command besides the config's flags."
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)])
+
+def train_cmd(params:Path|None=None, resume:bool=False, progress:bool=True, **fields):
     "Train one arm with GRPO self-play; writes checkpoints, training_steps.jsonl and transcripts to --out."
-    kw = {k_: v for k_, v in locals().items() if k_ not in ("params", "resume", "progress")}
-    try: cfg = make_config(str(params) if params else None, **kw)
+    try: cfg = make_config(str(params) if params else None, **fields)
     except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
     rows = train(cfg, resume=resume, progress=progress)
     typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: "
                f"{', '.join(str(s) for s, _ in checkpoints(cfg.out))}")
+
+app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
+app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
+    _opt("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
+    _opt("resume", bool, False, "Continue from the newest complete checkpoint."),
+    _opt("progress", bool, True, "Show a progress bar.")]))

@@ -16,10 +16,11 @@ from .protocol import (Protocol, new_episode, apply_action, decision_point, rend
                               check_poolable, PoolingError)
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
-from .rollout import read_jsonl, append_jsonl, view_ref, llm_seats
+from .rollout import view_ref, llm_seats
 from .llm import chat_text
 from .bank import bank_games
 from .policies import resolve_model
+from .store import STATES, append_jsonl, read_jsonl, write_json
 
 # %% auto #0
 __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'REQUIRED_FIELDS', 'app',
@@ -49,7 +50,7 @@ def read_states(paths)->list:
     "`states.jsonl` lines from cell folders or files, sorted by (instance_id, episode_seed, episode_id)."
     lines = []
     for p in ([paths] if isinstance(paths, (str, Path)) else paths):
-        p = Path(p); f = p / "states.jsonl" if p.is_dir() else p
+        p = Path(p); f = p / STATES if p.is_dir() else p
         if not f.is_file(): raise FileNotFoundError(f"{p}: no states.jsonl (run the cell with `fairneg play`, which logs it)")
         lines += read_jsonl(f)
     return sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
@@ -461,7 +462,7 @@ def package(runs:dict, # experiment name -> annotation folder
         if bars: datasets.enable_progress_bars()
     stats = card_stats(allrows, pool)
     (out / "README.md").write_text(dataset_card(stats, title))
-    (out / "card_stats.json").write_text(json.dumps(stats, indent=1, default=str))
+    write_json(out / "card_stats.json", stats)
     return stats
 
 def card_stats(rows:list, pool:dict|None=None)->dict:
@@ -593,10 +594,10 @@ def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
 # %% ../nbs/10_pairs.ipynb #13dd4e07
 import typer
 from typing import Annotated
-from .bank import CliGroup, MultiValueCommand, USER_ERRORS
+from .commands import CliGroup, MultiValueCommand, user_error
 
 for _e in (PoolingError, PackageError, DPOError, ReplayError):
-    if _e not in USER_ERRORS: USER_ERRORS.append(_e)
+    user_error(_e)
 
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False,
                   help="Counterfactual pairs: annotate logged LLM turns, package the dataset, export DPO pairs.")
@@ -617,7 +618,7 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
         if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten)")
     rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
     rep.update(episodes=[str(e) for e in episodes], types=list(types), n_episodes=len(lines))
-    (out / "annotation_report.json").write_text(json.dumps(rep, indent=1))
+    write_json(out / "annotation_report.json", rep)
     typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in {rep['seconds']:.1f} s "
                f"(view mismatches {rep['view_mismatch']}) -> {f}")
 

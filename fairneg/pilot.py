@@ -6,10 +6,10 @@ Docs: https://fairneg.github.io/fairneg/pilot.html.md"""
 
 # %% ../nbs/12_pilot.ipynb #2765aaf8
 from __future__ import annotations
-import json, time
+import time
 from pathlib import Path
 from typing import Callable
-from .bank import read_yaml, write_text_atomic, generate_bank, make_eval_bank, MANIFEST, write_jsonl, load_bank
+from .bank import read_yaml, generate_bank, make_eval_bank, MANIFEST, load_bank
 from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
@@ -17,11 +17,12 @@ from .rollout import run_tournament, soundness
 from .grpo import GRPOConfig, make_config, train
 from .eval import plan_cells, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .report import render_report
+from .store import write_jsonl, write_json
 
 # %% auto #0
-__all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'write_json', 'log', 'run_stage',
-           'stage_banks', 'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'stage_eval',
-           'stage_analyze', 'stage_gate', 'stage_report', 'run_pilot', 'pilot']
+__all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
+           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'stage_eval', 'stage_analyze',
+           'stage_gate', 'stage_report', 'run_pilot', 'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -49,10 +50,6 @@ def get(params:dict, key:str, default=None):
     "The value at a dotted key, or `default`."
     try: return need(params, key)
     except ParamsError: return default
-
-def write_json(path, obj)->Path:
-    "Write JSON atomically (a temporary file renamed into place)."
-    return write_text_atomic(path, json.dumps(obj, indent=1, default=str) + "\n")
 
 def log(msg:str): print(msg, flush=True)
 
@@ -217,10 +214,10 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
 # %% ../nbs/12_pilot.ipynb #53316af7
 import typer
 from typing import Annotated, Optional
-from .bank import CliGroup, MultiValueCommand, USER_ERRORS
+from .commands import CliGroup, MultiValueCommand, user_error
 
 for _e in (ParamsError, PilotStopped):   # a bad parameters file, a failed gate: one line, exit code 2
-    if _e not in USER_ERRORS: USER_ERRORS.append(_e)
+    user_error(_e)
 app = typer.Typer(cls=CliGroup, add_completion=False, help="The CPU pilot.")
 
 @app.command(cls=MultiValueCommand)

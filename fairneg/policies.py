@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 import typer
 from .agents import AGENT_NAMES, AGENT_ALIASES
-from .bank import CliGroup, MultiValueCommand, USER_ERRORS, adapter_config, bank_games
+from .commands import CliGroup, MultiValueCommand, user_error
+from .bank import adapter_config, bank_games
 from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
                              max_budget, run_cell, summary_table, quality_report, merge_cmd)
 from .llm import HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
+from .store import write_json
 
 # %% auto #0
 __all__ = ['play_app', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy', 'PolicyError',
@@ -55,7 +57,7 @@ def make_policy(spec:str, # a model spec (see `resolve_model`)
 class PolicyError(ValueError):
     "A policy spec that names no policy, or one that cannot be built; the message says which and why."
 
-if PolicyError not in USER_ERRORS: USER_ERRORS.append(PolicyError)   # commands print it as one line, exit 2
+user_error(PolicyError)   # commands print it as one line, exit 2
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -230,7 +232,7 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
     res = evaluate_model(pol, bank_games(bank), episodes, names, width=width, framing=framing, max_turns=max_turns)
     res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns)
     if out is None: out = Path("runs/model_eval") / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}.json"
-    out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1))
+    write_json(out, res)
     typer.echo(eval_text(res)); typer.echo(f"-> {out}")
 
 model_app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=

@@ -14,11 +14,13 @@ from typing import Annotated, Iterable
 import numpy as np
 import typer
 from . import __version__
-from .bank import USER_ERRORS, GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, key_values, read_manifest, write_bank, write_text_atomic
+from .commands import user_error
+from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, key_values, read_manifest, write_bank
 from .game import SHARES, ReadError, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
-from .rollout import append_jsonl, read_jsonl, AgentPolicy, soundness
+from .rollout import AgentPolicy, soundness
 from .eval import resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
+from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json
 
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'STEP_FIELDS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS',
@@ -38,7 +40,7 @@ __all__ = ['LAYOUT', 'INPUTS', 'STEP_FIELDS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG',
 class ReportError(ValueError):
     "A report that cannot be rendered as asked; the message says why."
 
-if ReportError not in USER_ERRORS: USER_ERRORS.append(ReportError)   # `fairneg report` prints it as one line, exit 2
+user_error(ReportError)   # `fairneg report` prints it as one line, exit 2
 
 LAYOUT = {  # input -> glob patterns under the run directory, tried in order (the first that matches wins)
     "train": ("train/*/training_steps.jsonl", "train/training_steps.jsonl"),
@@ -121,7 +123,7 @@ class Run:
         if key in self.problems: return f"{INPUTS[key]}: {self.problems[key]}"
         return f"no {INPUTS[key]} in {self.root} (looked for {', '.join(LAYOUT[key])})"
 
-    def rows(self, cell:str, side:str, table:str="episodes.jsonl")->list:
+    def rows(self, cell:str, side:str, table:str=EPISODES)->list:
         "Rows of one side (`trained` or `base`) of an eval cell: its episodes, or another table such as the transcripts."
         key = (cell, side, table)
         if key not in self._cache:
@@ -232,17 +234,17 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
     write_eval(res, out / "eval.json")
     prereg = check_prereg({**DEMO_PREREG, "analysis": dict(B=B)}, "demo-gate")
     gate_ck = prereg["checkpoint"] if any(c["checkpoint"] == prereg["checkpoint"] for c in res["cells"].values()) else None
-    (out / "gate.json").write_text(json.dumps(evaluate_gate(prereg, res, gate_ck), indent=1) + "\n")
+    write_json(out / "gate.json", evaluate_gate(prereg, res, gate_ck))
     prim = [c for c in cells if c.condition == "primary"]
     if len(prim) >= 2:
-        ctrl = read_jsonl(Path(prim[0].out) / "base" / "episodes.jsonl")
-        camp = {"rational control": ctrl, **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / "episodes.jsonl") for c in prim}}
+        ctrl = read_jsonl(Path(prim[0].out) / "base" / EPISODES)
+        camp = {"rational control": ctrl, **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / EPISODES) for c in prim}}
         s = soundness(camp, [f"{prim[-1].checkpoint}>{prim[0].checkpoint}", f"rational control>{prim[0].checkpoint}"], B=B)
-        (out / "reward_soundness.json").write_text(json.dumps(s, indent=1) + "\n")
+        write_json(out / "reward_soundness.json", s)
     arms = dict.fromkeys(c.checkpoint.rsplit("_step", 1)[0] for c in cells)
     for j, arm in enumerate(arms):
         lam = float(m[1]) if (m := re.fullmatch(r"lam(\d+(?:\.\d+)?)", arm)) else 0.0
-        append_jsonl(synthetic_steps(arm, min(lam, 1.0), steps, seed=j), out / "train" / arm / "training_steps.jsonl")
+        append_jsonl(synthetic_steps(arm, min(lam, 1.0), steps, seed=j), out / "train" / arm / TRAINING_STEPS)
     return out
 
 # %% ../nbs/11_report.ipynb #733726d1
@@ -635,7 +637,7 @@ def ultimatum_splits(run:Run, condition:str="ultimatum", checkpoints:Iterable[st
             if side == "trained" and c["checkpoint"] not in cks: continue
             label = c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
             offers = {}
-            for t in run.rows(n, side, "rollout_transcripts.jsonl"):
+            for t in run.rows(n, side, TRANSCRIPTS):
                 a = t.get("applied") or {}
                 if t.get("phase") == "propose" and a.get("atype") == "propose" and a.get("deal"):
                     offers.setdefault((t["instance_id"], t["episode_seed"]), a["deal"])

@@ -14,7 +14,9 @@ import numpy as np
 from tqdm import tqdm
 import fairneg
 from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
-from .game import Game, json_lines, option_label
+from .game import Game, option_label
+from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, append_jsonl, read_jsonl,
+                           write_json)
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
@@ -25,10 +27,10 @@ from .protocol import (new_episode, current_seats, apply_action, decision_point,
 # %% auto #0
 __all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy', 'AgentPolicy',
            'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row', 'transcript_rows',
-           'append_jsonl', 'read_jsonl', 'code_version', 'nbs_then_accept', 'quality_report', 'seat_names',
-           'run_tournament', 'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat',
-           'llm_seats', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'run_cell',
-           'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
+           'code_version', 'nbs_then_accept', 'quality_report', 'seat_names', 'run_tournament', 'summary_table',
+           'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats', 'RandomLegalPolicy',
+           'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'run_cell', 'MergeError', 'merge_cells',
+           'merge_cmd', 'soundness_cmd']
 
 # %% ../nbs/06_rollout.ipynb #59845bc1
 @dataclass
@@ -162,17 +164,6 @@ def transcript_rows(ep:Episode)->list:
                  episode_seed=ep.spec.seed, policy=ep.spec.seats[t["seat"]], prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
                  **{k: t[k] for k in keep}, outcome=res) for t in s.turns]
 
-def append_jsonl(rows, path)->Path:
-    "Append rows to a JSON Lines table (tables are appended, never rewritten)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for r in rows: f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    return path
-
-def read_jsonl(path)->list:
-    "Rows of a JSON Lines file, naming the file and line of a bad row."
-    return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
-
 @functools.lru_cache(maxsize=1)
 def code_version()->str:
     "`fairneg <version> (<commit>)` for run records; the commit where the package sits in a git checkout."
@@ -234,8 +225,8 @@ def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_p
     eps = co_step(specs, pols, width=width, framing=framing, progress=progress)
     rows, trans = [e.row for e in eps], [t for e in eps for t in transcript_rows(e)]
     if out is not None:
-        append_jsonl(rows, Path(out) / "episodes.jsonl"); append_jsonl(trans, Path(out) / "rollout_transcripts.jsonl")
-        (Path(out) / "quality_report.json").write_text(json.dumps(quality_report(rows, trans), indent=1))
+        append_jsonl(rows, Path(out) / EPISODES); append_jsonl(trans, Path(out) / TRANSCRIPTS)
+        write_json(Path(out) / QUALITY, quality_report(rows, trans))
     return dict(episodes=eps, rows=rows, transcripts=trans)
 
 def summary_table(rows:list):
@@ -273,7 +264,7 @@ def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_flo
 import typer, random
 from collections import Counter
 from typing import Annotated
-from .bank import CliGroup
+from .commands import CliGroup
 from .protocol import render_prompt, state_to_dict, protocol_for
 
 RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
@@ -397,25 +388,23 @@ def run_cell(games, # the games
     res["states"] = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, framing, cell)
                      for ep in res["episodes"]]
     if out is not None:
-        append_jsonl(res["states"], Path(out) / "states.jsonl")
+        append_jsonl(res["states"], Path(out) / STATES)
         llm_names = sorted({n for ep in res["episodes"] for n in ep.spec.seats if not is_agent_seat(n)})
         append_jsonl([dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width, framing=framing,
                            seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
                            protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
                            **{**spec_kw, **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))],
-                     Path(out) / "cell.jsonl")
+                     Path(out) / CELL)
     return res
 
 # %% ../nbs/06_rollout.ipynb #3c24e6ad
-_CELL_TABLES = ("episodes.jsonl", "rollout_transcripts.jsonl", "states.jsonl", "cell.jsonl")
-
 class MergeError(ValueError):
     "Chunks that must not be merged into one cell."
 
 def _chunk_tables(d)->dict:
     d = Path(d)
-    if not (d / "episodes.jsonl").is_file(): raise MergeError(f"{d}: no episodes.jsonl (not a cell folder)")
-    return {t: read_jsonl(d / t) if (d / t).is_file() else None for t in _CELL_TABLES}
+    if not (d / EPISODES).is_file(): raise MergeError(f"{d}: no episodes.jsonl (not a cell folder)")
+    return {t: read_jsonl(d / t) if (d / t).is_file() else None for t in CELL_TABLES}
 
 def _refuse_mixed(label:str, by_chunk:dict):
     "Raise when the chunks show more than one value of `label` (`chunk -> set of values`)."
@@ -433,28 +422,28 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
     named = {str(c): _chunk_tables(c) for c in chunks}
     if str(out) in named: raise MergeError(f"{out} is both a chunk and the output")
     parts = dict(named)
-    if (out / "episodes.jsonl").is_file(): parts[f"{out} (already there)"] = _chunk_tables(out)
+    if (out / EPISODES).is_file(): parts[f"{out} (already there)"] = _chunk_tables(out)
     seen, dups = {}, []
     for c, t in parts.items():
-        for r in t["episodes.jsonl"]:
+        for r in t[EPISODES]:
             k = (r["instance_id"], r["episode_seed"])
             if k in seen: dups.append(f"{k[0]} seed {k[1]} ({seen[k]} and {c})")
             else: seen[k] = c
     if dups: raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5]) + (" ..." if len(dups) > 5 else ""))
-    _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t["episodes.jsonl"]} for c, t in parts.items()})
-    _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t["episodes.jsonl"]} for c, t in parts.items()})
-    _refuse_mixed("model max_new_tokens caps", {c: {x.get("max_new_tokens") for x in t["cell.jsonl"] or [{}]} for c, t in parts.items()})
-    has = {c: t["states.jsonl"] is not None for c, t in parts.items()}
+    _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t[EPISODES]} for c, t in parts.items()})
+    _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t[EPISODES]} for c, t in parts.items()})
+    _refuse_mixed("model max_new_tokens caps", {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()})
+    has = {c: t[STATES] is not None for c, t in parts.items()}
     if len(set(has.values())) > 1: raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
-    turns = [x for t in parts.values() for x in (t["rollout_transcripts.jsonl"] or [])]
-    try: check_poolable(turns if turns else [r for t in parts.values() for r in t["episodes.jsonl"]])
+    turns = [x for t in parts.values() for x in (t[TRANSCRIPTS] or [])]
+    try: check_poolable(turns if turns else [r for t in parts.values() for r in t[EPISODES]])
     except PoolingError as e: raise MergeError(f"the chunks do not pool: {e}") from None
     for c, t in named.items():
         for name, rows in t.items():
-            if rows: append_jsonl(rows if name != "cell.jsonl" else [{**x, "merged_from": c} for x in rows], out / name)
-    rows, trans = read_jsonl(out / "episodes.jsonl"), (read_jsonl(out / "rollout_transcripts.jsonl") if (out / "rollout_transcripts.jsonl").is_file() else None)
+            if rows: append_jsonl(rows if name != CELL else [{**x, "merged_from": c} for x in rows], out / name)
+    rows, trans = read_jsonl(out / EPISODES), (read_jsonl(out / TRANSCRIPTS) if (out / TRANSCRIPTS).is_file() else None)
     q = dict(quality_report(rows, trans), chunks=list(named), states_logged=all(has.values()))
-    (out / "quality_report.json").write_text(json.dumps(q, indent=1))
+    write_json(out / QUALITY, q)
     return q
 
 # %% ../nbs/06_rollout.ipynb #b0073e2a
@@ -473,7 +462,7 @@ def _campaign_rows(spec:str)->tuple:
     "`NAME=DIR` → (name, episode rows of DIR/episodes.jsonl or the file itself)."
     if "=" not in spec: raise typer.BadParameter(f"`{spec}`: expected NAME=DIR")
     name, d = spec.split("=", 1)
-    p = Path(d); p = p / "episodes.jsonl" if p.is_dir() else p
+    p = Path(d); p = p / EPISODES if p.is_dir() else p
     if not p.exists(): raise typer.BadParameter(f"campaign `{name}`: no episodes file at {p}")
     return name, read_jsonl(p)
 
@@ -485,7 +474,7 @@ def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/e
                   g_floor:float=typer.Option(None, help="reward floor (e.g. -17.5)")):
     "The offline reward soundness gate: exit 0 only when every expected order holds with non-overlapping intervals."
     res = soundness(dict(_campaign_rows(c) for c in campaign), expect_above, B=b, seed=seed, g_floor=g_floor)
-    out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1))
+    write_json(out, res)
     for nm, s in res["campaigns"].items():
         typer.echo(f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} games, {s['n_episodes']} episodes)")
     for c in res["checks"]: typer.echo(f"{c['expect']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}")

@@ -18,7 +18,7 @@ from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_
 from .protocol import (State, new_episode, decision_point, apply_action, render_prompt, parse_action,
                               check_action)
 from .rollout import EpisodeSpec, co_step
-from .bank import CliGroup
+from .commands import CliGroup
 
 # %% auto #0
 __all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS',

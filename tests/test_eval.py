@@ -10,7 +10,8 @@ import fairneg.policies
 from fairneg.cli import app
 from fairneg.eval import (GATE_EXIT, discover_cells, PairingError, analyze_cells, check_comparable, coverage_study, ladder_table, load_prereg, pair_sides, plan_cells, run_eval_cell, synthetic_cell, write_eval)
 from fairneg.game import generate_game
-from fairneg.rollout import ScriptedPolicy, nbs_then_accept, read_jsonl
+from fairneg.rollout import ScriptedPolicy, nbs_then_accept
+from fairneg.store import read_jsonl
 
 PILOT = Path(__file__).resolve().parents[1] / "params" / "prereg-pilot.yaml"
 runner = CliRunner()

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from fairneg.bank import generate_bank
 from fairneg.grpo import GRPOConfig, train, checkpoints
-from fairneg.rollout import read_jsonl
+from fairneg.store import read_jsonl
 
 VOLATILE = ("rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s", "rss_mb",
             "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb", "gpu_total_mb", "gpu_util_pct", "code_version")

@@ -9,7 +9,8 @@ from fairneg.agents import COUNTERFACTUAL_TYPES, get_agent
 from fairneg.cli import app as root
 from fairneg.game import generate_game, save_game
 from fairneg.protocol import render_prompt
-from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, run_cell, read_jsonl, view_ref
+from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, run_cell, view_ref
+from fairneg.store import read_jsonl
 from fairneg.policies import play_app
 from fairneg.pairs import (PoolingError, ReplayError, annotate, check_poolable, read_states,
                            replay, row_decision_point, ROW_FIELDS)

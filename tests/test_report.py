@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
 from fairneg.report import STEP_FIELDS, demo_run, synthetic_steps
-from fairneg.rollout import append_jsonl
+from fairneg.store import append_jsonl
 
 CHROMIUM = os.environ.get("FAIRNEG_CHROMIUM", "/usr/bin/chromium")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")

@@ -5,7 +5,8 @@ from typer.testing import CliRunner
 from fairneg.cli import app
 from fairneg.game import generate_game
 from fairneg.protocol import LENIENT, LENIENT_FIELDS
-from fairneg.rollout import ScriptedPolicy, nbs_then_accept, run_tournament, read_jsonl
+from fairneg.rollout import ScriptedPolicy, nbs_then_accept, run_tournament
+from fairneg.store import read_jsonl
 
 def _lowball(req):
     if req.dp["phase"] == "open": return json.dumps({"action": {"atype": "propose", "deal": "A1 B1 C1 D1 E1"}})
