@@ -48,8 +48,8 @@ import argparse, gc, importlib, importlib.util, json, os, platform, random, sys,
 import numpy as np
 from fairneg.game import generate_game
 from fairneg.geometry import solve
-from fairneg.protocol import (new_episode, current_seats, decision_point, render_prompt, parse_action, apply_action,
-                              is_done, outcome)
+from fairneg.protocol import new_episode, current_seats, decision_point, parse_action, apply_action, is_done, outcome
+from fairneg.prompts import render_prompt
 from fairneg.rollout import ScriptedPolicy, EpisodeSpec, co_step, make_policies
 
 TURN_TARGET_US, EPS_TARGET = 200.0, 10.0

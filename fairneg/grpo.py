@@ -6,7 +6,7 @@ Docs: https://fairneg.github.io/fairneg/grpo.html.md"""
 
 # %% ../nbs/08_grpo.ipynb #aeacb613
 from __future__ import annotations
-import contextlib, hashlib, inspect, json, os, random, time, resource
+import contextlib, hashlib, inspect, json, random, time
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 from typing import Annotated, Optional
@@ -21,6 +21,7 @@ from .llm import (constrained_masks, sequence_logprobs, vocab_size, load_model, 
 from .policies import default_constrain, resolve_model
 from .commands import CliGroup, MultiValueCommand, config_command
 from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json
+from .telemetry import memory_reading, wandb_run
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
@@ -388,45 +389,6 @@ def logged_steps(path)->set:
     return {r["step"] for r in read_jsonl(path)}
 
 # %% ../nbs/08_grpo.ipynb #423114df
-def _nvml()->dict:
-    "Device-wide memory in use and utilization of this process's GPU (all processes, vLLM's engine too), where NVML is."
-    try:
-        import torch, pynvml
-        pynvml.nvmlInit()
-        want = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "")).removeprefix("GPU-")
-        hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        h = next((x for x in hs if want and str(pynvml.nvmlDeviceGetUUID(x)).removeprefix("GPU-") == want), None)
-        if h is None:                        # no UUID to match: trust the index only when no device remapping is in force
-            if os.environ.get("CUDA_VISIBLE_DEVICES"): return {}
-            h = hs[torch.cuda.current_device()]
-        mem, util = pynvml.nvmlDeviceGetMemoryInfo(h), pynvml.nvmlDeviceGetUtilizationRates(h)
-        return dict(gpu_used_mb=round(mem.used / 2**20, 1), gpu_total_mb=round(mem.total / 2**20, 1), gpu_util_pct=int(util.gpu))
-    except Exception:                        # telemetry never stops a run
-        return {}
-
-def _memory()->dict:
-    "Peak host memory; on a GPU, this step's peak allocated/reserved memory (peaks reset per row) and NVML's reading."
-    import torch
-    m = dict(rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
-    if torch.cuda.is_available():
-        m.update(gpu_max_allocated_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
-                 gpu_max_reserved_mb=round(torch.cuda.max_memory_reserved() / 2**20, 1), gpu_name=torch.cuda.get_device_name(),
-                 **_nvml())
-        torch.cuda.reset_peak_memory_stats()
-    return m
-
-def _wandb(cfg:GRPOConfig, out:Path, rid:str):
-    "A wandb run with id `rid` (offline unless the user configured wandb), or None; never an error for a missing key."
-    if not cfg.wandb_project: return None
-    try:
-        import wandb
-        mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
-        return wandb.init(project=cfg.wandb_project, group=cfg.wandb_group, name=cfg.wandb_run_name or cfg.arm,
-                          config=asdict(cfg), dir=str(out), mode=mode, resume="allow", id=rid)
-    except Exception as e:
-        print(f"wandb disabled: {type(e).__name__}: {e}")
-        return None
-
 def _resumed_id(state:dict, cfg:GRPOConfig)->str:
     "The wandb id of a checkpoint's run: the one stored, or for earlier checkpoints the id they used (`arm-config_hash`)."
     if state.get("run_id"): return state["run_id"]
@@ -436,6 +398,8 @@ def _resume_changes(was:dict, cfg:GRPOConfig)->list:
     "`field old -> new` for `groups` and each field of the learning problem a resume changes."
     return [f"{k} {was.get(k)!r} -> {v!r}" for k, v in asdict(cfg).items() if (k == "groups" or k not in _VOLATILE) and was.get(k) != v]
 
+
+# %% ../nbs/08_grpo.ipynb #fbd55763
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
     def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True):
@@ -468,7 +432,8 @@ class GRPOTrainer:
         self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
         self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
         write_json(self.out / "config.json", asdict(cfg))
-        self.wandb = _wandb(cfg, self.out, self.run_id)
+        self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
+                               self.run_id)
 
     def _policy(self):
         c = self.cfg
@@ -566,7 +531,7 @@ class GRPOTrainer:
                     rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
                     rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
                     train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
-                    **_memory(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend,
+                    **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend,
                     base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing)
 
     def run(self)->list:

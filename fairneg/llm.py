@@ -12,7 +12,9 @@ from pathlib import Path
 from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
 from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
-from .protocol import render_prompt, parse_action, new_episode, prompt, current_seats, ANSWER_FORMAT
+from .protocol import parse_action, new_episode, current_seats
+from .prompts import render_prompt, prompt
+from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step
 
 # %% auto #0

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options
 from .geometry import solve
-from .protocol import (Protocol, new_episode, apply_action, decision_point, render_prompt, game_sha,
-                              check_poolable, PoolingError)
+from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError)
+from .prompts import render_prompt
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
 from .rollout import view_ref, llm_seats
@@ -585,7 +585,7 @@ def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
           "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, `n_parties`, "
           "and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, `retry_error`, ...): "
           "enough to re-render the decision point into any model's prompt (`fairneg.pairs.row_decision_point` + "
-          "`fairneg.protocol.render_prompt`).",
+          "`fairneg.prompts.render_prompt`).",
           "- `view_ref`: `<framing>:<hash>` of the prompt the model was shown; `view` (the messages) only when built with "
           "`--include-views`.", "",
           "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate."]

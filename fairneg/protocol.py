@@ -9,27 +9,24 @@ from __future__ import annotations
 import json, re, random, hashlib, itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
-import numpy as np
 from .game import (
-    Game, issue_letter, issue_index, label_option, label_options, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict, generate_game)
-from .metrics import outcome_z
+    Game, issue_letter, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
+from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 
 # %% auto #0
-__all__ = ['ATYPES', 'LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'COUNTERS', 'LENIENT', 'LENIENT_FIELDS',
-           'ANSWER_FORMAT', 'ProtocolError', 'Protocol', 'protocol_for', 'PoolingError', 'budget_items',
-           'check_poolable', 'State', 'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget',
-           'most_signed', 'standing_offer_id', 'parse_answer', 'parse_action', 'check_deal', 'check_action',
-           'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict',
-           'state_from_dict', 'decision_point', 'resolve_game', 'render_prompt', 'prompt', 'approx_tokens',
-           'NegotiationEnv']
+__all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'COUNTERS', 'LENIENT_FIELDS', 'ProtocolError',
+           'Protocol', 'protocol_for', 'PoolingError', 'budget_items', 'check_poolable', 'State', 'game_sha',
+           'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id',
+           'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action',
+           'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'decision_point',
+           'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
-ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
 PHASES = ("open", "turn", "vote", "propose", "respond", "demand", "done")
 ACTION_TOKENS, VOTE_TOKENS = 2048, 2560     # per-phase caps of the seed's five-seat scenario
-_LEGAL = {"open": ("propose",), "turn": ("propose", "accept", "pass", "walk"), "vote": ("vote",),
-          "propose": ("propose",), "respond": ("accept", "reject"), "demand": ("demand",), "done": ()}
+LEGAL_ATYPES = {"open": ("propose",), "turn": ("propose", "accept", "pass", "walk"), "vote": ("vote",),
+                "propose": ("propose",), "respond": ("accept", "reject"), "demand": ("demand",), "done": ()}
 
 class ProtocolError(RuntimeError):
     "A caller error (acting out of turn, after walking or after the end); a model's illegal action is recorded instead."
@@ -189,132 +186,10 @@ def standing_offer_id(s:State)->str|None:
     "The live offer with the most signatures (ties: the newest), or None (SPEC §5)."
     return most_signed((o["offer_id"], o["signers"]) for o in s.offers if o["status"] == "live")
 
-def _find_offer(s:State, oid):
+def find_offer(s:State, oid):
     m = re.fullmatch(r"o(\d+)", oid) if isinstance(oid, str) else None
     k = int(m[1]) - 1 if m else -1
     return s.offers[k] if 0 <= k < len(s.offers) else None
-
-# %% ../nbs/04_protocol.ipynb #98c6bb9b
-LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action", "string_action",
-           "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised", "vote_synonym",
-           "vote_ballot_implied", "accept_last_offer_implied")   # the lenient readings, in the order turn records list them
-
-# %% ../nbs/04_protocol.ipynb #dad04d5f
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-
-class _Obj(dict):
-    "A decoded JSON object that knows whether a key was given twice in it or in an object inside it."
-    dup = False
-
-def _pairs(pairs)->_Obj:
-    o = _Obj(pairs)
-    o.dup = len(o) < len(pairs) or any(getattr(v, "dup", False) for v in o.values())
-    return o
-
-_DEC = json.JSONDecoder(object_pairs_hook=_pairs)
-_MAX_SCAN, _MAX_CHARS = 64, 100_000
-_YES = {"yes", "y", "true", "accept", "approve", "for", "1"}
-_NO = {"no", "n", "false", "reject", "against", "0"}
-_NULLS = {"", "null", "none", "nil", "n/a", "-"}
-
-def _json_objects(t:str)->list:
-    "Top-level JSON objects in `t` as `(object, start, end)`, left to right (at most `_MAX_SCAN` start positions tried)."
-    out, pos, tries = [], t.find("{"), 0
-    while pos != -1 and tries < _MAX_SCAN:
-        tries += 1
-        try:
-            obj, end = _DEC.raw_decode(t, pos)
-            if isinstance(obj, dict): out.append((obj, pos, end))
-            pos = t.find("{", end)
-        except Exception: pos = t.find("{", pos + 1)
-    return out
-
-def _repaired(t:str)->list:
-    "One lenient retry on the outermost braces: smart quotes, trailing commas, Python literals, single quotes."
-    i, j = t.find("{"), t.rfind("}")
-    if i == -1 or j <= i: return []
-    x = t[i:j + 1].replace("\u201c", '"').replace("\u201d", '"').replace("\u2019", "'")
-    x = re.sub(r",\s*([}\]])", r"\1", x)
-    x = re.sub(r"\bNone\b", "null", re.sub(r"\bTrue\b", "true", re.sub(r"\bFalse\b", "false", x)))
-    if '"' not in x: x = x.replace("'", '"')
-    try: obj = _DEC.decode(x)
-    except Exception: return []
-    return [(obj, i, j + 1)] if isinstance(obj, dict) else []
-
-def _txt(x): return None if x is None else x if isinstance(x, str) else json.dumps(x) if isinstance(x, (dict, list)) else str(x)
-
-def _norm_oid(x):
-    if x is None or isinstance(x, bool): return None if x is None else str(x).lower()
-    if isinstance(x, (int, float)):
-        try: return f"o{int(x)}" if x == int(x) else str(x)
-        except (ValueError, OverflowError): return str(x)
-    x = _txt(x).strip()
-    if x.lower() in _NULLS: return None
-    m = re.fullmatch(r"(?:offer\s*)?#?\s*o?(\d+)", x, re.I)
-    return f"o{int(m[1])}" if m and len(m[1]) < 12 else x
-
-def _norm_deal(x):
-    if x is None: return None
-    if isinstance(x, (list, tuple)): x = " ".join(_txt(v) for v in x)
-    elif isinstance(x, dict):
-        x = " ".join(f"{k}{v}" if re.fullmatch(r"[A-Za-z]", str(k).strip()) and re.fullmatch(r"\d+", _txt(v).strip())
-                     else _txt(v) for k, v in x.items())
-    x = _txt(x).strip()
-    return None if x.lower() in _NULLS else x
-
-def _norm_vote(x):
-    if x is None: return None
-    if isinstance(x, bool): return "yes" if x else "no"
-    x = _txt(x).strip().lower()
-    return "yes" if x in _YES else "no" if x in _NO else None if x in ("null", "none", "") else x
-
-def _exact(raw, value)->bool: return isinstance(raw, str) and raw.strip() == value
-
-def _ordered(how:dict)->dict: return {k: how[k] for k in LENIENT if how.get(k)}
-
-def parse_answer(obj:dict)->dict:
-    "Normalize an answer object (`{scratchpad, message, action}` or a flat action) into `{action, message, scratchpad, error, lenient}`."
-    out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")), "error": None, "lenient": {}}
-    a, how = obj.get("action", obj), {}
-    if "action" not in obj: how["flat_action"] = 1
-    if isinstance(a, str): a = {**obj, "atype": a}; how["string_action"] = 1
-    if not isinstance(a, dict):
-        out["error"] = "`action` must be an object like {\"atype\": \"pass\"}"; return out
-    at = a.get("atype", a.get("type"))
-    if at is None or (isinstance(at, str) and not at.strip()):
-        out["error"] = "the action has no `atype`"; return out
-    if "atype" not in a: how["type_for_atype"] = 1
-    act = {"atype": _txt(at).strip().lower(), "offer_id": _norm_oid(a.get("offer_id")),
-           "deal": _norm_deal(a.get("deal")), "vote": _norm_vote(a.get("vote"))}
-    at = act["atype"]
-    if at in ATYPES and not _exact(a.get("atype", a.get("type")), at): how["atype_normalised"] = 1
-    if at in ("accept", "vote") and a.get("offer_id") is not None and not _exact(a["offer_id"], act["offer_id"]):
-        how["offer_id_normalised"] = 1
-    if at in ("propose", "demand") and a.get("deal") is not None and not isinstance(a["deal"], str): how["deal_normalised"] = 1
-    if at == "vote" and act["vote"] in ("yes", "no") and not _exact(a.get("vote"), act["vote"]): how["vote_synonym"] = 1
-    out["action"], out["lenient"] = act, _ordered(how)
-    return out
-
-def parse_action(text)->dict:
-    "Turn any model output into `{action, message, scratchpad, error, lenient}`; never raises (`action` is None on a parse error)."
-    try:
-        if isinstance(text, bytes): text = text.decode("utf-8", "replace")
-        if not isinstance(text, str): text = str(text)
-        t = _THINK.sub(" ", text[-_MAX_CHARS:])
-        if "</think>" in t.lower(): t = t[t.lower().rfind("</think>") + 8:]
-        objs = _json_objects(t); repaired = not objs
-        if repaired: objs = _repaired(t)
-        acts = [x for x in objs if "action" in x[0] or "atype" in x[0]]
-        if acts:
-            (o, i, j), p = acts[-1], parse_answer(acts[-1][0])
-            if p["action"] is None: p["lenient"] = {}
-            else: p["lenient"] = _ordered({**p["lenient"], "text_around_json": int(bool(t[:i].strip() or t[j:].strip())),
-                                           "json_repaired": int(repaired), "duplicate_json_keys": int(o.dup),
-                                           "multiple_actions": len(acts) - 1})
-            return p
-        err = "no JSON object with an `action` found" if objs else "no JSON object found"
-    except Exception as e: err = f"unreadable answer ({type(e).__name__})"
-    return {"action": None, "message": None, "scratchpad": None, "error": err, "lenient": {}}
 
 # %% ../nbs/04_protocol.ipynb #f719ba14
 _TOK = re.compile(r"[A-Z]+\d*|\d+")
@@ -354,15 +229,15 @@ def _check_demand(game:Game, seat:int, text)->tuple:
         return "illegal", f"demand exactly one option of your own issue {mine} ({mine}1-{mine}{nopt[seat]}), not `{text}`", None
     return "ok", None, (label_option(toks[0])[1],)
 
-def _vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
+def vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
 
 def check_action(s:State, seat:int, a:dict)->tuple:
     "Legality of action `a` by `seat` now: `(legality, error, canonical)` with `canonical` the parsed deal or the offer."
     at, ph = a.get("atype"), s.phase
-    legal = _LEGAL[ph]
+    legal = LEGAL_ATYPES[ph]
     off, canon = None, None
     if at in ("accept", "vote") and a.get("offer_id") is not None:
-        off = _find_offer(s, a["offer_id"])
+        off = find_offer(s, a["offer_id"])
         if off is None:
             known = ", ".join(o["offer_id"] for o in s.offers if o["status"] == "live") or "none"
             return "fabrication", f"offer {a['offer_id']} does not exist (live offers: {known})", None
@@ -371,7 +246,7 @@ def check_action(s:State, seat:int, a:dict)->tuple:
         lg, err, canon = _check_demand(s.game, seat, a.get("deal")) if dd else check_deal(s.game, a.get("deal"))
         if lg == "fabrication": return lg, err, None
     if at not in legal:
-        if ph == "vote": return "illegal", f"this is the forced-final vote on {s.ballot}: the only legal answer is {_vote_form(s.ballot)}", None
+        if ph == "vote": return "illegal", f"this is the forced-final vote on {s.ballot}: the only legal answer is {vote_form(s.ballot)}", None
         what = f"unknown atype `{at}`" if at not in ATYPES else f"`{at}` is not legal now"
         return "illegal", f"{what}; legal now: {', '.join(legal)}", None
     if at in ("propose", "demand"):
@@ -387,8 +262,8 @@ def check_action(s:State, seat:int, a:dict)->tuple:
     if at == "vote":
         if off is not None and off["offer_id"] != s.ballot:
             return "illegal", f"the ballot is {s.ballot}; you can only vote yes or no on {s.ballot}, not on {off['offer_id']}", None
-        if a.get("vote") not in ("yes", "no"): return "illegal", f"a vote is yes or no: {_vote_form(s.ballot)}", None
-        return "ok", None, _find_offer(s, s.ballot)
+        if a.get("vote") not in ("yes", "no"): return "illegal", f"a vote is yes or no: {vote_form(s.ballot)}", None
+        return "ok", None, find_offer(s, s.ballot)
     return "ok", None, None
 
 # %% ../nbs/04_protocol.ipynb #ee8bab88
@@ -402,9 +277,9 @@ def lenient_readings(s:State, seat:int, p:dict, canon=None)->dict:
     if at in ("propose", "demand") and isinstance(canon, tuple):
         label = option_label(seat, canon[0]) if at == "demand" and s.protocol.kind == "divide-dollar" else deal_label(canon)
         if a["deal"] != label: how["deal_normalised"] = 1
-    return _ordered(how)
+    return lenient_record(how)
 
-# %% ../nbs/04_protocol.ipynb #e44b91da
+# %% ../nbs/04_protocol.ipynb #43361068
 def _end(s:State, reason:str, offer:dict|None=None, signers=None, walk:bool=False, deal:str|None=None):
     if offer is not None: offer["status"], deal = "agreed", offer["deal"]
     signers = sorted(signers) if signers is not None else []
@@ -425,7 +300,7 @@ def _start_vote(s:State):
 
 def _resolve_vote(s:State):
     yes = [i for i, v in enumerate(s.votes) if v == "yes"]
-    if len(yes) >= s.game.quorum and all(v in yes for v in s.game.veto): _end(s, "vote_passed", _find_offer(s, s.ballot), yes)
+    if len(yes) >= s.game.quorum and all(v in yes for v in s.game.veto): _end(s, "vote_passed", find_offer(s, s.ballot), yes)
     else: _end(s, "vote_failed")
 
 def _resolve_demands(s:State):
@@ -437,6 +312,7 @@ def _resolve_demands(s:State):
     if g.pie is not None and float(utility(g, deal).sum()) > g.pie: return _end(s, "demands_exceed")
     _end(s, "demands_fit", signers=range(g.n), deal=deal_label(deal))
 
+# %% ../nbs/04_protocol.ipynb #13ced4b0
 def _advance(s:State, seat:int):
     "Move on after a completed turn of `seat`."
     s.last_actor = seat
@@ -456,6 +332,7 @@ def _advance(s:State, seat:int):
     s.round += 1
     if not s.queue: s.queue = _draw_cycle(s)
 
+# %% ../nbs/04_protocol.ipynb #2f471021
 def _apply(s:State, seat:int, a:dict, canon, msg)->dict:
     "Apply a legal action (or a forced pass) of `seat`; return the action as applied."
     at, g = a["atype"], s.game
@@ -612,7 +489,7 @@ def decision_point(s:State, seat:int)->dict:
             "thresholds": g.thresholds if full else None, "min_accept": g.quorum, "veto": g.veto, "pie": g.pie,
             "offers": [{**o, "signers": list(o["signers"])} for o in s.offers], "standing_offer_id": standing_offer_id(s),
             "ballot": s.ballot, "phase": ph, "round": s.round, "deadline": s.protocol.max_turns,
-            "history": list(s.history), "legal": list(_LEGAL[ph]) if acting else [], "acceptable": acceptable,
+            "history": list(s.history), "legal": list(LEGAL_ATYPES[ph]) if acting else [], "acceptable": acceptable,
             "retry_error": s.pending[seat], "own_scratchpad": s.scratch[seat], "has_prose": bool(g.prose)}
 
 def resolve_game(dp:dict, games)->Game:
@@ -623,321 +500,3 @@ def resolve_game(dp:dict, games)->Game:
             if game_sha(g) != ref["game_sha"]: raise ValueError(f"game {g.name} differs from the one played (fingerprint mismatch)")
             return g
     raise KeyError(f"game {ref['instance_id']} not found")
-
-# %% ../nbs/04_protocol.ipynb #c3ac281b
-ANSWER_FORMAT = '{"scratchpad": "...", "message": "...", "action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}'
-_SYSTEM = {}
-
-def _who(dp, i): return dp["parties"][i]
-
-def _names(dp, idx, conj="and"):
-    idx = list(idx)
-    if len(idx) == dp["n_parties"]: return "every party" if conj == "and" else "any party"
-    nm = [_who(dp, i) for i in idx]
-    return f" {conj} ".join(nm) if len(nm) <= 2 else ", ".join(nm[:-1]) + f" {conj} " + nm[-1]
-
-def _row(sheet): return " | ".join(f"{issue_letter(k)} " + " ".join(map(str, r)) for k, r in enumerate(sheet))
-
-def _named_issues(dp)->bool: return any(iss["name"] != f"Issue {issue_letter(k)}" for k, iss in enumerate(dp["issues"]))
-
-def _issue_line(dp, with_options:bool)->str:
-    parts = []
-    for k, iss in enumerate(dp["issues"]):
-        L = issue_letter(k)
-        opts = (": " + ", ".join(f"{L}{o + 1}={d}" for o, d in enumerate(iss["options"]))) if with_options else ""
-        parts.append(f"{L} {iss['name']}{opts}")
-    return "Issues: " + "; ".join(parts) + "."
-
-def _sheet_table(dp)->str:
-    me = dp["seat"]
-    if dp["sheets"] is None:
-        return (f"Your points per option (row A: A1 A2 ...). You need at least {dp['own_threshold']:g} "
-                f"(best {sum(map(max, dp['own_sheet'])):g}).\n" + "\n".join(
-                    f"{issue_letter(k)} " + " ".join(map(str, r)) for k, r in enumerate(dp["own_sheet"])))
-    lines = ["Points per option (A: A1 A2 ...); need = the least a party accepts."]
-    for i, sh in enumerate(dp["sheets"]):
-        tag = "YOU" if i == me else dp["roles"][i]
-        lines.append(f"{_who(dp, i)} {tag} need {dp['thresholds'][i]:g}: {_row(sh)}")
-    return "\n".join(lines)
-
-def _num(v): return "nothing" if v == 0 else f"{v:g}"
-
-def _sheet_prose(dp, sheet, subject:str)->str:
-    "A narrative of one sheet: issues by importance, options by value."
-    order = sorted(range(len(sheet)), key=lambda k: -max(sheet[k]))
-    bits = []
-    for j, k in enumerate(order):
-        L, name = issue_letter(k), dp["issues"][k]["name"]
-        opts = sorted(range(len(sheet[k])), key=lambda o: -sheet[k][o])
-        vals = ", ".join(f"{L}{o + 1} {_num(sheet[k][o])}" for o in opts)
-        lead = f"What matters most to {subject} is {name}" if j == 0 else ("and last " if j == len(order) - 1 else "then ") + name
-        bits.append(f"{lead} ({vals})")
-    return "; ".join(bits) + "."
-
-def _fill_brief(text:str, sheet)->str:
-    def sub(m):
-        k = issue_index(m[1])
-        if k >= len(sheet): return m[0]
-        if m[3]: return f"{max(sheet[k]):g}"
-        o = int(m[2]) - 1 if m[2] else -1
-        return f"{sheet[k][o]:g}" if 0 <= o < len(sheet[k]) else m[0]
-    return re.sub(r"#([A-Z])(\d+)?(_MAX)?_NUM", sub, text)
-
-def _rules_table(dp, prose:bool)->str:
-    q, veto, T, chair = dp["min_accept"], _names(dp, dp["veto"]), dp["deadline"], _who(dp, dp["roles"].index("p1"))
-    vor = _names(dp, dp["veto"], "or")
-    if prose:
-        return (f"How the talks run: {chair} chairs and opens with a proposal. Then the parties take {T} turns in a shuffled "
-                f"order; on a turn a party proposes a complete deal (its earlier proposal is withdrawn), signs someone's live "
-                f"proposal, passes, or walks out for good. A proposal becomes the agreement once {q} parties, {veto} among them, "
-                f"have signed it. If {vor} walks out, or fewer than {q} parties remain, the talks fail. After the last turn "
-                f"everyone still there votes yes or no on the proposal with the most signatures; {q} yes votes including "
-                f"{veto} adopt it. Otherwise nobody gets a deal.")
-    return (f"Rules: {chair} opens, then {T} turns; each turn is one action: propose a full deal (you sign it; it replaces "
-            f"your older offer), accept a live offer (sign it), pass, or walk (leave for good). An offer is the deal once {q} "
-            f"sign, {veto} included. No deal if {vor} walks or fewer than {q} remain. After turn {T}: yes/no vote on the "
-            f"standing offer (most signatures; newest on ties), passing with {q} yes, {veto} included.")
-
-def _format_block(hint:str)->str: return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
-
-def _system_text(dp:dict, framing:str, game:Game|None)->str:
-    kind, me, n, m = dp["protocol"], dp["party"], dp["n_parties"], len(dp["issues"])
-    prose = framing == "prose"
-    if kind == "ultimatum":
-        other = _who(dp, 1 - dp["seat"])
-        other = "the " + other if other in ("proposer", "responder") else other
-        mine = "proposer" if dp["role"] == "p1" else "responder"
-        you = f"You are the {mine}" + ("" if me == mine else f" ({me})")
-        if mine == "proposer":
-            head = (f"{you} in an ultimatum game: two parties split 100 points. You propose once: one option of issue A as "
-                    f"your share; {other} gets the rest, accepting (deal) or rejecting (both get 0).")
-        else:
-            head = (f"{you} in an ultimatum game: two parties split 100 points. {other[0].upper() + other[1:]} proposes its "
-                    f"share once (one option of issue A); you get the rest if you accept; if you reject, both get 0.")
-        body = _issue_line(dp, True) if prose else _issue_line(dp, True) + "\n" + _sheet_table(dp)
-        hint = "atype propose with a deal" if dp["role"] == "p1" else "atype accept with the offer_id, or reject"
-        return "\n".join([head, body, _format_block(hint)])
-    if kind == "divide-dollar":
-        L = issue_letter(dp["seat"]); opts = dp["issues"][dp["seat"]]["options"]
-        head = (f"You are {me}, one of {n} claimants to 100 points. Each claimant secretly demands a share at the same time: "
-                f"you demand one option of your issue {L} ({', '.join(f'{L}{o + 1}={d}' for o, d in enumerate(opts))}). "
-                f"If the demands add up to at most {dp['pie'] if dp['pie'] is not None else 100:g}, each gets its demand; "
-                f"otherwise everyone gets 0.")
-        return "\n".join([head, _format_block(f"atype demand, deal one option of {L}")])
-    # the table protocol
-    ex = " ".join(f"{issue_letter(k)}1" for k in range(m))
-    if not prose:
-        parts = [f"You are {me} ({dp['role']}), one of {n} parties negotiating {m} issues. A deal is one option per issue, "
-                 f"like \"{ex}\"."]
-        if _named_issues(dp): parts.append(_issue_line(dp, False))
-        parts += [_sheet_table(dp), _rules_table(dp, False)]
-    elif dp["has_prose"]:
-        if game is None: raise ValueError(f"the prose framing of {dp['instance_id']} needs its game (render_prompt(..., game=g))")
-        pr = game.prose
-        brief = _fill_brief(pr.get("individual", {}).get(me, ""), dp["own_sheet"])
-        names = pr.get("party_names", {})
-        parts = [pr.get("global_text", "").strip(), brief.strip(),
-                 f"You will not accept a deal worth less than {dp['own_threshold']:g} points to you.",
-                 "In this negotiation the parties are called " + ", ".join(f"{p} ({names.get(p, p)})" for p in dp["parties"])
-                 + f"; you are {me}. A deal is written as one option per issue, e.g. \"{ex}\"."]
-    else:
-        issues = ", ".join(f"{iss['name']} (options {issue_letter(k)}1-{issue_letter(k)}{len(iss['options'])})"
-                           for k, iss in enumerate(dp["issues"]))
-        parts = [f"You represent {me} in a meeting of {n} parties ({', '.join(dp['parties'])}) that must settle {m} issues: "
-                 f"{issues}. An agreement settles every issue, written like \"{ex}\".",
-                 _sheet_prose(dp, dp["own_sheet"], "you") +
-                 f" You will not settle for less than {dp['own_threshold']:g} points in total; the best possible deal would "
-                 f"give you {sum(map(max, dp['own_sheet'])):g}."]
-    if prose and dp["sheets"] is not None:
-        parts.append("You also know what the others want. " + " ".join(
-            f"{_who(dp, i)} needs at least {dp['thresholds'][i]:g} points. " + _sheet_prose(dp, sh, _who(dp, i))
-            for i, sh in enumerate(dp["sheets"]) if i != dp["seat"]))
-    if prose: parts.append(_rules_table(dp, True))
-    parts.append(_format_block("atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or vote; deal to propose"))
-    return "\n".join(parts)
-
-def _event_text(dp, ev)->str:
-    at, who = ev["atype"], _who(dp, ev["seat"])
-    if at == "propose": t = f"proposes {ev['offer_id']}: {ev['deal']}"
-    elif at == "accept": t = f"accepts {ev['offer_id']}"
-    elif at == "vote": t = "abstains (invalid answers)" if ev["vote"] == "abstain" else f"votes {ev['vote']}"
-    elif at == "demand": t = f"demanded {ev['deal']}"
-    else: t = {"pass": "passes", "walk": "walks out", "reject": "rejects"}.get(at, at)
-    if ev.get("forced") and at == "pass": t += " (invalid answers)"
-    msg = ev.get("message")
-    if msg: t += ' "' + (msg if len(msg) <= 300 else msg[:297] + "...") + '"'
-    return f"[{ev['round']}] {who} {t}"
-
-def _value(dp, deal:str)->float:
-    return sum(dp["own_sheet"][k][o] for k, o in label_options(deal))
-
-def _user_text(dp:dict, history_window:int=8, show_values:bool=False)->str:
-    ph, kind, L = dp["phase"], dp["protocol"], []
-    live = [o for o in dp["offers"] if o["status"] == "live"]
-    if kind == "table":
-        if ph == "open": L.append(f"You open the negotiation; {dp['deadline']} turns follow.")
-        elif ph == "turn": L.append(f"Turn {dp['round']} of {dp['deadline']}.")
-        gone = [_who(dp, i) for i, a in enumerate(dp["active"]) if not a]
-        if gone: L.append("Walked out: " + ", ".join(gone) + ".")
-        if ph != "vote":
-            if live:
-                L.append("Live offers:")
-                for o in live:
-                    v = f" | worth {_value(dp, o['deal']):g} to you" if show_values else ""
-                    L.append(f"{o['offer_id']} by {_who(dp, o['proposer'])}: {o['deal']} | signed {' '.join(_who(dp, i) for i in o['signers'])}{v}")
-                L.append(f"Standing offer: {dp['standing_offer_id']}.")
-            elif ph == "turn": L.append("No live offers.")
-    hist = [e for e in dp["history"] if not (ph == "vote" and e["atype"] == "vote")]
-    if hist: L += ["Recent moves:"] + [_event_text(dp, e) for e in hist[-history_window:]]
-    if ph == "vote":
-        b = next(o for o in dp["offers"] if o["offer_id"] == dp["ballot"])
-        v = f" (worth {_value(dp, b['deal']):g} to you)" if show_values else ""
-        L.append(f"Forced-final vote on {b['offer_id']}: {b['deal']}{v}, signed {' '.join(_who(dp, i) for i in b['signers'])}. "
-                 f"It passes with {dp['min_accept']} yes votes including {_names(dp, dp['veto'])}.")
-        cast = [e for e in dp["history"] if e["atype"] == "vote"]
-        if cast: L.append("Votes so far: " + ", ".join(f"{_who(dp, e['seat'])} {e['vote']}" for e in cast) + ".")
-    if kind == "ultimatum" and ph == "respond":
-        o = dp["offers"][-1]; k = label_option(o["deal"])[1]
-        L.append(f"{_who(dp, o['proposer'])} offers {o['offer_id']}: {o['deal']} (proposer share {dp['issues'][0]['options'][k]}, "
-                 f"{_value(dp, o['deal']):g} to you).")
-    if dp["retry_error"]:
-        L.append(f"Your last answer was invalid: {dp['retry_error']}. Answer again; another invalid answer counts as "
-                 + ("an abstention." if ph == "vote" else "a pass."))
-    legal = dp["legal"]
-    if not legal: L.append("You do not act now.")
-    elif ph == "vote": L.append("Vote now: " + _vote_form(dp["ballot"]) + ".")
-    elif ph == "demand": L.append(f'Demand now: {{"atype": "demand", "deal": "{issue_letter(dp["seat"])}<k>"}}.')
-    else:
-        opts = []
-        for a in legal:
-            if a == "propose": opts.append("propose a deal")
-            elif a == "accept" and dp["acceptable"]: opts.append("accept " + "/".join(dp["acceptable"]))
-            elif a != "accept": opts.append(a)
-        L.append("Your move: " + " | ".join(opts) + ".")
-    return "\n".join(L)
-
-def render_prompt(dp:dict, framing:str="table", game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
-    "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
-    if framing not in ("table", "prose"): raise ValueError(f"unknown framing `{framing}` (table or prose)")
-    key = (dp["game_ref"]["game_sha"], dp["seat"], framing, dp["info_mode"], dp["protocol_version"])
-    system = _SYSTEM.get(key)
-    if system is None:
-        if len(_SYSTEM) > 4096: _SYSTEM.clear()
-        system = _SYSTEM[key] = _system_text(dp, framing, game)
-    return [{"role": "system", "content": system}, {"role": "user", "content": _user_text(dp, history_window, show_values)}]
-
-def prompt(s:State, seat:int, framing:str="table", **kw)->list:
-    "Chat messages for `seat` at the current state."
-    return render_prompt(decision_point(s, seat), framing, s.game, **kw)
-
-def approx_tokens(text:str)->int:
-    "A rough token count (words, digits and punctuation marks; digits count one each as in Qwen-style tokenizers)."
-    return len(re.findall(r"\d|[^\W\d]+|[^\w\s]", text))
-
-# %% ../nbs/04_protocol.ipynb #d8cb3311
-from pettingzoo import AECEnv
-from gymnasium import spaces
-
-_PRINTABLE = "".join(chr(c) for c in range(32, 127))
-
-class NegotiationEnv(AECEnv):
-    "PettingZoo AEC environment over the protocol engine, with text (raw answers) or discrete actions."
-    metadata = {"name": "fairneg_negotiation_v0", "render_modes": ["ansi"], "is_parallelizable": False}
-
-    def __init__(self, game:Game|None=None, action_mode:str="text", framing:str="table", info_mode:str|None=None,
-                 max_turns:int|None=None, turn_max_tokens:int|None=None, render_mode:str|None=None, max_answer_chars:int=4096):
-        super().__init__()
-        if action_mode not in ("text", "discrete"): raise ValueError(f"unknown action_mode `{action_mode}`")
-        self.game = game if game is not None else generate_game(40000)
-        self.action_mode, self.framing, self.render_mode = action_mode, framing, render_mode
-        self._kw = dict(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens)
-        self.possible_agents = [f"seat_{i}" for i in range(self.game.n)]
-        self.state, self._seed = new_episode(self.game, 0, **self._kw), -1
-        g, p = self.game, self.state.protocol
-        self._m = 1 if p.kind == "ultimatum" else (p.max_turns + 1 if p.kind == "table" else 0)
-        self._d = max(g.n_options) if p.kind == "divide-dollar" else g.n_deals
-        if action_mode == "discrete" and self._d > 500_000: raise ValueError(f"{g.n_deals} deals is too many for discrete actions")
-        self._n_act = 5 + self._m + self._d
-        obs = {"observation": spaces.Box(-1, 2**31 - 1, (8,), np.int64),
-               "decision_point": spaces.Text(1 << 20, min_length=1, charset=_PRINTABLE)}
-        if action_mode == "discrete": obs["action_mask"] = spaces.Box(0, 1, (self._n_act,), np.int8)
-        self._obs_spaces = {a: spaces.Dict(obs) for a in self.possible_agents}
-        self._act_spaces = {a: spaces.Discrete(self._n_act) if action_mode == "discrete"
-                            else spaces.Text(max_answer_chars, min_length=0, charset=_PRINTABLE + "\n") for a in self.possible_agents}
-
-    def observation_space(self, agent): return self._obs_spaces[agent]
-    def action_space(self, agent): return self._act_spaces[agent]
-
-    def reset(self, seed=None, options=None):
-        "Start a new episode (seed: the episode seed; default: the previous one plus 1)."
-        self._seed = int(seed) if seed is not None else self._seed + 1
-        self.state = new_episode(self.game, self._seed, **self._kw)
-        self.agents = self.possible_agents[:]
-        self.rewards = {a: 0.0 for a in self.agents}; self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}; self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {} for a in self.agents}
-        self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
-
-    def _mask(self, seat):
-        s, m = self.state, np.zeros(self._n_act, np.int8)
-        dp_legal = _LEGAL[s.phase] if seat in current_seats(s) else ()
-        for a, j in (("pass", 0), ("walk", 1), ("vote", 2), ("vote", 3), ("reject", 4)):
-            if a in dp_legal: m[j] = 1
-        if "accept" in dp_legal:
-            for o in s.offers:
-                if o["status"] == "live" and seat not in o["signers"]: m[4 + int(o["offer_id"][1:])] = 1
-        if "propose" in dp_legal: m[5 + self._m:] = 1
-        if "demand" in dp_legal: m[5 + self._m: 5 + self._m + s.game.n_options[seat]] = 1
-        return m
-
-    def _decode(self, a, seat)->dict:
-        "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
-        return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
-
-    def _action(self, a, seat)->dict:
-        s = self.state
-        if a < 5:
-            at = ("pass", "walk", "vote", "vote", "reject")[a]
-            return {"atype": at, "vote": {2: "yes", 3: "no"}.get(a), "offer_id": s.ballot if at == "vote" else None}
-        if a < 5 + self._m: return {"atype": "accept", "offer_id": f"o{a - 4}"}
-        d = a - 5 - self._m
-        if s.protocol.kind == "divide-dollar": return {"atype": "demand", "deal": option_label(seat, d)}
-        opts = []
-        for no in reversed(s.game.n_options): opts.append(d % no); d //= no
-        return {"atype": "propose", "deal": deal_label(opts[::-1])}
-
-    def observe(self, agent):
-        s, seat = self.state, self.possible_agents.index(agent)
-        dp = decision_point(s, seat)
-        live = [o for o in s.offers if o["status"] == "live"]
-        so = _find_offer(s, dp["standing_offer_id"]) if dp["standing_offer_id"] else None
-        vec = np.array([seat, PHASES.index(s.phase), s.round, s.protocol.max_turns, sum(s.active), len(live),
-                        len(so["signers"]) if so else 0, int(s.pending[seat] is not None)], np.int64)
-        obs = {"observation": vec, "decision_point": json.dumps(dp, ensure_ascii=True, separators=(",", ":"))}
-        if self.action_mode == "discrete": obs["action_mask"] = self._mask(seat)
-        return obs
-
-    def step(self, action):
-        if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
-            return self._was_dead_step(action)
-        agent = self.agent_selection; seat = self.possible_agents.index(agent)
-        self._cumulative_rewards[agent] = 0.0
-        act = self._decode(action, seat) if self.action_mode == "discrete" and action is not None else action
-        rec = apply_action(self.state, seat, act)
-        self.infos[agent] = {"legality": rec["legality"], "turn_idx": rec["turn_idx"], "lenient": rec["lenient"]}
-        if is_done(self.state):
-            z = outcome_z(self.game, outcome(self.state))
-            for i, a in enumerate(self.possible_agents):
-                self.rewards[a] = float(z[i]); self.terminations[a] = True
-        else:
-            for a in self.agents: self.rewards[a] = 0.0
-            self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
-        self._accumulate_rewards()
-
-    def render(self):
-        "The current seat's prompt (ANSI text), or the outcome once the episode is over."
-        if is_done(self.state): return json.dumps({k: v for k, v in outcome(self.state).items() if k != "deal"})
-        seat = current_seats(self.state)[0]
-        return "\n\n".join(m["content"] for m in prompt(self.state, seat, self.framing))
-
-    def close(self): pass

@@ -265,7 +265,8 @@ import typer, random
 from collections import Counter
 from typing import Annotated
 from .commands import CliGroup
-from .protocol import render_prompt, state_to_dict, protocol_for
+from .protocol import state_to_dict, protocol_for
+from .prompts import render_prompt
 
 RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
 LLM_SEAT_ALIASES = ("llm", "model")   # `--seats` names for the seats `--model` takes

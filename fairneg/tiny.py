@@ -15,8 +15,8 @@ import typer
 from tqdm.auto import tqdm
 from .agents import get_agent, answer_text
 from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, issue_letter, read_json
-from .protocol import (State, new_episode, decision_point, apply_action, render_prompt, parse_action,
-                              check_action)
+from .protocol import State, new_episode, decision_point, apply_action, parse_action, check_action
+from .prompts import render_prompt
 from .rollout import EpisodeSpec, co_step
 from .commands import CliGroup
 

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from fairneg.agents import COUNTERFACTUAL_TYPES, get_agent
 from fairneg.cli import app as root
 from fairneg.game import generate_game, save_game
-from fairneg.protocol import render_prompt
+from fairneg.prompts import render_prompt
 from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, run_cell, view_ref
 from fairneg.store import read_jsonl
 from fairneg.policies import play_app
