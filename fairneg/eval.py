@@ -164,7 +164,7 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
     if not cells: raise EvalError("no checkpoints: pass --checkpoint NAME=PATH")
     return cells
 
-# %% ../nbs/09_eval.ipynb #4e3e452c
+# %% ../nbs/09_eval.ipynb #df91db8f
 def play_side(games:list[Game], # the games
               seeds:list[int], # episode seeds, the same for every game
               seats_of:Callable, # (game, seed) -> seat policy names
@@ -202,6 +202,7 @@ def _release(pols:dict):
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
 
+# %% ../nbs/09_eval.ipynb #1c29d75d
 SHARED_BASE = "_shared_base"
 
 def _model_fingerprint(spec:PolicySpec):
@@ -252,6 +253,7 @@ def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     tmp.rename(dst)
     return rows
 
+# %% ../nbs/09_eval.ipynb #f32cc1d9
 def run_eval_cell(cell:Cell)->dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games, seeds = condition_games(cell.condition, cell.bank, cell.crossgame_bank), cell.seeds

@@ -411,7 +411,7 @@ def dpo_pairs(rows:list, # annotated rows
         out.append(rec)
     return out
 
-# %% ../nbs/10_pairs.ipynb #616e5d5b
+# %% ../nbs/10_pairs.ipynb #65a52804
 REQUIRED_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id", "episode_seed", "seat",
                    "phase", "chosen_action", "rejected_action", "diverges", "information_leaky", "counterfactual_value",
                    "table_optimum", "protocol_version", "turn_token_budget", "view_ref") + STATE_FIELDS
@@ -433,6 +433,7 @@ def check_rows(rows:list, source:str="rows"):
     dup = [k for k, n in keys.items() if n > 1]
     if dup: raise PackageError(f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, counterfactual_type) keys, e.g. {dup[0]}")
 
+# %% ../nbs/10_pairs.ipynb #f8dd43f2
 def package(runs:dict, # experiment name -> annotation folder
             out, # dataset folder
             allow_mixed_protocols:bool=False, # pool rows of different protocols (the card warns)
@@ -465,6 +466,7 @@ def package(runs:dict, # experiment name -> annotation folder
     write_json(out / "card_stats.json", stats)
     return stats
 
+# %% ../nbs/10_pairs.ipynb #a4729b6a
 def card_stats(rows:list, pool:dict|None=None)->dict:
     "The numbers the card reports (counts, rates with denominators, both conventions, hazards)."
     df = _frame(rows); pool = pool or check_poolable(rows, override=True)
@@ -524,6 +526,7 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
                 protocols=proto.to_dict("records"), divergence=div.to_dict("records"), conventions=conv.to_dict("records"),
                 protocol_groups=groups, hazards=hz)
 
+# %% ../nbs/10_pairs.ipynb #7a12be3e
 def _md(records:list, cols:list, fmt:dict|None=None)->str:
     fmt = fmt or {}
     L = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
