@@ -62,7 +62,7 @@ def deal_index(deal, n_options)->int:
 
 def label_index(label:str, n_options)->int:
     "Row-major index of a deal label like `A1 B2 C3` (as the engine writes it)."
-    return deal_index([o for _, o in sorted(label_options(label))], n_options)
+    return deal_index([o for _, o in label_options(label)], n_options)
 
 def index_label(idx:int, n_options)->str:
     "The deal label of a row-major deal index."

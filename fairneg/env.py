@@ -85,9 +85,7 @@ class NegotiationEnv(AECEnv):
         if a < 5 + self._m: return {"atype": "accept", "offer_id": f"o{a - 4}"}
         d = a - 5 - self._m
         if s.protocol.kind == "divide-dollar": return {"atype": "demand", "deal": option_label(seat, d)}
-        opts = []
-        for no in reversed(s.game.n_options): opts.append(d % no); d //= no
-        return {"atype": "propose", "deal": deal_label(opts[::-1])}
+        return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}   # row-major, as `solve`
 
     def observe(self, agent):
         s, seat = self.state, self.possible_agents.index(agent)

@@ -84,8 +84,8 @@ def label_option(t:str)->tuple:
     return issue_index(m[1]), int(m[2]) - 1
 
 def label_options(label:str)->list:
-    "`(issue, option)` of every option label of a deal label as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
-    return [label_option(t) for t in label.split()]
+    "`(issue, option)` of every option label of a well-formed deal label, as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
+    return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]   # no regex: agents and prompts read many labels
 
 def deal_key(text)->str|None:
     "A deal text's option labels, upper-cased and sorted: two texts of the same deal get one key (None for a non-string)."

@@ -34,13 +34,12 @@ def resolve_model(spec, # `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder 
                   build:bool=True, # build an embedded model that is not cached yet (False: only say where it goes)
                  )->str:
     "The folder or hub id a model spec loads."
-    spec = str(spec)
-    if spec in EMBEDDED: return str((tiny_path if build else tiny_folder)(EMBEDDED[spec]))
-    return model_path(spec)
+    path = model_path(spec)                              # `hf:`/`vllm:` dropped first: `vllm:tiny` is the embedded model too
+    return str((tiny_path if build else tiny_folder)(EMBEDDED[path])) if path in EMBEDDED else path
 
 def default_constrain(spec, constrain=None)->str:
     "`constrain` if given, else `legal` for the embedded models (`tiny`, `tiny-test`) and `none` for real models."
-    if constrain in (None, "auto"): return "legal" if str(spec).removeprefix("vllm:") in EMBEDDED else "none"
+    if constrain in (None, "auto"): return "legal" if model_path(spec) in EMBEDDED else "none"
     return constrain_mode(constrain)
 
 # %% ../nbs/07b_policies.ipynb #8fc78514

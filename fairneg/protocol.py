@@ -10,7 +10,7 @@ import json, re, random, hashlib, itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
 from .game import (
-    Game, issue_letter, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
+    Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 
 # %% auto #0
@@ -202,14 +202,14 @@ def check_deal(game:Game, text)->tuple:
     labels = [(t, _LABEL.fullmatch(t)) for t in toks]
     for t, mt in labels:
         if mt is None: continue
-        k, o = label_option(t)
+        k, o = issue_index(mt[1]), int(mt[2]) - 1
         if k >= m: return "fabrication", f"issue {mt[1]} does not exist (issues are A-{issue_letter(m - 1)})", None
         if not 0 <= o < nopt[k]:
             return "fabrication", f"option {t} does not exist (issue {mt[1]} has {mt[1]}1-{mt[1]}{nopt[k]})", None
     deal = [None] * m
     for t, mt in labels:
         if mt is None: return "illegal", f"`{t}` is not an option label like A1", None
-        k, o = label_option(t)
+        k, o = issue_index(mt[1]), int(mt[2]) - 1
         if deal[k] is not None: return "illegal", f"issue {mt[1]} appears twice", None
         deal[k] = o
     missing = [issue_letter(k) for k, o in enumerate(deal) if o is None]
@@ -222,7 +222,8 @@ def _check_demand(game:Game, seat:int, text)->tuple:
     if not isinstance(text, str) or not text.strip(): return "illegal", f"a demand is one option of your issue {mine}, like `{mine}6`", None
     toks, nopt = _TOK.findall(text.upper()), game.n_options
     for t in toks:
-        k, o = label_option(t) if _LABEL.fullmatch(t) else (None, None)
+        mt = _LABEL.fullmatch(t)
+        k, o = (issue_index(mt[1]), int(mt[2]) - 1) if mt else (None, None)
         if k is not None and (k >= game.m or not 0 <= o < nopt[k]):
             return "fabrication", f"option {t} does not exist (your issue {mine} has {mine}1-{mine}{nopt[seat]})", None
     if len(toks) != 1 or not _LABEL.fullmatch(toks[0]) or toks[0][0] != mine:

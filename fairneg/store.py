@@ -16,7 +16,7 @@ __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STE
            'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
-EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8), written last: its presence means done
+EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
 TRANSCRIPTS = "rollout_transcripts.jsonl"    # one row per turn attempt, retries included
 STATES = "states.jsonl"                      # one complete engine state per episode (the annotator's log)
 CELL = "cell.jsonl"                          # one line per invocation that wrote to a cell folder: its options
