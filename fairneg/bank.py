@@ -20,10 +20,10 @@ from .store import write_jsonl, write_json
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
-           'REASONS', 'app', 'BankError', 'manifest_row', 'read_yaml', 'key_values', 'adapter_config', 'write_bank',
-           'read_manifest', 'load_bank', 'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints',
-           'check_modes', 'twin', 'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate',
-           'rejection_row', 'make_eval_bank', 'check_bank', 'generate', 'import_', 'eval_', 'check']
+           'REASONS', 'app', 'BankError', 'manifest_row', 'read_yaml', 'adapter_config', 'write_bank', 'read_manifest',
+           'load_bank', 'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes',
+           'twin', 'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row',
+           'make_eval_bank', 'check_bank', 'generate', 'import_', 'eval_', 'check']
 
 # %% ../nbs/03a_bank.ipynb #b107a1c9
 MANIFEST, REJECTIONS, GUARD = "manifest.jsonl", "rejections.jsonl", "guard.json"
@@ -54,15 +54,6 @@ def read_yaml(path, error:type=ReadError):
     text = read_text(path, error)
     try: return yaml.safe_load(text)
     except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
-
-def key_values(items:Iterable[str], what:str, error:type=ValueError)->dict:
-    "`KEY=VALUE` command-line items as a dict, values read as YAML scalars; `error` names the option and the bad item."
-    out = {}
-    for it in items:
-        k, eq, v = str(it).partition("=")
-        if not eq or not k.strip(): raise error(f"{what} `{it}`: expected KEY=VALUE")
-        out[k.strip()] = yaml.safe_load(v)
-    return out
 
 # %% ../nbs/03a_bank.ipynb #246c80d6
 ADAPTER_CONFIG = "adapter_config.json"

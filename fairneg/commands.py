@@ -8,12 +8,13 @@ Docs: https://fairneg.github.io/fairneg/commands.html.md"""
 from __future__ import annotations
 import dataclasses, inspect, types, typing
 from typing import Annotated, Optional
-import typer
+import typer, yaml
 from fastcore.docments import docments
 from typer.core import TyperCommand, TyperGroup
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'user_error', 'CliGroup', 'expand_multi', 'MultiValueCommand', 'config_params', 'config_command']
+__all__ = ['USER_ERRORS', 'user_error', 'CliGroup', 'expand_multi', 'MultiValueCommand', 'config_params', 'config_command',
+           'config_section', 'key_values']
 
 # %% ../nbs/00a_commands.ipynb #99a45f25
 USER_ERRORS = []   # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
@@ -89,3 +90,33 @@ def config_command(cls, # the config dataclass
     fn.__signature__ = inspect.Signature(params)
     fn.__annotations__ = {p.name: p.annotation for p in params}
     return fn
+
+# %% ../nbs/00a_commands.ipynb #127c1b76
+def config_section(d, # a parsed parameter file
+                   section:str, # the section the config reads (`train`, `eval`)
+                   cls, # the config dataclass
+                   source:str="parameters", # the file's name, for errors
+                   error:type=ValueError, # the error class raised
+                   whole:bool=False, # a file without the section is the section itself
+                   what:str|None=None, # how the error names the parameters (default: the section's name)
+                  )->dict:
+    "The `section:` of a parameter file, checked against the fields of `cls`."
+    if not isinstance(d, dict): raise error(f"{source}: must hold a mapping (a `{section}:` section)")
+    d = d.get(section, d if whole else {}) or {}
+    if not isinstance(d, dict): raise error(f"{source}: `{section}:` must be a mapping")
+    known = {f.name for f in dataclasses.fields(cls)}
+    bad = sorted(set(d) - known)
+    if bad: raise error(f"{source}: unknown {what or section} parameter(s) {', '.join(map(str, bad))} (known: {', '.join(sorted(known))})")
+    return dict(d)
+
+def key_values(items, # `KEY=VALUE` command-line items
+               what:str, # the option, for errors
+               error:type=ValueError, # the error class raised
+              )->dict:
+    "`KEY=VALUE` command-line items as a dict, values read as YAML scalars; `error` names the option and the bad item."
+    out = {}
+    for it in items:
+        k, eq, v = str(it).partition("=")
+        if not eq or not k.strip(): raise error(f"{what} `{it}`: expected KEY=VALUE")
+        out[k.strip()] = yaml.safe_load(v)
+    return out

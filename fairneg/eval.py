@@ -6,23 +6,23 @@ Docs: https://fairneg.github.io/fairneg/eval.html.md"""
 
 # %% ../nbs/09_eval.ipynb #67d8035a
 from __future__ import annotations
-import contextlib, gc, glob, hashlib, json, math, os, re, shutil, socket, sys, warnings
+import contextlib, gc, glob, hashlib, inspect, json, math, os, re, shutil, socket, sys, warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Callable, Iterable
+from typing import Annotated, Callable, Iterable, Optional
 import numpy as np
 import typer
-from .commands import CliGroup, MultiValueCommand, user_error
-from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, key_values, read_yaml
-from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
+from .commands import CliGroup, MultiValueCommand, user_error, config_command, config_section, key_values
+from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, read_yaml
+from .game import Game, ReadError, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
-from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version
+from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
 from .protocol import game_sha, check_poolable, PoolingError
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict
-from .store import EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, write_json
+from .store import EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS',
@@ -36,7 +36,8 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOS
            'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
            'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell',
            'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'episode_rows', 'load_episodes',
-           'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'launch_cmd', 'analyze', 'gate']
+           'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig', 'launch_config',
+           'plan_launch', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -175,16 +176,13 @@ def play_side(games:list[Game], # the games
               framing:str="table", width:int=64, progress:bool=False,
               **spec_kw, # EpisodeSpec fields (turn_max_tokens, ...)
               )->list[dict]:
-    "Play every game × seed and write the side's tables (episodes.jsonl last); return the episode rows."
+    "Play every game × seed and write the side's tables (`write_cell_tables`: episodes.jsonl last); return the episode rows."
     specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, **spec_kw) for g in games for s in seeds]
     eps = co_step(specs, policies, width=width, framing=framing, progress=progress)
     rows = sorted(({**e.row, **(extra or {})} for e in eps), key=lambda r: (r["instance_id"], r["episode_seed"]))
     trans = [t for e in eps for t in transcript_rows(e)]
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    append_jsonl(trans, out / TRANSCRIPTS)
-    append_jsonl([episode_state_line(e, framing=framing) for e in eps], out / STATES)   # `fairneg pairs annotate` reads it
-    write_json(out / QUALITY, quality_report(rows, trans))
-    append_jsonl(rows, out / EPISODES)
+    states = [episode_state_line(e, framing=framing) for e in eps]   # `fairneg pairs annotate` reads them
+    write_cell_tables(out, {TRANSCRIPTS: trans, STATES: states, EPISODES: rows}, quality_report(rows, trans))
     return rows
 
 def _side_done(d:Path, expected:set)->bool:
@@ -243,13 +241,10 @@ def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     "Copy a shared base side into a cell's `base/` under the cell's labels (`eval_base_shared` = its key)."
     name, tmp = f"{cell.experiment_prefix}{cell.name}_base", _private(dst)
     if tmp.exists(): shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    for f in (TRANSCRIPTS, STATES):
-        append_jsonl([{**r, "experiment_name": name} for r in read_jsonl(src / f)], tmp / f)
-    shutil.copyfile(src / QUALITY, tmp / QUALITY)
     rows = [{**r, "experiment_name": name, "eval_cell": cell.name, "eval_checkpoint": cell.checkpoint, "eval_base_shared": key}
             for r in read_jsonl(src / EPISODES)]
-    append_jsonl(rows, tmp / EPISODES)
+    write_cell_tables(tmp, {**{f: [{**r, "experiment_name": name} for r in read_jsonl(src / f)] for f in (TRANSCRIPTS, STATES)},
+                            EPISODES: rows}, read_json(src / QUALITY))
     tmp.rename(dst)
     return rows
 
@@ -978,41 +973,68 @@ def contrast_text(result:dict)->str:
             lines.append(f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]  {e['verdict']}")
     return "\n".join(lines)
 
+# %% ../nbs/09_eval.ipynb #5d718399
+@dataclass
+class LaunchConfig:
+    "What `fairneg eval launch` runs: the cells, how each side plays, and where the jobs go."
+    checkpoint: list[str] = field(default_factory=list) # NAME=PATH: an adapter folder (or agent:<name>, model:<id>, py:<module>:<factory>); several after one flag
+    out_dir: Path|None = None # cells go to OUT_DIR/<checkpoint>_<condition>/{trained,base}/
+    cells: list[str] = field(default_factory=lambda: list(CONDITIONS)) # conditions, e.g. `--cells primary ultimatum`
+    base: str|None = None # the untrained side (default: an adapter's base model, no adapter)
+    bank: Path|None = None # the held-out bank (`fairneg bank eval`): primary, framing, rational_guard
+    crossgame_bank: Path|None = None # games of the crossgame condition (default: generated 4-, 5-, 7-party games)
+    episodes: int = 8 # episodes per game (seeds 0..E-1), the same for both sides
+    model: str|None = None # base model of adapter checkpoints (default: from adapter_config.json)
+    opponent: str = "agent:bayes_rational" # the other seats of the rational guard
+    width: int = 64 # episodes live at once (co-stepping width)
+    turn_max_tokens: int|None = None # token-cap override for every turn (changes protocol_version)
+    llm: list[str] = field(default_factory=list) # KEY=VALUE passed to the model policies (model and adapter sides)
+    submit: bool = False # one submitit job per cell (Slurm by default) instead of running here
+    cluster: str|None = None # submitit cluster: slurm, local or debug (default: auto)
+    timeout_min: int = 240 # job time limit, minutes
+    gpus: int|None = None # GPUs per job (default: 1 when a side is a model, else 0)
+    cpus: int = 8 # CPUs per job
+    mem_gb: int|None = None # memory per job, GB
+    slurm: list[str] = field(default_factory=list) # KEY=VALUE Slurm parameters (e.g. partition=gpu, account=...)
+    wait: bool|None = None # wait for submitted jobs (default: for local and debug)
+    experiment_prefix: str = "fairness_grpo_eval_" # prefix of every experiment_name
+    share_base: bool = True # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
+    progress: bool = False # progress bars
+
+def launch_config(params=None, # a YAML parameter set (its `eval:` section) or None
+                  **overrides, # field values (None: not given)
+                 )->LaunchConfig:
+    "A `LaunchConfig` from a parameter file's `eval:` section and explicit overrides; checkpoints and out_dir are required."
+    d = config_section(read_yaml(params) or {}, "eval", LaunchConfig, str(params), ReadError) if params else {}
+    d.update({k: v for k, v in overrides.items() if v is not None})
+    cfg = LaunchConfig(**d)
+    missing = [f"--{n.replace('_', '-')}" for n in ("checkpoint", "out_dir") if not getattr(cfg, n)]
+    if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
+    return cfg
+
+def plan_launch(c:LaunchConfig, # the launch configuration
+                llm_kw:dict|None=None, # model policy options added to its `llm` items
+               )->list:
+    "The cells of a launch configuration (see `plan_cells`)."
+    return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent, episodes=c.episodes,
+                      bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width, experiment_prefix=c.experiment_prefix,
+                      turn_max_tokens=c.turn_max_tokens, llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
+                      progress=c.progress, share_base=c.share_base)
+
 # %% ../nbs/09_eval.ipynb #f49da010
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
     "Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster contrasts, gate a preregistration.")
 
-@app.command("launch", cls=MultiValueCommand)
-def launch_cmd(
-    checkpoint:Annotated[list[str], typer.Option(help="NAME=PATH: an adapter folder (or agent:<name>, model:<id>, py:<module>:<factory>); several after one flag.")],
-    out_dir:Annotated[Path, typer.Option(help="Cells go to OUT_DIR/<checkpoint>_<condition>/{trained,base}/.")],
-    cells:Annotated[list[str], typer.Option(help=f"Conditions, e.g. `--cells primary ultimatum` (known: {', '.join(CONDITIONS)}).")]=list(CONDITIONS),
-    base:Annotated[str|None, typer.Option(help="The untrained side (default: an adapter's base model, no adapter).")]=None,
-    bank:Annotated[Path|None, typer.Option(help="The held-out bank (`fairneg bank eval`): primary, framing, rational_guard.")]=None,
-    crossgame_bank:Annotated[Path|None, typer.Option(help="Games of the crossgame condition (default: generated 4-, 5-, 7-party games).")]=None,
-    episodes:Annotated[int, typer.Option(help="Episodes per game (seeds 0..E-1), the same for both sides.")]=8,
-    model:Annotated[str|None, typer.Option(help="Base model of adapter checkpoints (default: from adapter_config.json).")]=None,
-    opponent:Annotated[str, typer.Option(help="The other seats of the rational guard.")]="agent:bayes_rational",
-    width:Annotated[int, typer.Option(help="Episodes live at once (co-stepping width).")]=64,
-    turn_max_tokens:Annotated[int|None, typer.Option(help="Token-cap override for every turn (changes protocol_version).")]=None,
-    llm:Annotated[list[str], typer.Option(help="KEY=VALUE passed to HFPolicy (model and adapter sides).")]=[],
-    submit:Annotated[bool, typer.Option(help="One submitit job per cell (Slurm by default) instead of running here.")]=False,
-    cluster:Annotated[str|None, typer.Option(help="submitit cluster: slurm, local or debug (default: auto).")]=None,
-    timeout_min:Annotated[int, typer.Option(help="Job time limit, minutes.")]=240,
-    gpus:Annotated[int|None, typer.Option(help="GPUs per job (default: 1 when a side is a model, else 0).")]=None,
-    cpus:Annotated[int, typer.Option(help="CPUs per job.")]=8,
-    mem_gb:Annotated[int|None, typer.Option(help="Memory per job, GB.")]=None,
-    slurm:Annotated[list[str], typer.Option(help="KEY=VALUE Slurm parameters (e.g. partition=gpu, account=...).")]=[],
-    wait:Annotated[bool|None, typer.Option("--wait/--no-wait", help="Wait for submitted jobs (default: for local and debug).")]=None,
-    experiment_prefix:Annotated[str, typer.Option(help="Prefix of every experiment_name.")]="fairness_grpo_eval_",
-    share_base:Annotated[bool, typer.Option(help="Play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base).")]=True,
-    progress:Annotated[bool, typer.Option(help="Progress bars.")]=False):
+def launch_cmd(params:Path|None=None, **fields):
     "Run eval cells: each plays the trained policy and its untrained base on identical (game, seed) pairs."
-    plan = plan_cells(checkpoint, cells, out_dir, base=base, model=model, opponent=opponent, episodes=episodes, bank=bank,
-                      crossgame_bank=crossgame_bank, width=width, experiment_prefix=experiment_prefix,
-                      turn_max_tokens=turn_max_tokens, llm_kw=key_values(llm, "--llm", EvalError), progress=progress, share_base=share_base)
-    params = executor_params(plan, timeout_min, gpus, cpus, mem_gb, key_values(slurm, "--slurm", EvalError)) if submit else None
-    launch(plan, submit=submit, cluster=cluster, params=params, wait=wait, echo=typer.echo)
+    c = launch_config(params, **fields)
+    plan = plan_launch(c)
+    params_ = executor_params(plan, c.timeout_min, c.gpus, c.cpus, c.mem_gb, key_values(c.slurm, "--slurm", EvalError)) if c.submit else None
+    launch(plan, submit=c.submit, cluster=c.cluster, params=params_, wait=c.wait, echo=typer.echo)
+
+app.command("launch", cls=MultiValueCommand)(config_command(LaunchConfig, launch_cmd, [inspect.Parameter(
+    "params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[Path], typer.Option(
+        help="YAML parameter set (its `eval:` section); the flags given override it.")])]))
 
 @app.command(cls=MultiValueCommand)
 def analyze(

@@ -7,7 +7,7 @@ Docs: https://fairneg.github.io/fairneg/grpo.html.md"""
 # %% ../nbs/08_grpo.ipynb #aeacb613
 from __future__ import annotations
 import contextlib, hashlib, inspect, json, random, time
-from dataclasses import dataclass, field, asdict, fields
+from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
@@ -19,8 +19,9 @@ from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, sequence_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype)
 from .policies import default_constrain, resolve_model
-from .commands import CliGroup, MultiValueCommand, config_command
-from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json
+from fastcore.basics import patch
+from .commands import CliGroup, MultiValueCommand, config_command, config_section
+from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row
 from .telemetry import memory_reading, wandb_run
 
 # %% auto #0
@@ -435,124 +436,151 @@ class GRPOTrainer:
         self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
                                self.run_id)
 
-    def _policy(self):
-        c = self.cfg
-        cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
-        if c.backend == "vllm":
-            return VLLMPolicy(resolve_model(c.model), name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
-                              constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
-                              scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, gpu_memory=c.vllm_gpu_memory,
-                              **self._vllm_dtype())
-        return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
-                        batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
-                        message_chars=c.message_chars, constrain=cons)
+# %% ../nbs/08_grpo.ipynb #4f508aab
+@patch
+def _policy(self:GRPOTrainer):
+    c = self.cfg
+    cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
+    if c.backend == "vllm":
+        return VLLMPolicy(resolve_model(c.model), name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
+                          constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
+                          scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, gpu_memory=c.vllm_gpu_memory,
+                          **self._vllm_dtype())
+    return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
+                    batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
+                    message_chars=c.message_chars, constrain=cons)
 
-    def _vllm_dtype(self)->dict:
-        "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
-        c = self.cfg
-        return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
+@patch
+def _vllm_dtype(self:GRPOTrainer)->dict:
+    "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
+    c = self.cfg
+    return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
 
-    def _sync_vllm(self, step:int):
-        "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
-        import shutil
-        root = self.out / "_vllm_adapters"; path = root / f"step-{step}"
-        self.model.save_pretrained(path)
-        self.policy.set_adapter(path)
-        for old in root.glob("step-*"):       # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
-            if old != path: shutil.rmtree(old, ignore_errors=True)
+@patch
+def _sync_vllm(self:GRPOTrainer, step:int):
+    "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
+    import shutil
+    root = self.out / "_vllm_adapters"; path = root / f"step-{step}"
+    self.model.save_pretrained(path)
+    self.policy.set_adapter(path)
+    for old in root.glob("step-*"):       # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
+        if old != path: shutil.rmtree(old, ignore_errors=True)
 
-    def rollout(self, step:int)->tuple:
-        "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
-        c = self.cfg
-        plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
-        specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, max_turns=c.max_turns) for gi, seats, seeds in plan for s in seeds]
-        pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
-        eps = co_step(specs, pols, width=len(specs), framing=c.framing, progress=False)
-        order = {(e.spec.game.name, e.spec.seed): e for e in eps}
-        groups = [[order[(self.games[gi].name, s)] for s in seeds] for gi, seats, seeds in plan]
-        return groups, plan
+# %% ../nbs/08_grpo.ipynb #e33cd48c
+@patch
+def rollout(self:GRPOTrainer, step:int)->tuple:
+    "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
+    c = self.cfg
+    plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
+    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, max_turns=c.max_turns) for gi, seats, seeds in plan for s in seeds]
+    pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
+    eps = co_step(specs, pols, width=len(specs), framing=c.framing, progress=False)
+    order = {(e.spec.game.name, e.spec.seed): e for e in eps}
+    groups = [[order[(self.games[gi].name, s)] for s in seeds] for gi, seats, seeds in plan]
+    return groups, plan
 
-    def step(self, step:int)->dict:
-        "One GRPO step: `rollout`, `score` (rewards, advantages), `update`, `_row` (telemetry): methods a subclass may override."
-        c, t0 = self.cfg, time.perf_counter()
-        if c.backend == "vllm": self._sync_vllm(step)
-        before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
-        groups, plan = self.rollout(step)
-        t_roll = time.perf_counter() - t0
-        read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
-        eps, advs, flats, R, flat = self.score(plan, groups)
-        samples = collect_samples(eps, advs, flats, c.flat_groups)
-        up = update(self.model, self.opt, self.sch, samples, c, self.tok)
-        row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
-        return row, eps
+# %% ../nbs/08_grpo.ipynb #fe745f28
+@patch
+def score(self:GRPOTrainer, plan:list, groups:list)->tuple:
+    "Rewards and group advantages of a step's episodes: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
+    eps, advs, flats, Rs, flat = [], [], [], [], 0
+    for (gi, seats, seeds), grp in zip(plan, groups):
+        R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
+        A, f = group_advantages(R, [s == POLICY for s in seats], self.cfg.std_normalize)
+        flat += int(f.sum()); eps += grp; advs += list(A); flats += [f] * len(grp)
+        Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
+    return eps, advs, flats, np.concatenate(Rs), flat
 
-    def score(self, plan:list, groups:list)->tuple:
-        "Rewards and group advantages of a step's episodes: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
-        eps, advs, flats, Rs, flat = [], [], [], [], 0
-        for (gi, seats, seeds), grp in zip(plan, groups):
-            R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
-            A, f = group_advantages(R, [s == POLICY for s in seats], self.cfg.std_normalize)
-            flat += int(f.sum()); eps += grp; advs += list(A); flats += [f] * len(grp)
-            Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
-        return eps, advs, flats, np.concatenate(Rs), flat
+# %% ../nbs/08_grpo.ipynb #53fc41ac
+@patch
+def update_policy(self:GRPOTrainer, samples:list)->dict:
+    "The step's optimizer update on its samples (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
+    return update(self.model, self.opt, self.sch, samples, self.cfg, self.tok)
 
-    def _row(self, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total,
-             read:int, cached:int, # the rollout's prompt tokens, and those of them its engine's prefix cache served
-            )->dict:
-        c = self.cfg
-        rows = [e.row for e in eps]
-        pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
-               for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
-        pol_turns, gen, flat_tok = [t for t, _, _ in pol], sum(n for _, n, _ in pol), sum(n for _, n, f in pol if f)
-        worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
-        A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
-        n_tok = max(up["n_tokens"], 1)
-        trained = up["n_tokens"] > 0; tis = trained and c.importance_correction == "tis"
-        return dict(experiment_name=c.experiment_name, arm=c.arm, step=step, lam=c.lam, groups=c.groups, k=c.k,
-                    episodes=len(rows), reward_mean=float(R.mean()), reward_std=float(R.std()), worst_off_g=float(np.mean(worst_g)),
-                    deal_rate=float(np.mean([r["deal"] for r in rows])), walk_rate=float(np.mean([r["walk"] for r in rows])),
-                    below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
-                    nnw=float(np.mean([r["nnw"] for r in rows])), worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
-                    adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
-                    zero_spread_groups=flat, flat_groups=c.flat_groups, flat_tokens=int(flat_tok), samples=len(samples),
-                    tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
-                    kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
-                    clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
-                    sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
-                    importance_correction=c.importance_correction,
-                    tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
-                    fabrication=int(sum(t["legality"] == "fabrication" for t in pol_turns)),
-                    illegal=int(sum(t["legality"] == "illegal" for t in pol_turns)),
-                    parse_failures=int(sum(t["legality"] == "parse_error" for t in pol_turns)),
-                    lenient_turns=int(sum(bool(t.get("lenient")) for t in pol_turns)),   # read only thanks to the parser's leniency
-                    policy_turns=len(pol_turns), tokens_generated=int(gen),
-                    prompt_tokens_read=int(read),                     # what the rollout's prompts hold
-                    prompt_tokens_computed=int(read - cached),        # less what the prefix cache served
-                    rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
-                    rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
-                    train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
-                    **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend,
-                    base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing)
+# %% ../nbs/08_grpo.ipynb #3ac1db66
+@patch
+def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total,
+         read:int, cached:int, # the rollout's prompt tokens, and those of them its engine's prefix cache served
+        )->dict:
+    c = self.cfg
+    rows = [e.row for e in eps]
+    pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
+           for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
+    pol_turns, gen, flat_tok = [t for t, _, _ in pol], sum(n for _, n, _ in pol), sum(n for _, n, f in pol if f)
+    worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
+    A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
+    n_tok = max(up["n_tokens"], 1)
+    trained = up["n_tokens"] > 0; tis = trained and c.importance_correction == "tis"
+    return step_row(experiment_name=c.experiment_name, arm=c.arm, step=step, lam=c.lam, groups=c.groups, k=c.k,
+                episodes=len(rows), reward_mean=float(R.mean()), reward_std=float(R.std()), worst_off_g=float(np.mean(worst_g)),
+                deal_rate=float(np.mean([r["deal"] for r in rows])), walk_rate=float(np.mean([r["walk"] for r in rows])),
+                below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
+                nnw=float(np.mean([r["nnw"] for r in rows])), worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
+                adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
+                zero_spread_groups=flat, flat_groups=c.flat_groups, flat_tokens=int(flat_tok), samples=len(samples),
+                tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
+                kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
+                clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
+                sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
+                importance_correction=c.importance_correction,
+                tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
+                fabrication=int(sum(t["legality"] == "fabrication" for t in pol_turns)),
+                illegal=int(sum(t["legality"] == "illegal" for t in pol_turns)),
+                parse_failures=int(sum(t["legality"] == "parse_error" for t in pol_turns)),
+                lenient_turns=int(sum(bool(t.get("lenient")) for t in pol_turns)),   # read only thanks to the parser's leniency
+                policy_turns=len(pol_turns), tokens_generated=int(gen),
+                prompt_tokens_read=int(read),                     # what the rollout's prompts hold
+                prompt_tokens_computed=int(read - cached),        # less what the prefix cache served
+                rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
+                rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
+                train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
+                **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend,
+                base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing)
 
-    def run(self)->list:
-        "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written by this call."
-        from tqdm import tqdm
-        c, written = self.cfg, []
-        bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
-        for step in bar:
-            row, eps = self.step(step)
-            self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
-            if step not in self.logged:
-                append_jsonl([row], self.rows_path); self.logged.add(step); written.append(row)
-                if self.wandb is not None: self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
-            if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
-                append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
-                self.logged_trans.add(step)
-            if step in c.checkpoint_steps or step == c.steps:
-                save_checkpoint(self.out, step, self.model, self.opt, self.sch, c, self.history, self.run_id)
-            bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
-        if self.wandb is not None: self.wandb.finish()
-        return written
+# %% ../nbs/08_grpo.ipynb #c9910704
+@patch
+def step(self:GRPOTrainer, step:int)->dict:
+    "One GRPO step: `rollout`, `score` (rewards, advantages), `update_policy`, `_row` (telemetry): methods a subclass may override."
+    c, t0 = self.cfg, time.perf_counter()
+    if c.backend == "vllm": self._sync_vllm(step)
+    before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
+    groups, plan = self.rollout(step)
+    t_roll = time.perf_counter() - t0
+    read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
+    eps, advs, flats, R, flat = self.score(plan, groups)
+    samples = collect_samples(eps, advs, flats, c.flat_groups)
+    up = self.update_policy(samples)
+    row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
+    return row, eps
+
+# %% ../nbs/08_grpo.ipynb #512f9d20
+@patch
+def log_step(self:GRPOTrainer, step:int, row:dict, eps:list)->bool:
+    "Write a step's row (and wandb), its transcripts when due, and its checkpoint when due; whether the row was new."
+    c, new = self.cfg, step not in self.logged
+    if new:
+        append_jsonl([row], self.rows_path); self.logged.add(step)
+        if self.wandb is not None: self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
+    if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
+        append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
+        self.logged_trans.add(step)
+    if step in c.checkpoint_steps or step == c.steps:
+        save_checkpoint(self.out, step, self.model, self.opt, self.sch, c, self.history, self.run_id)
+    return new
+
+@patch
+def run(self:GRPOTrainer)->list:
+    "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written by this call."
+    from tqdm import tqdm
+    c, written = self.cfg, []
+    bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
+    for step in bar:
+        row, eps = self.step(step)
+        self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
+        if self.log_step(step, row, eps): written.append(row)
+        bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
+    if self.wandb is not None: self.wandb.finish()
+    return written
 
 def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True)->list:
     "Run GRPO with `cfg` (continuing from the newest complete checkpoint when `resume`)."
@@ -561,13 +589,7 @@ def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True)->list:
 # %% ../nbs/08_grpo.ipynb #835d90cd
 def load_train_params(path)->dict:
     "The `train:` section of a YAML parameter set (or the whole file when it has none), checked against GRPOConfig."
-    d = read_yaml(path) or {}
-    if not isinstance(d, dict): raise ReadError(f"{path}: must hold a mapping (a `train:` section)")
-    d = d.get("train", d)
-    known = {f.name for f in fields(GRPOConfig)}
-    bad = sorted(set(d) - known)
-    if bad: raise ReadError(f"{path}: unknown training parameter(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
-    return d
+    return config_section(read_yaml(path) or {}, "train", GRPOConfig, str(path), ReadError, whole=True, what="training")
 
 def make_config(params:str|None=None, **overrides)->GRPOConfig:
     "A GRPOConfig from a parameter file and explicit overrides (None means: not given)."

@@ -7,6 +7,7 @@ Docs: https://fairneg.github.io/fairneg/llm.html.md"""
 # %% ../nbs/07_llm.ipynb #3a358c4c
 from __future__ import annotations
 import copy, dataclasses, inspect, itertools, json, time
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from .agents import AGENT_NAMES, get_agent
@@ -18,13 +19,14 @@ from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'QWEN_STYLE_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS',
-           'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype', 'load_model',
-           'standin_config', 'standin_model', 'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids',
-           'sample_batch', 'unpack_bitmask', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema',
-           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer',
-           'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy',
-           'same_action', 'evaluate_model', 'eval_text']
+__all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
+           'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype',
+           'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
+           'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch', 'unpack_bitmask',
+           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf',
+           'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy',
+           'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action',
+           'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -61,17 +63,90 @@ def load_model(spec, # a folder, a hub id or `hf:PATH`
         model = PeftModel.from_pretrained(model, str(adapter))
     return model.to(device).eval(), tok
 
-# %% ../nbs/07_llm.ipynb #5835a8f9
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
-QWEN_STYLE_TEMPLATE = (
-    "{%- for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{%- endfor %}"
-    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
-    "{%- endif %}")
+# %% ../nbs/07_llm.ipynb #10408082
+PRETOKENIZE = r"(?:[^\r\n\p{N} ]| (?!\p{N}))+| ?\p{N}{1,3}|\s*[\r\n]+"   # numbers, newline runs, everything in between
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+THINK_TOKENS = ("<think>", "</think>")
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- set content = message.content -%}"
+    "{%- if message.role == 'assistant' -%}"
+    "{%- if '</think>' in content -%}{%- set content = content.split('</think>')[-1].lstrip('\\n') -%}{%- endif -%}"
+    "{{- '<|im_start|>assistant\\n' + ('<think>\\n\\n</think>\\n\\n' if loop.last else '') + content + '<|im_end|>\\n' -}}"
+    "{%- else -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
+    "{%- endif -%}")
+
+# %% ../nbs/07_llm.ipynb #eaf6d7f8
+def train_tokenizer(texts:list, # training texts
+                    vocab_size:int=4096, # cap on the vocabulary (merges stop earlier on narrow text)
+                    min_frequency:int=2, # a merge must occur at least this often
+                   ):
+    "A byte-level BPE trained on `texts`, as a transformers fast tokenizer with the chat template and special tokens."
+    from tokenizers import Tokenizer, AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in THINK_TOKENS])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   chat_template=CHAT_TEMPLATE, model_max_length=4096, padding_side="left")
+
+# %% ../nbs/07_llm.ipynb #5a96669d
+def qwen3_config(tok, # the tokenizer (vocabulary size, eos and pad ids)
+                 shape:dict, # Qwen3Config fields (a `vocab_size` among them overrides the tokenizer's)
+                ):
+    "The `Qwen3Config` of a model of `shape` for tokenizer `tok`."
+    from transformers import Qwen3Config
+    return Qwen3Config(**{"vocab_size": -(-len(tok) // 64) * 64, "bos_token_id": None, "eos_token_id": tok.eos_token_id,
+                          "pad_token_id": tok.pad_token_id, **shape})
+
+def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
+               shape:dict, # Qwen3Config fields: layers, widths, heads
+               seed:int=0, # initialization seed
+               dtype:str="float32", # weights dtype
+               device:str="cpu", # where the weights are initialized (`cuda` makes a Qwen3-8B shape in seconds)
+              ):
+    "A freshly initialized `Qwen3ForCausalLM` of `shape`, its weights a function of `seed`."
+    import torch
+    from transformers import Qwen3ForCausalLM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        with torch.device(device): m = Qwen3ForCausalLM._from_config(qwen3_config(tok, shape), dtype=getattr(torch, dtype))
+    m.generation_config.eos_token_id, m.generation_config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+    m.generation_config.bos_token_id = None
+    return m
+
+def n_params(model)->int:
+    "Number of distinct parameters (tied embeddings counted once)."
+    return sum(p.numel() for p in model.parameters())
+
+# %% ../nbs/07_llm.ipynb #ad1c4945
+QWEN3_8B = dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                head_dim=128, vocab_size=151936, tie_word_embeddings=False, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
+                max_position_embeddings=40960)
+
+def standin_shape(shape:str="small", # `small` (hidden/layers below) or `qwen3-8b` (Qwen3-8B's dimensions, vocabulary width included)
+                  hidden:int=64, layers:int=2)->dict:
+    "The Qwen3Config fields of a stand-in model of a given shape."
+    if shape == "qwen3-8b": return QWEN3_8B
+    if shape != "small": raise ValueError(f"stand-in shape must be small or qwen3-8b, got {shape!r}")
+    return dict(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, max_position_embeddings=32768, tie_word_embeddings=True)
 
 def _standin_corpus()->list:
     "Texts the stand-in tokenizer is trained on: prompts of each protocol and framing, and answers."
-    texts = [ANSWER_FORMAT]
+    texts = ["system\n", "user\n", "assistant\n", ANSWER_FORMAT]
     for g in (generate_game(40000), generate_game(40001, n_parties=5, info_mode="private"), ultimatum_game(), divide_dollar_game()):
         s = new_episode(g, 0)
         for fr in ("table", "prose"): texts += [m["content"] for m in prompt(s, current_seats(s)[0], fr)]
@@ -80,48 +155,21 @@ def _standin_corpus()->list:
         texts.append(json.dumps({"scratchpad": "My threshold is met.", "message": "I accept.", "action": a}))
     return texts
 
-QWEN3_8B = dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-                head_dim=128, vocab_size=151936, tie_word_embeddings=False, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-                max_position_embeddings=40960)
-
-def standin_config(tok, # the stand-in tokenizer
-                   shape:str="small", # `small` (hidden/layers below) or `qwen3-8b` (Qwen3-8B's dimensions, vocabulary width included)
-                   hidden:int=64, layers:int=2):
-    "The `Qwen3Config` of a stand-in model of a given shape."
-    from transformers import Qwen3Config
-    ids = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    if shape == "qwen3-8b": return Qwen3Config(**QWEN3_8B, **ids)
-    if shape != "small": raise ValueError(f"stand-in shape must be small or qwen3-8b, got {shape!r}")
-    return Qwen3Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=32768,
-                       tie_word_embeddings=True, **ids)
-
 def standin_model(out, # folder to write (reused when it already holds the model)
                   seed:int=0, # weight initialization seed
-                  vocab_size:int=1024, # BPE vocabulary target (the corpus is small: fewer merges are found)
+                  vocab_size:int=1024, # BPE vocabulary cap (the corpus is small: fewer merges are found)
                   hidden:int=64, # hidden size (shape `small`)
                   layers:int=2, # decoder layers (shape `small`)
                   shape:str="small", # `small`, or `qwen3-8b`: Qwen3-8B's architecture with random weights (GPU benchmarks)
                   dtype:str="float32", # weights dtype written (`bfloat16` halves a qwen3-8b folder to ~16 GB)
                   device:str="cpu", # where the weights are initialized (`cuda` makes a qwen3-8b in seconds)
                  )->Path:
-    "Write (once) a randomly initialized Qwen3 causal LM with a byte-level BPE tokenizer and a Qwen-style chat template."
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
+    "Write (once) a randomly initialized Qwen3 causal LM with its byte-level BPE tokenizer and chat template."
     out = Path(out)
     if (out / "config.json").exists() and (out / "tokenizer.json").exists(): return out
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer, tk.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    tk.train_from_iterator(_standin_corpus(), trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  chat_template=QWEN_STYLE_TEMPLATE)
-    cfg = standin_config(tok, shape, hidden, layers)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        with torch.device(device): model = Qwen3ForCausalLM._from_config(cfg, dtype=getattr(torch, dtype))
-    model.save_pretrained(out); tok.save_pretrained(out)
+    dims = standin_shape(shape, hidden, layers)
+    tok = train_tokenizer(_standin_corpus(), vocab_size=vocab_size)
+    make_model(tok, dims, seed, dtype, device).save_pretrained(out); tok.save_pretrained(out)
     return out
 
 # %% ../nbs/07_llm.ipynb #95f8ed8c
@@ -366,7 +414,7 @@ def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or J
     "Packed allowed-token bitmasks `[T, ceil(V/32)]` (int32) the grammar imposed at each step of a completion."
     import xgrammar as xgr
     sc = dp_or_schema
-    if isinstance(sc, dict) and "legal" in sc: sc = legal_action_schema(sc, **schema_kw)
+    if isinstance(sc, Mapping) and "legal" in sc: sc = legal_action_schema(sc, **schema_kw)
     V = vocab or len(tokenizer)
     m = xgr.GrammarMatcher(compiled_grammar(tokenizer, sc, V))
     bm = xgr.allocate_token_bitmask(len(completion_ids), V)

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options
 from .geometry import solve
-from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError)
+from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
+                              DecisionPoint, Offer)
 from .prompts import render_prompt
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
@@ -23,10 +24,10 @@ from .policies import resolve_model
 from .store import STATES, append_jsonl, read_jsonl, write_json
 
 # %% auto #0
-__all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'REQUIRED_FIELDS', 'app',
-           'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer', 'replay', 'structured',
-           'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values', 'action_value',
-           'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line', 'annotate',
+__all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS',
+           'REQUIRED_FIELDS', 'app', 'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer',
+           'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values',
+           'action_value', 'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line', 'annotate',
            'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'dpo_pairs', 'load_pairs',
            'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd', 'package_cmd', 'dpo_cmd']
 
@@ -194,7 +195,8 @@ PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverge
                "counterfactual_value", "rejected_value", "table_optimum", "view_ref")
 ROW_FIELDS = ID_FIELDS + PAIR_FIELDS + STATE_FIELDS + VIEW_FIELDS
 _EVENT_KEYS = ("round", "seat", "atype", "offer_id", "deal", "vote", "message", "forced")
-_OFFER_KEYS = ("offer_id", "proposer", "deal", "signers", "status", "round")
+_OFFER_KEYS = Offer.field_names()
+DP_ROW_IDS = ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")   # a row's ids a decision point holds
 
 def state_fields(dp:dict)->dict:
     "The state-complete fields of a decision point (history events and offers with fixed keys, for columnar files)."
@@ -204,11 +206,8 @@ def state_fields(dp:dict)->dict:
     return d
 
 def row_decision_point(row:dict)->dict:
-    "The decision point a row was scored at, rebuilt from its fields (without the seat's own scratchpad)."
-    dp = {k: row[k] for k in STATE_FIELDS + VIEW_FIELDS}
-    dp.update({k: row[k] for k in ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")})
-    dp["own_scratchpad"] = None
-    return dp
+    "The `DecisionPoint` a row was scored at, rebuilt from its fields (without the seat's own scratchpad)."
+    return DecisionPoint.from_json({**{k: row[k] for k in STATE_FIELDS + VIEW_FIELDS + DP_ROW_IDS}, "own_scratchpad": None})
 
 def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(",", ":"))
 

@@ -15,7 +15,7 @@ from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
 from .rollout import run_tournament, soundness
 from .grpo import GRPOConfig, make_config, train
-from .eval import plan_cells, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .eval import launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .report import render_report
 from .store import write_jsonl, write_json
 
@@ -147,11 +147,11 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
     "Every (checkpoint, condition) cell against the untrained base; sides already complete are kept."
     out = run / "eval" / "done.json"
     def go():
-        cells = plan_cells([f"{k}={v}" for k, v in ckpts.items()], get(params, "eval.conditions", ["primary", "ultimatum", "divide_dollar"]),
-                           run / "eval", model=model, episodes=get(params, "eval.episodes", 2), bank=str(eval_bank),
-                           progress=progress, llm_kw=dict(max_new_tokens=get(params, "train.max_new_tokens", 160),
-                                                          scratchpad_chars=get(params, "train.scratchpad_chars", 64),
-                                                          message_chars=get(params, "train.message_chars", 64)))
+        lc = launch_config(params["_source"], checkpoint=[f"{k}={v}" for k, v in ckpts.items()], out_dir=run / "eval",
+                           model=model, bank=str(eval_bank), progress=progress)   # the file's `eval:` section: cells, episodes, ...
+        cells = plan_launch(lc, llm_kw=dict(max_new_tokens=get(params, "train.max_new_tokens", 160),
+                                            scratchpad_chars=get(params, "train.scratchpad_chars", 64),
+                                            message_chars=get(params, "train.message_chars", 64)))
         res = launch(cells, echo=log)
         write_json(out, dict(cells=[c.name for c in cells], results=res))
     run_stage("eval", out, go, force, only)

@@ -18,8 +18,8 @@ __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES',
            'Protocol', 'protocol_for', 'PoolingError', 'budget_items', 'check_poolable', 'State', 'game_sha',
            'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id',
            'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action',
-           'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'decision_point',
-           'resolve_game']
+           'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'Record', 'Offer',
+           'DecisionPoint', 'decision_point', 'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -464,6 +464,86 @@ def state_from_dict(d:dict)->State:
     d = dict(d)
     return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"), "protocol": Protocol(**d["protocol"])})
 
+# %% ../nbs/04_protocol.ipynb #67ac0ecb
+class Record(dict):
+    "A JSON object with a declared schema: its keys are the class's annotated fields, read as `r['k']` or `r.k`."
+    def __getattr__(self, k):
+        try: return self[k]
+        except KeyError: raise AttributeError(f"{type(self).__name__} has no field {k!r}") from None
+    @classmethod
+    def field_names(cls)->tuple:
+        "The declared fields, in order."
+        return tuple(cls.__annotations__)
+    @classmethod
+    def from_json(cls, d:dict):
+        "Read the JSON form back; a field unknown or missing is a `ValueError` naming it."
+        names = cls.field_names()
+        bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
+        if bad or missing: raise ValueError(f"not a {cls.__name__}: " + "; ".join(
+            ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
+        return cls({k: d[k] for k in names})
+    def to_json(self)->dict:
+        "The plain JSON form."
+        return dict(self)
+
+class Offer(Record):
+    "An offer on the table, as a seat sees it."
+    offer_id: str   # `o1`, `o2`, ... in the order proposed
+    proposer: int   # the seat that proposed it
+    deal: str       # its canonical deal label (`A1 B2 ...`)
+    signers: list   # seats that have signed it, the proposer first
+    status: str     # live, withdrawn, or agreed (the deal that closed)
+    round: int      # the round it was proposed in
+
+# %% ../nbs/04_protocol.ipynb #afa3db80
+class DecisionPoint(Record):
+    "What one seat may see when it is asked to act, plus the game reference that re-scoring needs."
+    instance_id: str        # the game's name
+    game_ref: dict          # {instance_id, game_sha}: the truth, by reference (`resolve_game`)
+    episode_id: str         # the episode
+    episode_seed: int       # its seed
+    protocol: str           # table, ultimatum or divide-dollar
+    protocol_version: str   # the protocol's version (SPEC §5; runs pool only within one)
+    turn_token_budget: int  # the token cap of this turn
+    info_mode: str          # full or private
+    seat: int               # the seat asked
+    party: str              # its party
+    role: str               # its role
+    n_parties: int          # how many seats
+    parties: list           # every seat's party
+    roles: list             # every seat's role
+    active: list            # the seats still at the table
+    issues: list            # [{name, options}] per issue
+    own_sheet: list         # the seat's scores, per issue and option
+    own_threshold: float    # the seat's threshold
+    sheets: list|None       # every sheet in full information, else None
+    thresholds: list|None   # every threshold in full information, else None
+    min_accept: int         # the quorum
+    veto: list              # the veto parties
+    pie: object             # the divide-the-dollar pie (None elsewhere)
+    offers: list            # the `Offer`s so far
+    standing_offer_id: str|None  # the offer with the most signatures (`most_signed`)
+    ballot: str|None        # the offer on the ballot in the vote phase
+    phase: str              # open, turn, vote, propose, respond, demand or done
+    round: int              # the round
+    deadline: int           # the last round
+    history: list           # the public events so far
+    legal: list             # the action types the seat may take now ([] when it is not its turn)
+    acceptable: list        # the offers it may accept (or vote on)
+    retry_error: str|None   # why its previous answer was refused, when this is a retry
+    own_scratchpad: str|None  # its latest scratchpad (None before its first turn)
+    has_prose: bool         # whether the game has a prose framing
+
+    def to_json(self)->dict:
+        "The plain JSON form (offers as plain dicts)."
+        return {**self, "offers": [dict(o) for o in self["offers"]]}
+    @classmethod
+    def from_json(cls, d:dict):
+        "Read the JSON form back (offers as `Offer`s); a field unknown or missing is a `ValueError` naming it."
+        dp = super().from_json.__func__(cls, d)
+        dp["offers"] = [Offer.from_json(o) for o in dp["offers"]]
+        return dp
+
 # %% ../nbs/04_protocol.ipynb #a324f0cd
 _ISSUES = {}
 
@@ -474,24 +554,24 @@ def _issue_view(s:State)->list:
         v = _ISSUES[s.game_sha] = [{"name": nm, "options": list(op)} for nm, op in zip(s.game.issues, s.game.options)]
     return v
 
-def decision_point(s:State, seat:int)->dict:
+def decision_point(s:State, seat:int)->DecisionPoint:
     "What `seat` may see now (its information mode), plus the game reference that re-scoring needs."
     g, full, ph = s.game, s.info_mode == "full", s.phase
     acting = seat in current_seats(s)
     if ph == "vote": acceptable = [s.ballot]
     elif ph in ("turn", "respond"): acceptable = [o["offer_id"] for o in s.offers if o["status"] == "live" and seat not in o["signers"]]
     else: acceptable = []
-    return {"instance_id": g.name, "game_ref": {"instance_id": g.name, "game_sha": s.game_sha},
-            "episode_id": s.episode_id, "episode_seed": s.seed, "protocol": s.protocol.kind,
-            "protocol_version": s.protocol.version, "turn_token_budget": turn_token_budget(s), "info_mode": s.info_mode,
-            "seat": seat, "party": g.parties[seat], "role": g.roles[seat], "n_parties": g.n, "parties": g.parties,
-            "roles": g.roles, "active": list(s.active), "issues": _issue_view(s), "own_sheet": g.scores[seat],
-            "own_threshold": g.thresholds[seat], "sheets": g.scores if full else None,
-            "thresholds": g.thresholds if full else None, "min_accept": g.quorum, "veto": g.veto, "pie": g.pie,
-            "offers": [{**o, "signers": list(o["signers"])} for o in s.offers], "standing_offer_id": standing_offer_id(s),
-            "ballot": s.ballot, "phase": ph, "round": s.round, "deadline": s.protocol.max_turns,
-            "history": list(s.history), "legal": list(LEGAL_ATYPES[ph]) if acting else [], "acceptable": acceptable,
-            "retry_error": s.pending[seat], "own_scratchpad": s.scratch[seat], "has_prose": bool(g.prose)}
+    return DecisionPoint(instance_id=g.name, game_ref={"instance_id": g.name, "game_sha": s.game_sha},
+            episode_id=s.episode_id, episode_seed=s.seed, protocol=s.protocol.kind,
+            protocol_version=s.protocol.version, turn_token_budget=turn_token_budget(s), info_mode=s.info_mode,
+            seat=seat, party=g.parties[seat], role=g.roles[seat], n_parties=g.n, parties=g.parties,
+            roles=g.roles, active=list(s.active), issues=_issue_view(s), own_sheet=g.scores[seat],
+            own_threshold=g.thresholds[seat], sheets=g.scores if full else None,
+            thresholds=g.thresholds if full else None, min_accept=g.quorum, veto=g.veto, pie=g.pie,
+            offers=[Offer(o, signers=list(o["signers"])) for o in s.offers], standing_offer_id=standing_offer_id(s),
+            ballot=s.ballot, phase=ph, round=s.round, deadline=s.protocol.max_turns,
+            history=list(s.history), legal=list(LEGAL_ATYPES[ph]) if acting else [], acceptable=acceptable,
+            retry_error=s.pending[seat], own_scratchpad=s.scratch[seat], has_prose=bool(g.prose))
 
 def resolve_game(dp:dict, games)->Game:
     "The game a decision point (or record) refers to, from a list or dict of games; checks the fingerprint."

@@ -15,26 +15,27 @@ import numpy as np
 import typer
 from . import __version__
 from .commands import user_error
-from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, key_values, read_manifest, write_bank
+from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
+from .commands import key_values
 from .game import SHARES, ReadError, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
 from .eval import resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
-from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json
+from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row
 
 # %% auto #0
-__all__ = ['LAYOUT', 'INPUTS', 'STEP_FIELDS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS',
-           'STATUS_COLORS', 'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
-           'VERDICT_TINTS', 'VERDICT_MARKS', 'POLICY_COLORS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError',
-           'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
-           'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves',
-           'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
-           'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal',
-           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
-           'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer',
-           'details', 'training_section', 'ladder_section', 'contrast_section', 'share_section', 'geometry_section',
-           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'venv_kernel',
-           'check_self_contained', 'notebook_html', 'render_report', 'report']
+__all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
+           'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS',
+           'VERDICT_MARKS', 'POLICY_COLORS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError', 'find_inputs', 'Run',
+           'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec',
+           'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves', 'training_summary',
+           'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix', 'resampling_notes',
+           'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
+           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'gate_table', 'soundness_table',
+           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
+           'ladder_section', 'contrast_section', 'share_section', 'geometry_section', 'ultimatum_section',
+           'gate_section', 'soundness_section', 'banks_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
+           'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -167,23 +168,18 @@ def load_run(run_dir)->Run:
     return run
 
 # %% ../nbs/11_report.ipynb #7d08f9c9
-STEP_FIELDS = ("experiment_name", "arm", "step", "lam", "reward_mean", "reward_std", "worst_off_g", "deal_rate", "walk_rate",
-               "below_threshold_rate", "nnw", "worst_off_z", "adv_mean", "adv_std", "zero_spread_groups", "kl",
-               "logprob_drift", "fabrication", "parse_failures", "tokens_generated", "rollout_s", "ref_s", "train_s",
-               "total_s", "config_hash")
-
 def synthetic_steps(arm:str="lam0", # the arm's name
                     lam:float=0.0, # its λ (the stand-in dynamics improve faster with a larger λ)
                     steps:int=12, # how many steps
                     seed:int=0)->list[dict]:
-    "Stand-in training telemetry with the `STEP_FIELDS` of `GRPOTrainer._row`: rewards climb, KL drifts up."
+    "Stand-in training telemetry, rows of the store's `step_row` schema (the trainer's): rewards climb, KL drifts up."
     rng = np.random.default_rng(seed)
     out = []
     for s in range(1, steps + 1):
         t = s / steps
         deal = float(np.clip(0.55 + (0.25 + 0.1 * lam) * t + rng.normal(0, 0.04), 0, 1))
         below = float(np.clip(0.18 - (0.05 + 0.08 * lam) * t + rng.normal(0, 0.02), 0, 1))
-        out.append(dict(experiment_name=f"fairness_grpo_{arm}", arm=arm, step=s, lam=lam,
+        out.append(step_row(experiment_name=f"fairness_grpo_{arm}", arm=arm, step=s, lam=lam,
                         reward_mean=-3.2 + (1.2 + 0.8 * lam) * t + rng.normal(0, 0.15), reward_std=1.1 - 0.3 * t + rng.normal(0, 0.05),
                         worst_off_g=-4.4 + (0.8 + 1.6 * lam) * t + rng.normal(0, 0.2), deal_rate=deal,
                         walk_rate=float(np.clip(0.2 * (1 - deal) + rng.normal(0, 0.02), 0, 1)), below_threshold_rate=below,

@@ -27,10 +27,10 @@ from .protocol import (new_episode, current_seats, apply_action, decision_point,
 # %% auto #0
 __all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy', 'AgentPolicy',
            'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row', 'transcript_rows',
-           'code_version', 'nbs_then_accept', 'quality_report', 'seat_names', 'run_tournament', 'summary_table',
-           'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats', 'RandomLegalPolicy',
-           'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'run_cell', 'MergeError', 'merge_cells',
-           'merge_cmd', 'soundness_cmd']
+           'code_version', 'nbs_then_accept', 'quality_report', 'write_cell_tables', 'seat_names', 'run_tournament',
+           'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats',
+           'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget',
+           'run_cell', 'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
 
 # %% ../nbs/06_rollout.ipynb #59845bc1
 @dataclass
@@ -208,6 +208,22 @@ def quality_report(rows:list, transcripts:list|None=None)->dict:
     if transcripts is not None: rep["retried_turns"] = sum(1 for t in transcripts if t["retry"])
     return rep
 
+# %% ../nbs/06_rollout.ipynb #9061192c
+def write_cell_tables(out, # the cell folder (made when missing)
+                      tables:dict, # table name (`fairneg.store.CELL_TABLES`) -> rows to append
+                      quality:dict|None=None, # the folder's quality report (None: leave it as it is)
+                     )->Path:
+    "Append a cell's tables to `out`, episodes last (after the quality report), so that their presence means complete."
+    out = Path(out)
+    unknown = sorted(set(tables) - set(CELL_TABLES))
+    if unknown: raise ValueError(f"not tables of a cell folder: {', '.join(unknown)} (known: {', '.join(CELL_TABLES)})")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in CELL_TABLES:
+        if name != EPISODES and tables.get(name): append_jsonl(tables[name], out / name)
+    if quality is not None: write_json(out / QUALITY, quality)
+    if tables.get(EPISODES): append_jsonl(tables[EPISODES], out / EPISODES)
+    return out
+
 # %% ../nbs/06_rollout.ipynb #804626ac
 def seat_names(seats, games)->dict:
     "Seat policy names per game: one name seats everybody, a list gives one per seat (checked against every game)."
@@ -224,9 +240,7 @@ def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_p
     pols = make_policies([n for sp in specs for n in sp.seats], extra_policies)
     eps = co_step(specs, pols, width=width, framing=framing, progress=progress)
     rows, trans = [e.row for e in eps], [t for e in eps for t in transcript_rows(e)]
-    if out is not None:
-        append_jsonl(rows, Path(out) / EPISODES); append_jsonl(trans, Path(out) / TRANSCRIPTS)
-        write_json(Path(out) / QUALITY, quality_report(rows, trans))
+    if out is not None: write_cell_tables(out, {EPISODES: rows, TRANSCRIPTS: trans}, quality_report(rows, trans))
     return dict(episodes=eps, rows=rows, transcripts=trans)
 
 def summary_table(rows:list):
@@ -260,7 +274,7 @@ def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_flo
         checks.append(dict(expect=exp, holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"], stats[b]["hi"]))))
     return dict(campaigns=stats, checks=checks, passed=all(c["holds"] for c in checks), B=B, seed=seed)
 
-# %% ../nbs/06_rollout.ipynb #352554e6
+# %% ../nbs/06_rollout.ipynb #2d0236a4
 import typer, random
 from collections import Counter
 from typing import Annotated
@@ -286,6 +300,26 @@ def llm_seats(seats:list)->list:
     "Indices of the LLM seats: those whose policy is not a computable agent."
     return [i for i, n in enumerate(seats) if not is_agent_seat(n)]
 
+# %% ../nbs/06_rollout.ipynb #0dd79d97
+def random_legal_action(dp:dict, # a decision point where the seat acts
+                        rng:random.Random, # the source of randomness
+                        p_propose:float=0.3, # in a turn: probability of proposing a random deal
+                        p_accept:float=0.3, # in a turn: probability of accepting a random live offer (when there is one)
+                        p_yes:float=0.7, # probability of a yes vote, or of accepting the ultimatum
+                       )->dict:
+    "A random legal action (never `walk`) at decision point `dp`."
+    ph, legal = dp["phase"], dp["legal"]
+    if ph == "vote": return {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes" if rng.random() < p_yes else "no"}
+    if ph == "demand":
+        k = dp["seat"]; return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp['issues'][k]['options'])))}
+    if ph == "respond": return {"atype": "accept" if rng.random() < p_yes else "reject", "offer_id": dp["offers"][-1]["offer_id"]}
+    r = rng.random()
+    if "pass" not in legal or r < p_propose:
+        return {"atype": "propose", "deal": " ".join(option_label(k, rng.randrange(len(iss['options'])))
+                                                     for k, iss in enumerate(dp["issues"]))}
+    if r < p_propose + p_accept and dp["acceptable"]: return {"atype": "accept", "offer_id": rng.choice(dp["acceptable"])}
+    return {"atype": "pass"}
+
 class RandomLegalPolicy:
     "A CPU stand-in for an LLM: a random but legal answer per request, seeded by the request's per-turn seed."
     def __init__(self, name:str=RANDOM_LEGAL, p_propose:float=0.3, p_accept:float=0.3, p_yes:float=0.7,
@@ -294,25 +328,15 @@ class RandomLegalPolicy:
         self.name, self.p_propose, self.p_accept, self.p_yes, self.p_invalid, self.calls = name, p_propose, p_accept, p_yes, p_invalid, 0
     def answer(self, req)->str:
         "The answer text for one request."
-        dp, rng = req.dp, random.Random(req.seed)
+        rng = random.Random(req.seed)
         if rng.random() < self.p_invalid: return "I need to think about this more."
-        ph, legal = dp["phase"], dp["legal"]
-        if ph == "vote": a = {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes" if rng.random() < self.p_yes else "no"}
-        elif ph == "demand":
-            k = dp["seat"]; a = {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp['issues'][k]['options'])))}
-        elif ph == "respond": a = {"atype": "accept" if rng.random() < self.p_yes else "reject", "offer_id": dp["offers"][-1]["offer_id"]}
-        else:
-            r = rng.random()
-            if "pass" not in legal or r < self.p_propose:
-                a = {"atype": "propose", "deal": " ".join(option_label(k, rng.randrange(len(iss['options'])))
-                                                          for k, iss in enumerate(dp["issues"]))}
-            elif r < self.p_propose + self.p_accept and dp["acceptable"]: a = {"atype": "accept", "offer_id": rng.choice(dp["acceptable"])}
-            else: a = {"atype": "pass"}
+        a = random_legal_action(req.dp, rng, self.p_propose, self.p_accept, self.p_yes)
         return json.dumps({"scratchpad": "", "message": None, "action": a})
     def act_batch(self, requests:list)->list:
         self.calls += 1
         return [{"text": self.answer(r)} for r in requests]
 
+# %% ../nbs/06_rollout.ipynb #5ce6e9c4
 class ViewLog:
     "Wraps a policy: keeps the `view_ref` of every prompt it is asked, per (episode, seat), in order."
     def __init__(self, policy, name:str|None=None):
@@ -383,19 +407,19 @@ def run_cell(games, # the games
     if len(set(seeds)) != len(seeds): raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
     names = [seats] if isinstance(seats, str) else list(seats)
     wrapped = {n: ViewLog(p, n) if not is_agent_seat(n) else p for n, p in (extra_policies or {}).items()}
-    res = run_tournament(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
+    res = run_tournament(games, names, seeds, experiment_name=experiment_name, width=width, framing=framing,
                          extra_policies=wrapped, progress=progress, **spec_kw)
     logs = [p for p in wrapped.values() if isinstance(p, ViewLog)]
     res["states"] = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, framing, cell)
                      for ep in res["episodes"]]
     if out is not None:
-        append_jsonl(res["states"], Path(out) / STATES)
         llm_names = sorted({n for ep in res["episodes"] for n in ep.spec.seats if not is_agent_seat(n)})
-        append_jsonl([dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width, framing=framing,
-                           seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
-                           protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
-                           **{**spec_kw, **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))],
-                     Path(out) / CELL)
+        line = dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width, framing=framing,
+                    seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
+                    protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
+                    **{**spec_kw, **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"], STATES: res["states"], CELL: [line]},
+                          quality_report(res["rows"], res["transcripts"]))
     return res
 
 # %% ../nbs/06_rollout.ipynb #3c24e6ad
@@ -439,12 +463,13 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
     turns = [x for t in parts.values() for x in (t[TRANSCRIPTS] or [])]
     try: check_poolable(turns if turns else [r for t in parts.values() for r in t[EPISODES]])
     except PoolingError as e: raise MergeError(f"the chunks do not pool: {e}") from None
-    for c, t in named.items():
-        for name, rows in t.items():
-            if rows: append_jsonl(rows if name != CELL else [{**x, "merged_from": c} for x in rows], out / name)
-    rows, trans = read_jsonl(out / EPISODES), (read_jsonl(out / TRANSCRIPTS) if (out / TRANSCRIPTS).is_file() else None)
+    new = {name: [{**x, "merged_from": c} if name == CELL else x for c, t in named.items() for x in t[name] or []]
+           for name in CELL_TABLES}   # every chunk's rows, in order (a cell line notes its chunk)
+    old = parts.get(f"{out} (already there)") or dict.fromkeys(CELL_TABLES)
+    rows = (old[EPISODES] or []) + new[EPISODES]   # the folder's rows once merged
+    trans = (old[TRANSCRIPTS] or []) + new[TRANSCRIPTS] if old[TRANSCRIPTS] is not None or new[TRANSCRIPTS] else None
     q = dict(quality_report(rows, trans), chunks=list(named), states_logged=all(has.values()))
-    write_json(out / QUALITY, q)
+    write_cell_tables(out, new, q)
     return q
 
 # %% ../nbs/06_rollout.ipynb #b0073e2a

@@ -12,8 +12,8 @@ from typing import Iterable
 from .game import json_lines
 
 # %% auto #0
-__all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'write_text_atomic',
-           'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl']
+__all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'STEP_FIELDS',
+           'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -50,3 +50,41 @@ def append_jsonl(rows, path)->Path:
 def read_jsonl(path)->list:
     "Rows of a JSON Lines file, naming the file and line of a bad row."
     return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
+
+# %% ../nbs/00b_store.ipynb #2c48de77
+STEP_FIELDS = {   # training_steps.jsonl: one row per optimizer step of an arm
+    "experiment_name": "the arm's experiment name", "arm": "the arm (e.g. lam0)", "step": "optimizer step, from 1",
+    "lam": "λ of the reward mixture (0: own welfare, 1: table welfare)", "groups": "GRPO groups this step",
+    "k": "episodes per group", "episodes": "episodes played this step",
+    "reward_mean": "mean reward of the step's seats", "reward_std": "their standard deviation",
+    "worst_off_g": "mean over episodes of the worst-off seat's smoothed log utility",
+    "deal_rate": "share of episodes closing a deal", "walk_rate": "share ending in a walk-out",
+    "below_threshold_rate": "share of episodes leaving a seat below its threshold", "nnw": "mean normalized Nash welfare",
+    "worst_off_z": "mean worst-off normalized utility", "adv_mean": "mean non-zero advantage",
+    "adv_std": "standard deviation of the non-zero advantages", "adv_abs_mean": "mean absolute non-zero advantage",
+    "zero_spread_groups": "groups whose rewards had no spread", "flat_groups": "the config's rule for such groups",
+    "flat_tokens": "completion tokens of flat groups", "samples": "completions in the update",
+    "tokens_trained": "completion tokens the loss covered", "kl_only_tokens": "tokens under the KL term only",
+    "kl": "mean per-token KL to the reference", "logprob_drift": "mean per-token log-prob change since sampling",
+    "loss": "the update's loss", "grad_norm": "gradient norm before clipping", "clipped_frac": "share of tokens clipped",
+    "ratio_max": "largest importance ratio", "lr": "learning rate", "sampler_gap": "mean |sampler − trainer| log-prob",
+    "sampler_gap_max": "its maximum", "importance_correction": "the correction used (none, tis)",
+    "tis_weight_mean": "mean truncated importance weight", "tis_capped_frac": "share of weights at the cap",
+    "fabrication": "policy turns naming offers that do not exist", "illegal": "illegal policy turns",
+    "parse_failures": "policy turns that did not parse", "lenient_turns": "turns read only thanks to the parser's leniency",
+    "policy_turns": "turns the policy played", "tokens_generated": "completion tokens sampled",
+    "prompt_tokens_read": "prompt tokens the rollout's prompts hold", "prompt_tokens_computed": "less those its prefix cache served",
+    "rollout_s": "rollout seconds", "ref_s": "reference pass seconds", "train_s": "update seconds", "total_s": "step seconds",
+    "rollout_tokens_per_s": "completion tokens per rollout second", "train_tokens_per_s": "trained tokens per training second",
+    "rss_mb": "peak host memory, MB", "gpu_max_allocated_mb": "the step's peak GPU memory allocated, MB",
+    "gpu_max_reserved_mb": "its peak reserved, MB", "gpu_name": "the GPU", "gpu_used_mb": "device memory in use (NVML), MB",
+    "gpu_total_mb": "device memory, MB", "gpu_util_pct": "device utilization (NVML), %",
+    "config_hash": "hash of the arm's config", "code_version": "the package's version and commit", "backend": "rollout engine",
+    "base_dtype": "the base model's dtype", "gradient_checkpointing": "whether activations were recomputed",
+}
+
+def step_row(**fields)->dict:
+    "A `training_steps.jsonl` row: every field of `STEP_FIELDS`, in its order, `None` where not given."
+    bad = sorted(set(fields) - set(STEP_FIELDS))
+    if bad: raise ValueError(f"not fields of a training step row: {', '.join(bad)} (see fairneg.store.STEP_FIELDS)")
+    return {k: fields.get(k) for k in STEP_FIELDS}

@@ -14,22 +14,22 @@ import numpy as np
 import typer
 from tqdm.auto import tqdm
 from .agents import get_agent, answer_text
-from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, issue_letter, read_json
+from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, read_json
 from .protocol import State, new_episode, decision_point, apply_action, parse_action, check_action
 from .prompts import render_prompt
-from .rollout import EpisodeSpec, co_step
+from .rollout import EpisodeSpec, co_step, random_legal_action
+from .llm import train_tokenizer, make_model, n_params
 from .commands import CliGroup
 
 # %% auto #0
-__all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS',
-           'CHAT_TEMPLATE', 'EMBEDDED', 'app', 'tiny_recipe', 'recipe_hash', 'random_legal_action', 'NoisyAgentPolicy',
-           'sft_games', 'SFTPoint', 'play_sft_episodes', 'replay_points', 'prompt_messages', 'prompt_fingerprint',
-           'tokenizer_corpus', 'train_tokenizer', 'make_model', 'n_params', 'sft_dataset', 'native_bf16', 'train_sft',
-           'generate_answers', 'answer_rates', 'build_tiny', 'cache_dir', 'tiny_folder', 'tiny_path', 'build_report',
-           'model_group', 'build_tiny_cmd']
+__all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'EMBEDDED', 'app', 'tiny_recipe', 'recipe_hash',
+           'NoisyAgentPolicy', 'sft_games', 'SFTPoint', 'play_sft_episodes', 'replay_points', 'prompt_messages',
+           'prompt_fingerprint', 'tokenizer_corpus', 'sft_dataset', 'native_bf16', 'train_sft', 'generate_answers',
+           'answer_rates', 'build_tiny', 'cache_dir', 'tiny_folder', 'tiny_path', 'build_report', 'model_group',
+           'build_tiny_cmd']
 
 # %% ../nbs/07a_tiny.ipynb #bfc0f8ac
-TINY_VERSION = "tiny-v1"    # bump when the code changes what a recipe builds
+TINY_VERSION = "tiny-v2"    # bump when the code changes what a recipe builds (v2: the noise is rollout's random_legal_action)
 AGENT_MIX = ("bayes_rational", "greedy_anchor", "passive_gate", "fairness_private", "oracle_omniscient")
 SFT_GAME_SEED = 900_000     # first seed of the generated games the data is played on
 SHAPES = (                  # (parties, issues, information) of the table games, used in turn
@@ -71,21 +71,6 @@ def recipe_hash(recipe:dict)->str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 # %% ../nbs/07a_tiny.ipynb #1e334d90
-def random_legal_action(dp:dict, # a decision point where the seat acts
-                        rng:random.Random, # the source of randomness
-                       )->dict:
-    "A uniformly drawn legal action type (never `walk`) with random legal arguments."
-    legal = [a for a in dp["legal"] if a != "walk" and not (a == "accept" and not dp["acceptable"])] or ["pass"]
-    at = rng.choice(legal)
-    a = {"atype": at, "offer_id": None, "deal": None, "vote": None}
-    if at == "propose": a["deal"] = " ".join(f"{issue_letter(k)}{rng.randrange(len(i['options'])) + 1}"
-                                             for k, i in enumerate(dp["issues"]))
-    elif at == "accept": a["offer_id"] = rng.choice(dp["acceptable"])
-    elif at == "vote": a.update(offer_id=dp["ballot"], vote=rng.choice(["yes", "no"]))
-    elif at == "demand":
-        k = dp["seat"]; a["deal"] = f"{issue_letter(k)}{rng.randrange(len(dp['issues'][k]['options'])) + 1}"
-    return a
-
 class NoisyAgentPolicy:
     "A computable agent seated as a policy whose action is replaced by a random legal one with probability `noise`."
     def __init__(self, name:str, # agent name (`fairneg.agents.AGENT_NAMES`)
@@ -182,72 +167,13 @@ def prompt_fingerprint()->str:
         _FP["fp"] = h.hexdigest()[:12]
     return _FP["fp"]
 
-# %% ../nbs/07a_tiny.ipynb #3ca0def0
-PRETOKENIZE = r"(?:[^\r\n\p{N} ]| (?!\p{N}))+| ?\p{N}{1,3}|\s*[\r\n]+"   # numbers, newline runs, everything in between
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-THINK_TOKENS = ("<think>", "</think>")
-
+# %% ../nbs/07a_tiny.ipynb #c0bb39b9
 def tokenizer_corpus(points:list, # training points
                      history_window:int=8, # as in the prompts
                     )->list[str]:
     "Texts the BPE is trained on: each message as `role\\ncontent` and each answer."
     roles = ["system\n", "user\n", "assistant\n"]
     return roles + [t for p in points for t in [f"{m['role']}\n{m['content']}" for m in prompt_messages(p, history_window)] + [p.answer]]
-
-# %% ../nbs/07a_tiny.ipynb #ca350e77
-CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{%- set content = message.content -%}"
-    "{%- if message.role == 'assistant' -%}"
-    "{%- if '</think>' in content -%}{%- set content = content.split('</think>')[-1].lstrip('\\n') -%}{%- endif -%}"
-    "{{- '<|im_start|>assistant\\n' + ('<think>\\n\\n</think>\\n\\n' if loop.last else '') + content + '<|im_end|>\\n' -}}"
-    "{%- else -%}"
-    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
-    "{%- endif -%}")
-
-def train_tokenizer(texts:list, # training texts
-                    vocab_size:int=4096, # cap on the vocabulary (merges stop earlier on narrow text)
-                    min_frequency:int=2, # a merge must occur at least this often
-                   ):
-    "A byte-level BPE trained on `texts`, as a transformers fast tokenizer with the chat template and special tokens."
-    from tokenizers import Tokenizer, AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer)
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in THINK_TOKENS])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   chat_template=CHAT_TEMPLATE, model_max_length=4096, padding_side="left")
-
-# %% ../nbs/07a_tiny.ipynb #cd4d5d85
-def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
-               model:dict, # the recipe's `model` section (Qwen3Config fields)
-               seed:int=0, # initialization seed
-              ):
-    "A freshly initialized `Qwen3ForCausalLM` of the recipe's shape."
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-    cfg = Qwen3Config(vocab_size=-(-len(tok) // 64) * 64, bos_token_id=None, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, **model)
-    torch.manual_seed(seed)
-    m = Qwen3ForCausalLM(cfg)
-    m.generation_config.eos_token_id, m.generation_config.pad_token_id = tok.eos_token_id, tok.pad_token_id
-    m.generation_config.bos_token_id = None
-    return m
-
-def n_params(model)->int:
-    "Number of distinct parameters (tied embeddings counted once)."
-    return sum(p.numel() for p in model.parameters())
 
 # %% ../nbs/07a_tiny.ipynb #46b8db3d
 def sft_dataset(points:list, # training points

@@ -252,6 +252,7 @@ def test_wandb_id_names_the_run(bank, tmp_path, monkeypatch):
     stored id, resumes under the id it used (`arm-config_hash`)."""
     import json, sys, types
     from fairneg.grpo import GRPOTrainer, config_hash, run_id
+    import accelerate.tracking, transformers.generation.utils   # loaded before wandb is faked (they probe for it)
     ids = []
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: ids.append(kw["id"])))
     cfg = _tiny_cfg(bank, tmp_path / "a", groups=1, wandb_project="fairneg-test")

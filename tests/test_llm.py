@@ -70,7 +70,7 @@ def test_seat_names(standin):
     assert isinstance(pols["passive_gate"], AgentPolicy)
 
 def test_model_eval_cli(standin, tmp_path):
-    "`model eval` writes the rates and the agreements; without the constraint the random model never parses."
+    "`model eval` writes the rates and the agreements; without the constraint the random model is rarely legal, with it always."
     app = model_app
     write_bank([generate_game(42005), generate_game(42006)], tmp_path / "bank")
     for c in ("none", "legal"):
@@ -80,7 +80,7 @@ def test_model_eval_cli(standin, tmp_path):
         assert r.exit_code == 0, r.output
     free, legal = (json.loads((tmp_path / f"{c}.json").read_text()) for c in ("none", "legal"))
     assert free["episodes"] == legal["episodes"] == 3
-    assert free["parse_rate"] == 0 and legal["legal_rate"] == 1 and legal["fabrication_rate"] == 0
+    assert free["legal_rate"] < legal["legal_rate"] == 1 and legal["fabrication_rate"] == 0
     assert set(legal["agreement"]) == {"passive_gate"} and "vote" in legal["by_phase"]
 
 def test_evaluate_without_agents(standin):

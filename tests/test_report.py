@@ -3,13 +3,14 @@ for checkpoints, run through `fairneg.eval`; contrasts, a gate verdict, a reward
 telemetry with the field names of `GRPOTrainer._row`), rendered by `fairneg report RUN --out X.html`, then opened in
 headless Chromium with the network cut off: every figure must have become an `<svg>`, the console must stay silent,
 and a screenshot is taken. Reports of run directories with missing inputs render with notes instead of failing."""
-import ast, inspect, json, os, re, shutil, subprocess, sys, tempfile
+import ast, inspect, json, os, re, shutil, subprocess, sys, tempfile, textwrap
 from html.parser import HTMLParser
 from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.report import STEP_FIELDS, demo_run, synthetic_steps
+from fairneg.report import demo_run, synthetic_steps
+from fairneg.store import STEP_FIELDS
 from fairneg.store import append_jsonl
 
 CHROMIUM = os.environ.get("FAIRNEG_CHROMIUM", "/usr/bin/chromium")
@@ -147,11 +148,15 @@ def test_report_refusals(tmp_path, run_dir):
     r = report(run_dir, "--out", tmp_path / "x.html", "-p", "oops")
     assert r.exit_code == 2 and "expected KEY=VALUE" in r.output
 
-def test_step_fields_match_the_trainer():
-    "The stand-in telemetry uses the field names GRPOTrainer._row writes (read from its source, no model needed)."
+def test_the_trainer_writes_the_step_schema():
+    """GRPOTrainer._row builds its row with store.step_row and names every field of STEP_FIELDS but the memory readings
+    (which `**memory_reading()` adds); read from its source, so no model is needed."""
     from fairneg.grpo import GRPOTrainer
-    tree = ast.parse(inspect.getsource(GRPOTrainer._row).strip().replace("\n    ", "\n"))
+    tree = ast.parse(textwrap.dedent(inspect.getsource(GRPOTrainer._row)))
     ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return))
+    assert ret.value.func.id == "step_row"
     written = {k.arg for k in ret.value.keywords if k.arg}
-    assert set(STEP_FIELDS) <= written, set(STEP_FIELDS) - written
-    assert set(synthetic_steps(steps=1)[0]) == set(STEP_FIELDS)
+    memory = {k for k in STEP_FIELDS if k == "rss_mb" or k.startswith("gpu_")}
+    assert written <= set(STEP_FIELDS), written - set(STEP_FIELDS)
+    assert set(STEP_FIELDS) - written == memory, set(STEP_FIELDS) - written - memory
+    assert list(synthetic_steps(steps=1)[0]) == list(STEP_FIELDS)
