@@ -98,6 +98,7 @@ def _contrasts_frame(rows:list):
         df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c) for n, c in zip(df.resampling_note, df.cluster)]
     return df.drop_duplicates(["cell", "endpoint"], keep="last").reset_index(drop=True)
 
+# %% ../nbs/11_report.ipynb #f4da2b50
 @dataclass
 class Run:
     "The inputs of a run directory (`None` or empty where missing) and the problems met reading them."
@@ -143,6 +144,7 @@ class Run:
             self._cache["games"] = gs
         return self._cache["games"]
 
+# %% ../nbs/11_report.ipynb #c12bad67
 def load_run(run_dir)->Run:
     "Read the inputs of a run directory laid out as `LAYOUT` says; missing inputs stay empty, unreadable ones are noted."
     root = Path(run_dir)
@@ -414,6 +416,7 @@ def _num(x, fmt="{:+.3f}")->str:
     t = fmt.format(x)
     return fmt.format(0.0) if t.lstrip("+-").strip("0.") == "" else t
 
+# %% ../nbs/11_report.ipynb #b64157a1
 def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
                    cells:Iterable[str]|None=None, caption:str|None=None):
     "A pandas Styler of the contrasts: means of both sides, Δ, interval, verdict (coloured), games and episodes."
@@ -433,6 +436,7 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
            .set_table_attributes('class="fairneg-table"'))
     return sty.set_caption(caption) if caption else sty
 
+# %% ../nbs/11_report.ipynb #79ac7116
 RESAMPLED_EPISODES = "episodes (single game)"
 SINGLE_GAME_MARK = " †"                     # beside an interval that resamples one game's episodes, not games
 
@@ -468,6 +472,7 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
                          if df.get("resampling_note") is not None and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
     return (text.style.apply(lambda _: tint, axis=None).set_caption(cap).set_table_attributes('class="fairneg-table fairneg-matrix"'))
 
+# %% ../nbs/11_report.ipynb #4068d53f
 def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per single-game cell: its intervals resample the game's episodes, not games (SPEC §7)."
     df = select_contrasts(contrasts, None, conditions)
@@ -724,6 +729,7 @@ def _guard(fn):
     try: return fn()
     except (ReportError, EvalError, GameError) as e: return [note(str(e))]
 
+# %% ../nbs/11_report.ipynb #1b3debda
 def run_summary(run:Run)->list[str]:
     "Short facts about the run: arms and steps, checkpoints and conditions evaluated, gate and soundness verdicts."
     out = []
@@ -763,6 +769,7 @@ def details(summary:str, *items)->Html:
     body = "".join(x.to_html() if hasattr(x, "to_html") and not isinstance(x, str) else str(x) for x in items)
     return Html(f'<details class="fairneg-details"><summary>{_html.escape(summary)}</summary>{body}</details>')
 
+# %% ../nbs/11_report.ipynb #808fb60e
 def training_section(run:Run)->list:
     "Training curves (reward, rates, drift) and the per-arm summary."
     def go():
@@ -804,6 +811,7 @@ def share_section(run:Run, conditions:Iterable[str]|None=("primary",))->list:
     return _guard(lambda: [figure(plot_share_deal(run.contrasts, conditions),
                                   "Deal rate (left) beside max_share of closed deals (right): grey = untrained, blue = trained.")])
 
+# %% ../nbs/11_report.ipynb #15e21e8d
 def geometry_section(run:Run, condition:str="primary", game:str|None=None, parties=(0, 1),
                      checkpoints:Iterable[str]|None=None)->list:
     "One game's deal space with the deals the policies struck."
@@ -831,6 +839,7 @@ def ultimatum_section(run:Run, condition:str="ultimatum")->list:
         return [figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."), *extra]
     return _guard(go)
 
+# %% ../nbs/11_report.ipynb #fc84c1c6
 def gate_section(run:Run)->list:
     "The gate verdict and its clauses."
     if not run.has("gate"): return [note(run.why_missing("gate"))]
@@ -888,6 +897,7 @@ def check_self_contained(html:str)->str:
         if m: raise ReportError(f"the report is not self-contained: it holds {what} ({html[m.start():m.start() + 120]!r})")
     return html
 
+# %% ../nbs/11_report.ipynb #09a97cd2
 def notebook_html(nb, # an executed notebook (path or node)
                   title:str|None=None)->str:
     "The notebook as one self-contained HTML page without input cells, prompts, stderr or front matter."
@@ -906,6 +916,7 @@ def notebook_html(nb, # an executed notebook (path or node)
     html, _ = exp.from_notebook_node(nb)
     return check_self_contained(html)
 
+# %% ../nbs/11_report.ipynb #c509aa02
 def render_report(run_dir, # the run directory (see `LAYOUT`)
                   out=None, # the HTML page (default: reports/<run dir name>.html); the executed notebook goes beside it
                   title:str|None=None, # the report's title (default: the run directory's name)
