@@ -749,6 +749,7 @@ def _judge(t:dict, e:dict)->tuple[str, str]:
     rel = ">=" if req == "floor" else "<="
     return ("PASS" if ok else "FAIL"), f"{_fmt(e)}: {t['stat']} {val:+.3f} {rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}"
 
+# %% ../nbs/09_eval.ipynb #eab547aa
 def combine(statuses)->str:
     "Any FAIL fails; else any VOID voids; else PASS."
     statuses = list(statuses)
@@ -774,6 +775,7 @@ def check_analysis(prereg:dict, result:dict):
     if mu > UNDEFINED_MAX_FRAC + 1e-12:
         raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most {UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
 
+# %% ../nbs/09_eval.ipynb #5e848a20
 def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
                   result:dict, # from `analyze_cells` (eval.json)
                   checkpoint:str|None=None, # the checkpoint to judge (default: the declared one, else every one)

@@ -221,6 +221,7 @@ def stop_ids(model, tokenizer)->list:
     ids += e if isinstance(e, (list, tuple)) else [e]
     return list(dict.fromkeys(i for i in ids if i is not None))
 
+# %% ../nbs/07_llm.ipynb #0f39104c
 def _top_p(probs, p:float):
     "Zero the tail beyond nucleus mass `p` (the top token is always kept)."
     if p >= 1: return probs
@@ -235,6 +236,7 @@ def _draw(gens:list, probs):
     cdf = probs.cumsum(-1)
     return torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1).clamp_max(probs.shape[1] - 1)
 
+# %% ../nbs/07_llm.ipynb #38b41d7c
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
                  max_new:list, # per-row token caps
@@ -433,6 +435,7 @@ def constrain_mode(constrain=None)->str:
     if constrain not in CONSTRAIN: raise ValueError(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
     return constrain
 
+# %% ../nbs/07_llm.ipynb #df0e06eb
 def policy_answer(text:str, prompt_ids:list, completion_ids:list, logprobs:list, truncated:bool, schema=None)->dict:
     "The record every LLM policy returns for a turn: the text, its parsed action, tokens, sampling log-probs, schema."
     p = parse_action(text)
@@ -449,6 +452,7 @@ def count_call(stats:dict, prompts:list, answers:list, t0:float,
     stats["prompt_tokens_cached"] += int(cached)
     stats["prompt_tokens"] += sum(map(len, prompts)); stats["completion_tokens"] += sum(a["n_completion_tokens"] for a in answers)
 
+# %% ../nbs/07_llm.ipynb #8ca1b415
 class HFPolicy:
     "A rollout policy on a `transformers` causal LM: batched, per-turn-seeded sampling with sampling log-probs."
     def __init__(self, model, # a model spec (folder, hub id, `hf:PATH`) or a loaded model

@@ -143,6 +143,7 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
         ckpts[f"{arm}_step{cfg.steps}"] = str(Path(cfg.out) / f"checkpoint-{cfg.steps}")
     return ckpts
 
+# %% ../nbs/12_pilot.ipynb #acf2f99b
 def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool)->Path:
     "Every (checkpoint, condition) cell against the untrained base; sides already complete are kept."
     out = run / "eval" / "done.json"
@@ -183,6 +184,7 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
     run_stage("report", out, go, force, only)
     return out
 
+# %% ../nbs/12_pilot.ipynb #adda5c66
 STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "eval", "analyze", "gate", "report")
 
 def run_pilot(params:dict, # parameters, as read by `load_params`

@@ -66,6 +66,7 @@ class PolicySpec:
     model: str | None = None  # the base model of an adapter
     def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
 
+# %% ../nbs/07b_policies.ipynb #00f8eb0f
 def parse_policy(spec:str, # a seat name or spec: an agent, `random-legal`, a model, `py:<module>:<factory>`, an adapter folder
                  model:str|None=None, # the base model of an adapter (default: its adapter_config.json)
                  )->PolicySpec:
@@ -99,6 +100,7 @@ def _adapter_spec(p:Path, model:str|None)->PolicySpec:
     raise PolicyError(f"unknown seat policy {p} (computable agents: {', '.join(AGENT_NAMES)}; or random-legal, tiny, "
                       "tiny-test, hf:PATH, vllm:PATH, model:<id>, py:<module>:<factory>, an adapter folder)")
 
+# %% ../nbs/07b_policies.ipynb #00fc5a46
 def policy_label(spec:PolicySpec)->str:
     "The seat name a spec plays under in episode rows."
     return Path(spec.target).name if spec.kind == "adapter" else spec.target
@@ -109,6 +111,7 @@ def engine_key(spec:PolicySpec, llm_kw:dict)->tuple|None:
     model = str(spec.model if spec.kind == "adapter" else spec.target)
     return (model, json.dumps(llm_kw, sort_keys=True, default=str)) if model.startswith("vllm:") else None
 
+# %% ../nbs/07b_policies.ipynb #6d22f006
 def build_policy(spec:PolicySpec, # what to build
                  name:str|None=None, # the policy's name (model and adapter specs)
                  engines:dict|None=None, # vLLM engines to share, by base model (a `run_eval_cell` keeps one per cell)

@@ -232,6 +232,7 @@ def _check_demand(game:Game, seat:int, text)->tuple:
 
 def vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
 
+# %% ../nbs/04_protocol.ipynb #234facf0
 def check_action(s:State, seat:int, a:dict)->tuple:
     "Legality of action `a` by `seat` now: `(legality, error, canonical)` with `canonical` the parsed deal or the offer."
     at, ph = a.get("atype"), s.phase
@@ -380,6 +381,7 @@ def _apply(s:State, seat:int, a:dict, canon, msg)->dict:
     _advance(s, seat)
     return applied
 
+# %% ../nbs/04_protocol.ipynb #1c6861f1
 _FORCED = {"atype": "pass", "forced": True}
 
 def apply_action(s:State, seat:int, answer)->dict:

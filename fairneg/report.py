@@ -194,6 +194,7 @@ def synthetic_steps(arm:str="lam0", # the arm's name
                         total_s=round(47 + rng.normal(0, 2), 3), config_hash=f"demo{arm}"))
     return out
 
+# %% ../nbs/11_report.ipynb #89a70016
 class DemoMix:
     "A stand-in checkpoint for demos: `greedy_anchor` (no deal) on games whose name ends in 0, `fairness_oracle` elsewhere."
     def __init__(self):
@@ -214,6 +215,7 @@ DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12", endpoints=dict(nn
                             dict(id="below_threshold_with_share", condition="primary", endpoint="below_threshold", require="favourable",
                                  **{"with": [dict(endpoint="max_share", require="not_unfavourable")]})])
 
+# %% ../nbs/11_report.ipynb #c21807f5
 def demo_run(out, # the run directory to write (must not exist yet, or be empty)
              episodes:int=2, # eval episodes per game
              B:int=500, # bootstrap resamples
