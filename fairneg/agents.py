@@ -369,6 +369,7 @@ def _beats_no_deal(own:OwnView, bel:Belief, label:str, objective:str)->bool:
     if q is None: return False
     return objective == "own" or float(np.prod(bel.r[:, q])) > 0
 
+# %% ../nbs/05_agents.ipynb #c13c53d9
 def rational_rule(dp:dict, own:OwnView, bel:Belief, objective:str)->tuple:
     "The shared rule of the four Bayesian agents: `(action, explanation)`."
     ph = dp["phase"]

@@ -931,6 +931,7 @@ def load_episodes(pattern)->list[dict]:
     "Episode rows of every file a glob names, each with `_source` = file:line."
     return [r for f in resolve_runs(pattern) for r in episode_rows(f)]
 
+# %% ../nbs/09_eval.ipynb #5b233a5f
 def discover_cells(run_dir)->dict:
     "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows."
     found = sorted(Path(run_dir).glob("*/cell.json"))
@@ -957,6 +958,7 @@ def glob_cells(baseline:str, trained:Iterable[str])->dict:
     if not cells: raise EvalError("--baseline needs at least one --trained NAME=GLOB")
     return cells
 
+# %% ../nbs/09_eval.ipynb #130c50df
 def write_eval(result:dict, out, contrasts=None, prefix:str="fairness_grpo_eval_")->tuple[Path, Path]:
     "Write eval.json (atomically) and append the contrast rows to eval_contrasts.jsonl (next to it by default)."
     out = write_text_atomic(out, json.dumps(result, indent=1) + "\n")

@@ -650,6 +650,7 @@ def same_action(a:dict|None, b:dict|None, dp:dict|None=None)->bool:
     if at == "vote": return a.get("vote") == b.get("vote")
     return True
 
+# %% ../nbs/07_llm.ipynb #411e0ffe
 class _Recorder:
     "Wraps a policy; keeps each episode's (request, output) pairs in the order they were asked."
     def __init__(self, policy): self.policy, self.name, self.seen = policy, policy.name, {}

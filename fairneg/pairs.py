@@ -126,6 +126,7 @@ def endorsed_deal(a:dict, dp:dict)->tuple:
     if at in ("walk", "reject"): return None, "no_deal"
     return None, None
 
+# %% ../nbs/10_pairs.ipynb #81279215
 class TableValues:
     "The true `nnw` of every deal of a game, indexed by row-major deal index, and the table optimum."
     def __init__(self, g:Game):
@@ -213,6 +214,7 @@ def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(","
 
 def _framing(ref:str|None)->str: return ref.split(":", 1)[0] if ref and ":" in ref else "table"
 
+# %% ../nbs/10_pairs.ipynb #adba416d
 def annotate_line(line:dict, # a `states.jsonl` line
                   types=COUNTERFACTUAL_TYPES, # counterfactual types
                   include_views:bool=False, # embed the rendered prompt messages as `view`
@@ -270,6 +272,7 @@ def _llm_turns(line)->int:
     llm = set(line.get("llm_seats", llm_seats(line["seats"])))
     return sum(t["seat"] in llm for t in line["state"]["turns"])
 
+# %% ../nbs/10_pairs.ipynb #c8f6d498
 def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
              types=COUNTERFACTUAL_TYPES, # counterfactual types
              include_views:bool=False, # embed the rendered prompts
@@ -624,6 +627,7 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
     typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in {rep['seconds']:.1f} s "
                f"(view mismatches {rep['view_mismatch']}) -> {f}")
 
+# %% ../nbs/10_pairs.ipynb #8cb55393
 @app.command("package", cls=MultiValueCommand)
 def package_cmd(run:Annotated[list[str], typer.Option(help="NAME=DIR of an annotation folder; repeat, or several after one flag.")],
                 out:Annotated[Path, typer.Option(help="The dataset folder.")],
@@ -638,6 +642,7 @@ def package_cmd(run:Annotated[list[str], typer.Option(help="NAME=DIR of an annot
     st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
     typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, {len(st['hazards'])} hazard warnings -> {out}")
 
+# %% ../nbs/10_pairs.ipynb #69336243
 @app.command("dpo", cls=MultiValueCommand)
 def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation folder (pairs.jsonl).")],
             out:Annotated[Path, typer.Option(help="JSON Lines file of prompt/chosen/rejected pairs.")],

@@ -91,6 +91,7 @@ def _rules_table(dp, prose:bool)->str:
 
 def _format_block(hint:str)->str: return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
 
+# %% ../nbs/04b_prompts.ipynb #77d7838b
 def _system_text(dp:dict, framing:str, game:Game|None)->str:
     kind, me, n, m = dp["protocol"], dp["party"], dp["n_parties"], len(dp["issues"])
     prose = framing == "prose"

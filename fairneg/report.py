@@ -271,6 +271,7 @@ def _vl_version()->str|None:
     v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return v if v in vlc.get_vegalite_versions() else None
 
+# %% ../nbs/11_report.ipynb #e6566f85
 def chart_spec(chart)->dict:
     "The chart's vega-lite spec with its data inlined (no row limit)."
     import altair as alt
@@ -594,6 +595,7 @@ def pick_game(struck)->str:
     n = struck.groupby("instance_id", sort=False)["deal"].sum()
     return str(n.idxmax())
 
+# %% ../nbs/11_report.ipynb #97998b31
 POLICY_COLORS = ["#333333", "#ff7f0e", "#17becf", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#2ca02c", "#7f7f7f"]   # base first
 
 def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)

@@ -111,6 +111,7 @@ def plot_g(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, zmax:flo
     rule = alt.Chart(pd.DataFrame(dict(z=[0.0]))).mark_rule(color="#bbbbbb").encode(x="z:Q")
     return alt.layer(rule, lines, pts, txt).properties(width=width, height=height, title="Smoothed log reward g(z)")
 
+# %% ../nbs/03_reward.ipynb #80d3cc6b
 def seat_reward_frame(examples:dict, eps:float=EPS, g_floor:float|None=None, n_lam:int=21):
     "Long-form frame of `R_i(lam)` for each example outcome `{label: (z, seat names or None)}`."
     import pandas as pd

@@ -296,6 +296,7 @@ def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
     eps = play_sft_episodes(sft_games(data, seed, n, first), data, seed, pols)
     return [p for e in eps for p in replay_points(e, keep_state)], sum(p.agent_errors for p in pols.values())
 
+# %% ../nbs/07a_tiny.ipynb #ec757af2
 def build_tiny(out, # the folder to write
                size:str="pilot", # `pilot` or `test`
                seed:int=0, # recipe seed
