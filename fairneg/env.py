@@ -103,7 +103,7 @@ def observe(self:NegotiationEnv, agent):
     so = find_offer(s, dp["standing_offer_id"]) if dp["standing_offer_id"] else None
     vec = np.array([seat, PHASES.index(s.phase), s.round, s.protocol.max_turns, sum(s.active), len(live),
                     len(so["signers"]) if so else 0, int(s.pending[seat] is not None)], np.int64)
-    obs = {"observation": vec, "decision_point": json.dumps(dp.to_json(), ensure_ascii=True, separators=(",", ":"))}
+    obs = {"observation": vec, "decision_point": json.dumps(dp, ensure_ascii=True, separators=(",", ":"))}
     if self.action_mode == "discrete": obs["action_mask"] = self._mask(seat)
     return obs
 

@@ -542,7 +542,7 @@ class DecisionPoint(Record):
     @classmethod
     def from_json(cls, d:dict):
         "Read the JSON form back (offers as `Offer`s); a field unknown or missing is a `ValueError` naming it."
-        dp = super().from_json.__func__(cls, d)
+        dp = super().from_json(d)
         dp["offers"] = [Offer.from_json(o) for o in dp["offers"]]
         return dp
 
