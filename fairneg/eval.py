@@ -441,6 +441,7 @@ def pair_sides(trained:list[dict], base:list[dict], cell:str="cell")->tuple[list
     keys = sorted(t)
     return keys, [idx["trained"][k] for k in keys], [idx["untrained"][k] for k in keys]
 
+# %% ../nbs/09_eval.ipynb #60d65383
 def row_budgets(r:dict)->tuple:
     "The token budgets an episode row met, sorted (`turn_token_budgets` list or a single `turn_token_budget`)."
     v = r.get("turn_token_budgets", r.get("turn_token_budget"))
@@ -867,6 +868,7 @@ def _arm_order(s):
     import pandas as pd
     return pd.Categorical(s, categories=list(dict.fromkeys(s)), ordered=True)
 
+# %% ../nbs/09_eval.ipynb #609a38f9
 def ladder_frame(rows, # eval_contrasts rows (list of dicts or DataFrame) or an eval result
                  endpoint:str="deal", condition:str="primary",
                  arm_of:Callable=arm_step, # checkpoint name -> (arm, step)

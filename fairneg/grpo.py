@@ -106,6 +106,7 @@ class GRPOConfig:
         if self.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
             raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {self.dtype!r}")
 
+# %% ../nbs/08_grpo.ipynb #32a1cef8
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
              "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing")
 

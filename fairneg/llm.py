@@ -668,6 +668,7 @@ def _rates(rows:list, agents:list)->dict:
                 mean_completion_tokens=sum(r["n_completion_tokens"] for r in rows) / n,
                 agreement={a: sum(r["agree"].get(a, False) for r in rows) / n for a in agents})
 
+# %% ../nbs/07_llm.ipynb #73a3b3c7
 def evaluate_model(policy, games:list, # held-out games
                    episodes:int|None=None, # episodes to play (default: one per game; cycles games, then seeds)
                    agents=None, # agent names to compare with (default: all of `fairneg.agents.AGENT_NAMES`; [] for none)
@@ -700,6 +701,7 @@ def evaluate_model(policy, games:list, # held-out games
     res["deal_rate"] = sum(e.row["deal"] for e in eps) / len(eps) if eps else None
     return res
 
+# %% ../nbs/07_llm.ipynb #e910f97d
 def eval_text(res:dict)->str:
     "A readable table of `evaluate_model` results."
     L = [f"{res['model']} (constrain {res['constrain']}): {res['episodes']} episodes of {res['games']} games, "

@@ -535,6 +535,7 @@ def _md(records:list, cols:list, fmt:dict|None=None)->str:
     for r in records: L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v))(r[c]) for c in cols) + " |")
     return "\n".join(L)
 
+# %% ../nbs/10_pairs.ipynb #a1894285
 def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
     "The README.md of the dataset, from `card_stats`."
     pct = lambda v: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"

@@ -92,6 +92,7 @@ class Episode:
     extras: dict = field(default_factory=dict)   # turn_idx -> {policy, prompt_ids, completion_ids, logprobs}
     row: dict | None = None
 
+# %% ../nbs/06_rollout.ipynb #6e14363a
 def start_episode(spec:EpisodeSpec)->Episode:
     "A fresh episode for `spec`; its id is `instance_id:protocol:seed`."
     st = new_episode(spec.game, spec.seed, info_mode=spec.info_mode, max_turns=spec.max_turns, turn_max_tokens=spec.turn_max_tokens)
@@ -108,6 +109,7 @@ def _requests(live, framing):
             groups[ep.spec.seats[seat]].append((ep, seat, req))
     return groups
 
+# %% ../nbs/06_rollout.ipynb #1fec48c0
 _EXTRA_KEYS = ("prompt_ids", "completion_ids", "logprobs", "n_prompt_tokens", "n_completion_tokens", "truncated", "schema")
 
 def _apply_outputs(items, outs, policy_name):
