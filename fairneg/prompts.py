@@ -12,7 +12,8 @@ from .answers import ANSWER_FORMAT
 from .protocol import State, decision_point, vote_form
 
 # %% auto #0
-__all__ = ['render_prompt', 'prompt', 'approx_tokens']
+__all__ = ['render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
+           'render_conversation']
 
 # %% ../nbs/04b_prompts.ipynb #26f608a6
 _SYSTEM = {}
@@ -164,7 +165,9 @@ def _event_text(dp, ev)->str:
 def _value(dp, deal:str)->float:
     return sum(dp["own_sheet"][k][o] for k, o in label_options(deal))
 
-def _user_text(dp:dict, history_window:int=8, show_values:bool=False)->str:
+def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
+               since:int|None=None, # conversation context: show every public event from this history index on
+              )->str:
     ph, kind, L = dp["phase"], dp["protocol"], []
     live = [o for o in dp["offers"] if o["status"] == "live"]
     if kind == "table":
@@ -180,8 +183,13 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False)->str:
                     L.append(f"{o['offer_id']} by {_who(dp, o['proposer'])}: {o['deal']} | signed {' '.join(_who(dp, i) for i in o['signers'])}{v}")
                 L.append(f"Standing offer: {dp['standing_offer_id']}.")
             elif ph == "turn": L.append("No live offers.")
-    hist = [e for e in dp["history"] if not (ph == "vote" and e["atype"] == "vote")]
-    if hist: L += ["Recent moves:"] + [_event_text(dp, e) for e in hist[-history_window:]]
+    hidden = lambda e: ph == "vote" and e["atype"] == "vote"    # cast votes are listed under the ballot instead
+    if since is None:
+        hist = [e for e in dp["history"] if not hidden(e)][-history_window:]
+        if hist: L += ["Recent moves:"] + [_event_text(dp, e) for e in hist]
+    else:
+        hist = [e for e in dp["history"][since:] if not hidden(e)]
+        if hist: L += ["Since your last turn:" if since else "Moves so far:"] + [_event_text(dp, e) for e in hist]
     if ph == "vote":
         b = next(o for o in dp["offers"] if o["offer_id"] == dp["ballot"])
         v = f" (worth {_value(dp, b['deal']):g} to you)" if show_values else ""
@@ -193,32 +201,41 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False)->str:
         o = dp["offers"][-1]; k = label_option(o["deal"])[1]
         L.append(f"{_who(dp, o['proposer'])} offers {o['offer_id']}: {o['deal']} (proposer share {dp['issues'][0]['options'][k]}, "
                  f"{_value(dp, o['deal']):g} to you).")
-    if dp["retry_error"]:
-        L.append(f"Your last answer was invalid: {dp['retry_error']}. Answer again; another invalid answer counts as "
-                 + ("an abstention." if ph == "vote" else "a pass."))
-    legal = dp["legal"]
-    if not legal: L.append("You do not act now.")
-    elif ph == "vote": L.append("Vote now: " + vote_form(dp["ballot"]) + ".")
-    elif ph == "demand": L.append(f'Demand now: {{"atype": "demand", "deal": "{issue_letter(dp["seat"])}<k>"}}.')
-    else:
-        opts = []
-        for a in legal:
-            if a == "propose": opts.append("propose a deal")
-            elif a == "accept" and dp["acceptable"]: opts.append("accept " + "/".join(dp["acceptable"]))
-            elif a != "accept": opts.append(a)
-        L.append("Your move: " + " | ".join(opts) + ".")
-    return "\n".join(L)
+    if dp["retry_error"]: L.append(_retry_line(dp))
+    return "\n".join(L + [_move_line(dp)])
+
+def _retry_line(dp)->str:
+    return (f"Your last answer was invalid: {dp['retry_error']}. Answer again; another invalid answer counts as "
+            + ("an abstention." if dp["phase"] == "vote" else "a pass."))
+
+def _move_line(dp)->str:
+    "What the seat may do now, as the user message's last line."
+    ph, legal = dp["phase"], dp["legal"]
+    if not legal: return "You do not act now."
+    if ph == "vote": return "Vote now: " + vote_form(dp["ballot"]) + "."
+    if ph == "demand": return f'Demand now: {{"atype": "demand", "deal": "{issue_letter(dp["seat"])}<k>"}}.'
+    opts = []
+    for a in legal:
+        if a == "propose": opts.append("propose a deal")
+        elif a == "accept" and dp["acceptable"]: opts.append("accept " + "/".join(dp["acceptable"]))
+        elif a != "accept": opts.append(a)
+    return "Your move: " + " | ".join(opts) + "."
 
 # %% ../nbs/04b_prompts.ipynb #b5dd7b50
 def render_prompt(dp:dict, framing:str="table", game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
     "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
+    return [{"role": "system", "content": system_text(dp, framing, game)},
+            {"role": "user", "content": _user_text(dp, history_window, show_values)}]
+
+def system_text(dp:dict, framing:str="table", game:Game|None=None)->str:
+    "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
     if framing not in ("table", "prose"): raise ValueError(f"unknown framing `{framing}` (table or prose)")
     key = (dp["game_ref"]["game_sha"], dp["seat"], framing, dp["info_mode"], dp["protocol_version"])
     system = _SYSTEM.get(key)
     if system is None:
         if len(_SYSTEM) > 4096: _SYSTEM.clear()
         system = _SYSTEM[key] = _system_text(dp, framing, game)
-    return [{"role": "system", "content": system}, {"role": "user", "content": _user_text(dp, history_window, show_values)}]
+    return system
 
 def prompt(s:State, seat:int, framing:str="table", **kw)->list:
     "Chat messages for `seat` at the current state."
@@ -227,3 +244,21 @@ def prompt(s:State, seat:int, framing:str="table", **kw)->list:
 def approx_tokens(text:str)->int:
     "A rough token count (words, digits and punctuation marks; digits count one each as in Qwen-style tokenizers)."
     return len(re.findall(r"\d|[^\W\d]+|[^\w\s]", text))
+
+# %% ../nbs/04b_prompts.ipynb #ee9ee43e
+def last_turn_index(dp:dict)->int:
+    "Where the seat's news starts: the history index just after its own last public event (0 before it has acted)."
+    h, seat = dp["history"], dp["seat"]
+    return next((k + 1 for k in range(len(h) - 1, -1, -1) if h[k]["seat"] == seat), 0)
+
+def conversation_text(dp:dict, show_values:bool=False)->str:
+    "This turn's user message in the conversation context: events since the seat's last turn, the standing, its move."
+    if dp["retry_error"]: return _retry_line(dp) + "\n" + _move_line(dp)
+    return _user_text(dp, show_values=show_values, since=last_turn_index(dp))
+
+def render_conversation(dp:dict, framing:str="table", game:Game|None=None,
+                        history:list|None=None, # the seat's conversation so far (None or []: it starts with the system message)
+                        show_values:bool=False)->list:
+    "Chat messages of a seat's turn in the conversation context: its conversation so far plus this turn's user message."
+    msgs = list(history) if history else [{"role": "system", "content": system_text(dp, framing, game)}]
+    return msgs + [{"role": "user", "content": conversation_text(dp, show_values)}]

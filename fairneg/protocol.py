@@ -14,12 +14,12 @@ from .game import (
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 
 # %% auto #0
-__all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'COUNTERS', 'LENIENT_FIELDS', 'ProtocolError',
-           'Protocol', 'protocol_for', 'PoolingError', 'budget_items', 'check_poolable', 'State', 'game_sha',
-           'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id',
-           'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action',
-           'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'Record', 'Offer',
-           'DecisionPoint', 'decision_point', 'resolve_game']
+__all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'CONTEXTS', 'COUNTERS', 'LENIENT_FIELDS',
+           'ProtocolError', 'Protocol', 'protocol_for', 'PoolingError', 'budget_items', 'check_poolable', 'State',
+           'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed',
+           'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings',
+           'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'Record',
+           'Offer', 'DecisionPoint', 'decision_point', 'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -40,10 +40,16 @@ class Protocol:
     max_turns: int     # table: turns after the opening (the deadline); 0 for the other kinds
     turn_tokens: int   # generation cap of an action turn
     vote_tokens: int   # generation cap of a forced-final vote turn
+    context: str = "window"   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
-def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, turn_max_tokens:int|None=None)->Protocol:
-    "The protocol a game is played under (SPEC §5), with optional deadline and token-cap overrides."
-    kind, info, n = game.protocol, info_mode or game.info_mode, game.n
+CONTEXTS = ("window", "conversation")
+
+def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, turn_max_tokens:int|None=None,
+                 context:str|None=None, # `window` (default) or `conversation`: the seat's context framing (its own version)
+                )->Protocol:
+    "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
+    kind, info, n, context = game.protocol, info_mode or game.info_mode, game.n, context or "window"
+    if context not in CONTEXTS: raise ValueError(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
     if turn_max_tokens is not None and (not isinstance(turn_max_tokens, int) or turn_max_tokens < 1):
         raise ValueError(f"turn_max_tokens must be a positive int, got {turn_max_tokens!r}")
     if kind == "table":
@@ -58,8 +64,9 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
         base = open_base = kind; default_t = max_turns = 0
     parts = [open_base, f"uncapped-turn{turn_max_tokens}"] if turn_max_tokens else [base]
     if max_turns != default_t: parts.append(f"turns{max_turns}")
+    if context == "conversation": parts.append("conv")
     return Protocol(kind, "-".join(parts + ["v1"]), max_turns,
-                    turn_max_tokens or ACTION_TOKENS, turn_max_tokens or (VOTE_TOKENS if kind == "table" else ACTION_TOKENS))
+                    turn_max_tokens or ACTION_TOKENS, turn_max_tokens or (VOTE_TOKENS if kind == "table" else ACTION_TOKENS), context)
 
 # %% ../nbs/04_protocol.ipynb #2337c9af
 class PoolingError(ValueError):
@@ -150,9 +157,9 @@ def _draw_cycle(s:State)->list:
     return list(next(p for p in itertools.permutations(seats) if _cycle_ok(p, s.last_actor, chair)))
 
 def new_episode(game:Game, seed:int=0, info_mode:str|None=None, max_turns:int|None=None,
-                turn_max_tokens:int|None=None, episode_id:str|None=None)->State:
+                turn_max_tokens:int|None=None, episode_id:str|None=None, context:str|None=None)->State:
     "A fresh episode of `game` under its protocol; the turn order is a pure function of `seed`."
-    proto = protocol_for(game, info_mode, max_turns, turn_max_tokens)
+    proto = protocol_for(game, info_mode, max_turns, turn_max_tokens, context)
     n, info = game.n, info_mode or game.info_mode
     if proto.kind == "ultimatum" and n != 2: raise ValueError(f"ultimatum needs 2 parties, {game.name} has {n}")
     if proto.kind == "divide-dollar" and game.m != n: raise ValueError(f"divide-dollar needs one issue per party ({game.name})")
