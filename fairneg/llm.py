@@ -16,17 +16,18 @@ from .game import deal_key, option_label, generate_game, ultimatum_game, divide_
 from .protocol import parse_action, new_episode, current_seats
 from .prompts import render_prompt, prompt
 from .answers import ANSWER_FORMAT
-from .rollout import EpisodeSpec, co_step
+from .rollout import EpisodeSpec, co_step, request_messages
 
 # %% auto #0
 __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
            'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype',
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
-           'chat_text', 'encode_request', 'left_pad', 'vocab_size', 'stop_ids', 'sample_batch', 'unpack_bitmask',
-           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf',
-           'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy',
-           'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action',
-           'evaluate_model', 'eval_text']
+           'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'vocab_size', 'stop_ids',
+           'ContextLimitError', 'context_limit', 'check_context', 'sample_batch', 'unpack_bitmask', 'sequence_logprobs',
+           'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar',
+           'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu',
+           'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model',
+           'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -180,9 +181,34 @@ def chat_text(tokenizer, messages:list, thinking:bool=False)->str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=thinking)
 
 def encode_request(tokenizer, req, thinking:bool=False)->list:
-    "Prompt token ids of a `TurnRequest` (its decision point rendered in its framing)."
-    text = chat_text(tokenizer, render_prompt(req.dp, req.framing, req.game), thinking)
+    "Prompt token ids of a `TurnRequest`: its windowed prompt, or its conversation (grown from `prev_ids` when given)."
+    if req.messages is not None and req.prev_ids:
+        return next_turn_ids(tokenizer, req.prev_ids, req.messages[-1]["content"], thinking)
+    text = chat_text(tokenizer, request_messages(req), thinking)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+# %% ../nbs/07_llm.ipynb #40bdc507
+_FRAMES = {}
+
+def turn_frame(tokenizer, thinking:bool=False)->tuple:
+    "The template's text `(after an answer, before the reply)` around a later user message, read off a placeholder chat."
+    key = (id(tokenizer), bool(thinking))
+    if key not in _FRAMES:
+        ans, usr = "@@ANSWER@@", "@@USER@@"
+        text = chat_text(tokenizer, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                                     {"role": "assistant", "content": ans}, {"role": "user", "content": usr}], thinking)
+        i, j = text.index(ans) + len(ans), text.index(usr)
+        _FRAMES[key] = (tokenizer, text[i:j], text[j + len(usr):])     # the tokenizer is kept: its id stays unique
+    return _FRAMES[key][1:]
+
+def next_turn_ids(tokenizer, prev_ids:list, # the seat's last turn: its prompt ids and the ids it sampled
+                  user_text:str, # this turn's user message
+                  thinking:bool=False)->list:
+    "The seat's next context, token-exact: its last turn's ids, then the frame and the new user message as ids."
+    close, reply = turn_frame(tokenizer, thinking)
+    eos = tokenizer.eos_token
+    if eos and prev_ids and prev_ids[-1] == tokenizer.eos_token_id and close.startswith(eos): close = close[len(eos):]
+    return list(prev_ids) + tokenizer(close + user_text + reply, add_special_tokens=False)["input_ids"]
 
 # %% ../nbs/07_llm.ipynb #8828f2c4
 def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
@@ -220,6 +246,28 @@ def stop_ids(model, tokenizer)->list:
     e = getattr(gc, "eos_token_id", None)
     ids += e if isinstance(e, (list, tuple)) else [e]
     return list(dict.fromkeys(i for i in ids if i is not None))
+
+# %% ../nbs/07_llm.ipynb #7b347a8a
+class ContextLimitError(RuntimeError):
+    "A turn's prompt plus its generation cap would pass the model's context length (never cut silently)."
+
+def context_limit(model=None, tokenizer=None)->int|None:
+    "The context length a model serves: its `max_position_embeddings`, or the tokenizer's `model_max_length` if smaller."
+    cfg = getattr(_base(model), "config", None) if model is not None else None
+    lims = [getattr(cfg, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    lims = [int(x) for x in lims if isinstance(x, int) and 0 < x < 10**8]     # transformers' "no limit" is ~1e30
+    return min(lims) if lims else None
+
+def check_context(requests:list, prompts:list, caps:list, # per request: prompt ids and generation cap
+                  limit:int|None)->None:
+    "Raise `ContextLimitError` for the first request whose prompt plus cap passes `limit` (None: no limit known)."
+    if limit is None: return
+    for r, p, c in zip(requests, prompts, caps):
+        if len(p) + c > limit:
+            raise ContextLimitError(
+                f"{r.dp['episode_id']} seat {r.dp['seat']} ({r.dp['phase']}, round {r.dp['round']}): the prompt holds "
+                f"{len(p):,} tokens and the turn may generate {c:,}, past the model's context of {limit:,}. "
+                "Shorten the deadline (max_turns), lower the turn cap (max_new_tokens), or play the `window` context.")
 
 # %% ../nbs/07_llm.ipynb #0f39104c
 def _top_p(probs, p:float):
@@ -479,7 +527,7 @@ class HFPolicy:
         self.thinking, self.scratchpad_chars, self.message_chars = thinking, scratchpad_chars, message_chars
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
-        self.vocab = vocab_size(self.model)
+        self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)
 
@@ -494,6 +542,8 @@ class HFPolicy:
         t0, n = time.perf_counter(), len(requests)
         cons = self.constrain == "legal"
         prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
+        caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
+        check_context(requests, prompts, caps, self.context)
         schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
         res = [None] * n
         order = sorted(range(n), key=lambda i: -len(prompts[i]))
@@ -501,7 +551,7 @@ class HFPolicy:
             idx = order[c:c + self.batch_size]
             t1 = time.perf_counter()
             outs = sample_batch(self.model, [prompts[i] for i in idx], [requests[i].seed for i in idx],
-                                [min(int(requests[i].budget), self.max_new_tokens) for i in idx], self.temperature, self.top_p,
+                                [caps[i] for i in idx], self.temperature, self.top_p,
                                 self.eos_ids, self.pad_id,
                                 [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats)
             self.stats["decode_s"] += time.perf_counter() - t1
@@ -593,6 +643,7 @@ class VLLMPolicy:
         self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
+        self.context = getattr(getattr(self.llm.llm_engine, "model_config", None), "max_model_len", None)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None
@@ -624,10 +675,11 @@ class VLLMPolicy:
         from vllm import SamplingParams
         t0, cons = time.perf_counter(), self.constrain == "legal"
         prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
+        caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
+        check_context(requests, prompts, caps, self.context)
         schemas = [self.schema(r.dp) if cons else None for r in requests]
-        params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed),
-                                 max_tokens=min(int(r.budget), self.max_new_tokens), logprobs=0,
-                                 **(_structured(sc) if sc is not None else {})) for r, sc in zip(requests, schemas)]
+        params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed), max_tokens=cap, logprobs=0,
+                                 **(_structured(sc) if sc is not None else {})) for r, sc, cap in zip(requests, schemas, caps)]
         gens = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, lora_request=self.lora, use_tqdm=False)
         res = []
         for p, sc, g in zip(prompts, schemas, gens):

@@ -23,14 +23,15 @@ from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
 from .protocol import (new_episode, current_seats, apply_action, decision_point, is_done, outcome,
                               turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError)
+from .prompts import render_prompt, render_conversation
 
 # %% auto #0
-__all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'turn_seed', 'ScriptedPolicy', 'AgentPolicy',
-           'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row', 'transcript_rows',
-           'code_version', 'nbs_then_accept', 'quality_report', 'write_cell_tables', 'seat_names', 'run_tournament',
-           'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats',
-           'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget',
-           'run_cell', 'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
+__all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'request_messages', 'turn_seed', 'ScriptedPolicy',
+           'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row',
+           'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report', 'write_cell_tables', 'seat_names',
+           'run_tournament', 'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat',
+           'llm_seats', 'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats',
+           'max_budget', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
 
 # %% ../nbs/06_rollout.ipynb #59845bc1
 @dataclass
@@ -41,6 +42,12 @@ class TurnRequest:
     seed: int                # per-turn sampling seed
     budget: int              # token cap of this turn
     framing: str = "table"   # prompt framing
+    messages: list | None = None   # conversation context: the seat's chat so far, ending with this turn's user message
+    prev_ids: list | None = None   # conversation context: the ids of the seat's last turn (prompt + sampled), same policy
+
+def request_messages(req:TurnRequest)->list:
+    "The chat messages a policy is shown for a request: its conversation, or the windowed prompt of its decision point."
+    return req.messages if req.messages is not None else render_prompt(req.dp, req.framing, req.game)
 
 def turn_seed(episode_id:str, turn_idx:int)->int:
     "A 63-bit seed that is a pure function of the episode and the turn index."
@@ -83,6 +90,7 @@ class EpisodeSpec:
     info_mode: str | None = None
     max_turns: int | None = None
     turn_max_tokens: int | None = None
+    context: str | None = None           # `window` (default) or `conversation` (see `protocol_for`)
 
 @dataclass
 class Episode:
@@ -91,11 +99,14 @@ class Episode:
     state: object
     extras: dict = field(default_factory=dict)   # turn_idx -> {policy, prompt_ids, completion_ids, logprobs}
     row: dict | None = None
+    chats: dict = field(default_factory=dict)    # conversation context: seat -> its messages so far
+    chat_ids: dict = field(default_factory=dict) # conversation context: seat -> the ids of its last turn (prompt + sampled)
 
 # %% ../nbs/06_rollout.ipynb #6e14363a
 def start_episode(spec:EpisodeSpec)->Episode:
     "A fresh episode for `spec`; its id is `instance_id:protocol:seed`."
-    st = new_episode(spec.game, spec.seed, info_mode=spec.info_mode, max_turns=spec.max_turns, turn_max_tokens=spec.turn_max_tokens)
+    st = new_episode(spec.game, spec.seed, info_mode=spec.info_mode, max_turns=spec.max_turns, turn_max_tokens=spec.turn_max_tokens,
+                     context=spec.context)
     if len(spec.seats) != spec.game.n: raise ValueError(f"{spec.game.name}: {len(spec.seats)} seat policies for {spec.game.n} parties")
     return Episode(spec, st)
 
@@ -106,6 +117,9 @@ def _requests(live, framing):
         for j, seat in enumerate(current_seats(ep.state)):   # several seats only in divide-the-dollar: distinct seeds
             dp = decision_point(ep.state, seat)
             req = TurnRequest(dp, ep.spec.game, turn_seed(ep.state.episode_id, len(ep.state.turns) + j), turn_token_budget(ep.state), framing)
+            if ep.state.protocol.context == "conversation":
+                req.messages = render_conversation(dp, framing, ep.spec.game, ep.chats.get(seat))
+                req.prev_ids = ep.chat_ids.get(seat)
             groups[ep.spec.seats[seat]].append((ep, seat, req))
     return groups
 
@@ -116,6 +130,9 @@ def _apply_outputs(items, outs, policy_name):
     for (ep, seat, req), out in zip(items, outs):
         rec = apply_action(ep.state, seat, out.get("text"))
         ep.extras[rec["turn_idx"]] = {"policy": policy_name, **{k: out[k] for k in _EXTRA_KEYS if k in out}}
+        if req.messages is not None:            # the seat's conversation grows by this turn and its answer
+            ep.chats[seat] = req.messages + [{"role": "assistant", "content": out.get("text") or ""}]
+            ep.chat_ids[seat] = list(out["prompt_ids"]) + list(out["completion_ids"]) if "prompt_ids" in out else None
 
 def co_step(specs, policies:dict, width:int=64, framing:str="table", progress:bool=True, geos:dict|None=None)->list:
     "Play every spec, `width` episodes live at a time, one `act_batch` call per policy per wave; returns finished episodes."
@@ -282,7 +299,6 @@ from collections import Counter
 from typing import Annotated
 from .commands import CliGroup
 from .protocol import state_to_dict, protocol_for
-from .prompts import render_prompt
 
 RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
 LLM_SEAT_ALIASES = ("llm", "model")   # `--seats` names for the seats `--model` takes
@@ -346,7 +362,7 @@ class ViewLog:
     def __getattr__(self, k): return getattr(self.policy, k)
     def act_batch(self, requests:list)->list:
         for r in requests:
-            self.refs[(r.dp["episode_id"], r.dp["seat"])].append(view_ref(render_prompt(r.dp, r.framing, r.game), r.framing))
+            self.refs[(r.dp["episode_id"], r.dp["seat"])].append(view_ref(request_messages(r), r.framing))
         return self.policy.act_batch(requests)
     def turn_refs(self, ep:Episode)->dict:
         "turn_idx -> view_ref for the turns of `ep` this policy answered (the k-th request of a seat is its k-th turn)."
