@@ -16,7 +16,7 @@ from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
-from .llm import (constrained_masks, sequence_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (constrained_masks, sequence_logprobs, span_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
@@ -26,10 +26,10 @@ from .telemetry import memory_reading, wandb_run
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
-           'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'grpo_loss', 'allowed_bitmask', 'update',
-           'lora_model', 'use_gradient_checkpointing', 'is_checkpointing', 'make_optimizer', 'checkpoints',
-           'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer', 'train', 'load_train_params',
-           'make_config', 'train_cmd']
+           'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
+           'allowed_bitmask', 'update', 'lora_model', 'use_gradient_checkpointing', 'is_checkpointing',
+           'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
+           'train', 'load_train_params', 'make_config', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -43,6 +43,7 @@ class GRPOConfig:
     groups: int = 4                     # games per step
     k: int = 8                          # episodes per game (different sampling seeds)
     micro_batch: int = 6                # sequences per micro-batch
+    pack: bool = True                   # train a seat's conversation as one sequence, each answer scored in place (the same loss; see `pack_samples`)
     gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: on when the base is on a GPU)
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn
@@ -78,6 +79,7 @@ class GRPOConfig:
     message_chars: int = 64             # longest public message under the constraint
     thinking: bool = False              # Qwen3 enable_thinking
     framing: str = "table"              # prompt framing
+    context: str = "window"             # what a seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own protocol_version)
     max_turns: int | None = None        # override the protocol deadline (shorter episodes on a CPU)
     backend: str = "hf"                 # rollouts on `hf` (transformers) or `vllm`
     vllm_gpu_memory: float = 0.45       # share of the GPU vLLM may take (the trainer needs the rest)
@@ -108,11 +110,16 @@ class GRPOConfig:
 
 # %% ../nbs/08_grpo.ipynb #32a1cef8
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
-             "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing")
+             "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack")
+_ADDED = {"context": "window"}   # fields added after runs were made: hashed (and compared on resume) only away from these defaults
+
+def _problem(cfg:GRPOConfig)->dict:
+    "The fields that define the learning problem."
+    return {k: v for k, v in asdict(cfg).items() if k not in _VOLATILE and not (k in _ADDED and v == _ADDED[k])}
 
 def config_hash(cfg:GRPOConfig)->str:
     "Hash of the hyperparameters that define the learning problem (not the bookkeeping or the batch geometry)."
-    d = {k: v for k, v in asdict(cfg).items() if k not in _VOLATILE}
+    d = _problem(cfg)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/08_grpo.ipynb #33b9bb9d
@@ -179,6 +186,7 @@ class Sample:
     masks: object = None                # or its packed allowed-token bitmasks, when known already
     flat: bool = False                  # its (game, seat) group had no reward spread
     turn: str = ""                      # which turn it is (game, episode seed, seat, turn index), for error messages
+    context: str = ""                   # the (episode, seat) whose conversation it belongs to (`pack_samples` chains these)
 
 def _turn_name(ep, t:dict)->str:
     "A turn's address in error messages: game, episode seed, seat and turn index."
@@ -196,18 +204,41 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
             x, f = ep.extras.get(t["turn_idx"], {}), flat is not None and bool(flat[e][t["seat"]])
             if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"): continue
             out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]), float(A[t["seat"]]),
-                              x.get("schema"), flat=f, turn=_turn_name(ep, t)))
+                              x.get("schema"), flat=f, turn=_turn_name(ep, t),
+                              context=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}"))
     return out
 
+def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)   # `Packed` or `Sample`
+
 def micro_batches(samples:list, size:int, token_budget:int)->list:
-    "Length-sorted micro-batches of at most `size` samples and `token_budget` tokens (a longer sample goes alone)."
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].completion_ids))
+    "Length-sorted micro-batches of at most `size` sequences (samples or `Packed`) and `token_budget` tokens (a longer one goes alone)."
+    order = sorted(range(len(samples)), key=lambda i: _n_tokens(samples[i]))
     out, cur, toks = [], [], 0
     for i in order:
-        n = len(samples[i].prompt_ids) + len(samples[i].completion_ids)
+        n = _n_tokens(samples[i])
         if cur and (len(cur) >= size or toks + n > token_budget): out.append(cur); cur, toks = [], 0
         cur.append(samples[i]); toks += n
     if cur: out.append(cur)
+    return out
+
+# %% ../nbs/08_grpo.ipynb #da87dff4
+@dataclass
+class Packed:
+    "One training sequence: a seat's conversation (or one turn) and the spans of the answers scored in it."
+    ids: list       # token ids: the last chained turn's prompt and answer
+    spans: list     # `(start, end)` of each answer in `ids`, in turn order
+    samples: list   # the answers' samples, aligned with `spans`
+
+def pack_samples(samples:list, pack:bool=True)->list:
+    "Training sequences: each seat's turns chained into one wherever a prompt extends the sequence so far (else one each)."
+    out, last = [], {}
+    for s in samples:
+        ids, p = list(s.prompt_ids) + list(s.completion_ids), last.get(s.context) if pack and s.context else None
+        if p is not None and len(s.prompt_ids) >= len(p.ids) and s.prompt_ids[:len(p.ids)] == p.ids:
+            p.ids = ids; p.spans.append((len(s.prompt_ids), len(ids))); p.samples.append(s)
+            continue
+        p = Packed(ids, [(len(s.prompt_ids), len(ids))], [s]); out.append(p)
+        if s.context: last[s.context] = p
     return out
 
 # %% ../nbs/08_grpo.ipynb #8973656a
@@ -265,20 +296,23 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
                n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
                kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0))
+    packs = pack_samples(samples, cfg.pack)
+    res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs))   # what each pass processes
     if not samples: return res
     V, pad = vocab_size(model), tokenizer.pad_token_id or 0
-    for batch in micro_batches(samples, cfg.micro_batch, cfg.token_budget):
-        P, C = [s.prompt_ids for s in batch], [s.completion_ids for s in batch]
+    for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget):
+        batch = [s for p in mb for s in p.samples]
+        seqs, spans = [p.ids for p in mb], [p.spans for p in mb]
         masks = _masks(batch, tokenizer, V)
         t0 = time.perf_counter()
         ref = None
         if cfg.kl_coef:
             model.eval()                                       # the reference pass: dropout off
             with torch.no_grad(), model.disable_adapter():
-                ref = sequence_logprobs(model, P, C, masks, temperature=cfg.temperature, pad_id=pad)
+                ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad)
         model.train()                                          # the policy pass: train mode
         t1 = time.perf_counter()
-        new = sequence_logprobs(model, P, C, masks, temperature=cfg.temperature, pad_id=pad)
+        new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad)
         loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
         loss.backward()
         res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
@@ -398,7 +432,8 @@ def _resumed_id(state:dict, cfg:GRPOConfig)->str:
 
 def _resume_changes(was:dict, cfg:GRPOConfig)->list:
     "`field old -> new` for `groups` and each field of the learning problem a resume changes."
-    return [f"{k} {was.get(k)!r} -> {v!r}" for k, v in asdict(cfg).items() if (k == "groups" or k not in _VOLATILE) and was.get(k) != v]
+    return [f"{k} {was.get(k, _ADDED.get(k))!r} -> {v!r}" for k, v in asdict(cfg).items()
+            if (k == "groups" or k not in _VOLATILE) and was.get(k, _ADDED.get(k)) != v]
 
 
 # %% ../nbs/08_grpo.ipynb #fbd55763
@@ -473,7 +508,8 @@ def rollout(self:GRPOTrainer, step:int)->tuple:
     "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
     c = self.cfg
     plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
-    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, max_turns=c.max_turns) for gi, seats, seeds in plan for s in seeds]
+    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, max_turns=c.max_turns, context=c.context)
+             for gi, seats, seeds in plan for s in seeds]
     pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
     eps = co_step(specs, pols, width=len(specs), framing=c.framing, progress=False)
     order = {(e.spec.game.name, e.spec.seed): e for e in eps}
@@ -520,6 +556,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
                 zero_spread_groups=flat, flat_groups=c.flat_groups, flat_tokens=int(flat_tok), samples=len(samples),
                 tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
+                train_sequences=up["train_sequences"], train_tokens=up["train_tokens"],
                 kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
                 clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
                 sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,

@@ -23,11 +23,11 @@ __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QW
            'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype',
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
            'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'vocab_size', 'stop_ids',
-           'ContextLimitError', 'context_limit', 'check_context', 'sample_batch', 'unpack_bitmask', 'sequence_logprobs',
-           'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar',
-           'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu',
-           'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model',
-           'eval_text']
+           'ContextLimitError', 'context_limit', 'check_context', 'sample_batch', 'unpack_bitmask', 'span_logprobs',
+           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf',
+           'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy',
+           'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action',
+           'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -348,30 +348,46 @@ def unpack_bitmask(bitmask, vocab:int):
     if m.shape[1] < vocab: m = torch.cat([m, m.new_zeros((m.shape[0], vocab - m.shape[1]))], 1)
     return m[:, :vocab]
 
+def span_logprobs(model, seqs:list, # token ids per sequence
+                  spans:list, # per sequence: the `(start, end)` token positions scored (its answers, in order)
+                  masks:list|None=None, # per span, in order: packed allowed-token bitmask `[end - start, W]` or None
+                  temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
+                  pad_id:int=0, batch_size:int|None=None)->list:
+    "Per-token log-probs of every span given all that precedes it in its sequence (teacher-forced, differentiable)."
+    import torch
+    from trl.trainer.utils import selective_log_softmax
+    res, dev, V, k = [], _device(model), vocab_size(model), 0
+    keep = _forward_params(type(_base(model)))[1]
+    bs = batch_size or max(len(seqs), 1)
+    for s in range(0, len(seqs), bs):
+        S, SP = [list(x) for x in seqs[s:s + bs]], spans[s:s + bs]
+        ids, mask, pos = left_pad(S, pad_id, dev)
+        L = ids.shape[1]
+        need = sorted({L - len(x) + p - 1 for x, sp in zip(S, SP) for a, b in sp for p in range(a, b)})   # logit rows used
+        if need:
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
+                           **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
+            logits = (logits if keep else logits[:, need]).float()
+            col = {p: c for c, p in enumerate(need)}
+        for i, (x, sp) in enumerate(zip(S, SP)):
+            for a, b in sp:
+                if b <= a: res.append(torch.zeros(0, device=dev)); k += 1; continue
+                c0 = col[L - len(x) + a - 1]
+                lg = logits[i, c0:c0 + b - a]                    # consecutive positions: consecutive kept rows
+                if temperature > 0: lg = lg / temperature
+                m = masks[k] if masks is not None else None
+                if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
+                res.append(selective_log_softmax(lg, torch.as_tensor(x[a:b], device=dev))); k += 1
+    return res
+
 def sequence_logprobs(model, prompt_ids_list:list, completion_ids_list:list,
                       masks:list|None=None, # per sequence: packed allowed-token bitmask `[T, W]` (constrained) or None
                       temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
                       pad_id:int=0, batch_size:int|None=None)->list:
-    "Per-token log-probs of each completion given its prompt (teacher-forced, differentiable), under the same masks."
-    import torch
-    from trl.trainer.utils import selective_log_softmax
-    res, n, dev, V = [], len(prompt_ids_list), _device(model), vocab_size(model)
-    cache_kw, keep = _forward_params(type(_base(model)))
-    bs = batch_size or max(n, 1)
-    for s in range(0, n, bs):
-        P, C = prompt_ids_list[s:s + bs], [list(c) for c in completion_ids_list[s:s + bs]]
-        K = max(len(c) for c in C)
-        if K == 0: res += [torch.zeros(0, device=dev) for _ in C]; continue
-        ids, mask, pos = left_pad([list(p) + c for p, c in zip(P, C)], pad_id, dev)
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
-                       **({"logits_to_keep": K + 1} if keep else {})).logits[:, -(K + 1):-1].float()
-        for i, c in enumerate(C):
-            lg = logits[i, K - len(c):]
-            if temperature > 0: lg = lg / temperature
-            m = masks[s + i] if masks is not None else None
-            if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
-            res.append(selective_log_softmax(lg, torch.as_tensor(c, device=dev)))
-    return res
+    "Per-token log-probs of each completion given its prompt (`span_logprobs` with one span per sequence)."
+    seqs = [list(p) + list(c) for p, c in zip(prompt_ids_list, completion_ids_list)]
+    spans = [[(len(p), len(x))] for p, x in zip(prompt_ids_list, seqs)]
+    return span_logprobs(model, seqs, spans, masks, temperature, pad_id, batch_size)
 
 # %% ../nbs/07_llm.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]

@@ -65,6 +65,8 @@ STEP_FIELDS = {   # training_steps.jsonl: one row per optimizer step of an arm
     "zero_spread_groups": "(group, policy seat)s whose rewards had no spread", "flat_groups": "the config's rule for such groups",
     "flat_tokens": "completion tokens of flat groups", "samples": "completions in the update",
     "tokens_trained": "completion tokens the loss covered", "kl_only_tokens": "tokens under the KL term only",
+    "train_sequences": "sequences of the update (a packed seat conversation is one)",
+    "train_tokens": "tokens the reference pass and the update each process (prompts included)",
     "kl": "mean per-token KL to the reference", "logprob_drift": "mean per-token log-prob change since sampling",
     "loss": "the update's loss", "grad_norm": "gradient norm before clipping", "clipped_frac": "share of tokens clipped",
     "ratio_max": "largest importance ratio", "lr": "learning rate", "sampler_gap": "mean |sampler − trainer| log-prob",
