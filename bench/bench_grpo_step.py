@@ -97,24 +97,26 @@ def one_backend(a, gpu:bool)->dict:
                                         max_new_tokens=384, scratchpad_chars=64, message_chars=64)
     given = dict(model=model_spec(a) if a.model else None, groups=a.groups, k=a.k, max_turns=a.max_turns, max_new_tokens=a.max_new_tokens,
                  scratchpad_chars=a.chars, message_chars=a.chars,
-                 constrain=a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None))   # None: the model's default (legal for tiny)
+                 constrain=a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None),   # None: the model's default (legal for tiny)
+                 context=a.context if a.context in ("window", "conversation") else None)
     cfg = make_config(a.params or None, **{**fallback, **{k: v for k, v in given.items() if v is not None}}, backend=a.backend,
                       steps=a.steps, bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
     spec, name = cfg.model, a.model or cfg.model
     dev = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} threads)"
     print(f"GRPO step time: {spec} on {a.backend}, {cfg.groups} groups × {cfg.k} episodes, max {cfg.max_new_tokens} new tokens/turn, "
-          f"deadline {cfg.max_turns or 'protocol'}, constrain {default_constrain(spec, cfg.constrain)}, LoRA rank {cfg.lora_r}"
+          f"deadline {cfg.max_turns or 'protocol'}, constrain {default_constrain(spec, cfg.constrain)}, LoRA rank {cfg.lora_r}, "
+          f"context {cfg.context}"
           f"{', from ' + a.params if a.params else ''}; device {dev}")
     t0 = time.perf_counter()
     rows = train(cfg, progress=True)
     wall = time.perf_counter() - t0
-    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8}"
+    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'train seq':>9} {'train tok':>9} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8}"
     print(hdr)
     for r in rows:
         mem = r.get("gpu_max_allocated_mb") or r.get("rss_mb")
         gap = "-" if r.get("sampler_gap") is None else f"{r['sampler_gap']:.1e}"
         print(f"{r['step']:>4} {r['rollout_s']:>9.1f} {r['ref_s']:>7.1f} {r['train_s']:>8.1f} {r['total_s']:>8.1f} {r['policy_turns']:>6} "
-              f"{r['tokens_generated']:>8} {r['tokens_trained']:>8} {r.get('prompt_tokens_read', 0):>11} {r.get('prompt_tokens_computed', 0):>9} "
+              f"{r['tokens_generated']:>8} {r['tokens_trained']:>8} {r.get('train_sequences', 0):>9} {r.get('train_tokens', 0):>9} {r.get('prompt_tokens_read', 0):>11} {r.get('prompt_tokens_computed', 0):>9} "
               f"{gap:>8} {mem:>8}")
     later = rows[1:] or rows
     med = lambda key: statistics.median(r[key] for r in later)
@@ -124,23 +126,32 @@ def one_backend(a, gpu:bool)->dict:
     print(f"GPU target: < {TARGET_S:.0f} s per step with vllm, Qwen3-8B, 4 × 8, the protocol deadline, 384 tokens per turn, no "
           f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"
           + (f" ({'; '.join(why)}; figures only)" if why else f" (median {med('total_s'):.1f} s on {dev})"))
-    return dict(backend=a.backend, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
+    return dict(backend=a.backend, context=cfg.context, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
+                train_tokens=sum(r.get("train_tokens", 0) for r in rows), tokens_trained=sum(r["tokens_trained"] for r in rows),
+                median_train_tokens=med("train_tokens"),
                 median_ref_s=med("ref_s"), median_update_s=med("train_s"), prompt_read=sum(r.get("prompt_tokens_read", 0) for r in rows),
                 prompt_computed=sum(r.get("prompt_tokens_computed", 0) for r in rows), sampler_gap=med("sampler_gap") if all(r.get("sampler_gap") is not None for r in later) else None,
                 verdict=verdict, not_judged_because=why, device=dev)
 
-def both_backends(a, argv:list)->int:
-    "Run the step on hf and on vllm, each in its own process, and print them side by side with the CPU target."
+def run_children(argv:list, runs:list)->dict|None:
+    "Run `(backend, context)` each in its own process, one after the other; their result dicts (None when one failed)."
     res = {}
     with tempfile.TemporaryDirectory() as d:
-        for b in ("hf", "vllm"):
-            j = Path(d) / f"{b}.json"
-            cmd = [sys.executable, __file__, *_without(argv, ("--backend", "--json", "--out")), "--backend", b, "--json", str(j)]
-            print(f"\n=== {b}: {' '.join(cmd[1:])}", flush=True)
+        for b, c in runs:
+            j = Path(d) / f"{b}-{c}.json"
+            cmd = [sys.executable, __file__, *_without(argv, ("--backend", "--context", "--json", "--out")), "--backend", b,
+                   "--context", c, "--json", str(j)]
+            print(f"\n=== {b}, {c}: {' '.join(cmd[1:])}", flush=True)
             rc = subprocess.call(cmd)
-            if rc != 0 or not j.exists(): print(f"the {b} run failed (exit {rc})"); return 1
-            res[b] = json.loads(j.read_text())
-    h, v = res["hf"], res["vllm"]
+            if rc != 0 or not j.exists(): print(f"the {b} {c} run failed (exit {rc})"); return None
+            res[(b, c)] = json.loads(j.read_text())
+    return res
+
+def both_backends(a, argv:list)->int:
+    "Run the step on hf and on vllm, each in its own process, and print them side by side with the CPU target."
+    res = run_children(argv, [("hf", a.context), ("vllm", a.context)])
+    if res is None: return 1
+    h, v = res[("hf", a.context)], res[("vllm", a.context)]
     print(f"\nside by side ({h['device']}; medians of the steps after the first):")
     lines = [("rollout s", "median_rollout_s", "{:.1f}"), ("reference pass s", "median_ref_s", "{:.1f}"), ("update s", "median_update_s", "{:.1f}"),
              ("step s", "median_step_s", "{:.1f}"), ("prompt tokens read (all steps)", "prompt_read", "{:,}"),
@@ -157,6 +168,34 @@ def both_backends(a, argv:list)->int:
     print(f"faster end to end: {fast} ({h['wall_s']:.0f} s against {v['wall_s']:.0f} s for {len(h['rows'])} steps, load and engine start included)")
     if a.json: a.json.write_text(json.dumps(dict(hf=h, vllm=v, rollout_x=x, cpu_target=verdict, faster=fast), default=str, indent=1))
     return 1 if verdict == "FAIL" else 0
+
+TOKENS_X, STEP_X = 4.0, 2.0   # issue #15: conversation training >= 4x fewer tokens, the whole CPU step >= 2x faster
+
+def both_contexts(a, argv:list, backends:list)->int:
+    "Run the step in the window and the conversation context on each backend; print them side by side with #15's targets."
+    res = run_children(argv, [(b, c) for b in backends for c in ("window", "conversation")])
+    if res is None: return 1
+    fails, out = 0, {}
+    for b in backends:
+        w, c = res[(b, "window")], res[(b, "conversation")]
+        print(f"\n{b}: window against conversation context ({w['device']}; medians of the steps after the first; tokens: all steps)")
+        print(f"{'':44}{'window':>14}{'conversation':>14}")
+        for label, key, f in [("tokens per training pass (ref and update)", "train_tokens", "{:,}"), ("answer tokens trained", "tokens_trained", "{:,}"),
+                              ("rollout s", "median_rollout_s", "{:.1f}"), ("reference pass s", "median_ref_s", "{:.1f}"),
+                              ("update s", "median_update_s", "{:.1f}"), ("step s", "median_step_s", "{:.1f}"),
+                              ("prompt tokens read", "prompt_read", "{:,}"), ("prompt tokens computed", "prompt_computed", "{:,}")]:
+            print(f"{label:44}{f.format(w[key]):>14}{f.format(c[key]):>14}")
+        per_tok = lambda r: r["train_tokens"] / max(r["tokens_trained"], 1)
+        tx = per_tok(w) / per_tok(c)           # per answer token: the two contexts' episodes differ in length and count
+        sx = w["median_step_s"] / c["median_step_s"]
+        tv, sv = ("PASS" if tx >= TOKENS_X else "FAIL"), ("PASS" if sx >= STEP_X else "FAIL")
+        print(f"training tokens processed per answer token: {per_tok(w):.1f} window, {per_tok(c):.1f} conversation = {tx:.2f}x fewer "
+              f"(target >= {TOKENS_X:g}x) -> {tv}")
+        print(f"whole step: {w['median_step_s']:.1f} s / {c['median_step_s']:.1f} s = {sx:.2f}x faster (target >= {STEP_X:g}x) -> {sv}")
+        fails += (tv == "FAIL") + (sv == "FAIL")
+        out[b] = dict(window=w, conversation=c, tokens_x=tx, step_x=sx, tokens_target=tv, step_target=sv)
+    if a.json: a.json.write_text(json.dumps(out, default=str, indent=1))
+    return 1 if fails else 0
 
 def _without(argv:list, flags:tuple)->list:
     "argv less the given flags and their values."
@@ -183,6 +222,8 @@ def main(argv=None)->int:
     ap.add_argument("--max-turns", type=int, default=None, help="protocol deadline override (default: the params', else the protocol's; 4 on a CPU)")
     ap.add_argument("--constrain", default=None, help="legal or none (default: legal for tiny models and stand-ins)")
     ap.add_argument("--chars", type=int, default=None, help="scratchpad and message length under the constraint (default: the params', else 64)")
+    ap.add_argument("--context", default="window", choices=["window", "conversation", "both"],
+                    help="the seats' context; both: each backend in each context, side by side with issue #15's targets")
     ap.add_argument("--standin-dir", default=str(Path(tempfile.gettempdir()) / "fairneg-qwen3-8b-standin"))
     ap.add_argument("--out", default=None, help="run folder (default: a temporary one)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the verdict here")
@@ -192,6 +233,7 @@ def main(argv=None)->int:
     if not gpu: torch.set_num_threads(2)
     if a.params is None and not gpu: a.params = str(Path(__file__).resolve().parent.parent / "params" / "pilot-cpu.yaml")
     if a.backend is None: a.backend = "both" if not gpu and importlib.util.find_spec("vllm") else ("vllm" if gpu else "hf")
+    if a.context == "both": return both_contexts(a, argv, ["hf", "vllm"] if a.backend == "both" else [a.backend])
     if a.backend == "both": return both_backends(a, argv)
     res = one_backend(a, gpu)
     if a.json: a.json.write_text(json.dumps(res, default=str, indent=1))

@@ -17,17 +17,18 @@ from .protocol import parse_action, new_episode, current_seats
 from .prompts import render_prompt, prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
            'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype',
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
            'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'vocab_size', 'stop_ids',
-           'ContextLimitError', 'context_limit', 'check_context', 'sample_batch', 'unpack_bitmask', 'span_logprobs',
-           'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf',
-           'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy',
-           'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action',
-           'evaluate_model', 'eval_text']
+           'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache', 'sample_batch',
+           'unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema',
+           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer',
+           'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy',
+           'same_action', 'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -284,6 +285,40 @@ def _draw(gens:list, probs):
     cdf = probs.cumsum(-1)
     return torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1).clamp_max(probs.shape[1] - 1)
 
+# %% ../nbs/07_llm.ipynb #2ebc6ee0
+def _new_cache(model):
+    from transformers import DynamicCache
+    try: return DynamicCache(config=_base(model).config)
+    except TypeError: return DynamicCache()   # older transformers
+
+def seed_cache(model, prefixes:list, # per row: `(keys, values)` (one `[heads, T, dim]` tensor per layer) or None
+               device)->tuple:
+    "A `DynamicCache` of the rows' cached keys and values, left-padded to the longest, and its attention mask."
+    import torch
+    cache, B = _new_cache(model), len(prefixes)
+    lens = [p[0][0].shape[1] if p else 0 for p in prefixes]
+    C = max(lens, default=0)
+    mask = torch.zeros((B, C), dtype=torch.long, device=device)
+    if C == 0: return cache, mask
+    ref = next(p for p in prefixes if p)
+    for l in range(len(ref[0])):
+        K = ref[0][l].new_zeros((B, ref[0][l].shape[0], C, ref[0][l].shape[2]))
+        Vv = ref[1][l].new_zeros((B, ref[1][l].shape[0], C, ref[1][l].shape[2]))
+        for i, p in enumerate(prefixes):
+            if p: K[i, :, C - lens[i]:], Vv[i, :, C - lens[i]:] = p[0][l], p[1][l]
+        cache.update(K, Vv, l)
+    for i, c in enumerate(lens): mask[i, C - c:] = 1
+    return cache, mask
+
+def row_cache(cache, prompt_mask, # the row's attention mask over the prompt columns (cached and new)
+              P:int, # the prompt columns
+              n_fed:int, # completion ids fed to the model after the prompt (all but the last sampled)
+              i:int)->tuple:
+    "Row `i`'s keys and values, compacted: its prompt's unmasked columns, then its first `n_fed` completion columns."
+    import torch
+    cols = torch.cat([prompt_mask.nonzero().squeeze(1), torch.arange(P, P + max(n_fed, 0), device=prompt_mask.device)])
+    return ([ly.keys[i][:, cols].clone() for ly in cache.layers], [ly.values[i][:, cols].clone() for ly in cache.layers])
+
 # %% ../nbs/07_llm.ipynb #38b41d7c
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
@@ -293,14 +328,14 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                  pad_id:int=0,
                  grammars:list|None=None, # per row: an xgrammar `CompiledGrammar` or None (unconstrained)
                  stats:dict|None=None, # accumulates `forward_s` (time in forward passes) and `steps`
+                 prefixes:list|None=None, # per row: the cached keys and values its `prompts` row continues (`row_cache`), or None
+                 keep_cache:bool=False, # return each row's keys and values (prompt and completion) as `kv`
                 )->list:
-    "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]`."
+    "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
     B, dev, V = len(prompts), _device(model), vocab_size(model)
     cache_kw, keep = _forward_params(type(_base(model)))
-    from transformers import DynamicCache
-    try: cache = DynamicCache(config=_base(model).config)
-    except TypeError: cache = DynamicCache()   # older transformers
+    cache, pmask = seed_cache(model, prefixes or [None] * B, dev)
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds]
     grammars = grammars or [None] * B
     cons, matchers = [i for i, g in enumerate(grammars) if g is not None], [None] * B
@@ -311,6 +346,8 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     eos, out, lps = set(eos_ids), [[] for _ in range(B)], [[] for _ in range(B)]
     live, trunc = [m > 0 for m in max_new], [False] * B
     x, mask, pos = left_pad(prompts, pad_id, dev)
+    pos, mask = pos + pmask.sum(1, keepdim=True), torch.cat([pmask, mask], 1)     # the new ids continue the cached ones
+    P = mask.shape[1]                                                             # prompt columns: cached and new
     stats = stats if stats is not None else {}
     with torch.no_grad():
         while any(live):
@@ -337,7 +374,11 @@ def sample_batch(model, prompts:list, # prompt token ids per row
             if not any(live): break
             x, pos = nxt[:, None], pos[:, -1:] + 1
             mask = torch.cat([mask, mask.new_ones((B, 1))], 1)
-    return [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(out, lps, trunc)]
+    res = [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(out, lps, trunc)]
+    if keep_cache:
+        for i, r in enumerate(res):
+            r["kv"] = row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1, i) if cache.get_seq_length() else None
+    return res
 
 # %% ../nbs/07_llm.ipynb #79cf871a
 def unpack_bitmask(bitmask, vocab:int):
@@ -530,6 +571,8 @@ class HFPolicy:
                  thinking:bool=False, # Qwen3 `enable_thinking` (off under the constraint)
                  constrain:str|None=None, # `legal` or `none` (None: `none`)
                  scratchpad_chars:int=256, message_chars:int=160, # field lengths under the constraint
+                 kv_reuse:bool=True, # conversation context: keep each live seat's keys and values between its turns
+                 kv_cache_tokens:int=262144, # at most this many cached tokens in all (the oldest seats' caches go first)
                 ):
         if isinstance(model, (str, Path)):
             self.spec = str(model)
@@ -544,6 +587,7 @@ class HFPolicy:
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
+        self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)
 
@@ -561,21 +605,49 @@ class HFPolicy:
         caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
         check_context(requests, prompts, caps, self.context)
         schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
+        hits = [self._cached(r, p) for r, p in zip(requests, prompts)]      # (cached length, keys and values) per row
         res = [None] * n
-        order = sorted(range(n), key=lambda i: -len(prompts[i]))
+        order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))
         for c in range(0, n, self.batch_size):
             idx = order[c:c + self.batch_size]
             t1 = time.perf_counter()
-            outs = sample_batch(self.model, [prompts[i] for i in idx], [requests[i].seed for i in idx],
+            outs = sample_batch(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
                                 [caps[i] for i in idx], self.temperature, self.top_p,
                                 self.eos_ids, self.pad_id,
-                                [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats)
+                                [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
+                                prefixes=[hits[i][1] for i in idx], keep_cache=self.kv_reuse)
             self.stats["decode_s"] += time.perf_counter() - t1
             for i, o in zip(idx, outs):
+                kv = o.pop("kv", None)
+                if kv is not None and requests[i].messages is not None:     # only a conversation's next prompt continues it
+                    self._remember(requests[i], prompts[i] + o["completion_ids"][:-1], kv)
                 res[i] = policy_answer(self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True), prompts[i],
                                        o["completion_ids"], o["logprobs"], o["truncated"], schemas[i])
-        count_call(self.stats, prompts, res, t0)
+        count_call(self.stats, prompts, res, t0, cached=sum(h[0] for h in hits))
         return res
+
+# %% ../nbs/07_llm.ipynb #458c5622
+def _kv_key(r)->tuple: return (r.dp["episode_id"], r.dp["seat"])
+
+@patch
+def _cached(self:HFPolicy, r, prompt:list)->tuple:
+    "`(length, keys and values)` of the cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
+    e = self._kv.pop(_kv_key(r), None)
+    if e is None or len(e[0]) >= len(prompt) or prompt[:len(e[0])] != e[0]: return 0, None
+    return len(e[0]), e[1]
+
+@patch
+def _remember(self:HFPolicy, r, ids:list, kv)->None:
+    "Keep a seat's ids and their keys and values for its next turn, dropping the oldest past `kv_cache_tokens`."
+    self._kv[_kv_key(r)] = (ids, kv)
+    while sum(len(i) for i, _ in self._kv.values()) > self.kv_cache_tokens and len(self._kv) > 1:
+        self._kv.pop(next(iter(self._kv)))
+
+@patch
+def end_episodes(self:HFPolicy, episode_ids)->None:
+    "Drop the caches of finished episodes (`co_step` calls this as episodes end)."
+    ids = set(episode_ids)
+    for k in [k for k in self._kv if k[0] in ids]: del self._kv[k]
 
 # %% ../nbs/07_llm.ipynb #d44cce72
 def _structured(schema:dict)->dict:
@@ -741,13 +813,15 @@ def evaluate_model(policy, games:list, # held-out games
                    episodes:int|None=None, # episodes to play (default: one per game; cycles games, then seeds)
                    agents=None, # agent names to compare with (default: all of `fairneg.agents.AGENT_NAMES`; [] for none)
                    width:int=16, framing:str="table", max_turns:int|None=None, # table protocol deadline override
-                   progress:bool=False)->dict:
+                   progress:bool=False,
+                   context:str|None=None, # `window` (default) or `conversation`: the seats' context
+                  )->dict:
     "Play episodes with `policy` in every seat; parse, legal and fabrication rates and agreement with computable agents."
     agents = list(AGENT_NAMES if agents is None else agents)
     impl = {a: get_agent(a) for a in agents}
     n = len(games) if episodes is None else episodes
     specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval",
-                         max_turns=max_turns if g.protocol == "table" else None)
+                         max_turns=max_turns if g.protocol == "table" else None, context=context)
              for k in range(n) for g in [games[k % len(games)]]]
     rec = _Recorder(policy)
     t0 = time.perf_counter()
@@ -762,7 +836,7 @@ def evaluate_model(policy, games:list, # held-out games
                 except Exception: agree[a] = False; agent_errors += 1
             rows.append(dict(phase=t["phase"], legality=t["legality"], truncated=bool(out.get("truncated")),
                              n_completion_tokens=out.get("n_completion_tokens", 0), agree=agree))
-    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), episodes=len(eps),
+    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), context=context or "window", episodes=len(eps),
                games=len({e.spec.game.name for e in eps}), wall_s=wall, agents=agents, agent_errors=agent_errors,
                **_rates(rows, agents), by_phase={ph: _rates([r for r in rows if r["phase"] == ph], agents)
                                                 for ph in dict.fromkeys(r["phase"] for r in rows)})

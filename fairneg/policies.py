@@ -224,16 +224,18 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
              temperature:Annotated[float, typer.Option(help="Sampling temperature.")]=1.0,
              max_turns:Annotated[Optional[int], typer.Option(help="Table protocol: turns after the opening (default 4n).")]=None,
              framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
-             agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all"):
+             agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all",
+             context:Annotated[str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]="window"):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
     kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
     if not model.startswith("vllm:"): kw["batch_size"] = batch_size
     if adapter is not None: kw["adapter"] = adapter
     pol = make_policy(model, **kw)
     names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
-    res = evaluate_model(pol, bank_games(bank), episodes, names, width=width, framing=framing, max_turns=max_turns)
+    res = evaluate_model(pol, bank_games(bank), episodes, names, width=width, framing=framing, max_turns=max_turns, context=context)
     res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns)
-    if out is None: out = Path("runs/model_eval") / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}.json"
+    if out is None: out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
+                                                      + ("-conversation" if context == "conversation" else "") + ".json")
     write_json(out, res)
     typer.echo(eval_text(res)); typer.echo(f"-> {out}")
 

@@ -144,12 +144,14 @@ def co_step(specs, policies:dict, width:int=64, framing:str="table", progress:bo
         for name, items in _requests(live, framing).items():
             if name not in policies: raise KeyError(f"no policy named `{name}` (have: {', '.join(policies)})")
             _apply_outputs(items, policies[name].act_batch([r for _, _, r in items]), name)
-        still = []
+        still, ended = [], []
         for ep in live:
             if is_done(ep.state):
-                ep.row = episode_row(ep, geos); done.append(ep); bar.update(1)
+                ep.row = episode_row(ep, geos); done.append(ep); ended.append(ep.state.episode_id); bar.update(1)
             else: still.append(ep)
         live = still
+        for p in policies.values():                    # a policy may keep per-episode state (an LLM's seat caches)
+            if ended and hasattr(p, "end_episodes"): p.end_episodes(ended)
     bar.close()
     return done
 
