@@ -19,7 +19,7 @@ from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, read_yaml
 from .game import Game, ReadError, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
 from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
-from .protocol import game_sha, check_poolable, PoolingError
+from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict
 from .store import EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
@@ -130,6 +130,7 @@ class Cell:
     width: int = 64                      # episodes live at once
     experiment_prefix: str = "fairness_grpo_eval_"
     turn_max_tokens: int | None = None   # a token-cap override (changes protocol_version)
+    context: str | None = None           # the seats' context: `window` (default) or `conversation` (its own protocol_version)
     llm_kw: dict = field(default_factory=dict)  # passed to fairneg.policies.make_policy (HFPolicy: temperature, max_new_tokens, ...)
     progress: bool = False               # progress bars
     share_base: bool = True              # play the untrained side once per condition for all checkpoints (see run_eval_cell)
@@ -217,7 +218,8 @@ def base_key(cell:Cell, games:list[Game])->str:
     d = dict(condition=cell.condition, base=str(cell.base), games=[game_sha(g) for g in games], seeds=cell.seeds,
              model=_model_fingerprint(cell.base), code=code_version(),
              opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, framing=condition_framing(cell.condition),
-             turn_max_tokens=cell.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix)
+             turn_max_tokens=cell.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix,
+             **({"context": cell.context} if cell.context not in (None, "window") else {}))   # absent: earlier keys stay valid
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 @contextlib.contextmanager
@@ -261,11 +263,11 @@ def run_eval_cell(cell:Cell)->dict:
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
         seeds=seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
-        framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens,
+        framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens, context=cell.context or "window",
         shared_base=f"{SHARED_BASE}/{key}" if key else None), indent=1) + "\n")
     expected = {(g.name, s) for g in games for s in seeds}
     summary = dict(cell=cell.name, games=len(games), episodes=len(expected))
-    spec_kw = {} if cell.turn_max_tokens is None else dict(turn_max_tokens=cell.turn_max_tokens)
+    spec_kw = {k: v for k, v in dict(turn_max_tokens=cell.turn_max_tokens, context=cell.context).items() if v is not None}
     engines = {}                                    # a vLLM base model is loaded once per cell, for both sides
 
     def play(side, spec, label, d, cell_name, checkpoint):
@@ -994,6 +996,7 @@ class LaunchConfig:
     opponent: str = "agent:bayes_rational" # the other seats of the rational guard
     width: int = 64 # episodes live at once (co-stepping width)
     turn_max_tokens: int|None = None # token-cap override for every turn (changes protocol_version)
+    context: str|None = None # the seats' context: `window` (default) or `conversation` (as the checkpoints were trained; its own protocol_version)
     llm: list[str] = field(default_factory=list) # KEY=VALUE passed to the model policies (model and adapter sides)
     submit: bool = False # one submitit job per cell (Slurm by default) instead of running here
     cluster: str|None = None # submitit cluster: slurm, local or debug (default: auto)
@@ -1014,6 +1017,7 @@ def launch_config(params=None, # a YAML parameter set (its `eval:` section) or N
     d = config_section(read_yaml(params) or {}, "eval", LaunchConfig, str(params), ReadError) if params else {}
     d.update({k: v for k, v in overrides.items() if v is not None})
     cfg = LaunchConfig(**d)
+    if cfg.context not in (None,) + CONTEXTS: raise EvalError(f"--context: `{cfg.context}`, not {' or '.join(CONTEXTS)}")
     missing = [f"--{n.replace('_', '-')}" for n in ("checkpoint", "out_dir") if not getattr(cfg, n)]
     if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
     return cfg
@@ -1024,7 +1028,7 @@ def plan_launch(c:LaunchConfig, # the launch configuration
     "The cells of a launch configuration (see `plan_cells`)."
     return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent, episodes=c.episodes,
                       bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width, experiment_prefix=c.experiment_prefix,
-                      turn_max_tokens=c.turn_max_tokens, llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
+                      turn_max_tokens=c.turn_max_tokens, context=c.context, llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
                       progress=c.progress, share_base=c.share_base)
 
 # %% ../nbs/09_eval.ipynb #f49da010

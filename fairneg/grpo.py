@@ -14,6 +14,7 @@ import typer
 import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
+from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, sequence_logprobs, span_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
@@ -104,6 +105,7 @@ class GRPOConfig:
             raise ValueError(f"importance_correction must be tis, none or auto, got {self.importance_correction}")
         if self.flat_groups not in ("kl_only", "drop"):
             raise ValueError(f"flat_groups must be kl_only or drop, got {self.flat_groups!r}")
+        if self.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {self.context!r}")
         if self.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {self.tis_cap}")
         if self.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
             raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {self.dtype!r}")

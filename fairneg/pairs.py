@@ -13,8 +13,8 @@ import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options
 from .geometry import solve
 from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
-                              DecisionPoint, Offer)
-from .prompts import render_prompt
+                              DecisionPoint, Offer, version_context)
+from .prompts import render_prompt, render_conversation
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
 from .rollout import view_ref, llm_seats
@@ -228,12 +228,16 @@ def annotate_line(line:dict, # a `states.jsonl` line
     cap, thinking = cellinfo.get("max_new_tokens"), cellinfo.get("model_thinking")
     extras = {x["turn_idx"]: x for x in line.get("turn_extras", [])}
     leak = {t: _agent(t).information_leaky for t in types}; obj = {t: _agent(t).objective for t in types}
+    conv, chats = version_context(line["protocol_version"]) == "conversation", {}    # a conversation: each seat's chat so far
     rows = []
     for t, dp in replay(line)[:limit]:
         rej = rejected_action(t); rk = action_key(rej)
         rval = action_value(rej, dp, vals) if t["legality"] == "ok" else None
         chosen = counterfactual_actions(dp, g, types)
-        view = render_prompt(dp, framing, g)
+        if conv:
+            view = render_conversation(dp, framing, g, chats.get(t["seat"]))
+            chats[t["seat"]] = view + [{"role": "assistant", "content": t["raw"] or ""}]
+        else: view = render_prompt(dp, framing, g)
         ref = view_ref(view, framing); logged = extras.get(t["turn_idx"], {}).get("view_ref")
         if stats is not None:
             stats["decision_points"] += 1; stats["view_mismatch"] += bool(logged and logged != ref); stats["views_logged"] += bool(logged)
@@ -245,7 +249,7 @@ def annotate_line(line:dict, # a `states.jsonl` line
                     turn_token_budget=budget)
         base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval, table_optimum=vals.optimum,
                     view_ref=logged or ref, **state_fields(dp))
-        if include_views: base["view"] = view
+        if include_views or conv: base["view"] = view           # a conversation's prompt is not rebuilt from its state
         tail = "," + _dump(base)[1:] if as_json else None
         for ty in types:
             c = structured(chosen[ty])
@@ -401,8 +405,13 @@ def dpo_pairs(rows:list, # annotated rows
         if not r["diverges"] or r["rejected_legality"] != "ok": continue
         rg = regret(r)
         if min_regret is not None and (rg is None or rg < min_regret): continue
-        dp = row_decision_point(r); fr = framing or _framing(r["view_ref"])
-        msgs = render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
+        if version_context(r["protocol_version"]) == "conversation":
+            if not r.get("view"): raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
+                                                 "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
+            msgs = r["view"]
+        else:
+            dp = row_decision_point(r); fr = framing or _framing(r["view_ref"])
+            msgs = render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
         ch, rj = answer_text(r["chosen_action"]), answer_text(r["rejected_action"])
         if tokenizer is not None:
             rec = dict(prompt=chat_text(tokenizer, msgs, thinking), chosen=ch, rejected=rj)

@@ -149,7 +149,8 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
     out = run / "eval" / "done.json"
     def go():
         lc = launch_config(params["_source"], checkpoint=[f"{k}={v}" for k, v in ckpts.items()], out_dir=run / "eval",
-                           model=model, bank=str(eval_bank), progress=progress)   # the file's `eval:` section: cells, episodes, ...
+                           model=model, bank=str(eval_bank), progress=progress,   # the file's `eval:` section: cells, episodes, ...
+                           context=None if get(params, "eval.context", None) else get(params, "train.context", None))   # as trained
         cells = plan_launch(lc, llm_kw=dict(max_new_tokens=get(params, "train.max_new_tokens", 160),
                                             scratchpad_chars=get(params, "train.scratchpad_chars", 64),
                                             message_chars=get(params, "train.message_chars", 64)))

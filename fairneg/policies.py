@@ -19,6 +19,7 @@ from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_sea
 from .llm import HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from .store import write_json
+from .protocol import CONTEXTS
 
 # %% auto #0
 __all__ = ['play_app', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy', 'PolicyError',
@@ -182,10 +183,12 @@ def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank
          framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
          info_mode:Annotated[str|None, typer.Option(help="Override the games' information mode (full or private).")]=None,
          max_turns:Annotated[int|None, typer.Option(help="Override the deadline (turns after the opening).")]=None,
+         context:Annotated[str, typer.Option(help="The LLM seats' context: `window` (a fresh prompt per turn) or `conversation` (one growing chat; protocol `...-conv-v1`).")]="window",
          progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
     "Run a tournament; write episodes.jsonl, rollout_transcripts.jsonl, states.jsonl, cell.jsonl and quality_report.json."
     if model_thinking not in ("on", "off"): raise typer.BadParameter(f"`{model_thinking}`: on or off", param_hint="--model-thinking")
     if constrain not in (None, "legal", "none"): raise typer.BadParameter(f"`{constrain}`: legal or none", param_hint="--constrain")
+    if context not in CONTEXTS: raise typer.BadParameter(f"`{context}`: {' or '.join(CONTEXTS)}", param_hint="--context")
     games = bank_games(bank)
     try:   # check the seats before any model is loaded
         names = resolve_seats(seats, model)
@@ -202,7 +205,7 @@ def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank
                 max_new_tokens=cap if llm_names else None, bank=str(bank))
     res = run_cell(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
                    extra_policies=pols, progress=progress, cell=cell, info_mode=info_mode, max_turns=max_turns,
-                   turn_max_tokens=turn_max_tokens)
+                   turn_max_tokens=turn_max_tokens, context=context)
     typer.echo(summary_table(res["rows"]).to_string())
     q = quality_report(res["rows"], res["transcripts"])
     typer.echo(f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "

@@ -15,11 +15,11 @@ from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'CONTEXTS', 'COUNTERS', 'LENIENT_FIELDS',
-           'ProtocolError', 'Protocol', 'protocol_for', 'PoolingError', 'budget_items', 'check_poolable', 'State',
-           'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed',
-           'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings',
-           'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'Record',
-           'Offer', 'DecisionPoint', 'decision_point', 'resolve_game']
+           'ProtocolError', 'Protocol', 'version_context', 'protocol_for', 'PoolingError', 'budget_items',
+           'check_poolable', 'State', 'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget',
+           'most_signed', 'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action',
+           'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict',
+           'state_from_dict', 'Record', 'Offer', 'DecisionPoint', 'decision_point', 'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -43,6 +43,10 @@ class Protocol:
     context: str = "window"   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
 CONTEXTS = ("window", "conversation")
+
+def version_context(version:str)->str:
+    "The context a `protocol_version` names: `conversation` for the `…-conv-v1` versions, else `window`."
+    return "conversation" if "conv" in str(version).split("-") else "window"
 
 def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, turn_max_tokens:int|None=None,
                  context:str|None=None, # `window` (default) or `conversation`: the seat's context framing (its own version)
