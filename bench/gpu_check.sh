@@ -8,8 +8,9 @@
 #
 # Steps (each one's output in $OUT/NAME.log, figures in $OUT/NAME.json; a failed step does not stop the next):
 #   1. bench_grpo_step: GRPO steps on the Qwen3-8B-architecture stand-in (random bf16 weights, built on the GPU),
-#      transformers rollouts (--backend hf), 4 groups x 8 episodes, a short deadline: rollout / reference / update
-#      split, tokens per second, sampler/trainer log-prob gap, peak GPU memory.
+#      transformers rollouts (--backend hf), 4 groups x 8 episodes, a short deadline, in the window and in the
+#      conversation context side by side (--context both; issue #15): rollout / reference / update split, the tokens
+#      each training pass processes, tokens per second, sampler/trainer log-prob gap, peak GPU memory.
 #   2. bench_llm --section costep: co-stepped against one-episode-at-a-time generation on the same stand-in (HFPolicy).
 #   3. only when vLLM imports there: tests/test_vllm.py, then bench_grpo_step --backend vllm at 4 x 8 with prefix
 #      caching on (VLLMPolicy's default; each step's prompt tokens read and computed are printed beside its split; the
@@ -52,7 +53,7 @@ step() { local name=$1; shift; local t0=$SECONDS
     grep -v -i "warn\|Loading weights\|it/s\]" "$OUT/$name.log" | tail -n 14
     echo "== $name: exit $rc in $((SECONDS - t0)) s"; echo "$name $rc $((SECONDS - t0))" >> "$OUT/summary.txt"; }
 
-step grpo_hf $PY bench/bench_grpo_step.py --model $MODEL --backend hf $STEPS --json "$OUT/grpo_hf.json"
+step grpo_hf $PY bench/bench_grpo_step.py --model $MODEL --backend hf --context both $STEPS --json "$OUT/grpo_hf.json"
 step llm $PY bench/bench_llm.py $LLM --json "$OUT/llm.json"
 if $PY -c "import vllm" 2>/dev/null; then
     step test_vllm $PY -m pytest tests/test_vllm.py -q -x -p no:cacheprovider
