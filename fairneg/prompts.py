@@ -175,7 +175,11 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
         elif ph == "turn": L.append(f"Turn {dp['round']} of {dp['deadline']}.")
         gone = [_who(dp, i) for i, a in enumerate(dp["active"]) if not a]
         if gone: L.append("Walked out: " + ", ".join(gone) + ".")
-        if ph != "vote":
+        if ph != "vote" and since is not None:     # a conversation: each deal was in the news once; ids and signers suffice
+            if live: L.append("Live offers: " + ", ".join(f"{o['offer_id']} ({' '.join(_who(dp, i) for i in o['signers'])})" for o in live)
+                              + f"; standing offer {dp['standing_offer_id']}.")
+            elif ph == "turn": L.append("No live offers.")
+        elif ph != "vote":
             if live:
                 L.append("Live offers:")
                 for o in live:

@@ -87,3 +87,27 @@ def test_views_share_the_engine(policy, models):
     assert len({a.lora.lora_int_id, b.lora.lora_int_id, policy.lora.lora_int_id if policy.lora else 0}) == 3
     out = base.act_batch(_reqs(_states()))
     assert base.stats["rows"] == len(out) and a.stats["rows"] == 0
+
+def test_conversation_prefix_cache(policy):
+    "Conversation context on the engine: every seat's turn continues its last one token for token, and the prefix cache serves it."
+    from collections import defaultdict
+    from fairneg.rollout import EpisodeSpec, co_step
+    v = policy.view("conv")
+    v.schema = lambda dp: HFPolicy.schema(v, {**dp, "legal": [a for a in dp["legal"] if a != "walk"]})   # whole episodes
+    eps = co_step([EpisodeSpec(generate_game(43000 + s), s, ["conv"] * 6, max_turns=6, context="conversation") for s in range(2)],
+                  {"conv": v}, progress=False)
+    pairs, prev_total = 0, 0
+    for ep in eps:
+        by_seat = defaultdict(list)
+        for t in ep.state.turns: by_seat[t["seat"]].append(ep.extras[t["turn_idx"]])
+        for xs in by_seat.values():
+            for a, b in zip(xs, xs[1:]):
+                grown = a["prompt_ids"] + a["completion_ids"]
+                assert b["prompt_ids"][:len(grown)] == grown
+                pairs += 1; prev_total += len(grown)
+    assert pairs >= 12 and all(e.state.protocol.version == "six-party-turns6-conv-v1" for e in eps)
+    if not STANDIN:      # the stand-in of vLLM's API has no prefix cache
+        block = getattr(getattr(policy.llm.llm_engine, "vllm_config", None), "cache_config", None)
+        block = getattr(block, "block_size", None) or 32
+        # each continued turn finds at least its last turn's ids in the cache, less a partial block
+        assert v.stats["prompt_tokens_cached"] >= prev_total - pairs * block, (v.stats, prev_total, pairs)
