@@ -5,6 +5,7 @@
     python bench/bench_grpo_step.py --model Qwen/Qwen3-8B --backend vllm         # GPU: the issue's target setting
     python bench/bench_grpo_step.py --model qwen3-8b-standin --backend vllm      # GPU, random Qwen3-8B-shaped weights
     python bench/bench_grpo_step.py --model qwen3-8b-standin --backend hf        # GPU, transformers rollouts
+    .venv/bin/python bench/bench_grpo_step.py --backend hf --context both        # window against conversation context (#15)
 
 On a CPU the step is by default the CPU pilot's (`--params params/pilot-cpu.yaml`: its `train:` section gives the model,
 groups × k, deadline, new tokens, field lengths and LoRA rank; the flags below override it), and `--backend both` (the
@@ -13,6 +14,14 @@ prints the two side by side: per-step medians of rollout, reference pass and upd
 (vLLM's prefix cache), the whole run's wall time (model load and engine start included), and the CPU target of project
 issue #13: the vLLM rollout of a pilot step at least 2.5x shorter than the transformers one measured in the same run
 (PASS/FAIL, exit 1 when missed), and which backend is faster end to end (the one the pilot should use).
+
+`--context both` runs each backend (`--backend`, or both) once in the `window` context (a fresh prompt per turn) and once
+in the `conversation` context (each seat's chat grows; its turns are packed into one training sequence; transformers
+keeps each seat's keys and values between its turns, vLLM's prefix cache serves them), then prints per backend the
+tokens each training pass processes, the answer tokens trained, the rollout / reference / update / step medians and the
+prompt tokens read and computed, against project issue #15's targets: at least 4x fewer training tokens per answer token
+trained (the two contexts play different episodes, so tokens are compared per answer token), and the whole step at least
+2x faster (PASS/FAIL, exit 1 when missed).
 
 Setup. A bank of `--games` generated six-party games (private information); `fairneg.grpo.train` runs `--steps` steps
 of `--groups` games × `--k` episodes (the issue's GPU setting is 4 × 8), every seat the policy, the full protocol

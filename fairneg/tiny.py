@@ -296,6 +296,29 @@ def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
     eps = play_sft_episodes(sft_games(data, seed, n, first), data, seed, pols)
     return [p for e in eps for p in replay_points(e, keep_state)], sum(p.agent_errors for p in pols.values())
 
+# %% ../nbs/07a_tiny.ipynb #a09e362b
+def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled, times)->dict:
+    "The tiny build's report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions."
+    tr = rec["train"]
+    return dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
+                vocab_size=len(tok), model_vocab_size=model.config.vocab_size,
+                layers=rec["model"]["num_hidden_layers"], hidden=rec["model"]["hidden_size"],
+                n_train_pool=len(pool), n_train=len(train_pts), n_eval=len(held),
+                agent_errors=agent_errors, answer_counts=dict(collections.Counter(
+                    json.loads(p.answer)["action"]["atype"] for p in train_pts)),
+                prompt_tokens=dict(mean=float(np.mean(lens)), max=int(max(lens))),
+                loss=[[h["step"], round(float(h["loss"]), 4)] for h in hist if "loss" in h],
+                final_loss=next((round(float(h["train_loss"]), 4) for h in hist if "train_loss" in h), None),
+                greedy=greedy, sampled=sampled, parse_rate=greedy["parse"],
+                seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions())
+
+def _install(tmp:Path, out:Path)->None:
+    "Move a finished build folder into place atomically (an existing `out` is replaced, never half-written)."
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent)); os.replace(out, old / "x")
+        os.replace(tmp, out); shutil.rmtree(old, ignore_errors=True)
+    else: os.replace(tmp, out)
+
 # %% ../nbs/07a_tiny.ipynb #ec757af2
 def build_tiny(out, # the folder to write
                size:str="pilot", # `pilot` or `test`
@@ -339,23 +362,11 @@ def build_tiny(out, # the folder to write
             model.save_pretrained(tmp); tok.save_pretrained(tmp)
             tmp.chmod(0o755); [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
             times["total"], times["cpu"] = time.perf_counter() - t0, time.process_time() - c0
-            report = dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
-                          vocab_size=len(tok), model_vocab_size=model.config.vocab_size,
-                          layers=rec["model"]["num_hidden_layers"], hidden=rec["model"]["hidden_size"],
-                          n_train_pool=len(pool), n_train=len(train_pts), n_eval=len(held),
-                          agent_errors=err_train + err_held, answer_counts=dict(collections.Counter(
-                              json.loads(p.answer)["action"]["atype"] for p in train_pts)),
-                          prompt_tokens=dict(mean=float(np.mean(lens)), max=int(max(lens))),
-                          loss=[[h["step"], round(float(h["loss"]), 4)] for h in hist if "loss" in h],
-                          final_loss=next((round(float(h["train_loss"]), 4) for h in hist if "train_loss" in h), None),
-                          greedy=greedy, sampled=sampled, parse_rate=greedy["parse"],
-                          seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions())
+            report = _build_report(size, seed, rec, model, tok, pool, train_pts, held, err_train + err_held, lens, hist,
+                                   greedy, sampled, times)
             (tmp / "recipe.json").write_text(json.dumps({**rec, "hash": recipe_hash(rec)}, indent=1))
             (tmp / "build_report.json").write_text(json.dumps(report, indent=1))
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent)); os.replace(out, old / "x")
-                os.replace(tmp, out); shutil.rmtree(old, ignore_errors=True)
-            else: os.replace(tmp, out)
+            _install(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True); raise
         stages.update()
