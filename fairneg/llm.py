@@ -731,7 +731,7 @@ class VLLMPolicy:
         self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
-        self.context = getattr(getattr(self.llm.llm_engine, "model_config", None), "max_model_len", None)
+        self.context = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None), "max_model_len", None)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None
@@ -803,6 +803,8 @@ class _Recorder:
         outs = self.policy.act_batch(requests)
         for r, o in zip(requests, outs): self.seen.setdefault(r.dp["episode_id"], []).append((r, o))
         return outs
+    def end_episodes(self, ids):                      # the policy's per-episode state (seat caches) ends with them
+        if hasattr(self.policy, "end_episodes"): self.policy.end_episodes(ids)
 
 def _rates(rows:list, agents:list)->dict:
     n = len(rows)

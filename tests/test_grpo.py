@@ -319,3 +319,21 @@ def test_vllm_backend_on_the_real_cpu_engine(bank, tmp_path):
     rb = read_jsonl(cut / "training_steps.jsonl")
     assert [r["step"] for r in rb] == [1, 2, 3]                  # no duplicated or missing rows
     assert strip(rows) == strip(rb)
+
+def test_conversation_context_trains_packed(bank, tmp_path):
+    "`fairneg train --context conversation`: conversation episodes, each seat's turns one packed sequence, prefix-cached rollouts."
+    out = tmp_path / "conv"
+    args = _args(bank, out, 2)
+    args[args.index("--max-turns") + 1] = "6"                            # a seat acts more than once
+    args += ["--context", "conversation"]
+    p = _run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = p.communicate(timeout=600)[0]
+    assert p.returncode == 0, log[-3000:]
+    rows = read_jsonl(out / "training_steps.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["train_sequences"] < r["samples"]                       # a seat's turns share one sequence
+        assert r["prompt_tokens_computed"] < r["prompt_tokens_read"]     # the seats' keys and values were kept
+        assert 0 <= r["sampler_gap"] < 1e-3
+    tr = read_jsonl(out / "rollout_transcripts.jsonl")
+    assert tr and {t["protocol_version"] for t in tr} == {"six-party-turns6-conv-v1"}
