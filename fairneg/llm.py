@@ -597,34 +597,36 @@ class HFPolicy:
         "The legal-action schema of a decision point under this policy's field lengths."
         return legal_action_schema(dp, self.scratchpad_chars, self.message_chars)
 
-    def act_batch(self, requests:list)->list:
-        "Answer a list of `TurnRequest`s: `[{text, action, prompt_ids, completion_ids, logprobs, ...}]`."
-        t0, n = time.perf_counter(), len(requests)
-        cons = self.constrain == "legal"
-        prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
-        caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
-        check_context(requests, prompts, caps, self.context)
-        schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
-        hits = [self._cached(r, p) for r, p in zip(requests, prompts)]      # (cached length, keys and values) per row
-        res = [None] * n
-        order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))
-        for c in range(0, n, self.batch_size):
-            idx = order[c:c + self.batch_size]
-            t1 = time.perf_counter()
-            outs = sample_batch(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
-                                [caps[i] for i in idx], self.temperature, self.top_p,
-                                self.eos_ids, self.pad_id,
-                                [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
-                                prefixes=[hits[i][1] for i in idx], keep_cache=self.kv_reuse)
-            self.stats["decode_s"] += time.perf_counter() - t1
-            for i, o in zip(idx, outs):
-                kv = o.pop("kv", None)
-                if kv is not None and requests[i].messages is not None:     # only a conversation's next prompt continues it
-                    self._remember(requests[i], prompts[i] + o["completion_ids"][:-1], kv)
-                res[i] = policy_answer(self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True), prompts[i],
-                                       o["completion_ids"], o["logprobs"], o["truncated"], schemas[i])
-        count_call(self.stats, prompts, res, t0, cached=sum(h[0] for h in hits))
-        return res
+# %% ../nbs/07_llm.ipynb #b5cad6e0
+@patch
+def act_batch(self:HFPolicy, requests:list)->list:
+    "Answer a list of `TurnRequest`s: `[{text, action, prompt_ids, completion_ids, logprobs, ...}]`."
+    t0, n = time.perf_counter(), len(requests)
+    cons = self.constrain == "legal"
+    prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
+    caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
+    check_context(requests, prompts, caps, self.context)
+    schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
+    hits = [self._cached(r, p) for r, p in zip(requests, prompts)]      # (cached length, keys and values) per row
+    res = [None] * n
+    order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))
+    for c in range(0, n, self.batch_size):
+        idx = order[c:c + self.batch_size]
+        t1 = time.perf_counter()
+        outs = sample_batch(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
+                            [caps[i] for i in idx], self.temperature, self.top_p,
+                            self.eos_ids, self.pad_id,
+                            [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
+                            prefixes=[hits[i][1] for i in idx], keep_cache=self.kv_reuse)
+        self.stats["decode_s"] += time.perf_counter() - t1
+        for i, o in zip(idx, outs):
+            kv = o.pop("kv", None)
+            if kv is not None and requests[i].messages is not None:     # only a conversation's next prompt continues it
+                self._remember(requests[i], prompts[i] + o["completion_ids"][:-1], kv)
+            res[i] = policy_answer(self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True), prompts[i],
+                                   o["completion_ids"], o["logprobs"], o["truncated"], schemas[i])
+    count_call(self.stats, prompts, res, t0, cached=sum(h[0] for h in hits))
+    return res
 
 # %% ../nbs/07_llm.ipynb #458c5622
 def _kv_key(r)->tuple: return (r.dp["episode_id"], r.dp["seat"])

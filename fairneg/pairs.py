@@ -377,6 +377,7 @@ def regret(row:dict)->float|None:
         dp = row_decision_point(row); c, r = own_value(row["chosen_action"], dp), own_value(row["rejected_action"], dp)
     return None if c is None or r is None else float(c - r)
 
+# %% ../nbs/10_pairs.ipynb #f72db5aa
 class DPOError(ValueError):
     "A DPO export that the defaults refuse."
 

@@ -165,6 +165,7 @@ def _event_text(dp, ev)->str:
 def _value(dp, deal:str)->float:
     return sum(dp["own_sheet"][k][o] for k, o in label_options(deal))
 
+# %% ../nbs/04b_prompts.ipynb #5ac888de
 def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
                since:int|None=None, # conversation context: show every public event from this history index on
               )->str:
@@ -208,6 +209,7 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
     if dp["retry_error"]: L.append(_retry_line(dp))
     return "\n".join(L + [_move_line(dp)])
 
+# %% ../nbs/04b_prompts.ipynb #6276baa2
 def _retry_line(dp)->str:
     return (f"Your last answer was invalid: {dp['retry_error']}. Answer again; another invalid answer counts as "
             + ("an abstention." if dp["phase"] == "vote" else "a pass."))
