@@ -617,7 +617,8 @@ def act_batch(self:HFPolicy, requests:list)->list:
                             [caps[i] for i in idx], self.temperature, self.top_p,
                             self.eos_ids, self.pad_id,
                             [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
-                            prefixes=[hits[i][1] for i in idx], keep_cache=self.kv_reuse)
+                            prefixes=[hits[i][1] for i in idx],   # a seat's cache is kept for conversations only
+                            keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx))
         self.stats["decode_s"] += time.perf_counter() - t1
         for i, o in zip(idx, outs):
             kv = o.pop("kv", None)
