@@ -901,9 +901,13 @@ def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Calla
     df = ladder_frame(rows, endpoint, condition, arm_of)
     arms = list(df["arm"].cat.categories)
     df["arm"] = df["arm"].astype(str)
-    gap = float(np.min(np.diff(sorted(set(df.step))))) if df.step.nunique() > 1 else 1.0
+    steps = sorted(set(int(s) for s in df.step))
+    gap = float(np.min(np.diff(steps))) if len(steps) > 1 else float(steps[0])
     df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap   # dodge the arms
-    base = alt.Chart(df).encode(x=alt.X("x:Q", title="checkpoint step"), color=alt.Color("arm:N", sort=arms))
+    # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs: one rung is no zoom
+    x = alt.X("x:Q", title="checkpoint step", scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False),
+              axis=alt.Axis(values=[0] + steps, format="d"))
+    base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", sort=arms))
     bars = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=f"{endpoint} Δ (trained − untrained)"), y2="hi:Q")
     pts = base.mark_point(filled=True, size=50).encode(
         y="delta:Q", shape=alt.Shape("verdict:N"),
