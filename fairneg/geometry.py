@@ -276,19 +276,35 @@ def _deal_frame(geo:Geometry, i:int, j:int):
     return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=kind,
                              pareto=geo.pareto_ir, nnw=np.round(geo.nnw, 4)))
 
-def plot_deals(geo:Geometry, i:int=0, j:int=1, struck=None, width:int=420, height:int=380):
+def _density(zi, zj, bins:int):
+    "Counts of points on a bins x bins grid over their range: one row per occupied cell, with its edges."
+    import pandas as pd
+    if len(zi) == 0: return pd.DataFrame(columns=["zi", "zi2", "zj", "zj2", "deals"])
+    ei, ej = np.linspace(zi.min(), zi.max(), bins + 1), np.linspace(zj.min(), zj.max(), bins + 1)
+    ci, cj = np.clip(np.searchsorted(ei, zi, "right") - 1, 0, bins - 1), np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1)
+    n = pd.DataFrame(dict(ci=ci, cj=cj)).value_counts().reset_index(name="deals")
+    return pd.DataFrame(dict(zi=ei[n.ci], zi2=ei[n.ci + 1], zj=ej[n.cj], zj2=ej[n.cj + 1], deals=n.deals))
+
+def plot_deals(geo:Geometry, i:int=0, j:int=1, struck=None, width:int=420, height:int=380,
+               bins:int=24, # cells per axis of the density of the deals that are neither IR nor passable
+               ):
     "Altair chart of the deals on parties i and j's normalized surplus, with IR, Pareto frontier, NBS and KS."
     import altair as alt, pandas as pd
     df = _deal_frame(geo, i, j)
     names = geo.game.parties
     x = alt.X("zi:Q", title=f"z of {names[i]}"); y = alt.Y("zj:Q", title=f"z of {names[j]}")
-    base = alt.Chart(df).mark_circle(size=28, opacity=0.55).encode(
-        x, y, color=alt.Color("set:N", scale=alt.Scale(domain=["IR", "passable", "other"], range=["#2a7ab0", "#9ecae1", "#d0d0d0"])),
+    rest = df[df.set == "other"]
+    cloud = alt.Chart(_density(rest.zi.to_numpy(), rest.zj.to_numpy(), bins)).mark_rect(color="#8c8c8c").encode(
+        x, alt.X2("zi2:Q"), y, alt.Y2("zj2:Q"),
+        opacity=alt.Opacity("deals:Q", scale=alt.Scale(range=[0.12, 0.55]), title="other deals per cell"),
+        tooltip=["deals"])
+    base = alt.Chart(df[df.set != "other"]).mark_circle(size=30, opacity=0.8).encode(
+        x, y, color=alt.Color("set:N", scale=alt.Scale(domain=["IR", "passable"], range=["#2a7ab0", "#9ecae1"])),
         tooltip=["deal", "set", "nnw", "zi", "zj"])
     front = alt.Chart(df[df.pareto]).mark_point(shape="diamond", size=60, filled=False, color="#08306b").encode(x, y, tooltip=["deal", "nnw"])
     pts = [dict(solution=s.upper(), deal=geo.label(geo.solution(s)), zi=geo.Z[i, geo.solution(s)], zj=geo.Z[j, geo.solution(s)])
            for s in ("nbs", "ks") if geo.solution(s) is not None]
-    layers = [base, front]
+    layers = [cloud, base, front]
     if pts:
         sp = alt.Chart(pd.DataFrame(pts))
         layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3).encode(x, y, color=alt.value("#d62728"), tooltip=["solution", "deal"]),

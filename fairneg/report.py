@@ -623,7 +623,7 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
                       legend=alt.Legend(values=counts[-3:], format="d")),
         tooltip=["policy", "deal", "episodes"])
     out = ch.copy()
-    out.layer = [*ch.layer[:2], pts, *ch.layer[2:]]      # above the deals and the frontier, below the NBS / KS markers
+    out.layer = [*ch.layer[:3], pts, *ch.layer[3:]]      # above the density, the deals and the frontier, below NBS / KS
     return out.resolve_scale(color="independent", size="independent")
 
 # %% ../nbs/11_report.ipynb #0cba5316
