@@ -27,6 +27,7 @@ SUBAPPS = {  # verb -> `module` defining `app = typer.Typer(...)`, or `module:at
     "train": "fairneg.grpo",
     "pilot": "fairneg.pilot",
     "pairs": "fairneg.pairs",
+    "dpo": "fairneg.dpo",
     "model": "fairneg.policies:model_app",
     "report": "fairneg.report",
 }

@@ -14,7 +14,7 @@ from typer.core import TyperCommand, TyperGroup
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'user_error', 'CliGroup', 'expand_multi', 'MultiValueCommand', 'config_params', 'config_command',
-           'config_section', 'key_values']
+           'extra_option', 'config_section', 'key_values']
 
 # %% ../nbs/00a_commands.ipynb #99a45f25
 USER_ERRORS = []   # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
@@ -90,6 +90,10 @@ def config_command(cls, # the config dataclass
     fn.__signature__ = inspect.Signature(params)
     fn.__annotations__ = {p.name: p.annotation for p in params}
     return fn
+
+def extra_option(name:str, t, default, help:str)->inspect.Parameter:
+    "One typer option of a command besides its config's flags (an `extra` of `config_command`)."
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)])
 
 # %% ../nbs/00a_commands.ipynb #127c1b76
 def config_section(d, # a parsed parameter file

@@ -6,10 +6,10 @@ Docs: https://fairneg.github.io/fairneg/grpo.html.md"""
 
 # %% ../nbs/08_grpo.ipynb #aeacb613
 from __future__ import annotations
-import contextlib, hashlib, inspect, json, random, time
+import contextlib, hashlib, json, random, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 import typer
 import numpy as np
 from .reward import g_smooth, rewards_from_z
@@ -17,18 +17,18 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_ve
 from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
-from .llm import (constrained_masks, sequence_logprobs, span_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (constrained_masks, span_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
-from .commands import CliGroup, MultiValueCommand, config_command, config_section
+from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
 from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row
 from .telemetry import memory_reading, wandb_run
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
            'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
-           'allowed_bitmask', 'update', 'lora_model', 'use_gradient_checkpointing', 'is_checkpointing',
+           'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing', 'is_checkpointing',
            'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
            'train', 'load_train_params', 'make_config', 'train_cmd']
 
@@ -338,17 +338,21 @@ def _quiet_peft():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
         yield
 
-def lora_model(model, cfg:GRPOConfig):
-    "Wrap a causal LM with a fresh LoRA adapter (seeded) on the configured target modules present in it."
-    import torch
-    from peft import LoraConfig, get_peft_model
+def lora_config(model, cfg):
+    "PEFT's LoraConfig from a config's `lora_*` fields, on its target modules that are modules of `model`."
+    from peft import LoraConfig
     names = {n.split(".")[-1] for n, _ in model.named_modules()}
     targets = [t for t in cfg.lora_targets if t in names]
     if not targets: raise ValueError(f"none of the LoRA targets {cfg.lora_targets} is a module of {type(model).__name__}")
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, task_type="CAUSAL_LM")
+
+def lora_model(model, cfg:GRPOConfig):
+    "Wrap a causal LM with a fresh LoRA adapter (seeded) on the configured target modules present in it."
+    import torch
+    from peft import get_peft_model
     with torch.random.fork_rng(), _quiet_peft():
         torch.manual_seed(cfg.seed)
-        return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                                target_modules=targets, task_type="CAUSAL_LM"))
+        return get_peft_model(model, lora_config(model, cfg))
 
 def use_gradient_checkpointing(model, cfg:GRPOConfig)->bool:
     "Turn on gradient checkpointing when asked (or, by default, when the model is on a GPU); return whether it is on."
@@ -574,7 +578,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
                 rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
                 train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
-                **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend,
+                **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend, method="grpo",
                 base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing)
 
 # %% ../nbs/08_grpo.ipynb #c9910704
@@ -639,10 +643,6 @@ def make_config(params:str|None=None, **overrides)->GRPOConfig:
 
 
 # %% ../nbs/08_grpo.ipynb #f99ab862
-def _opt(name:str, t, default, help:str)->inspect.Parameter:
-    "One typer option of the command besides the config's flags."
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)])
-
 def train_cmd(params:Path|None=None, resume:bool=False, progress:bool=True, **fields):
     "Train one arm with GRPO self-play; writes checkpoints, training_steps.jsonl and transcripts to --out."
     try: cfg = make_config(str(params) if params else None, **fields)
@@ -655,6 +655,6 @@ def train_cmd(params:Path|None=None, resume:bool=False, progress:bool=True, **fi
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
-    _opt("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
-    _opt("resume", bool, False, "Continue from the newest complete checkpoint."),
-    _opt("progress", bool, True, "Show a progress bar.")]))
+    extra_option("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
+    extra_option("resume", bool, False, "Continue from the newest complete checkpoint."),
+    extra_option("progress", bool, True, "Show a progress bar.")]))

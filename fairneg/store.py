@@ -83,6 +83,12 @@ STEP_FIELDS = {   # training_steps.jsonl: one row per optimizer step of an arm
     "gpu_total_mb": "device memory, MB", "gpu_util_pct": "device utilization (NVML), %",
     "config_hash": "hash of the arm's config", "code_version": "the package's version and commit", "backend": "rollout engine",
     "base_dtype": "the base model's dtype", "gradient_checkpointing": "whether activations were recomputed",
+    "method": "how the arm trains: grpo or dpo", "pairs": "DPO pairs drawn this step (with replacement, by weight)",
+    "pairs_available": "the DPO pairs the run draws from", "pairs_effective": "their effective number under the draw weights (Kish)",
+    "dpo_beta": "DPO's β", "reward_chosen": "mean implicit reward β·log(π/π_ref) of the chosen answers",
+    "reward_rejected": "the same of the rejected answers", "reward_margin": "mean chosen − rejected implicit reward",
+    "reward_accuracy": "share of drawn pairs whose margin is positive", "logp_chosen": "mean log-prob of the chosen answers",
+    "logp_rejected": "mean log-prob of the rejected answers",
 }
 
 def step_row(**fields)->dict:
