@@ -6,23 +6,26 @@ Docs: https://fairneg.github.io/fairneg/pilot.html.md"""
 
 # %% ../nbs/12_pilot.ipynb #2765aaf8
 from __future__ import annotations
-import time
+import shutil, time
 from pathlib import Path
 from typing import Callable
 from .bank import read_yaml, generate_bank, make_eval_bank, MANIFEST, load_bank
 from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
-from .rollout import run_tournament, soundness
+from .rollout import run_cell, run_tournament, soundness
 from .grpo import GRPOConfig, make_config, train
 from .eval import launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .pairs import annotate
+from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
+from .commands import config_section
 from .report import render_report
 from .store import write_jsonl, write_json
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
-           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'stage_eval', 'stage_analyze',
-           'stage_gate', 'stage_report', 'run_pilot', 'pilot']
+           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'dpo_arms', 'stage_pairs',
+           'stage_dpo', 'stage_eval', 'stage_analyze', 'stage_gate', 'stage_report', 'run_pilot', 'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -143,6 +146,53 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
         ckpts[f"{arm}_step{cfg.steps}"] = str(Path(cfg.out) / f"checkpoint-{cfg.steps}")
     return ckpts
 
+# %% ../nbs/12_pilot.ipynb #a6c7f6ee
+def dpo_arms(params:dict)->list:
+    "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
+    return [(t, f"dpo_{t}") for t in get(params, "pilot.dpo_types", [])]
+
+def _model_kw(params:dict)->dict:
+    "The untrained model's answer caps, as in training."
+    return dict(max_new_tokens=get(params, "train.max_new_tokens", 160), scratchpad_chars=get(params, "train.scratchpad_chars", 64),
+                message_chars=get(params, "train.message_chars", 64))
+
+def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool)->Path|None:
+    "The untrained model's episodes on private-information training games, annotated with each DPO arm's type."
+    types = [t for t, _ in dpo_arms(params)]
+    if not types: return None
+    out = run / "pairs"
+    def go():
+        shutil.rmtree(out, ignore_errors=True)             # an interrupted stage starts over (cell tables are appended)
+        games = [g for g in load_bank(train_bank) if g.info_mode == "private"][:get(params, "pilot.pairs_games", 12)]
+        if not games: raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)")
+        kw = _model_kw(params)
+        played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
+                          experiment_name="pilot_pairs_base", extra_policies={"llm": make_policy(model, name="llm", **kw)},
+                          progress=progress, cell=dict(model=model, model_thinking="off", max_new_tokens=kw["max_new_tokens"]),
+                          max_turns=get(params, "train.max_turns"))
+        ann = annotate(played["states"], types)
+        log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
+        write_jsonl(out / "pairs.jsonl", ann["rows"])
+    run_stage("pairs", out / "pairs.jsonl", go, force, only)
+    return out
+
+def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool)->dict:
+    "One DPO arm per type; `outcome.json` says whether it trained (its checkpoint) or why not."
+    ckpts, section = {}, config_section(params, "dpo", DPOTrainConfig, params.get("_source", "parameters"), ParamsError)
+    for t, arm in dpo_arms(params):
+        cfg = DPOTrainConfig(**{**section, "pairs": str(pairs), "type": t, "model": model, "out": str(run / "dpo" / arm)})
+        marker = Path(cfg.out) / "outcome.json"
+        def go(cfg=cfg, marker=marker):
+            try:
+                train_dpo(cfg, progress)
+                write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(Path(cfg.out) / f"checkpoint-{cfg.steps}")))
+            except DPOTrainError as e:
+                log(f"  {cfg.arm} not trained: {e}"); write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
+        run_stage(f"dpo-{arm}", marker, go, force, only)
+        o = read_json(marker, ParamsError) if marker.exists() else {}
+        if o.get("trained"): ckpts[f"{arm}_step{cfg.steps}"] = o["checkpoint"]
+    return ckpts
+
 # %% ../nbs/12_pilot.ipynb #acf2f99b
 def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool)->Path:
     "Every (checkpoint, condition) cell against the untrained base; sides already complete are kept."
@@ -186,27 +236,29 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
     return out
 
 # %% ../nbs/12_pilot.ipynb #adda5c66
-STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "eval", "analyze", "gate", "report")
+STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "dpo", "eval", "analyze", "gate", "report")
 
 def run_pilot(params:dict, # parameters, as read by `load_params`
               force:bool=False, # redo every stage
               progress:bool=True, # progress bars
-              only:list|None=None, # run only these stages (see STAGES; `train` means every arm)
+              only:list|None=None, # run only these stages (see STAGES; `train` means every GRPO arm, `dpo` every DPO arm)
               )->dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
     t0 = time.time()
     run = Path(get(params, "pilot.run_dir", "runs/pilot")); run.mkdir(parents=True, exist_ok=True)
-    arm_stages = [f"train-{a}" for _, a in arms(params)]
+    grpo_stages, dpo_stages = [f"train-{a}" for _, a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
+    arm_stages = grpo_stages + dpo_stages
     if only:
         bad = [s for s in only if s not in STAGES and s not in arm_stages]
         if bad: raise ParamsError(f"unknown stage(s) {', '.join(bad)} (stages: {', '.join(STAGES + tuple(arm_stages))})")
-        only = list(only) + (arm_stages if "train" in only else [])
+        only = list(only) + (grpo_stages if "train" in only else []) + (dpo_stages if "dpo" in only else [])
     train_bank, eval_bank = stage_banks(params, run, force, only, progress)
     res = dict(train_bank=train_bank, eval_bank=eval_bank, geometry=stage_geometry(params, run, force, only))
     if only and not set(only) & (set(STAGES[3:]) | set(arm_stages)): return res
     model = stage_model(params, run, force, only)
     res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress)
     ckpts = stage_train(params, run, train_bank, force, only, progress)
+    ckpts.update(stage_dpo(params, run, stage_pairs(params, run, train_bank, model, force, only, progress), model, force, only, progress))
     res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress)
     res["analysis"] = stage_analyze(params, run, force, only)
     res["gate"] = stage_gate(params, run, force, only)

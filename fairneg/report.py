@@ -33,9 +33,9 @@ __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTI
            'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
            'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'gate_table', 'soundness_table',
            'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
-           'ladder_section', 'contrast_section', 'share_section', 'geometry_section', 'ultimatum_section',
-           'gate_section', 'soundness_section', 'banks_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
-           'render_report', 'report']
+           'ladder_section', 'contrast_section', 'share_section', 'dpo_table', 'dpo_section', 'geometry_section',
+           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'venv_kernel',
+           'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -51,10 +51,13 @@ LAYOUT = {  # input -> glob patterns under the run directory, tried in order (th
     "gate": ("gate.json", "eval/gate.json"),
     "soundness": ("reward_soundness.json", "soundness/reward_soundness.json"),
     "banks": ("banks/*/" + MANIFEST,),
+    "dpo": ("dpo/*/outcome.json",),
+    "dpo_steps": ("dpo/*/training_steps.jsonl",),
 }
 INPUTS = {  # input -> what it is, in words
     "train": "training telemetry", "eval_cells": "eval cells", "eval": "eval results (eval.json)",
     "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result", "banks": "game banks",
+    "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry",
 }
 
 def find_inputs(run_dir)->dict:
@@ -111,13 +114,15 @@ class Run:
     gate: dict | None = None                      # gate verdict JSON
     soundness: dict | None = None                 # reward-soundness JSON
     banks: dict = field(default_factory=dict)     # bank name -> its folder
+    dpo: list = field(default_factory=list)       # each DPO arm's outcome.json: trained (its checkpoint) or why not
+    dpo_steps: object = None                      # DataFrame of the DPO arms' training_steps rows
     problems: dict = field(default_factory=dict)  # input -> why it could not be read
     _cache: dict = field(default_factory=dict, repr=False)
 
     def has(self, key:str)->bool:
         "Was the input found and read?"
         v = {"train": self.steps, "eval_cells": self.cells, "eval": self.eval, "contrasts": self.contrasts,
-             "gate": self.gate, "soundness": self.soundness, "banks": self.banks}[key]
+             "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo, "dpo_steps": self.dpo_steps}[key]
         return v is not None and (len(v) > 0 if hasattr(v, "__len__") else True)
 
     def why_missing(self, key:str)->str:
@@ -167,6 +172,10 @@ def load_run(run_dir)->Run:
     if f["gate"]: run.gate = attempt("gate", lambda: _read_json(f["gate"][0]))
     if f["soundness"]: run.soundness = attempt("soundness", lambda: _read_json(f["soundness"][0]))
     run.banks = {p.parent.name: p.parent for p in f["banks"]}
+    if f["dpo_steps"]: run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
+    for p in f["dpo"]:
+        o = attempt("dpo", lambda: _read_json(p))
+        if isinstance(o, dict): run.dpo.append({"arm": p.parent.name, **o})
     return run
 
 # %% ../nbs/11_report.ipynb #7d08f9c9
@@ -355,7 +364,9 @@ CURVES = {  # figure -> (telemetry columns, caption)
 
 def plot_curves(steps, # training telemetry (`Run.steps`)
                 metrics:Iterable[str], # telemetry columns, one panel each
-                width:int=300, height:int=180, title:str|None=None):
+                width:int=300, height:int=180, title:str|None=None,
+                step_title:str="GRPO step", # the x axis' title
+               ):
     "One panel per telemetry column, step on x, one line per arm (`None` when no column is there)."
     import altair as alt
     cols = [m for m in metrics if m in steps.columns and steps[m].notna().any()]
@@ -363,7 +374,7 @@ def plot_curves(steps, # training telemetry (`Run.steps`)
     arms = [str(a) for a in steps["arm"].cat.categories] if hasattr(steps["arm"], "cat") else list(dict.fromkeys(steps["arm"]))
     long = steps.assign(arm=steps["arm"].astype(str)).melt(id_vars=["arm", "step"], value_vars=cols, var_name="metric")
     ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        x=alt.X("step:Q", title="GRPO step", axis=alt.Axis(tickMinStep=1, format="d")),
+        x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
         y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
         color=alt.Color("arm:N", sort=arms, title="arm"),
         tooltip=["arm", "step", "metric", alt.Tooltip("value:Q", format=".4g")]).properties(width=width, height=height)
@@ -814,6 +825,29 @@ def share_section(run:Run, conditions:Iterable[str]|None=("primary",))->list:
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
     return _guard(lambda: [figure(plot_share_deal(run.contrasts, conditions),
                                   "Deal rate (left) beside max_share of closed deals (right): grey = untrained, blue = trained.")])
+
+# %% ../nbs/11_report.ipynb #1b18d055
+def dpo_table(run:Run)->object:
+    "One row per DPO arm: trained or why not, the pairs it drew from (available, effective) and its last step."
+    import pandas as pd
+    last = run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm") if run.has("dpo_steps") else None
+    recs = []
+    for o in run.dpo:
+        r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else {}
+        recs.append({"arm": o["arm"], "trained": "yes" if o.get("trained") else "no", "steps": r.get("step"),
+                     "pairs": r.get("pairs_available"), "effective pairs": r.get("pairs_effective"), "loss": r.get("loss"),
+                     "reward margin": r.get("reward_margin"), "margin > 0": r.get("reward_accuracy"), "why not": o.get("reason", "")})
+    return pd.DataFrame(recs)
+
+def dpo_section(run:Run)->list:
+    "The DPO arms: what each trained on or why it did not, and its loss and implicit-reward margin per step."
+    if not run.has("dpo"): return [note(run.why_missing("dpo"))]
+    def go():
+        ch = plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step") if run.has("dpo_steps") else None
+        figs = [figure(ch, "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs whose margin is positive.")] if ch is not None else []
+        return figs + [_styled(dpo_table(run), [], "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
+                               left=["arm", "why not"])]
+    return _guard(go)
 
 # %% ../nbs/11_report.ipynb #15e21e8d
 def geometry_section(run:Run, condition:str="primary", game:str|None=None, parties=(0, 1),

@@ -157,6 +157,14 @@ def test_the_trainer_writes_the_step_schema():
     assert ret.value.func.id == "step_row"
     written = {k.arg for k in ret.value.keywords if k.arg}
     memory = {k for k in STEP_FIELDS if k == "rss_mb" or k.startswith("gpu_")}
+    dpo_only = {"pairs", "pairs_available", "pairs_effective", "dpo_beta", "reward_chosen", "reward_rejected", "reward_margin",
+                "reward_accuracy", "logp_chosen", "logp_rejected"}          # what a DPO step has and a GRPO step has not
     assert written <= set(STEP_FIELDS), written - set(STEP_FIELDS)
-    assert set(STEP_FIELDS) - written == memory, set(STEP_FIELDS) - written - memory
+    assert set(STEP_FIELDS) - written == memory | dpo_only, set(STEP_FIELDS) - written - memory - dpo_only
     assert list(synthetic_steps(steps=1)[0]) == list(STEP_FIELDS)
+    # the DPO row names those fields, and the provenance it shares with GRPO (read from dpo_row's source the same way)
+    from fairneg.dpo import dpo_row, _READINGS
+    ret = next(n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(dpo_row)))) if isinstance(n, ast.Return))
+    dpo_written = {k.arg for k in ret.value.keywords if k.arg} | set(_READINGS)
+    assert dpo_only <= dpo_written <= set(STEP_FIELDS), dpo_written - set(STEP_FIELDS)
+    assert {"experiment_name", "arm", "step", "method", "config_hash", "code_version", "backend", "base_dtype"} <= dpo_written & written
