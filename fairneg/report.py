@@ -26,16 +26,18 @@ from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jso
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
            'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS',
-           'VERDICT_MARKS', 'POLICY_COLORS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError', 'find_inputs', 'Run',
-           'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec',
-           'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves', 'training_summary',
-           'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix', 'resampling_notes',
-           'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
-           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'gate_table', 'soundness_table',
-           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
-           'ladder_section', 'contrast_section', 'share_section', 'dpo_table', 'dpo_section', 'geometry_section',
-           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'venv_kernel',
-           'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'VERDICT_MARKS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError',
+           'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
+           'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves',
+           'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
+           'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal',
+           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
+           'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer',
+           'details', 'training_section', 'ladder_section', 'contrast_section', 'share_section', 'dpo_table',
+           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
+           'geometry_section', 'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section',
+           'what_happened', 'what_happened_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
+           'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -849,6 +851,60 @@ def dpo_section(run:Run)->list:
                                left=["arm", "why not"])]
     return _guard(go)
 
+# %% ../nbs/11_report.ipynb #9697fe49
+def _cell_of(run:Run, checkpoint:str, condition:str)->str:
+    "The eval cell of a checkpoint on a condition; an error naming what there is."
+    for n, c in run.cells.items():
+        if c.get("checkpoint") == checkpoint and c.get("condition") == condition: return n
+    raise ReportError(f"no eval cell of checkpoint `{checkpoint}` on `{condition}` in {run.root}")
+
+def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared against `b`
+                        condition:str="primary", endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000, seed:int=0)->dict:
+    "Checkpoint `a`'s trained side against `b`'s on one condition, paired on (game, seed): `analyze_cells`' result for that pseudo-cell."
+    ca, cb = _cell_of(run, a, condition), _cell_of(run, b, condition)
+    try: res = analyze_cells({f"{a}_vs_{b}_{condition}": {"trained": run.rows(ca, "trained"), "base": run.rows(cb, "trained")}},
+                             tuple(endpoints), B=B, seed=seed)
+    except EvalError as e: raise ReportError(str(e)) from None
+    return next(iter(res["cells"].values()))
+
+def _fmt(e:dict)->str:
+    "`+0.083 [-0.010, +0.200]` of one contrast, or its reason when it has none."
+    if e.get("delta") is None: return "—"
+    return f"{e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" if e.get("lo") is not None else f"{e['delta']:+.3f}"
+
+def dpo_checkpoints(run:Run)->dict:
+    "Each trained DPO arm's last evaluated checkpoint, by arm."
+    cks = [c.get("checkpoint") for c in run.cells.values()]
+    arms = {o["arm"] for o in run.dpo if o.get("trained")}
+    return {a: ck for ck in last_checkpoints(cks) if (a := (_arm_step(ck) or (None,))[0]) in arms}
+
+def dpo_pair_table(run:Run, target:str="dpo_fairness_private", control:str="dpo_rational_private", condition:str="primary",
+                   endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000)->object:
+    "Per endpoint: the base, target − base, control − base and target − control, each with its interval and verdict."
+    import pandas as pd
+    cks = dpo_checkpoints(run)
+    miss = [a for a in (target, control) if a not in cks]
+    if miss: raise ReportError(f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: {', '.join(cks) or 'none'})")
+    c = run.contrasts[run.contrasts.condition == condition]
+    vs_base = {a: {r.endpoint: r._asdict() for r in c[c.checkpoint == cks[a]].itertuples(index=False)} for a in (target, control)}
+    diff = checkpoint_contrast(run, cks[target], cks[control], condition, endpoints, B)["endpoints"]
+    recs = []
+    for ep in endpoints:
+        t, k, d = vs_base[target].get(ep, {}), vs_base[control].get(ep, {}), diff.get(ep, {})
+        recs.append({"endpoint": ep, "base": t.get("base"), f"{target} − base": _fmt(t), "verdict (target)": t.get("verdict"),
+                     f"{control} − base": _fmt(k), "verdict (control)": k.get("verdict"), "target − control": _fmt(d),
+                     "verdict (difference)": d.get("verdict")})
+    return pd.DataFrame(recs)
+
+# %% ../nbs/11_report.ipynb #636cc8cd
+def dpo_pair_section(run:Run, condition:str="primary", B:int=10_000)->list:
+    "The DPO pair on one condition: the table, or a note saying why there is none."
+    if not run.has("dpo"): return [note(run.why_missing("dpo"))]
+    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
+    return _guard(lambda: [_styled(dpo_pair_table(run, condition=condition, B=B), ["verdict (target)", "verdict (control)", "verdict (difference)"],
+                                   f"The DPO pair on {condition}: each arm against the untrained base, and the target against the control "
+                                   "(paired on game and seed, game-cluster bootstrap)", left=["endpoint"])])
+
 # %% ../nbs/11_report.ipynb #15e21e8d
 def geometry_section(run:Run, condition:str="primary", game:str|None=None, parties=(0, 1),
                      checkpoints:Iterable[str]|None=None)->list:
@@ -893,6 +949,76 @@ def banks_section(run:Run)->list:
     "One line per bank."
     if not run.has("banks"): return [note(run.why_missing("banks"))]
     return _guard(lambda: [_styled(bank_table(run).reset_index(), [], left=["bank", "modes", "generator", "note"])])
+
+# %% ../nbs/11_report.ipynb #8d04d663
+WHAT_ENDPOINTS = ("deal", "nnw", "below_threshold", "max_share", "nnw_given_deal")   # the endpoints `what_happened` names
+
+def _training_sentences(run:Run)->list[str]:
+    "Per GRPO arm: steps, first and last deal rate, last KL."
+    out = []
+    for arm, g in run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm", sort=False):
+        g = g.sort_values("step"); f, l = g.iloc[0], g.iloc[-1]
+        kl = f", KL to the base at the last step {l['kl']:.4f}" if "kl" in g and _notna(l.get("kl")) else ""
+        dr = f"; its episodes' deal rate went {f['deal_rate']:.2f} → {l['deal_rate']:.2f}" if _notna(l.get("deal_rate")) else ""
+        out.append(f"{arm} trained {int(l['step'])} steps{dr}{kl}.")
+    return out
+
+def _notna(x)->bool:
+    "Whether a table cell holds a number."
+    import pandas as pd
+    return x is not None and bool(pd.notna(x))
+
+def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
+    "Per checkpoint on a condition: the endpoints that moved (with Δ and interval), those that did not, and VOIDs."
+    c = run.contrasts[run.contrasts.condition == condition]
+    out, moved_arms, arms = [], set(), {}
+    for ck in checkpoint_order(c.checkpoint):
+        rows = {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False) if r.endpoint in WHAT_ENDPOINTS}
+        moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items() if r.verdict in ("favourable", "unfavourable")]
+        void = [e for e, r in rows.items() if r.verdict == "VOID"]
+        undefined = [e for e, r in rows.items() if r.verdict == "undefined"]
+        still = [e for e, r in rows.items() if r.verdict == "spans_zero"]
+        a = (_arm_step(ck) or (ck,))[0]; arms.setdefault(a, []).append(ck)
+        if moved: moved_arms.add(a)
+        s = f"{ck} on {condition}: " + ("; ".join(moved) + " moved" if moved else "no key endpoint moved")
+        if still and moved: s += f"; {', '.join(still)} did not"
+        if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
+        if undefined: s += f"; {', '.join(undefined)} undefined (too few deals to resample)"
+        if "deal" in rows and rows["deal"].verdict == "unfavourable": s += "; a closure collapse (fewer deals, the interval below zero)"
+        out.append(s + ".")
+    out += [f"{a} did not move any key endpoint at any checkpoint." for a in arms if a not in moved_arms]
+    return out
+
+def _dpo_sentences(run:Run)->list[str]:
+    "Per DPO arm: trained on how many effective pairs, or why not."
+    last = run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm") if run.has("dpo_steps") else None
+    out = []
+    for o in run.dpo:
+        if not o.get("trained"): out.append(f"{o['arm']} was not trained: {o.get('reason', 'no reason recorded')}."); continue
+        r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else None
+        out.append(f"{o['arm']} trained" + (f" {int(r['step'])} steps on {int(r['pairs_available'])} pairs "
+                                           f"({r['pairs_effective']:.1f} effective under the regret weights)" if r is not None else "") + ".")
+    return out
+
+def _gate_sentences(run:Run)->list[str]:
+    "The gate's verdict per checkpoint with each clause's status."
+    return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — " + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
+            for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: {run.gate.get('verdict', '?')}."]
+
+def what_happened(run:Run, condition:str="primary")->list[str]:
+    "Sentences generated from the run's measurements: training, each checkpoint's contrasts, the DPO arms, the gate."
+    out = []
+    if run.has("train"): out += _training_sentences(run)
+    if run.has("contrasts"): out += _checkpoint_sentences(run, condition)
+    if run.has("dpo"): out += _dpo_sentences(run)
+    if run.has("gate"): out += _gate_sentences(run)
+    return out
+
+def what_happened_section(run:Run, condition:str="primary")->list:
+    "`what_happened` as a list, or a note when the run holds nothing to say."
+    s = what_happened(run, condition)
+    if not s: return [note(f"nothing measured yet in {run.root}")]
+    return [Html("<ul>" + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")]
 
 # %% ../nbs/11_report.ipynb #b89b36f4
 import fairneg as _fairneg
