@@ -26,18 +26,18 @@ from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jso
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
            'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS',
-           'VERDICT_MARKS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'app', 'ReportError',
-           'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
-           'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves',
-           'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
-           'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'plot_share_deal',
-           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
-           'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer',
-           'details', 'training_section', 'ladder_section', 'contrast_section', 'share_section', 'dpo_table',
-           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
-           'geometry_section', 'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section',
-           'what_happened', 'what_happened_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
-           'render_report', 'report']
+           'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG',
+           'app', 'ReportError', 'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run',
+           'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head',
+           'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table',
+           'contrast_matrix', 'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'frontier_table',
+           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
+           'plot_ultimatum', 'ultimatum_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table',
+           'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_section',
+           'frontier_section', 'contrast_section', 'share_section', 'dpo_table', 'dpo_section', 'checkpoint_contrast',
+           'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'ultimatum_section',
+           'gate_section', 'soundness_section', 'banks_section', 'what_happened', 'what_happened_section',
+           'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -540,6 +540,34 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
         facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
     return ch.properties(title=title) if title else ch
 
+# %% ../nbs/11_report.ipynb #a1234d52
+FRONTIER_ENDPOINTS = ("deal", "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal", "max_share")
+
+def _fmt(e:dict)->str:
+    "`+0.083 [-0.010, +0.200]` of one contrast, or its reason when it has none."
+    num = lambda x: x is not None and x == x                       # neither missing nor NaN
+    if not num(e.get("delta")): return "—"
+    return f"{e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" if num(e.get("lo")) else f"{e['delta']:+.3f}"
+
+def _cell_text(r)->str:
+    "One contrast as `Δ [lo, hi] verdict`, or `VOID (Δ ...)` where the viability screen applies."
+    if r.verdict == "VOID": return f"VOID (Δ {r.delta:+.3f})" if r.delta is not None and r.delta == r.delta else "VOID"
+    if r.verdict == "undefined": return "undefined (too few deals to resample)"
+    return f"{_fmt(r._asdict())} {r.verdict}"
+
+def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRONTIER_ENDPOINTS)->object:
+    "One row per checkpoint (arm, λ, step): each endpoint's contrast with the base as `Δ [lo, hi] verdict`, VOID marked."
+    import pandas as pd
+    c = run.contrasts[run.contrasts.condition == condition]
+    if c.empty: raise ReportError(f"no contrasts on `{condition}`")
+    lam = run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm")["lam"].first().to_dict() if run.has("train") and "lam" in run.steps else {}
+    recs = []
+    for ck in checkpoint_order(c.checkpoint):
+        arm, step = _arm_step(ck) or (ck, None)
+        rows = {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False)}
+        recs.append({"arm": arm, "λ": lam.get(arm), "step": step, **{e: _cell_text(rows[e]) if e in rows else "—" for e in endpoints}})
+    return pd.DataFrame(recs)
+
 # %% ../nbs/11_report.ipynb #cda35b80
 def plot_share_deal(contrasts, conditions:Iterable[str]|None=None, cells:Iterable[str]|None=None, width:int=280):
     "Per cell, the deal rate and the mean max_share of both sides (untrained → trained), side by side."
@@ -686,6 +714,20 @@ def plot_ultimatum(splits, width:int=190, height:int=140):
         tooltip=["policy", "share", "outcome", alt.Tooltip("count():Q", title="episodes")]).properties(
         width=width, height=height).facet(column=alt.Column("policy:N", sort=pols, title=None))
 
+# %% ../nbs/11_report.ipynb #b0bf7e8b
+def ultimatum_table(splits)->object:
+    "Per policy: episodes, offers read, the proposer's mean share, the acceptance rate and the mean accepted share."
+    import pandas as pd
+    d = splits[splits.share.notna()]
+    pols = list(dict.fromkeys(splits.policy))
+    g = d.groupby("policy", sort=False)
+    acc = d[d.outcome == "accepted"].groupby("policy").share.mean()
+    return pd.DataFrame({"policy": pols, "episodes": [int((splits.policy == p).sum()) for p in pols],
+                         "offers read": [int(g.size().get(p, 0)) for p in pols],
+                         "mean share": [g.share.mean().get(p) for p in pols],
+                         "accepted": [float((d[d.policy == p].outcome == "accepted").mean()) if p in g.groups else None for p in pols],
+                         "mean accepted share": [acc.get(p) for p in pols]})
+
 # %% ../nbs/11_report.ipynb #9f941a73
 def _styled(df, colour_cols, caption=None, left=()):
     colour = lambda v: (f"background-color: {STATUS_COLORS[v]}; color: white; font-weight: 600; text-align: center"
@@ -805,6 +847,12 @@ def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:s
                                ladder_table(run.contrasts, ep, condition)])
     return out
 
+def frontier_section(run:Run, condition:str="primary")->list:
+    "The frontier table: per arm and rung, the deal-rate contrast and the closure-conditional endpoints (VOID marked)."
+    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
+    return _guard(lambda: [_styled(frontier_table(run, condition), [], f"The frontier on {condition}: trained − untrained per arm and "
+                                   "rung, 95% intervals and verdicts; VOID where the viability screen applies", left=["arm"])])
+
 def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None)->list:
     "Per condition: the forest plot, the endpoints × checkpoints matrix, the viability notes and (folded) every row."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
@@ -867,11 +915,6 @@ def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared ag
     except EvalError as e: raise ReportError(str(e)) from None
     return next(iter(res["cells"].values()))
 
-def _fmt(e:dict)->str:
-    "`+0.083 [-0.010, +0.200]` of one contrast, or its reason when it has none."
-    if e.get("delta") is None: return "—"
-    return f"{e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" if e.get("lo") is not None else f"{e['delta']:+.3f}"
-
 def dpo_checkpoints(run:Run)->dict:
     "Each trained DPO arm's last evaluated checkpoint, by arm."
     cks = [c.get("checkpoint") for c in run.cells.values()]
@@ -930,7 +973,9 @@ def ultimatum_section(run:Run, condition:str="ultimatum")->list:
         spl = ultimatum_splits(run, condition)
         none = int((spl.outcome == "no offer").sum())
         extra = [note(f"{none} episodes without a readable offer (no transcript or no legal proposal) are not drawn")] if none else []
-        return [figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."), *extra]
+        return [figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."),
+                _styled(ultimatum_table(spl), [], "The proposer's mean share, how often it was accepted, and the mean accepted share",
+                        left=["policy"]), *extra]
     return _guard(go)
 
 # %% ../nbs/11_report.ipynb #fc84c1c6
@@ -968,6 +1013,7 @@ def _notna(x)->bool:
     import pandas as pd
     return x is not None and bool(pd.notna(x))
 
+# %% ../nbs/11_report.ipynb #4a895254
 def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
     "Per checkpoint on a condition: the endpoints that moved (with Δ and interval), those that did not, and VOIDs."
     c = run.contrasts[run.contrasts.condition == condition]
@@ -989,6 +1035,7 @@ def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
     out += [f"{a} did not move any key endpoint at any checkpoint." for a in arms if a not in moved_arms]
     return out
 
+# %% ../nbs/11_report.ipynb #46480f3c
 def _dpo_sentences(run:Run)->list[str]:
     "Per DPO arm: trained on how many effective pairs, or why not."
     last = run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm") if run.has("dpo_steps") else None
@@ -1005,6 +1052,7 @@ def _gate_sentences(run:Run)->list[str]:
     return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — " + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
             for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: {run.gate.get('verdict', '?')}."]
 
+# %% ../nbs/11_report.ipynb #43e39740
 def what_happened(run:Run, condition:str="primary")->list[str]:
     "Sentences generated from the run's measurements: training, each checkpoint's contrasts, the DPO arms, the gate."
     out = []
