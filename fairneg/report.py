@@ -17,7 +17,7 @@ from . import __version__
 from .commands import user_error
 from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
 from .commands import key_values
-from .game import SHARES, ReadError, generate_game, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
+from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
 from .eval import resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
@@ -32,12 +32,12 @@ __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTI
            'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table',
            'contrast_matrix', 'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'frontier_table',
            'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
-           'plot_ultimatum', 'ultimatum_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table',
-           'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_section',
-           'frontier_section', 'contrast_section', 'share_section', 'dpo_table', 'dpo_section', 'checkpoint_contrast',
-           'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'ultimatum_section',
-           'gate_section', 'soundness_section', 'banks_section', 'what_happened', 'what_happened_section',
-           'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
+           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
+           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'dpo_table', 'dpo_section',
+           'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section',
+           'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'what_happened',
+           'what_happened_section', 'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -728,6 +728,35 @@ def ultimatum_table(splits)->object:
                          "accepted": [float((d[d.policy == p].outcome == "accepted").mean()) if p in g.groups else None for p in pols],
                          "mean accepted share": [acc.get(p) for p in pols]})
 
+# %% ../nbs/11_report.ipynb #f36fafc7
+def divide_demands(run:Run, condition:str="divide_dollar")->object:
+    "One row per divide-the-dollar episode, policy and seat: the seat's demand (of 100) and whether the demands fitted."
+    import pandas as pd
+    cells = {n: c for n, c in run.cells.items() if c.get("condition") == condition}
+    if not cells: raise ReportError(f"no eval cells on `{condition}` in {run.root}")
+    games, recs, seen = run.games(), [], set()
+    for n, c in cells.items():
+        for side in ("trained", "base"):
+            label = c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
+            fit = {(r["instance_id"], r["episode_seed"]): bool(r["deal"]) for r in run.rows(n, side)}
+            for t in run.rows(n, side, TRANSCRIPTS):
+                a, key = t.get("applied") or {}, (label, t["instance_id"], t["episode_seed"], t["seat"])
+                g = games.get(t["instance_id"])
+                if a.get("atype") != "demand" or not a.get("deal") or g is None or key in seen: continue
+                seen.add(key)
+                (issue, opt), = label_options(a["deal"])
+                recs.append(dict(policy=label, side=side, episode_seed=t["episode_seed"], seat=t["seat"],
+                                 demand=float(g.scores[t["seat"]][issue][opt]), fitted=fit.get((t["instance_id"], t["episode_seed"]))))
+    return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "episode_seed", "seat", "demand", "fitted"]))
+
+def divide_table(demands)->object:
+    "Per policy: episodes, the mean demand, how often the demands fitted, and the mean total claimed per episode."
+    import pandas as pd
+    ep = demands.groupby(["policy", "episode_seed"], sort=False).agg(total=("demand", "sum"), fitted=("fitted", "first")).reset_index()
+    g, d = ep.groupby("policy", sort=False), demands.groupby("policy", sort=False)
+    return pd.DataFrame({"episodes": g.size(), "mean demand": d.demand.mean(), "fitted": g.fitted.mean(),
+                         "mean total claimed": g.total.mean()}).reset_index()
+
 # %% ../nbs/11_report.ipynb #9f941a73
 def _styled(df, colour_cols, caption=None, left=()):
     colour = lambda v: (f"background-color: {STATUS_COLORS[v]}; color: white; font-weight: 600; text-align: center"
@@ -965,6 +994,12 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
                        f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the policies shown "
                        f"(size = episodes; policies that closed the same deal are offset slightly).")]
     return _guard(go)
+
+def divide_section(run:Run, condition:str="divide_dollar")->list:
+    "The divide-the-dollar demands per policy."
+    if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
+    return _guard(lambda: [_styled(divide_table(divide_demands(run, condition)), [], "Divide-the-dollar: the mean demand (of 100), how "
+                                   "often the demands fitted, and the mean total claimed per episode", left=["policy"])])
 
 def ultimatum_section(run:Run, condition:str="ultimatum")->list:
     "The ultimatum split distribution of the base and trained policies."
