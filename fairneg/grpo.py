@@ -30,7 +30,7 @@ __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 
            'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
            'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing', 'is_checkpointing',
            'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
-           'train', 'load_train_params', 'make_config', 'train_cmd']
+           'train', 'load_train_params', 'make_config', 'check_run_folder', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -54,7 +54,7 @@ class GRPOConfig:
     warmup_steps: int = 0               # linear warm-up, then constant
     checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])   # steps to checkpoint at
     bank: str = ""                      # training bank folder
-    out: str = "runs/grpo"              # run folder
+    out: str = "runs/grpo"              # run folder: given explicitly, exactly this; from a parameter file or the default, the arm's own `<out>/<arm>`
     transcript_every: int = 5           # write the step's transcripts every N steps (0: never)
     model: str = "tiny"                 # base model: a folder, a hub id or `tiny`
     dtype: str | None = None            # base weights dtype (`bfloat16`, `float32`); None: bf16 on a CUDA GPU with bf16, else float32. LoRA weights stay float32
@@ -447,6 +447,7 @@ class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
     def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True):
         self.cfg, self.out, self.progress = cfg, Path(cfg.out), progress
+        check_run_folder(cfg)                          # never into a folder that holds other runs
         self.out.mkdir(parents=True, exist_ok=True)
         self.games = bank_games(cfg.bank)
         if not self.games: raise ValueError(f"{cfg.bank}: no games in the training bank")
@@ -636,10 +637,23 @@ def load_train_params(path)->dict:
     return config_section(read_yaml(path) or {}, "train", GRPOConfig, str(path), ReadError, whole=True, what="training")
 
 def make_config(params:str|None=None, **overrides)->GRPOConfig:
-    "A GRPOConfig from a parameter file and explicit overrides (None means: not given)."
+    "A GRPOConfig from a parameter file and explicit overrides (None means: not given); without an explicit `out`, the arm's folder."
     d = load_train_params(params) if params else {}
     d.update({k: v for k, v in overrides.items() if v is not None})
-    return GRPOConfig(**d)
+    cfg = GRPOConfig(**d)
+    if overrides.get("out") is None: cfg.out = str(Path(cfg.out) / cfg.arm)     # `<out>/lam0.5`: the pilot's convention
+    return cfg
+
+def check_run_folder(cfg:GRPOConfig):
+    "Refuse an output folder that holds other runs: arm folders of its own, or another arm's steps or checkpoints."
+    out = Path(cfg.out)
+    if not out.is_dir(): return
+    nested = sorted(p.parent.name for p in out.glob(f"*/{TRAINING_STEPS}"))
+    if nested: raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): give this run a folder of its own (--out {out / cfg.arm})")
+    arms = {r.get("arm") for r in read_jsonl(out / TRAINING_STEPS)} if (out / TRAINING_STEPS).exists() else set()
+    arms |= {read_json(p / "trainer_state.json").get("config", {}).get("arm") for _, p in checkpoints(out)}
+    other = sorted(a for a in arms - {cfg.arm} if a)
+    if other: raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
 
 
 # %% ../nbs/08_grpo.ipynb #f99ab862

@@ -169,6 +169,16 @@ def test_train_notebook_under_papermill(bank, tmp_path):
     rows = read_jsonl(tmp_path / "run" / "training_steps.jsonl")
     assert [r["step"] for r in rows] == [1] and rows[0]["lam"] == 0.5 and rows[0]["arm"] == "lam05"   # overrides won
     assert [s for s, _ in checkpoints(tmp_path / "run")] == [1] and not (tmp_path / "unused").exists()
+    # as users type it, `-p lam 0.5` with no out: the run goes to its own arm folder under the file's `out`
+    papermill.execute_notebook(str(nb), str(tmp_path / "out2.ipynb"), progress_bar=False, kernel_name="python3",
+                               parameters=dict(params_file=str(params), lam=0.5, steps=1))
+    assert [r["arm"] for r in read_jsonl(tmp_path / "unused" / "lam05" / "training_steps.jsonl")] == ["lam05"]
+    assert sorted(p.name for p in (tmp_path / "unused").iterdir()) == ["lam05"]        # nothing written beside the arm folders
+    # and a run never writes into a folder that holds other runs: the file's `out` itself is refused, named
+    with pytest.raises(Exception, match="holds other runs"):
+        papermill.execute_notebook(str(nb), str(tmp_path / "out3.ipynb"), progress_bar=False, kernel_name="python3",
+                                   parameters=dict(params_file=str(params), lam=1.0, steps=1, out=str(tmp_path / "unused")))
+    assert sorted(p.name for p in (tmp_path / "unused").iterdir()) == ["lam05"]
 
 def _tiny_cfg(bank, out, **kw):
     return GRPOConfig(**{**dict(model="tiny-test", bank=str(bank), out=str(out), steps=1, groups=2, k=2, max_new_tokens=80,
