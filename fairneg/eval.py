@@ -146,12 +146,15 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
                base:str|None=None, # spec of the untrained side (default: an adapter's base model)
                model:str|None=None, # base model of adapter checkpoints
                opponent:str="agent:bayes_rational", # rational-guard seats
+               condition_episodes:dict|None=None, # condition -> episodes per game, where it differs from `episodes`
                **cell_kw, # further `Cell` fields (episodes, bank, width, ...)
                )->list[Cell]:
     "The cells of a launch, every spec, condition and bank checked before anything runs."
     conditions = [check_condition(c) for c in dict.fromkeys(conditions)]
     if not conditions: raise EvalError("no conditions: pass --cells (known: " + ", ".join(CONDITIONS) + ")")
-    if cell_kw.get("episodes", 8) < 1: raise EvalError("--episodes must be at least 1")
+    per = {check_condition(k): v for k, v in (condition_episodes or {}).items()}
+    for k, v in {"--episodes": cell_kw.get("episodes", 8), **{f"--condition-episodes {k}": v for k, v in per.items()}}.items():
+        if not isinstance(v, int) or v < 1: raise EvalError(f"{k} must be a whole number of at least 1, got {v!r}")
     for k in ("bank", "crossgame_bank"):
         if cell_kw.get(k) is not None: cell_kw[k] = str(cell_kw[k])
     for c in conditions: condition_games(c, cell_kw.get("bank"), cell_kw.get("crossgame_bank"))   # fail early
@@ -160,7 +163,8 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
     for text in checkpoints:
         name, spec = parse_checkpoint(text, model)
         bspec = base_spec(spec, base, model)
-        cells += [Cell(name, c, spec, bspec, str(Path(out_dir) / f"{name}_{c}"), opponent=opp, **cell_kw) for c in conditions]
+        cells += [Cell(name, c, spec, bspec, str(Path(out_dir) / f"{name}_{c}"), opponent=opp,
+                       **{**cell_kw, **({"episodes": per[c]} if c in per else {})}) for c in conditions]
     names = Counter(c.name for c in cells)
     if any(v > 1 for v in names.values()): raise EvalError(f"two checkpoints share a name: {', '.join(k for k, v in names.items() if v > 1)}")
     if not cells: raise EvalError("no checkpoints: pass --checkpoint NAME=PATH")
@@ -996,6 +1000,7 @@ class LaunchConfig:
     bank: Path|None = None # the held-out bank (`fairneg bank eval`): primary, framing, rational_guard
     crossgame_bank: Path|None = None # games of the crossgame condition (default: generated 4-, 5-, 7-party games)
     episodes: int = 8 # episodes per game (seeds 0..E-1), the same for both sides
+    condition_episodes: list[str] = field(default_factory=list) # COND=N: episodes per game on that condition instead, e.g. `ultimatum=16`
     model: str|None = None # base model of adapter checkpoints (default: from adapter_config.json)
     opponent: str = "agent:bayes_rational" # the other seats of the rational guard
     width: int = 64 # episodes live at once (co-stepping width)
@@ -1031,6 +1036,7 @@ def plan_launch(c:LaunchConfig, # the launch configuration
                )->list:
     "The cells of a launch configuration (see `plan_cells`)."
     return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent, episodes=c.episodes,
+                      condition_episodes=key_values(c.condition_episodes, "--condition-episodes", EvalError),
                       bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width, experiment_prefix=c.experiment_prefix,
                       turn_max_tokens=c.turn_max_tokens, context=c.context, llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
                       progress=c.progress, share_base=c.share_base)

@@ -24,8 +24,9 @@ from .store import write_jsonl, write_json
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
-           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'dpo_arms', 'stage_pairs',
-           'stage_dpo', 'stage_eval', 'stage_analyze', 'stage_gate', 'stage_report', 'run_pilot', 'pilot']
+           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'ladder_rungs', 'dpo_arms',
+           'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'stage_gate', 'stage_report', 'run_pilot',
+           'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -146,6 +147,14 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
         ckpts[f"{arm}_step{cfg.steps}"] = str(Path(cfg.out) / f"checkpoint-{cfg.steps}")
     return ckpts
 
+def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
+    "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
+    out = {}
+    for lam, arm in arms(params):
+        cfg = make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm))
+        out.update({f"{arm}_step{s}": str(Path(cfg.out) / f"checkpoint-{s}") for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
+    return out
+
 # %% ../nbs/12_pilot.ipynb #a6c7f6ee
 def dpo_arms(params:dict)->list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
@@ -194,16 +203,19 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
     return ckpts
 
 # %% ../nbs/12_pilot.ipynb #acf2f99b
-def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool)->Path:
-    "Every (checkpoint, condition) cell against the untrained base; sides already complete are kept."
+def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool,
+               rungs:dict|None=None, # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
+               )->Path:
+    "Every (checkpoint, condition) cell against the untrained base, and the ladder's earlier rungs; complete sides are kept."
     out = run / "eval" / "done.json"
-    def go():
-        lc = launch_config(params["_source"], checkpoint=[f"{k}={v}" for k, v in ckpts.items()], out_dir=run / "eval",
+    def plan(cks:dict, **kw):
+        lc = launch_config(params["_source"], checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
                            model=model, bank=str(eval_bank), progress=progress,   # the file's `eval:` section: cells, episodes, ...
-                           context=None if get(params, "eval.context", None) else get(params, "train.context", None))   # as trained
-        cells = plan_launch(lc, llm_kw=dict(max_new_tokens=get(params, "train.max_new_tokens", 160),
-                                            scratchpad_chars=get(params, "train.scratchpad_chars", 64),
-                                            message_chars=get(params, "train.message_chars", 64)))
+                           context=None if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
+        return plan_launch(lc, llm_kw=_model_kw(params))
+    def go():
+        ladder = list(get(params, "pilot.ladder_conditions", []) or [])
+        cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
         res = launch(cells, echo=log)
         write_json(out, dict(cells=[c.name for c in cells], results=res))
     run_stage("eval", out, go, force, only)
@@ -259,7 +271,7 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress)
     ckpts = stage_train(params, run, train_bank, force, only, progress)
     ckpts.update(stage_dpo(params, run, stage_pairs(params, run, train_bank, model, force, only, progress), model, force, only, progress))
-    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress)
+    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress, ladder_rungs(params, run, train_bank))
     res["analysis"] = stage_analyze(params, run, force, only)
     res["gate"] = stage_gate(params, run, force, only)
     res["report"] = stage_report(params, run, force, only)

@@ -1034,13 +1034,15 @@ def banks_section(run:Run)->list:
 WHAT_ENDPOINTS = ("deal", "nnw", "below_threshold", "max_share", "nnw_given_deal")   # the endpoints `what_happened` names
 
 def _training_sentences(run:Run)->list[str]:
-    "Per GRPO arm: steps, first and last deal rate, last KL."
+    "Per GRPO arm: steps, the last step's KL to the base, and the range of the per-step deal rate (each step plays other games)."
     out = []
     for arm, g in run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm", sort=False):
-        g = g.sort_values("step"); f, l = g.iloc[0], g.iloc[-1]
-        kl = f", KL to the base at the last step {l['kl']:.4f}" if "kl" in g and _notna(l.get("kl")) else ""
-        dr = f"; its episodes' deal rate went {f['deal_rate']:.2f} → {l['deal_rate']:.2f}" if _notna(l.get("deal_rate")) else ""
-        out.append(f"{arm} trained {int(l['step'])} steps{dr}{kl}.")
+        l = g.sort_values("step").iloc[-1]
+        kl = f"; KL to the base at the last step {l['kl']:.4f}" if "kl" in g and _notna(l.get("kl")) else ""
+        d = g["deal_rate"].dropna() if "deal_rate" in g else []
+        dr = (f"; its per-step deal rate (each step on other games, so not a contrast) ranged {d.min():.2f}–{d.max():.2f}, "
+              f"mean {d.mean():.2f}") if len(d) else ""
+        out.append(f"{arm} trained {int(l['step'])} steps{kl}{dr}.")
     return out
 
 def _notna(x)->bool:
