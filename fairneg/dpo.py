@@ -20,15 +20,15 @@ from .rollout import code_version
 from .llm import chat_text, load_model
 from .policies import resolve_model
 from .grpo import LORA_TARGETS, checkpoints, lora_config
-from .pairs import DPOError, dpo_pairs, load_pairs
+from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option, user_error
 from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row
 from .telemetry import memory_reading
 
 # %% auto #0
-__all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'dpo_config_hash', 'training_pairs', 'pair_ids', 'check_lengths',
-           'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'save_dpo_checkpoint', 'finished_run',
-           'dpo_row', 'recorder', 'train_dpo', 'load_dpo_params', 'make_dpo_config', 'train_cmd']
+__all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'pairs_digest', 'dpo_config_hash', 'training_pairs', 'pair_ids',
+           'check_lengths', 'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'save_dpo_checkpoint',
+           'finished_run', 'dpo_row', 'recorder', 'train_dpo', 'load_dpo_params', 'make_dpo_config', 'train_cmd']
 
 # %% ../nbs/10a_dpo.ipynb #7e4a6264
 @user_error
@@ -79,9 +79,14 @@ class DPOTrainConfig:
 # %% ../nbs/10a_dpo.ipynb #9fc9b772
 _BOOKKEEPING = ("out", "steps", "checkpoint_steps")   # fields that do not change what a step learns
 
+def pairs_digest(pairs)->str|None:
+    "sha256 of a pairs table's bytes (None when there is none yet): the same folder with other pairs is another problem."
+    try: return hashlib.sha256(pairs_path(pairs).read_bytes()).hexdigest()
+    except FileNotFoundError: return None
+
 def dpo_config_hash(cfg:DPOTrainConfig)->str:
-    "Hash of the fields that define the learning problem (the pairs' folder as given, not its bookkeeping)."
-    d = {k: v for k, v in asdict(cfg).items() if k not in _BOOKKEEPING}
+    "Hash of the fields that define the learning problem and of the pairs table's contents (not the bookkeeping)."
+    d = {k: v for k, v in asdict(cfg).items() if k not in _BOOKKEEPING} | {"pairs_sha256": pairs_digest(cfg.pairs)}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/10a_dpo.ipynb #a6e426b9
@@ -162,16 +167,17 @@ def trl_args(cfg:DPOTrainConfig):
                      learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup", warmup_steps=cfg.warmup_steps,
                      weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, beta=cfg.beta, max_length=None,
                      logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed, disable_tqdm=True,
-                     use_cpu=not gpu, bf16=gpu and torch.cuda.is_bf16_supported(), dataloader_num_workers=0)
+                     use_cpu=not gpu, bf16=gpu and torch.cuda.is_bf16_supported(), dataloader_num_workers=0,
+                     gradient_checkpointing=False, disable_dropout=cfg.lora_dropout == 0)   # TRL's defaults: on, and dropout off
 
 # %% ../nbs/10a_dpo.ipynb #2f5862a3
-def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int)->Path:
+def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str)->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash), atomically."
     final, tmp = Path(out) / f"checkpoint-{step}", Path(out) / f"checkpoint-{step}.tmp"
     if tmp.exists(): shutil.rmtree(tmp)
     model.save_pretrained(tmp)
     (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, method="dpo", config=asdict(cfg),
-                                                            config_hash=dpo_config_hash(cfg), pairs=n_pairs), indent=1))
+                                                            config_hash=chash, pairs=n_pairs), indent=1))
     if final.exists(): shutil.rmtree(final)
     tmp.rename(final)
     return final
@@ -191,19 +197,19 @@ def finished_run(cfg:DPOTrainConfig)->list|None:
 _READINGS = {"reward_chosen": "rewards/chosen", "reward_rejected": "rewards/rejected", "reward_margin": "rewards/margins",
              "reward_accuracy": "rewards/accuracies", "logp_chosen": "logps/chosen", "logp_rejected": "logps/rejected"}
 
-def dpo_row(cfg:DPOTrainConfig, step:int, logs:dict, p:np.ndarray, seconds:float, tokens:int, dtype:str)->dict:
+def dpo_row(cfg:DPOTrainConfig, step:int, logs:dict, p:np.ndarray, seconds:float, tokens:int, dtype:str, chash:str)->dict:
     "A `training_steps.jsonl` row of a DPO step, from TRL's log of it."
     return step_row(experiment_name=cfg.arm, arm=cfg.arm, step=step, method="dpo", loss=logs.get("loss"), grad_norm=logs.get("grad_norm"),
                     lr=logs.get("learning_rate"), pairs=cfg.batch_size, pairs_available=len(p), pairs_effective=round(effective_pairs(p), 2),
                     dpo_beta=cfg.beta, **{k: logs.get(v) for k, v in _READINGS.items()}, train_tokens=tokens,
-                    train_s=round(seconds, 3), total_s=round(seconds, 3), **memory_reading(), config_hash=dpo_config_hash(cfg),
+                    train_s=round(seconds, 3), total_s=round(seconds, 3), **memory_reading(), config_hash=chash,
                     code_version=code_version(), backend="hf", base_dtype=dtype, gradient_checkpointing=False)
 
 def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bool=True):
     "A TrainerCallback that appends each step's row, writes the checkpoints that are due, and shows one progress bar."
     from transformers import TrainerCallback
     from tqdm.auto import tqdm
-    out, due = Path(cfg.out), set(cfg.checkpoint_steps) | {cfg.steps}
+    out, due, chash = Path(cfg.out), set(cfg.checkpoint_steps) | {cfg.steps}, dpo_config_hash(cfg)
     class Record(TrainerCallback):
         t0, tokens, bar = None, 0, None
         def on_train_begin(self, args, state, control, **kw):
@@ -213,10 +219,10 @@ def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bo
         def on_log(self, args, state, control, logs=None, model=None, **kw):
             if not logs or "loss" not in logs: return            # the closing summary, not a step
             s, seen = state.global_step, int(logs.get("num_tokens", 0))
-            row = dpo_row(cfg, s, logs, p, time.perf_counter() - self.t0, seen - self.tokens, dtype)
+            row = dpo_row(cfg, s, logs, p, time.perf_counter() - self.t0, seen - self.tokens, dtype, chash)
             self.tokens = seen
             append_jsonl([row], out / TRAINING_STEPS); rows.append(row)
-            if s in due: save_dpo_checkpoint(out, s, model, cfg, len(p))
+            if s in due: save_dpo_checkpoint(out, s, model, cfg, len(p), chash)
             self.bar.update(1); self.bar.set_postfix(loss=f"{row['loss']:.3f}", margin=f"{row['reward_margin'] or 0:+.3f}")
     return Record()
 

@@ -280,7 +280,8 @@ def _density(zi, zj, bins:int):
     "Counts of points on a bins x bins grid over their range: one row per occupied cell, with its edges."
     import pandas as pd
     if len(zi) == 0: return pd.DataFrame(columns=["zi", "zi2", "zj", "zj2", "deals"])
-    ei, ej = np.linspace(zi.min(), zi.max(), bins + 1), np.linspace(zj.min(), zj.max(), bins + 1)
+    span = lambda z: (z.min(), z.max()) if z.max() > z.min() else (z.min() - 0.01, z.max() + 0.01)   # one value: a thin cell, not none
+    ei, ej = np.linspace(*span(zi), bins + 1), np.linspace(*span(zj), bins + 1)
     ci, cj = np.clip(np.searchsorted(ei, zi, "right") - 1, 0, bins - 1), np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1)
     n = pd.DataFrame(dict(ci=ci, cj=cj)).value_counts().reset_index(name="deals")
     return pd.DataFrame(dict(zi=ei[n.ci], zi2=ei[n.ci + 1], zj=ej[n.cj], zj2=ej[n.cj + 1], deals=n.deals))

@@ -30,7 +30,7 @@ __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 
            'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
            'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing', 'is_checkpointing',
            'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
-           'train', 'load_train_params', 'make_config', 'check_run_folder', 'train_cmd']
+           'train', 'load_train_params', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -641,8 +641,19 @@ def make_config(params:str|None=None, **overrides)->GRPOConfig:
     d = load_train_params(params) if params else {}
     d.update({k: v for k, v in overrides.items() if v is not None})
     cfg = GRPOConfig(**d)
-    if overrides.get("out") is None: cfg.out = str(Path(cfg.out) / cfg.arm)     # `<out>/lam0.5`: the pilot's convention
+    if overrides.get("out") is None and not holds_arm(cfg.out, cfg.arm):      # a run made before this rule resumes where it is
+        cfg.out = str(Path(cfg.out) / cfg.arm)                                 # `<out>/lam05`: the pilot's convention
     return cfg
+
+def run_arms(out)->set:
+    "The arms whose steps or checkpoints a folder holds (itself, not its subfolders)."
+    out = Path(out)
+    arms = {r.get("arm") for r in read_jsonl(out / TRAINING_STEPS)} if (out / TRAINING_STEPS).exists() else set()
+    return (arms | {read_json(p / "trainer_state.json").get("config", {}).get("arm") for _, p in checkpoints(out)}) - {None}
+
+def holds_arm(out, arm:str)->bool:
+    "Whether a folder holds a run of this arm."
+    return Path(out).is_dir() and arm in run_arms(out)
 
 def check_run_folder(cfg:GRPOConfig):
     "Refuse an output folder that holds other runs: arm folders of its own, or another arm's steps or checkpoints."
@@ -650,9 +661,7 @@ def check_run_folder(cfg:GRPOConfig):
     if not out.is_dir(): return
     nested = sorted(p.parent.name for p in out.glob(f"*/{TRAINING_STEPS}"))
     if nested: raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): give this run a folder of its own (--out {out / cfg.arm})")
-    arms = {r.get("arm") for r in read_jsonl(out / TRAINING_STEPS)} if (out / TRAINING_STEPS).exists() else set()
-    arms |= {read_json(p / "trainer_state.json").get("config", {}).get("arm") for _, p in checkpoints(out)}
-    other = sorted(a for a in arms - {cfg.arm} if a)
+    other = sorted(run_arms(out) - {cfg.arm})
     if other: raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
 
 

@@ -14,7 +14,7 @@ from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
 from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
 from .protocol import parse_action, new_episode, current_seats
-from .prompts import render_prompt, prompt
+from .prompts import prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
 from fastcore.basics import patch

@@ -28,8 +28,9 @@ __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FI
            'REQUIRED_FIELDS', 'app', 'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer',
            'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values',
            'action_value', 'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line', 'annotate',
-           'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'dpo_pairs', 'load_pairs',
-           'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd', 'package_cmd', 'dpo_cmd']
+           'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'dpo_pairs', 'pairs_path',
+           'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd', 'package_cmd',
+           'dpo_cmd']
 
 # %% ../nbs/10_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -429,12 +430,16 @@ REQUIRED_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_
                    "table_optimum", "protocol_version", "turn_token_budget", "view_ref") + STATE_FIELDS
 _KEY = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type")
 
-def load_pairs(d, annotations_dirname:str="pairs")->list:
-    "The rows of an annotation folder (`DIR/pairs.jsonl`, or `DIR/<annotations_dirname>/pairs.jsonl`, or the file)."
+def pairs_path(d, annotations_dirname:str="pairs")->Path:
+    "The pairs table of an annotation folder (`DIR/pairs.jsonl`, or `DIR/<annotations_dirname>/pairs.jsonl`, or the file)."
     d = Path(d)
     for f in (d, d / "pairs.jsonl", d / annotations_dirname / "pairs.jsonl"):
-        if f.is_file(): return read_jsonl(f)
+        if f.is_file(): return f
     raise FileNotFoundError(f"{d}: no pairs.jsonl (annotate the cell with `fairneg pairs annotate`)")
+
+def load_pairs(d, annotations_dirname:str="pairs")->list:
+    "The rows of an annotation folder's pairs table (`pairs_path`)."
+    return read_jsonl(pairs_path(d, annotations_dirname))
 
 def check_rows(rows:list, source:str="rows"):
     "Refuse rows that miss a required field or repeat a key."

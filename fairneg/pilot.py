@@ -8,7 +8,7 @@ Docs: https://fairneg.github.io/fairneg/pilot.html.md"""
 from __future__ import annotations
 import shutil, time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 from .bank import read_yaml, generate_bank, make_eval_bank, MANIFEST, load_bank
 from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
@@ -25,8 +25,8 @@ from .store import write_jsonl, write_json
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
            'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'ladder_rungs', 'dpo_arms',
-           'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'stage_gate', 'stage_report', 'run_pilot',
-           'pilot']
+           'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
+           'run_pilot', 'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -192,6 +192,7 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
         cfg = DPOTrainConfig(**{**section, "pairs": str(pairs), "type": t, "model": model, "out": str(run / "dpo" / arm)})
         marker = Path(cfg.out) / "outcome.json"
         def go(cfg=cfg, marker=marker):
+            shutil.rmtree(cfg.out, ignore_errors=True)        # no outcome yet: an interrupted (or forced) arm starts over
             try:
                 train_dpo(cfg, progress)
                 write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(Path(cfg.out) / f"checkpoint-{cfg.steps}")))
@@ -230,11 +231,20 @@ def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     run_stage("analyze", out, go, force, only)
     return out
 
-def stage_gate(params:dict, run:Path, force:bool, only)->Path:
-    "The preregistered gate, evaluated by the code."
+def gated(result:dict, checkpoints:Iterable[str])->dict:
+    "The eval results of these checkpoints only: what the preregistered gate judges (the GRPO arms' last checkpoints)."
+    keep = set(checkpoints)
+    return {**result, "cells": {n: c for n, c in result["cells"].items() if c["checkpoint"] in keep}}
+
+def stage_gate(params:dict, run:Path, force:bool, only,
+               checkpoints:Iterable[str]|None=None, # the checkpoints the gate judges (default: every one evaluated)
+               )->Path:
+    "The preregistered gate, evaluated by the code on the GRPO arms' last checkpoints (not the ladder's rungs nor the DPO arms)."
     out = run / "gate.json"
     def go():
-        g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")), read_json(run / "eval.json", ParamsError))
+        res = read_json(run / "eval.json", ParamsError)
+        g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")),
+                          gated(res, checkpoints) if checkpoints is not None else res)
         log(gate_text(g)); write_json(out, g)
     run_stage("gate", out, go, force, only)
     return out
@@ -270,10 +280,11 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     model = stage_model(params, run, force, only)
     res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress)
     ckpts = stage_train(params, run, train_bank, force, only, progress)
+    finals = list(ckpts)
     ckpts.update(stage_dpo(params, run, stage_pairs(params, run, train_bank, model, force, only, progress), model, force, only, progress))
     res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress, ladder_rungs(params, run, train_bank))
     res["analysis"] = stage_analyze(params, run, force, only)
-    res["gate"] = stage_gate(params, run, force, only)
+    res["gate"] = stage_gate(params, run, force, only, finals)
     res["report"] = stage_report(params, run, force, only)
     log(f"pilot: {time.time() - t0:.0f} s; report: {res['report']}")
     return res

@@ -552,7 +552,7 @@ def _fmt(e:dict)->str:
 def _cell_text(r)->str:
     "One contrast as `Δ [lo, hi] verdict`, or `VOID (Δ ...)` where the viability screen applies."
     if r.verdict == "VOID": return f"VOID (Δ {r.delta:+.3f})" if r.delta is not None and r.delta == r.delta else "VOID"
-    if r.verdict == "undefined": return "undefined (too few deals to resample)"
+    if r.verdict == "undefined": return f"undefined ({getattr(r, 'undefined_reason', None) or 'no value to resample'})"
     return f"{_fmt(r._asdict())} {r.verdict}"
 
 def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRONTIER_ENDPOINTS)->object:
@@ -745,14 +745,15 @@ def divide_demands(run:Run, condition:str="divide_dollar")->object:
                 if a.get("atype") != "demand" or not a.get("deal") or g is None or key in seen: continue
                 seen.add(key)
                 (issue, opt), = label_options(a["deal"])
-                recs.append(dict(policy=label, side=side, episode_seed=t["episode_seed"], seat=t["seat"],
+                recs.append(dict(policy=label, side=side, instance_id=t["instance_id"], episode_seed=t["episode_seed"], seat=t["seat"],
                                  demand=float(g.scores[t["seat"]][issue][opt]), fitted=fit.get((t["instance_id"], t["episode_seed"]))))
-    return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "episode_seed", "seat", "demand", "fitted"]))
+    return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "seat", "demand", "fitted"]))
 
 def divide_table(demands)->object:
     "Per policy: episodes, the mean demand, how often the demands fitted, and the mean total claimed per episode."
     import pandas as pd
-    ep = demands.groupby(["policy", "episode_seed"], sort=False).agg(total=("demand", "sum"), fitted=("fitted", "first")).reset_index()
+    ep = (demands.assign(fitted=demands.fitted.astype(float)).groupby(["policy", "instance_id", "episode_seed"], sort=False)
+          .agg(total=("demand", "sum"), fitted=("fitted", "first")).reset_index())
     g, d = ep.groupby("policy", sort=False), demands.groupby("policy", sort=False)
     return pd.DataFrame({"episodes": g.size(), "mean demand": d.demand.mean(), "fitted": g.fitted.mean(),
                          "mean total claimed": g.total.mean()}).reset_index()
@@ -1066,7 +1067,7 @@ def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
         s = f"{ck} on {condition}: " + ("; ".join(moved) + " moved" if moved else "no key endpoint moved")
         if still and moved: s += f"; {', '.join(still)} did not"
         if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
-        if undefined: s += f"; {', '.join(undefined)} undefined (too few deals to resample)"
+        if undefined: s += f"; {', '.join(undefined)} undefined ({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
         if "deal" in rows and rows["deal"].verdict == "unfavourable": s += "; a closure collapse (fewer deals, the interval below zero)"
         out.append(s + ".")
     out += [f"{a} did not move any key endpoint at any checkpoint." for a in arms if a not in moved_arms]
@@ -1081,7 +1082,7 @@ def _dpo_sentences(run:Run)->list[str]:
         if not o.get("trained"): out.append(f"{o['arm']} was not trained: {o.get('reason', 'no reason recorded')}."); continue
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else None
         out.append(f"{o['arm']} trained" + (f" {int(r['step'])} steps on {int(r['pairs_available'])} pairs "
-                                           f"({r['pairs_effective']:.1f} effective under the regret weights)" if r is not None else "") + ".")
+                                           f"({r['pairs_effective']:.1f} effective under its draw weights)" if r is not None else "") + ".")
     return out
 
 def _gate_sentences(run:Run)->list[str]:
