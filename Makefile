@@ -15,7 +15,7 @@ XGRAMMAR ?= xgrammar==0.2.9
 # torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: pilot test test-nbs test-py bench clean-venv export lint
+.PHONY: pilot test test-nbs test-py bench clean-venv export lint lab
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; set PY=/path/to/python3.11"; exit 1; }
@@ -40,6 +40,11 @@ pilot: $(STAMP)
 test: $(STAMP)
 	$(BIN)/nbdev-test --n-workers 2
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
+
+# JupyterLab on the chapters (nbs/), with this venv's kernel: `make lab`, `make LAB_ARGS="--no-browser --port 8890" lab`.
+LAB_ARGS ?=
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The layers contract of pyproject.toml ([tool.importlinter]): every module imports only from the layers below it.
 lint: $(STAMP)
