@@ -24,8 +24,8 @@ from .store import write_jsonl, write_json
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
-           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'stage_train', 'ladder_rungs', 'dpo_arms',
-           'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
+           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'arm_configs', 'stage_train', 'ladder_rungs',
+           'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
            'run_pilot', 'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
@@ -137,11 +137,15 @@ def arms(params:dict)->list:
     "The λ of each arm and its name (`lam0`, `lam1`, ...)."
     return [(float(l), GRPOConfig(lam=float(l)).arm) for l in get(params, "pilot.lams", [0.0, 1.0])]
 
+def arm_configs(params:dict, run:Path, train_bank:Path)->list:
+    "Each GRPO arm's config: the file's `train:` section with its λ, the training bank and `RUN/train/<arm>`."
+    return [make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm)) for lam, arm in arms(params)]
+
 def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool)->dict:
     "One GRPO arm per λ (each resumes from its newest checkpoint by itself)."
     ckpts = {}
-    for lam, arm in arms(params):
-        cfg = make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm))
+    for cfg in arm_configs(params, run, train_bank):
+        arm = cfg.arm
         done = Path(cfg.out) / f"checkpoint-{cfg.steps}" / "trainer_state.json"
         run_stage(f"train-{arm}", done, lambda cfg=cfg: train(cfg, resume=True, progress=progress), force, only)
         ckpts[f"{arm}_step{cfg.steps}"] = str(Path(cfg.out) / f"checkpoint-{cfg.steps}")
@@ -150,9 +154,8 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
 def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
     "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
     out = {}
-    for lam, arm in arms(params):
-        cfg = make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm))
-        out.update({f"{arm}_step{s}": str(Path(cfg.out) / f"checkpoint-{s}") for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
+    for cfg in arm_configs(params, run, train_bank):
+        out.update({f"{cfg.arm}_step{s}": str(Path(cfg.out) / f"checkpoint-{s}") for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
     return out
 
 # %% ../nbs/12_pilot.ipynb #a6c7f6ee

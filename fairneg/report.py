@@ -34,10 +34,11 @@ __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTI
            'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
            'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
            'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
-           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'dpo_table', 'dpo_section',
-           'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section',
-           'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'what_happened',
-           'what_happened_section', 'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
+           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
+           'geometry_section', 'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section',
+           'banks_section', 'what_happened', 'what_happened_section', 'venv_kernel', 'check_self_contained',
+           'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -907,10 +908,15 @@ def share_section(run:Run, conditions:Iterable[str]|None=("primary",))->list:
                                   "Deal rate (left) beside max_share of closed deals (right): grey = untrained, blue = trained.")])
 
 # %% ../nbs/11_report.ipynb #1b18d055
+def last_dpo_steps(run:Run)->object:
+    "Each DPO arm's last step row, indexed by arm (None when the run has no DPO telemetry)."
+    if not run.has("dpo_steps"): return None
+    return run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm")
+
 def dpo_table(run:Run)->object:
     "One row per DPO arm: trained or why not, the pairs it drew from (available, effective) and its last step."
     import pandas as pd
-    last = run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm") if run.has("dpo_steps") else None
+    last = last_dpo_steps(run)
     recs = []
     for o in run.dpo:
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else {}
@@ -1076,8 +1082,7 @@ def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
 # %% ../nbs/11_report.ipynb #46480f3c
 def _dpo_sentences(run:Run)->list[str]:
     "Per DPO arm: trained on how many effective pairs, or why not."
-    last = run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm") if run.has("dpo_steps") else None
-    out = []
+    last, out = last_dpo_steps(run), []
     for o in run.dpo:
         if not o.get("trained"): out.append(f"{o['arm']} was not trained: {o.get('reason', 'no reason recorded')}."); continue
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else None
