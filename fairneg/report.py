@@ -15,6 +15,7 @@ import numpy as np
 import typer
 from . import __version__
 from .commands import user_error
+from .charts import spec_svg
 from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
 from .commands import key_values
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
@@ -278,10 +279,6 @@ def check_mode(mode:str)->str:
     if mode not in MODES: raise ReportError(f"unknown mode `{mode}` (known: {', '.join(MODES)})")
     return mode
 
-def _vl_version()->str|None:
-    import altair as alt, vl_convert as vlc
-    v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    return v if v in vlc.get_vegalite_versions() else None
 
 # %% ../nbs/11_report.ipynb #e6566f85
 def chart_spec(chart)->dict:
@@ -289,19 +286,9 @@ def chart_spec(chart)->dict:
     import altair as alt
     with alt.data_transformers.disable_max_rows(): return chart.to_dict()
 
-_GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
-_LONG_FLOAT = re.compile(r"(-?\d+\.\d{2})\d+")
-
-def _round_geometry(svg:str)->str:
-    "Cut coordinates in geometry attributes to 2 decimals (a sub-pixel change that saves a third of a scatter plot's bytes)."
-    return _GEOM_ATTR.sub(lambda m: m[1] + '="' + _LONG_FLOAT.sub(r"\1", m[2]) + '"', svg)
-
 def chart_svg(chart)->str:
-    "The chart rendered to SVG by vl-convert, offline (no ARIA labels per mark, coordinates cut to 2 decimals: smaller pages)."
-    import vl_convert as vlc
-    spec = chart_spec(chart)
-    spec["config"] = {**spec.get("config", {}), "aria": False}
-    return _round_geometry(vlc.vegalite_to_svg(spec, vl_version=_vl_version()))
+    "The chart rendered to SVG offline, as every chapter's charts are (`fairneg.charts.spec_svg`)."
+    return spec_svg(chart_spec(chart))
 
 def _script_json(obj)->str: return json.dumps(obj).replace("</", "<\\/")   # safe inside <script>
 
