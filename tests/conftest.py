@@ -1,0 +1,54 @@
+"""Shared by the tests that start JupyterLab (tests/test_lab.py, tests/test_browser.py): a JupyterLab server on a free
+localhost port, started as `make lab` starts it, with its own runtime, data, config and settings folders."""
+import contextlib, json, os, socket, subprocess, sys, time, urllib.request
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def free_port()->int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+def get_json(url:str, method:str="GET", body:dict|None=None):
+    req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        raw = r.read()
+        return json.loads(raw) if raw else None
+
+def need_lab():
+    "Skip (fail under CI) where this venv has no JupyterLab."
+    if not (Path(sys.executable).parent / "jupyter-lab").exists():
+        if os.environ.get("CI"): pytest.fail("JupyterLab is not installed in this venv (the dev extra has it)")
+        pytest.skip("JupyterLab is not installed in this venv")
+
+@contextlib.contextmanager
+def lab_server(tmp_path:Path, *args:str, settings:dict|None=None):
+    "JupyterLab on nbs/, headless on a free port: yields (base url, token query). `settings`: {plugin id: its settings}."
+    need_lab()
+    port, token = free_port(), "fairneg-test"
+    sdir = tmp_path / "lab-settings"
+    for plugin, s in (settings or {}).items():
+        pkg, name = plugin.split(":")
+        f = sdir / pkg / f"{name}.jupyterlab-settings"; f.parent.mkdir(parents=True, exist_ok=True); f.write_text(json.dumps(s))
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
+               JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"), JUPYTERLAB_SETTINGS_DIR=str(sdir),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"))
+    p = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "lab", "--notebook-dir=nbs", "--no-browser",
+                          "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
+                          "--ServerApp.port_retries=0", *(["--allow-root"] if os.geteuid() == 0 else []), *args],
+                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base, q = f"http://127.0.0.1:{port}", f"?token={token}"
+    try:
+        for _ in range(120):
+            try: get_json(f"{base}/api/status{q}"); break
+            except OSError:
+                if p.poll() is not None: pytest.fail("JupyterLab exited: " + p.stdout.read()[-2000:])
+                time.sleep(0.5)
+        else: pytest.fail("JupyterLab did not answer within 60 s")
+        yield base, q
+    finally:
+        p.terminate()
+        try: p.wait(timeout=20)
+        except subprocess.TimeoutExpired: p.kill()
