@@ -13,8 +13,8 @@ from .game import Game, accepts, deal_label, validate_game, _grid_sums
 
 # %% auto #0
 __all__ = ['SOLUTIONS', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z', 'pareto_mask', 'Geometry', 'solve',
-           'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel', 'geometry_summary', 'plot_deals',
-           'struck_points']
+           'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel', 'geometry_summary', 'deal_sets',
+           'plot_deals', 'struck_points']
 
 # %% ../nbs/01_geometry.ipynb #b6a7b918
 def enumerate_deals(g:Game)->np.ndarray:
@@ -270,10 +270,13 @@ def geometry_summary(geo:Geometry)->dict:
                 nnw_spread=geo.nnw_spread, nnw_std=geo.nnw_std, sheet_fp=geo.sheet_fp, solution_fp=geo.solution_fp)
 
 # %% ../nbs/01_geometry.ipynb #47d56895
+def deal_sets(geo:Geometry)->np.ndarray:
+    "Each deal's set, as the deal maps colour it: `IR`, else `passable`, else `other`."
+    return np.where(geo.ir, "IR", np.where(geo.passable, "passable", "other"))
+
 def _deal_frame(geo:Geometry, i:int, j:int):
     import pandas as pd
-    kind = np.where(geo.ir, "IR", np.where(geo.passable, "passable", "other"))
-    return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=kind,
+    return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=deal_sets(geo),
                              pareto=geo.pareto_ir, nnw=np.round(geo.nnw, 4)))
 
 def _density(zi, zj, bins:int):
