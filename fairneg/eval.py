@@ -6,7 +6,7 @@ Docs: https://fairneg.github.io/fairneg/eval.html.md"""
 
 # %% ../nbs/09_eval.ipynb #67d8035a
 from __future__ import annotations
-import contextlib, gc, glob, hashlib, inspect, json, math, os, re, shutil, socket, sys, warnings
+import contextlib, gc, glob, hashlib, inspect, json, math, os, re, shutil, socket, subprocess, sys, time, warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -25,11 +25,12 @@ from .stats import cluster_sums, percentile_interval, resample_counts, verdict
 from .store import EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
 
 # %% auto #0
-__all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS',
-           'UNDEFINED_MAX_FRAC', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError',
+__all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS',
+           'SPEC_FIELDS', 'UNDEFINED_MAX_FRAC', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError',
            'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
            'condition_seats', 'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key',
-           'run_eval_cell', 'executor_params', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values',
+           'run_eval_cell', 'executor_params', 'cell_done', 'read_squeue', 'slurm_states', 'launched', 'queued_cells',
+           'job_error', 'wait_jobs', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values',
            'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable',
            'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_many_undefined',
            'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study',
@@ -323,6 +324,82 @@ def executor_params(cells:list[Cell], timeout_min:int=240, gpus:int|None=None, c
     for k, v in (slurm or {}).items(): p[k if k.startswith("slurm_") else f"slurm_{k}"] = v
     return p
 
+def cell_done(cell:Cell)->bool:
+    "Are both sides of the cell complete (exactly its episodes)? A side holding other episodes is an `EvalError`."
+    games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
+    expected = {(g.name, s) for g in games for s in cell.seeds}
+    return all([_side_done(Path(cell.out) / side, expected) for side in ("trained", "base")])
+
+# %% ../nbs/09_eval.ipynb #15597823
+SLURM_ALIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "REQUEUED", "REQUEUE_HOLD",
+               "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")   # squeue states of a job not ended
+
+def read_squeue(text:str)->dict:
+    "`{job_id: state}` from the lines of `squeue -h -o '%i %T'`."
+    return dict(l.split()[:2] for l in text.splitlines() if len(l.split()) >= 2)
+
+def slurm_states(job_ids:Iterable, # Slurm job ids
+                 squeue:str="squeue", # the command
+                 )->dict|None:
+    "The state of each job slurmctld still knows (an ended job drops out after MinJobAge); None when squeue cannot answer."
+    ids = sorted({str(j) for j in job_ids})
+    if not ids: return {}
+    try: p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired): return None
+    if p.returncode: return {} if "Invalid job id" in p.stderr else None   # one id, forgotten already
+    return read_squeue(p.stdout)
+
+def launched(root)->dict:
+    "The last `launch.jsonl` row of each cell submitted under `root` (a launch's --out-dir)."
+    p = Path(root) / "launch.jsonl"
+    return {r["cell"]: r for r in read_jsonl(p)} if p.is_file() else {}
+
+def queued_cells(root, # a launch's --out-dir
+                 states:Callable=slurm_states, # job ids -> {job id: state}
+                 )->dict:
+    "Cells whose last Slurm job (in `root/launch.jsonl`) is still queued or running: `{cell: (row, state)}`."
+    last = {c: r for c, r in launched(root).items() if r.get("executor") == "slurm"}
+    now = (states([r["job_id"] for r in last.values()]) if last else None) or {}
+    return {c: (r, now[r["job_id"]]) for c, r in last.items() if now.get(r["job_id"]) in SLURM_ALIVE}
+
+# %% ../nbs/09_eval.ipynb #c494a813
+def job_error(e:BaseException)->str:
+    "The line of a submitit job error that says what went wrong: the traceback's last line, else the message's start."
+    parts = re.split(r"\n-{10,}\n", str(e).strip())
+    if len(parts) >= 3:                             # FailedJobError: message, ----, traceback, ----, where the logs are
+        lines = [l.strip() for l in parts[1].splitlines() if l.strip()]
+        if lines: return lines[-1]
+    return " ".join(l.strip() for l in parts[0].splitlines() if l.strip()) or type(e).__name__
+
+def wait_jobs(jobs:list, # (cell name, submitit job) pairs
+              echo:Callable=print, # where the outcome lines go
+              states:Callable|None=None, # job ids -> {job id: state} (`slurm_states`): notices jobs that ended without a result
+              grace:float=15, # seconds a job that left the queue has to show its result file
+              poll:float=1.0, # seconds between checks
+              )->tuple[dict, dict]:
+    "Wait for every job: `({cell: summary}, {cell: failure line})`, each echoed as it comes, a failure with its log."
+    pending, results, failed, gone = dict(jobs), {}, {}, {}
+    def fail(name, j, why):
+        failed[name] = f"[{name}] job {j.job_id} failed: {why} (logs: {j.paths.stderr})"
+        echo(failed[name])
+    while pending:
+        now = states([j.job_id for j in pending.values()]) if states else None
+        for name, j in list(pending.items()):
+            if j.done():
+                del pending[name]
+                try: results[name] = j.result()
+                except Exception as e: fail(name, j, job_error(e))
+                else: echo(f"[{name}] {results[name]}")
+            elif now is not None and now.get(str(j.job_id)) not in SLURM_ALIVE:
+                if time.monotonic() - gone.setdefault(name, time.monotonic()) >= grace:
+                    del pending[name]
+                    fail(name, j, f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
+                                  f"out of time or killed)")
+            else: gone.pop(name, None)
+        if pending: time.sleep(poll)
+    return results, failed
+
+# %% ../nbs/09_eval.ipynb #6f1b946c
 def launch(cells:list[Cell], # the cells (see `plan_cells`)
            submit:bool=False, # one submitit job per cell instead of running here
            cluster:str|None=None, # submitit cluster: None (auto: slurm if available), `slurm`, `local`, `debug`
@@ -330,8 +407,9 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
            params:dict|None=None, # executor parameters (see `executor_params`)
            wait:bool|None=None, # wait for the jobs (default: for local and debug executors)
            echo:Callable=print, # where progress lines go
+           grace:float=15, # seconds a Slurm job that left the queue has to show its result (see `wait_jobs`)
            )->list[dict]:
-    "Run every cell here, or submit one job per cell through submitit; return one summary per cell."
+    "Run every cell here, or submit one job per cell not complete yet through submitit; return one summary per cell."
     if not submit:
         out = []
         for c in cells:
@@ -343,22 +421,36 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
     root = Path(cells[0].out).parent
     ex = submitit.AutoExecutor(folder=str(folder or root / "submitit"), cluster=cluster)
     params = params or executor_params(cells)
-    jobs = []
+    slurm = ex.cluster == "slurm"
+    queued = queued_cells(root) if slurm else {}
+    done, jobs = {}, []
     for c in cells:
+        if cell_done(c):
+            echo(f"[{c.name}] complete already ({c.out}): not submitted")
+            done[c.name] = dict(cell=c.name, status="complete already"); continue
+        if c.name in queued:                        # its last job has not ended: never two jobs on one cell
+            row, state = queued[c.name]
+            j = submitit.SlurmJob(folder=row.get("folder") or ex.folder, job_id=row["job_id"]); jobs.append((c.name, j))
+            echo(f"[{c.name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})"); continue
         ex.update_parameters(name=f"fairneg_eval_{c.name}", **params)
-        j = ex.submit(run_eval_cell, c); jobs.append(j)
-        append_jsonl([dict(cell=c.name, job_id=str(j.job_id), executor=ex.cluster, out=c.out,
-                           submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))], root / "launch.jsonl")
-        echo(f"[{c.name}] submitted job {j.job_id} ({ex.cluster})")
+        try: j = ex.submit(run_eval_cell, c)
+        except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:   # sbatch refused it: its words
+            why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
+            raise EvalError(f"[{c.name}] could not be submitted ({ex.cluster}): {why}" + (
+                f" ({len(jobs)} cell job(s) before it are in {root / 'launch.jsonl'})" if jobs else "")) from None
+        jobs.append((c.name, j))
+        append_jsonl([dict(cell=c.name, job_id=str(j.job_id), executor=ex.cluster, out=c.out, folder=str(ex.folder),
+                           log=str(j.paths.stderr), submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
+                     root / "launch.jsonl")
+        echo(f"[{c.name}] submitted job {j.job_id} ({ex.cluster}; logs: {j.paths.stderr})")
     if ex.cluster == "debug": wait = True          # the debug executor runs a job only when its result is asked for
     elif wait is None: wait = ex.cluster == "local"
-    if not wait: return [dict(cell=c.name, job_id=str(j.job_id)) for c, j in zip(cells, jobs)]
-    out = []
-    for c, j in zip(cells, jobs):
-        try: res = j.result()
-        except Exception as e: raise EvalError(f"[{c.name}] job {j.job_id} failed: {str(e).strip().splitlines()[-1]} (logs: {j.paths.stderr})") from None
-        echo(f"[{c.name}] {res}"); out.append(res)
-    return out
+    if not wait: res = {n: dict(cell=n, job_id=str(j.job_id)) for n, j in jobs}
+    else:
+        res, failed = wait_jobs(jobs, echo, slurm_states if slurm else None, grace)
+        if failed: raise EvalError(f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; each log is named above): "
+                                   f"run the same launch again to run only the cells still missing")
+    return [{**done, **res}[c.name] for c in cells]
 
 # %% ../nbs/09_eval.ipynb #81dd22b9
 EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
@@ -944,19 +1036,29 @@ def load_episodes(pattern)->list[dict]:
     return [r for f in resolve_runs(pattern) for r in episode_rows(f)]
 
 # %% ../nbs/09_eval.ipynb #5b233a5f
+def _job_note(row:dict|None)->str:
+    "`; job N, logs: PATH` of a cell's last launch.jsonl row, or nothing."
+    if not row: return ""
+    return f"; job {row.get('job_id')}" + (f", logs: {row['log']}" if row.get("log") else "")
+
 def discover_cells(run_dir)->dict:
-    "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows."
-    found = sorted(Path(run_dir).glob("*/cell.json"))
-    if not found: raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")
-    cells = {}
+    "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming every cell not complete."
+    found, jobs = sorted(Path(run_dir).glob("*/cell.json")), launched(run_dir)
+    if not found and not jobs: raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")
+    cells, missing = {}, {}
     for p in found:
         cj = read_json(p, EvalError)
         if not isinstance(cj, dict) or "cell" not in cj: raise EvalError(f"{p}: not a cell.json of `fairneg eval launch` (no `cell`)")
         name = cj["cell"]
-        for side in ("trained", "base"):
-            if not (p.parent / side / EPISODES).is_file():
-                raise EvalError(f"cell {name}: {p.parent / side} has no episodes.jsonl yet (job still running, or failed: see the launch logs)")
-        cells[name] = {s: episode_rows(p.parent / s / EPISODES) for s in ("trained", "base")}   # paths, not globs
+        lack = [s for s in ("trained", "base") if not (p.parent / s / EPISODES).is_file()]
+        if lack: missing[name] = f"no {' and no '.join(f'{s}/{EPISODES}' for s in lack)}"
+        else: cells[name] = {s: episode_rows(p.parent / s / EPISODES) for s in ("trained", "base")}   # paths, not globs
+    for name in jobs:                                   # submitted, but its job never started (or died before writing)
+        if name not in cells and name not in missing: missing[name] = "no cell.json: its job has not started, or ended before"
+    if missing:
+        raise EvalError(f"{run_dir}: {len(missing)} cell(s) not complete: " + "; ".join(
+            f"{n} ({why}{_job_note(jobs.get(n))})" for n, why in sorted(missing.items())) +
+            ". Their jobs are still running, or failed (see the logs): run the same launch again to complete only these")
     return cells
 
 def glob_cells(baseline:str, trained:Iterable[str])->dict:

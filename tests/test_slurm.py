@@ -1,0 +1,155 @@
+"""`fairneg eval launch --submit --cluster slurm` on a real Slurm: the single-node cluster of `tools/slurm.sh start`
+(or the one SLURM_CONF names). Cell jobs played through Slurm give the eval.json of the same launch run here; a cell
+job that raises is reported by `launch` with its log and named by `analyze`; a cancelled job is reported, and a
+relaunch completes only the missing cell, leaving the finished one untouched.
+
+Where no cluster answers these tests skip; under CI=true (.ci/run starts the cluster) they fail instead."""
+import json, os, shutil, subprocess, time
+from pathlib import Path
+import pytest
+from typer.testing import CliRunner
+from fairneg.bank import write_bank
+from fairneg.cli import app
+from fairneg.eval import SLURM_ALIVE, slurm_states, wait_jobs
+from fairneg.game import generate_game
+from fairneg.store import read_jsonl
+
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+try: import submitit
+except ImportError:
+    if IN_CI: raise
+    pytest.skip("needs submitit (the llm extra)", allow_module_level=True)
+TOOLS_CONF = Path(os.environ.get("FAIRNEG_SLURM_DIR", "/tmp/fairneg-slurm")) / "slurm.conf"   # written by tools/slurm.sh
+pytestmark = pytest.mark.xdist_group("slurm")   # one worker: the tests share a small cluster
+runner = CliRunner()
+
+AGENTS = ["--checkpoint", "fair=agent:fairness_oracle", "--base", "agent:oracle_omniscient", "--episodes", "2"]
+SUBMIT = ["--submit", "--cluster", "slurm", "--cpus", "1", "--timeout-min", "10"]   # one CPU: fits any node
+
+def cli(*args):
+    return runner.invoke(app, ["eval", *map(str, args)])
+
+def _slurm_conf() -> str | None:
+    "The slurm.conf the client commands read: SLURM_CONF when set, else tools/slurm.sh's when it is running."
+    return os.environ.get("SLURM_CONF") or (str(TOOLS_CONF) if TOOLS_CONF.is_file() else None)
+
+def _unreachable(conf) -> str | None:
+    "Why no cluster can take jobs (None when one can)."
+    if not shutil.which("sbatch"): return "no sbatch on PATH"
+    env = dict(os.environ, **({"SLURM_CONF": conf} if conf else {}))
+    try: p = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e: return f"sinfo: {e}"
+    if p.returncode: return f"sinfo: {(p.stderr.strip().splitlines() or [p.returncode])[-1]}"
+    if not {s.strip("*~#") for s in p.stdout.split()} & {"idle", "mixed", "allocated"}: return f"no node up (sinfo: {p.stdout.strip()})"
+    return None
+
+@pytest.fixture(scope="module")
+def slurm():
+    "A reachable cluster, its SLURM_CONF in the environment the jobs inherit; skip (fail under CI=true) without one."
+    conf = _slurm_conf()
+    why = _unreachable(conf)
+    if why:
+        msg = f"no Slurm cluster: {why} (start one with `tools/slurm.sh start`)"
+        pytest.fail(f"CI=true: {msg}") if IN_CI else pytest.skip(msg)
+    with pytest.MonkeyPatch.context() as mp:
+        if conf: mp.setenv("SLURM_CONF", conf)
+        yield conf
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bank")
+    write_bank([generate_game(s) for s in (41000, 41001, 41002)], d)
+    return d
+
+def _sbatch(*args) -> str:
+    return subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+
+def _ended(ids, timeout:float=60) -> dict:
+    "Slurm's states of the jobs once none is still running (a job writes its result a moment before it ends)."
+    t = time.monotonic()
+    while True:
+        states = slurm_states(ids) or {}
+        if not set(states.values()) & set(SLURM_ALIVE) or time.monotonic() - t > timeout: return states
+        time.sleep(0.5)
+
+def _eval_json(path) -> dict:
+    return {k: v for k, v in json.loads(Path(path).read_text()).items() if k != "analyzed_at"}
+
+def test_slurm_launch_matches_local(tmp_path, bank, slurm):
+    "Two cells played as Slurm jobs give the eval.json the same launch gives run here."
+    cells = ["--cells", "ultimatum", "primary", "--bank", bank]
+    t0 = time.monotonic()
+    r = cli("launch", *AGENTS, *cells, "--out-dir", tmp_path / "slurm", *SUBMIT, "--wait")
+    assert r.exit_code == 0, r.output
+    jobs = read_jsonl(tmp_path / "slurm" / "launch.jsonl")
+    assert [(j["cell"], j["executor"]) for j in jobs] == [("fair_ultimatum", "slurm"), ("fair_primary", "slurm")]
+    for j in jobs:
+        assert f"[{j['cell']}] submitted job {j['job_id']} (slurm; logs: {j['log']})" in r.output
+        assert (tmp_path / "slurm" / "submitit" / f"{j['job_id']}_0_result.pkl").is_file()
+    assert set(_ended([j["job_id"] for j in jobs]).values()) <= {"COMPLETED"}   # Slurm ran them (or has forgotten them)
+    print(f"slurm launch: {time.monotonic() - t0:.1f} s")
+    r = cli("launch", *AGENTS, *cells, "--out-dir", tmp_path / "local")
+    assert r.exit_code == 0, r.output
+    for k in ("slurm", "local"):
+        r = cli("analyze", "--run-dir", tmp_path / k, "--out", tmp_path / f"{k}.json", "--b", 200)
+        assert r.exit_code == 0, r.output
+    s, here = _eval_json(tmp_path / "slurm.json"), _eval_json(tmp_path / "local.json")
+    assert sorted(s["cells"]) == ["fair_primary", "fair_ultimatum"] and s["cells"]["fair_primary"]["n_episodes"] == 6
+    assert s == here
+
+def test_failed_job_reported_with_its_log(tmp_path, slurm):
+    """A job sbatch refuses is one line, not a traceback. A cell job that raises: launch names it with its log and exits 2,
+    the other cell completes, analyze names the missing cell."""
+    out = tmp_path / "eval"
+    r = cli("launch", *AGENTS, "--cells", "ultimatum", "--out-dir", tmp_path / "big", *SUBMIT, "--cpus", 100_000)
+    assert r.exit_code == 2 and "error: [fair_ultimatum] could not be submitted (slurm): sbatch: error: Batch job submission failed" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "big" / "launch.jsonl").exists()
+    r = cli("launch", "--checkpoint", "good=agent:fairness_oracle", "bad=py:fairneg_no_such_module:make", "--base",
+            "agent:oracle_omniscient", "--cells", "ultimatum", "--episodes", 2, "--out-dir", out, *SUBMIT, "--wait")
+    assert r.exit_code == 2, r.output
+    rows = {j["cell"]: j for j in read_jsonl(out / "launch.jsonl")}
+    bad, log = rows["bad_ultimatum"], rows["bad_ultimatum"]["log"]
+    assert (f"[bad_ultimatum] job {bad['job_id']} failed: fairneg.policies.PolicyError: `py:fairneg_no_such_module:make`: "
+            f"cannot import the factory (No module named 'fairneg_no_such_module') (logs: {log})") in r.output, r.output
+    assert "fairneg_no_such_module" in Path(log).read_text()                # the log it names holds the traceback
+    assert "1 of 2 cell jobs failed (bad_ultimatum; each log is named above)" in r.output
+    assert "[good_ultimatum] {'cell': 'good_ultimatum'" in r.output
+    r = cli("analyze", "--run-dir", out, "--out", tmp_path / "e.json", "--b", 100)
+    assert r.exit_code == 2 and "1 cell(s) not complete: bad_ultimatum (no trained/episodes.jsonl" in r.output, r.output
+    assert f"job {bad['job_id']}, logs: {log}" in r.output and not (tmp_path / "e.json").exists()
+
+def test_cancelled_job_relaunch_completes_only_the_missing_cell(tmp_path, slurm):
+    "A job cancelled in the queue is reported as such; the relaunch submits only its cell and leaves the finished one alone."
+    out = tmp_path / "eval"
+    launch = ["launch", *AGENTS, "--cells", "ultimatum", "divide_dollar", "--out-dir", out, *SUBMIT]
+    blocker = _sbatch("--cpus-per-task=1", "--output=/dev/null", "--wrap", "sleep 300")   # holds the cell jobs in the queue
+    try:
+        r = cli(*launch, "--slurm", f"dependency=afterany:{blocker}")       # a Slurm launch does not wait by default
+        assert r.exit_code == 0, r.output
+        ids = {j["cell"]: j["job_id"] for j in read_jsonl(out / "launch.jsonl")}
+        assert slurm_states(ids.values()) == {i: "PENDING" for i in ids.values()}
+        r = cli(*launch)                                                    # queued jobs are not submitted twice
+        assert r.exit_code == 0 and f"[fair_divide_dollar] job {ids['fair_divide_dollar']} still pending: not submitted again" in r.output, r.output
+        assert len(read_jsonl(out / "launch.jsonl")) == 2
+        subprocess.run(["scancel", ids["fair_divide_dollar"]], check=True)
+        # without accounting storage only squeue tells that it ended: it is reported, not waited for
+        res, failed = wait_jobs([("fair_divide_dollar", submitit.SlurmJob(out / "submitit", ids["fair_divide_dollar"]))],
+                                echo=print, states=slurm_states, grace=1, poll=0.5)
+        assert not res and "it ended without a result (CANCELLED: cancelled" in failed["fair_divide_dollar"], failed
+    finally: subprocess.run(["scancel", blocker], check=True)
+    res, failed = wait_jobs([("fair_ultimatum", submitit.SlurmJob(out / "submitit", ids["fair_ultimatum"]))],
+                            echo=print, states=slurm_states, poll=0.5)       # the blocker gone, the other cell runs
+    assert not failed and res["fair_ultimatum"]["cell"] == "fair_ultimatum"
+    done = {p: p.stat().st_mtime_ns for p in (out / "fair_ultimatum").rglob("*") if p.is_file()}
+    assert not (out / "fair_divide_dollar").exists()                        # cancelled before it started
+
+    r = cli(*launch, "--wait")
+    assert r.exit_code == 0, r.output
+    assert f"[fair_ultimatum] complete already ({out / 'fair_ultimatum'}): not submitted" in r.output
+    jobs = read_jsonl(out / "launch.jsonl")
+    assert [j["cell"] for j in jobs] == ["fair_ultimatum", "fair_divide_dollar", "fair_divide_dollar"]
+    assert jobs[-1]["job_id"] != ids["fair_divide_dollar"]
+    assert {p: p.stat().st_mtime_ns for p in (out / "fair_ultimatum").rglob("*") if p.is_file()} == done   # untouched
+    r = cli("analyze", "--run-dir", out, "--out", tmp_path / "e.json", "--b", 100)
+    assert r.exit_code == 0, r.output
+    assert sorted(json.loads((tmp_path / "e.json").read_text())["cells"]) == ["fair_divide_dollar", "fair_ultimatum"]
