@@ -15,7 +15,7 @@ XGRAMMAR ?= xgrammar==0.2.9
 # torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: pilot test test-nbs test-py bench clean-venv export lint lab
+.PHONY: pilot test test-nbs test-py bench clean-venv export lint lab docs
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; set PY=/path/to/python3.11"; exit 1; }
@@ -58,3 +58,7 @@ export: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The chapters as static HTML under _docs/ (from the committed outputs; charts as SVG; nothing loaded from outside a page).
+docs: $(STAMP)
+	$(BIN)/python tools/docs.py --out _docs
