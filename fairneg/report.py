@@ -14,6 +14,7 @@ import typer
 from . import __version__
 from .commands import user_error
 from .charts import spec_svg
+from .explorer import explore
 from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
 from .commands import key_values
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
@@ -35,9 +36,9 @@ __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTI
            'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
            'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
            'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
-           'geometry_section', 'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section',
-           'banks_section', 'what_happened', 'what_happened_section', 'venv_kernel', 'check_self_contained',
-           'notebook_html', 'render_report', 'report']
+           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
+           'soundness_section', 'banks_section', 'what_happened', 'what_happened_section', 'venv_kernel',
+           'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -985,6 +986,21 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
         return [figure(plot_game(geo, st, i, j), f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
                        f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the policies shown "
                        f"(size = episodes; policies that closed the same deal are offset slightly).")]
+    return _guard(go)
+
+def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->list:
+    "The game explorer on a condition's games with the deals each policy closed; interactive in any report (the vega bundle inlined once)."
+    if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
+    def go():
+        st = struck_frame(run, condition, checkpoints)
+        names = list(dict.fromkeys(st.instance_id))
+        unknown = [n for n in names if n not in run.games()]
+        if unknown: raise ReportError(f"games {', '.join(unknown[:3])} are in none of the run's banks nor the shipped games")
+        rows = [dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy) for r in st.itertuples()]
+        ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st))
+        bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
+        return bundle + [figure(ch, f"The {len(names)} games of {condition}: choose the game and the two parties under the chart. "
+                                f"Markers on top: the deals each policy closed (size = episodes).", mode="interactive")]
     return _guard(go)
 
 def divide_section(run:Run, condition:str="divide_dollar")->list:

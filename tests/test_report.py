@@ -99,8 +99,11 @@ def test_report_svg(run_dir, tmp_path):
     html = out.read_text()
     check_page(html)
     figs = figures(html)
-    assert len(figs) == 10 and all(f["render"] == "svg" and f["svg"] for f in figs)   # 3 curves, 2 ladders, 2 forests, share, geometry, ultimatum
-    assert "<script" not in html.split("<body", 1)[1]      # svg mode: the body runs no script at all
+    static = [f for f in figs if f["render"] == "svg"]
+    assert len(static) == 10 and all(f["svg"] for f in static)   # 3 curves, 2 ladders, 2 forests, share, geometry, ultimatum
+    assert [f["render"] for f in figs].count("vega") == 1           # the game explorer: interactive in any report
+    body = html.split("<body", 1)[1]
+    assert body.count("<script") == 2 and body.count("window.vegaEmbed=") == 1   # svg mode: the explorer's bundle and its one call
     assert "<h1>Demo run</h1>" in html and "lam1_step12" in html and 'class="fairneg-note"' in html
     assert sys.executable in html                            # the kernel was this interpreter (the footer says which)
     nb = json.loads(out.with_suffix(".ipynb").read_text())
@@ -115,7 +118,7 @@ def test_report_interactive(run_dir, tmp_path):
     html = out.read_text()
     check_page(html)
     figs = figures(html)
-    assert len(figs) == 9 and all(f["render"] == "vega" and not f["svg"] for f in figs)    # placeholders until vega-embed runs
+    assert len(figs) == 10 and all(f["render"] == "vega" and not f["svg"] for f in figs)   # placeholders until vega-embed runs (the explorer too)
     assert html.count("window.vegaEmbed=") == 1                                            # the bundle, inlined once
     check_in_browser(out, tmp_path / "report-interactive.png", len(figs))
 
