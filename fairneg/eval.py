@@ -357,7 +357,10 @@ def queued_cells(root, # a launch's --out-dir
                  )->dict:
     "Cells whose last Slurm job (in `root/launch.jsonl`) is still queued or running: `{cell: (row, state)}`."
     last = {c: r for c, r in launched(root).items() if r.get("executor") == "slurm"}
-    now = (states([r["job_id"] for r in last.values()]) if last else None) or {}
+    now = states([r["job_id"] for r in last.values()]) if last else {}
+    if now is None:                                 # fail closed: a second job on a running cell would write beside it
+        raise EvalError(f"{Path(root) / 'launch.jsonl'} lists {len(last)} Slurm job(s), but squeue did not answer, so "
+                        f"whether they still run is unknown: nothing submitted; run the launch again when squeue answers")
     return {c: (r, now[r["job_id"]]) for c, r in last.items() if now.get(r["job_id"]) in SLURM_ALIVE}
 
 # %% ../nbs/09_eval.ipynb #c494a813
@@ -373,28 +376,29 @@ def wait_jobs(jobs:list, # (cell name, submitit job) pairs
               echo:Callable=print, # where the outcome lines go
               states:Callable|None=None, # job ids -> {job id: state} (`slurm_states`): notices jobs that ended without a result
               grace:float=15, # seconds a job that left the queue has to show its result file
-              poll:float=1.0, # seconds between checks
+              poll:float=1.0, # seconds before the first check; the wait grows by half each check, up to `max_poll`
+              max_poll:float=30.0, # the longest wait between checks (one squeue call each: gentle on a shared cluster)
               )->tuple[dict, dict]:
     "Wait for every job: `({cell: summary}, {cell: failure line})`, each echoed as it comes, a failure with its log."
-    pending, results, failed, gone = dict(jobs), {}, {}, {}
+    pending, results, failed, gone, waiting = dict(jobs), {}, {}, {}, object()
     def fail(name, j, why):
         failed[name] = f"[{name}] job {j.job_id} failed: {why} (logs: {j.paths.stderr})"
         echo(failed[name])
     while pending:
         now = states([j.job_id for j in pending.values()]) if states else None
         for name, j in list(pending.items()):
-            if j.done():
-                del pending[name]
-                try: results[name] = j.result()
-                except Exception as e: fail(name, j, job_error(e))
-                else: echo(f"[{name}] {results[name]}")
+            try: res = j.result() if j.done() else waiting     # a debug job runs (and may raise) inside done()
+            except Exception as e:
+                del pending[name]; fail(name, j, job_error(e)); continue
+            if res is not waiting:
+                del pending[name]; results[name] = res; echo(f"[{name}] {res}")
             elif now is not None and now.get(str(j.job_id)) not in SLURM_ALIVE:
                 if time.monotonic() - gone.setdefault(name, time.monotonic()) >= grace:
                     del pending[name]
                     fail(name, j, f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
                                   f"out of time or killed)")
             else: gone.pop(name, None)
-        if pending: time.sleep(poll)
+        if pending: time.sleep(poll); poll = min(poll * 1.5, max_poll)
     return results, failed
 
 # %% ../nbs/09_eval.ipynb #6f1b946c

@@ -13,9 +13,9 @@ from .geometry import Geometry, deal_sets, solve
 from .store import EPISODES, read_jsonl
 
 # %% auto #0
-__all__ = ['Z_DECIMALS', 'SET_COLORS', 'deal_table', 'solution_table', 'ExplorerError', 'episode_policy', 'struck_table',
-           'inline', 'seat_labels', 'explorer_params', 'on_axes', 'deal_layers', 'caption_layer', 'explore',
-           'episode_rows', 'explorer']
+__all__ = ['Z_DECIMALS', 'SET_COLORS', 'deal_table', 'solution_table', 'ExplorerError', 'episode_policy', 'closed_deal',
+           'deal_position', 'struck_table', 'inline', 'seat_labels', 'explorer_params', 'on_axes', 'deal_layers',
+           'caption_layer', 'explore', 'episode_rows', 'explorer']
 
 # %% ../nbs/03b_explorer.ipynb #fc747849
 Z_DECIMALS = 4   # z is rounded in the chart's data (a 0.0001 change is far below a pixel)
@@ -41,16 +41,38 @@ class ExplorerError(ValueError):
 user_error(ExplorerError)
 
 def episode_policy(row:dict)->str:
-    "The policy an episode row stands for: its eval checkpoint, else its seats' policies joined with `+`."
+    "The policy an episode row stands for: an eval side's checkpoint or `untrained (<policy>)`, else its seats' policies."
+    if row.get("eval_side") == "base": return f"untrained ({row.get('eval_policy') or '?'})"
     return row.get("eval_checkpoint") or "+".join(dict.fromkeys(row.get("seats") or ["?"]))
+
+def closed_deal(row:dict)->bool:
+    "Did the episode close a deal (and log its label)?"
+    return bool(row.get("deal")) and isinstance(row.get("deal_label"), str)
+
+def deal_position(geo:Geometry, row:dict)->int:
+    "The position in `geo.deals` of the row's deal, or an `ExplorerError` naming the row's source, game and label."
+    try: return geo.position(parse_deal_label(row["deal_label"], geo.game.n_options))
+    except (KeyError, ValueError) as e:
+        raise ExplorerError(f"{row.get('_source', 'an episode row')}: deal_label {row['deal_label']!r} is not a deal of "
+                            f"{geo.game.name} ({str(e).strip(chr(39))})") from None
+
+def _once(episodes:list[dict])->list[dict]:
+    "The rows with each base episode once (every eval cell's `base/` holds a copy of the shared base side)."
+    seen, out = set(), []
+    for r in episodes:
+        if r.get("eval_side") == "base":
+            key = (episode_policy(r), r.get("instance_id"), r.get("episode_seed"))
+            if key in seen: continue
+            seen.add(key)
+        out.append(r)
+    return out
 
 def struck_table(geos:list[Geometry], episodes:list[dict]):
     "Deals the episodes struck, one row per (game, deal, policy) with its episode count and every party's z."
     import pandas as pd
     by = {g.game.name: g for g in geos}
-    rows = [dict(game=r["instance_id"], deal=r["deal_label"], policy=episode_policy(r),
-                 **_z_columns(g, g.position(parse_deal_label(r["deal_label"], g.game.n_options))))
-            for r in episodes if r.get("deal") and (g := by.get(r.get("instance_id"))) is not None]
+    rows = [dict(game=r["instance_id"], deal=r["deal_label"], policy=episode_policy(r), **_z_columns(g, deal_position(g, r)))
+            for r in _once(episodes) if closed_deal(r) and (g := by.get(r.get("instance_id"))) is not None]
     if not rows: return pd.DataFrame(columns=["game", "deal", "policy", "episodes"])
     df = pd.DataFrame(rows)
     keys = ["game", "deal", "policy", *[c for c in df.columns if c.startswith("z")]]
@@ -129,14 +151,21 @@ def explore(geos:list[Geometry], # the games' geometries
         *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height)
 
 # %% ../nbs/03b_explorer.ipynb #e7837f61
+def _skipped(f:Path, root:Path)->bool:
+    "A table in a private folder (`_shared_base`: the eval's base sides before each cell's copy) or a half-written one."
+    return any(part.startswith("_") or ".tmp-" in part for part in f.relative_to(root).parts[:-1])
+
+def _rows_of(f:Path)->list[dict]:
+    return [{**r, "_source": f"{f}:{i}"} for i, r in enumerate(read_jsonl(f), 1)]
+
 def episode_rows(path)->list[dict]:
-    "The episode rows of an episodes.jsonl file, or of every episodes.jsonl under a folder."
+    "The episode rows (each with its `_source`, file:line) of an episodes.jsonl file, or of every one under a folder."
     p = Path(path)
-    if p.is_file(): return read_jsonl(p)
+    if p.is_file(): return _rows_of(p)
     if not p.is_dir(): raise ExplorerError(f"{p}: no such episode file or run folder")
-    files = sorted(p.rglob(EPISODES))
+    files = [f for f in sorted(p.rglob(EPISODES)) if not _skipped(f, p)]
     if not files: raise ExplorerError(f"{p}: no {EPISODES} in this folder or below it")
-    return [r for f in files for r in read_jsonl(f)]
+    return [r for f in files for r in _rows_of(f)]
 
 def explorer(source, # a bank folder, a game JSON file or an LLM-Deliberation folder (or a folder of those)
              episodes=None, # an episodes.jsonl file or a run folder (its episodes.jsonl files, at any depth)

@@ -5,6 +5,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")      # under CI nothing skips: a missing part fails
+
+def need(what:str, ok:bool):
+    "Skip when a part is missing; fail under CI."
+    if ok: return
+    if IN_CI: pytest.fail(f"{what} is missing (CI skips nothing)")
+    pytest.skip(f"{what} is missing")
 
 def free_port()->int:
     with socket.socket() as s:
@@ -19,9 +26,7 @@ def get_json(url:str, method:str="GET", body:dict|None=None):
 
 def need_lab():
     "Skip (fail under CI) where this venv has no JupyterLab."
-    if not (Path(sys.executable).parent / "jupyter-lab").exists():
-        if os.environ.get("CI"): pytest.fail("JupyterLab is not installed in this venv (the dev extra has it)")
-        pytest.skip("JupyterLab is not installed in this venv")
+    need("JupyterLab in this venv (the dev extra has it)", (Path(sys.executable).parent / "jupyter-lab").exists())
 
 @contextlib.contextmanager
 def lab_server(tmp_path:Path, *args:str, settings:dict|None=None):
@@ -38,13 +43,13 @@ def lab_server(tmp_path:Path, *args:str, settings:dict|None=None):
     p = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "lab", "--notebook-dir=nbs", "--no-browser",
                           "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
                           "--ServerApp.port_retries=0", *(["--allow-root"] if os.geteuid() == 0 else []), *args],
-                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         cwd=ROOT, env=env, stdout=(log := open(tmp_path / "lab.log", "w")), stderr=subprocess.STDOUT)   # a file: a pipe nobody reads would fill and block the server
     base, q = f"http://127.0.0.1:{port}", f"?token={token}"
     try:
         for _ in range(120):
             try: get_json(f"{base}/api/status{q}"); break
             except OSError:
-                if p.poll() is not None: pytest.fail("JupyterLab exited: " + p.stdout.read()[-2000:])
+                if p.poll() is not None: pytest.fail("JupyterLab exited: " + (tmp_path / "lab.log").read_text()[-2000:])
                 time.sleep(0.5)
         else: pytest.fail("JupyterLab did not answer within 60 s")
         yield base, q
@@ -52,3 +57,4 @@ def lab_server(tmp_path:Path, *args:str, settings:dict|None=None):
         p.terminate()
         try: p.wait(timeout=20)
         except subprocess.TimeoutExpired: p.kill()
+        log.close()

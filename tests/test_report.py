@@ -14,7 +14,7 @@ from fairneg.store import STEP_FIELDS
 from fairneg.store import append_jsonl
 
 CHROMIUM = os.environ.get("FAIRNEG_CHROMIUM", "/usr/bin/chromium")
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+from conftest import IN_CI
 MISSING = f"{CHROMIUM} is missing (Debian: apt-get install -y chromium); the browser check needs it"
 # Locally a missing Chromium skips the browser checks; under CI=true they run or fail, never pass silently.
 needs_chromium = pytest.mark.skipif(not IN_CI and not Path(CHROMIUM).is_file(), reason=MISSING)

@@ -14,7 +14,7 @@ from fairneg.eval import SLURM_ALIVE, slurm_states, wait_jobs
 from fairneg.game import generate_game
 from fairneg.store import read_jsonl
 
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+from conftest import IN_CI
 try: import submitit
 except ImportError:
     if IN_CI: raise

@@ -23,7 +23,7 @@ export SLURM_CONF=$CONF
 
 log() { echo "slurm.sh: $*" >&2; }
 as_root() { if [[ "$(id -u)" == 0 ]]; then "$@"; else sudo "$@"; fi; }
-pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+pid_alive() { [[ -f "$1" ]] && [[ -d "/proc/$(cat "$1")" ]]; }   # /proc, not kill -0: a daemon of root is visible to anyone
 
 install() {
   local missing=()
@@ -89,11 +89,11 @@ start() {
   write_conf
   if ! pid_alive "$D/munge/munged.pid"; then
     [[ -s "$D/munge/munge.key" ]] || { dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none; chmod 400 "$D/munge/munge.key"; }
-    munged --force --key-file="$D/munge/munge.key" --socket="$D/munge/munge.socket" --pid-file="$D/munge/munged.pid" \
+    as_root munged --force --key-file="$D/munge/munge.key" --socket="$D/munge/munge.socket" --pid-file="$D/munge/munged.pid" \
            --log-file="$D/log/munged.log" --seed-file="$D/munge/munged.seed"
   fi
-  pid_alive "$D/slurmctld.pid" || slurmctld -f "$CONF"
-  pid_alive "$D/slurmd.pid" || slurmd -f "$CONF"
+  pid_alive "$D/slurmctld.pid" || as_root slurmctld -f "$CONF"
+  pid_alive "$D/slurmd.pid" || as_root slurmd -f "$CONF"
   for _ in $(seq 120); do
     case "$(node_state)" in
       idle|mixed|allocated) sinfo; env_line; return 0 ;;
@@ -115,12 +115,12 @@ stop() {
   fi
   for p in "$D/slurmd.pid" "$D/slurmctld.pid" "$D/munge/munged.pid"; do
     if pid_alive "$p"; then
-      local pid; pid=$(cat "$p"); kill "$pid" 2>/dev/null || true
-      for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -9 "$pid" 2>/dev/null || true
+      local pid; pid=$(cat "$p"); as_root kill "$pid" 2>/dev/null || true
+      for _ in $(seq 40); do [[ -d "/proc/$pid" ]] || break; sleep 0.25; done
+      as_root kill -9 "$pid" 2>/dev/null || true
     fi
   done
-  rm -rf "$D"
+  as_root rm -rf "$D"
   log "stopped; removed $D"
 }
 
