@@ -121,7 +121,7 @@ def deal_layers(deals, sols, struck)->list:
                    sp.mark_text(dx=12, dy=-10, fontWeight="bold", color="#d62728").encode(x, y, text="solution:N")]
     if len(struck):   # the size scale's domain is fixed: a game with no struck deal keeps a drawable legend
         layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85, color="#ff7f0e").encode(
-            x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]), legend=alt.Legend(title="episodes that struck it", values=sorted(set(struck.episodes))[:6])),
+            x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]), legend=alt.Legend(title="episodes that struck it", format="d", values=sorted(set(struck.episodes))[:6])),
             shape=alt.Shape("policy:N", title="policy"), tooltip=["policy:N", "deal:N", "episodes:Q"]))
     return layers
 
