@@ -20,7 +20,7 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, epis
 from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict
-from .store import EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
+from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS',
@@ -34,9 +34,9 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPO
            'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study',
            'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
            'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell',
-           'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'episode_rows', 'load_episodes',
-           'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig', 'launch_config',
-           'plan_launch', 'launch_cmd', 'analyze', 'gate']
+           'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells',
+           'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd',
+           'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -1025,17 +1025,9 @@ def resolve_runs(pattern)->list[Path]:
     if not files: raise EvalError(f"`{pattern}` matches no episodes.jsonl (give run folders or episodes.jsonl files)")
     return files
 
-def episode_rows(f:Path)->list[dict]:
-    "The rows of one `episodes.jsonl`, each with `_source` = file:line."
-    rows = []
-    for i, r in json_lines(f, EvalError):              # one-line errors for unreadable, non-UTF-8 or bad-JSON files
-        if not isinstance(r, dict): raise EvalError(f"{f}:{i}: an episode row must be a JSON object")
-        rows.append({**r, "_source": f"{f}:{i}"})
-    return rows
-
 def load_episodes(pattern)->list[dict]:
     "Episode rows of every file a glob names, each with `_source` = file:line."
-    return [r for f in resolve_runs(pattern) for r in episode_rows(f)]
+    return [r for f in resolve_runs(pattern) for r in episode_rows(f, EvalError)]
 
 # %% ../nbs/09_eval.ipynb #5b233a5f
 def _job_note(row:dict|None)->str:
@@ -1054,7 +1046,7 @@ def discover_cells(run_dir)->dict:
         name = cj["cell"]
         lack = [s for s in ("trained", "base") if not (p.parent / s / EPISODES).is_file()]
         if lack: missing[name] = f"no {' and no '.join(f'{s}/{EPISODES}' for s in lack)}"
-        else: cells[name] = {s: episode_rows(p.parent / s / EPISODES) for s in ("trained", "base")}   # paths, not globs
+        else: cells[name] = {s: episode_rows(p.parent / s / EPISODES, EvalError) for s in ("trained", "base")}   # paths, not globs
     for name in jobs:                                   # submitted, but its job never started (or died before writing)
         if name not in cells and name not in missing: missing[name] = "no cell.json: its job has not started, or ended before"
     if missing:

@@ -10,12 +10,12 @@ from .bank import bank_games
 from .commands import user_error
 from .game import parse_deal_label
 from .geometry import Geometry, deal_sets, solve
-from .store import EPISODES, read_jsonl
+from .store import EPISODES, episode_rows
 
 # %% auto #0
 __all__ = ['Z_DECIMALS', 'SET_COLORS', 'deal_table', 'solution_table', 'ExplorerError', 'episode_policy', 'closed_deal',
            'deal_position', 'struck_table', 'inline', 'seat_labels', 'explorer_params', 'on_axes', 'deal_layers',
-           'caption_layer', 'explore', 'episode_rows', 'explorer']
+           'caption_layer', 'explore', 'episodes_under', 'explorer']
 
 # %% ../nbs/03b_explorer.ipynb #fc747849
 Z_DECIMALS = 4   # z is rounded in the chart's data (a 0.0001 change is far below a pixel)
@@ -155,24 +155,21 @@ def _skipped(f:Path, root:Path)->bool:
     "A table in a private folder (`_shared_base`: the eval's base sides before each cell's copy) or a half-written one."
     return any(part.startswith("_") or ".tmp-" in part for part in f.relative_to(root).parts[:-1])
 
-def _rows_of(f:Path)->list[dict]:
-    return [{**r, "_source": f"{f}:{i}"} for i, r in enumerate(read_jsonl(f), 1)]
-
-def episode_rows(path)->list[dict]:
+def episodes_under(path)->list[dict]:
     "The episode rows (each with its `_source`, file:line) of an episodes.jsonl file, or of every one under a folder."
     p = Path(path)
-    if p.is_file(): return _rows_of(p)
+    if p.is_file(): return episode_rows(p, ExplorerError)
     if not p.is_dir(): raise ExplorerError(f"{p}: no such episode file or run folder")
     files = [f for f in sorted(p.rglob(EPISODES)) if not _skipped(f, p)]
     if not files: raise ExplorerError(f"{p}: no {EPISODES} in this folder or below it")
-    return [r for f in files for r in _rows_of(f)]
+    return [r for f in files for r in episode_rows(f, ExplorerError)]
 
 def explorer(source, # a bank folder, a game JSON file or an LLM-Deliberation folder (or a folder of those)
              episodes=None, # an episodes.jsonl file or a run folder (its episodes.jsonl files, at any depth)
              **kw):
     "The explorer on games read from disk, with the deals that an episode file (or run folder) struck."
     geos = [solve(g) for g in bank_games(source)]
-    rows = episode_rows(episodes) if episodes is not None else []
+    rows = episodes_under(episodes) if episodes is not None else []
     names = {g.game.name for g in geos}
     if rows and not any(r.get("instance_id") in names for r in rows):
         raise ExplorerError(f"{episodes}: none of its {len(rows)} episodes is on a game of {source}")

@@ -27,18 +27,18 @@ from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jso
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
            'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS',
            'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG',
-           'app', 'ReportError', 'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run',
-           'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head',
-           'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table',
-           'contrast_matrix', 'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest', 'frontier_table',
-           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
-           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
-           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
-           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
-           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
-           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
-           'soundness_section', 'banks_section', 'what_happened', 'what_happened_section', 'venv_kernel',
-           'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix',
+           'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note', 'badge',
+           'vega_bundle', 'report_head', 'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts',
+           'contrast_table', 'contrast_matrix', 'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest',
+           'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game',
+           'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table',
+           'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details',
+           'training_section', 'ladder_section', 'frontier_section', 'contrast_section', 'share_section',
+           'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table',
+           'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section',
+           'gate_section', 'soundness_section', 'banks_section', 'what_happened', 'what_happened_section',
+           'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -1117,7 +1117,7 @@ import fairneg as _fairneg
 REPORT_NOTEBOOK = Path(_fairneg.__file__).resolve().parent.parent / "nbs" / "report.ipynb"   # in the source checkout
 SKIP_TAG = "report-skip"   # cells with this tag (the notebook's own title and usage) stay out of the HTML
 
-_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {% block jupyter_widgets %}{% endblock jupyter_widgets %}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
@@ -1166,7 +1166,7 @@ def notebook_html(nb, # an executed notebook (path or node)
     for c in nb.cells:
         if c.cell_type == "code": c.outputs = [o for o in c.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")]
     if title: nb.metadata["title"] = title
-    exp = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"fairneg-report.html.j2": _TEMPLATE})],
+    exp = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"fairneg-report.html.j2": OFFLINE_TEMPLATE})],
                        template_file="fairneg-report.html.j2", exclude_input=True, exclude_input_prompt=True,
                        exclude_output_prompt=True, embed_images=True)
     html, _ = exp.from_notebook_node(nb)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json, os
 from pathlib import Path
 from typing import Iterable
-from .game import json_lines
+from .game import ReadError, json_lines
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'STEP_FIELDS',
-           'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'step_row']
+           'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'episode_rows', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -48,6 +48,14 @@ def append_jsonl(rows, path)->Path:
 def read_jsonl(path)->list:
     "Rows of a JSON Lines file, naming the file and line of a bad row."
     return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
+
+def episode_rows(path, error:type=ReadError)->list[dict]:
+    "The rows of one `episodes.jsonl`, each with `_source` = file:line; a bad file or row is an `error` naming it."
+    rows = []
+    for i, r in json_lines(path, error):              # one-line errors for unreadable, non-UTF-8 or bad-JSON files
+        if not isinstance(r, dict): raise error(f"{path}:{i}: an episode row must be a JSON object")
+        rows.append({**r, "_source": f"{path}:{i}"})
+    return rows
 
 # %% ../nbs/00b_store.ipynb #2c48de77
 STEP_FIELDS = {   # training_steps.jsonl: one row per optimizer step of an arm

@@ -206,7 +206,7 @@ def test_binary_params_and_prereg(tmp_path):
 
 
 def test_binary_episodes_jsonl(tmp_path):
-    "eval.episode_rows / load_episodes -> json_lines(f, EvalError)"
+    "store.episode_rows(f, EvalError) / eval.load_episodes -> json_lines(f, EvalError)"
     for side in ("base", "trained"):
         (tmp_path / side).mkdir(); (tmp_path / side / "episodes.jsonl").write_bytes(BINARY)
     assert_one_line_error(fairneg("eval", "analyze", "--out", tmp_path / "eval.json", "--baseline", tmp_path / "base",

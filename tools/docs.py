@@ -12,7 +12,7 @@ import nbformat
 from nbconvert import HTMLExporter
 from nbdev.config import nbpath2html
 from jinja2 import DictLoader
-from fairneg.report import check_self_contained, _TEMPLATE as OFFLINE_TEMPLATE   # the report's: lab without require.js, MathJax, mermaid, widgets
+from fairneg.report import OFFLINE_TEMPLATE, check_self_contained   # the report's template: lab without require.js, MathJax, mermaid, widgets
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_NOTEBOOKS = ("train.ipynb", "report.ipynb")     # papermill templates, not chapters
