@@ -186,12 +186,12 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
                     L.append(f"{o['offer_id']} by {_who(dp, o['proposer'])}: {o['deal']} | signed {' '.join(_who(dp, i) for i in o['signers'])}{v}")
                 L.append(f"Standing offer: {dp['standing_offer_id']}.")
             elif ph == "turn": L.append("No live offers.")
-    hidden = lambda e: ph == "vote" and e["atype"] == "vote"    # cast votes are listed under the ballot instead
+    vote = ph == "vote"                                          # cast votes are listed under the ballot instead
     if since is None:
-        hist = [e for e in dp["history"] if not hidden(e)][-history_window:]
+        hist = [e for e in dp["history"] if not (vote and e["atype"] == "vote")][-history_window:]
         if hist: L += ["Recent moves:"] + [_event_text(dp, e) for e in hist]
     else:
-        hist = [e for e in dp["history"][since:] if not hidden(e)]
+        hist = [e for e in dp["history"][since:] if not (vote and e["atype"] == "vote")]
         if hist: L += ["Since your last turn:" if since else "Moves so far:"] + [_event_text(dp, e) for e in hist]
     if ph == "vote":
         b = next(o for o in dp["offers"] if o["offer_id"] == dp["ballot"])
@@ -205,7 +205,8 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
         L.append(f"{_who(dp, o['proposer'])} offers {o['offer_id']}: {o['deal']} (proposer share {dp['issues'][0]['options'][k]}, "
                  f"{_value(dp, o['deal']):g} to you).")
     if dp["retry_error"]: L.append(_retry_line(dp))
-    return "\n".join(L + [_move_line(dp)])
+    L.append(_move_line(dp))
+    return "\n".join(L)
 
 # %% ../nbs/04b_prompts.ipynb #6276baa2
 def _retry_line(dp)->str:
