@@ -15,13 +15,16 @@ prints the two side by side: per-step medians of rollout, reference pass and upd
 issue #13: the vLLM rollout of a pilot step at least 2.5x shorter than the transformers one measured in the same run
 (PASS/FAIL, exit 1 when missed), and which backend is faster end to end (the one the pilot should use).
 
-`--context both` runs each backend (`--backend`, or both) once in the `window` context (a fresh prompt per turn) and once
-in the `conversation` context (each seat's chat grows; its turns are packed into one training sequence; transformers
-keeps each seat's keys and values between its turns, vLLM's prefix cache serves them), then prints per backend the
-tokens each training pass processes, the answer tokens trained, the rollout / reference / update / step medians and the
-prompt tokens read and computed, against project issue #15's targets: at least 4x fewer training tokens per answer token
-trained (the two contexts play different episodes, so tokens are compared per answer token), and the whole step at least
-2x faster (PASS/FAIL, exit 1 when missed).
+`--context both` runs each backend (`--backend`, or both) in the `window` context (a fresh prompt per turn) twice, with
+every training sequence run whole (`--share-prefix 0`, the trainer before shared first stretches) and with the trainer's
+default (a first stretch that a micro-batch's sequences share, such as a seat's system message, run once:
+`GRPOConfig.share_prefix`), and once in the `conversation` context (each seat's chat grows; its turns are packed into
+one training sequence; transformers keeps each seat's keys and values between its turns, vLLM's prefix cache serves
+them), then prints per backend the tokens each training pass computes, those it shared, the answer tokens trained, the
+rollout / reference / update / step medians and the prompt tokens read and computed, against project issue #15's
+targets: at least 4x fewer training tokens per answer token trained (the contexts play different episodes, so tokens
+are compared per answer token), and the whole step at least 2x faster. Both comparisons are printed; the verdict
+(PASS/FAIL, exit 1 when missed) is against the window context under the same trainer.
 
 Setup. A bank of `--games` generated six-party games (private information); `fairneg.grpo.train` runs `--steps` steps
 of `--groups` games × `--k` episodes (the issue's GPU setting is 4 × 8), every seat the policy, the full protocol
@@ -107,14 +110,14 @@ def one_backend(a, gpu:bool)->dict:
     given = dict(model=model_spec(a) if a.model else None, groups=a.groups, k=a.k, max_turns=a.max_turns, max_new_tokens=a.max_new_tokens,
                  scratchpad_chars=a.chars, message_chars=a.chars,
                  constrain=a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None),   # None: the model's default (legal for tiny)
-                 context=a.context if a.context in ("window", "conversation") else None)
+                 context=a.context if a.context in ("window", "conversation") else None, share_prefix=a.share_prefix)
     cfg = make_config(a.params or None, **{**fallback, **{k: v for k, v in given.items() if v is not None}}, backend=a.backend,
                       steps=a.steps, bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
     spec, name = cfg.model, a.model or cfg.model
     dev = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} threads)"
     print(f"GRPO step time: {spec} on {a.backend}, {cfg.groups} groups × {cfg.k} episodes, max {cfg.max_new_tokens} new tokens/turn, "
           f"deadline {cfg.max_turns or 'protocol'}, constrain {default_constrain(spec, cfg.constrain)}, LoRA rank {cfg.lora_r}, "
-          f"context {cfg.context}"
+          f"context {cfg.context}, shared first stretches >= {cfg.share_prefix} tokens run once"
           f"{', from ' + a.params if a.params else ''}; device {dev}")
     t0 = time.perf_counter()
     rows = train(cfg, progress=True)
@@ -136,31 +139,33 @@ def one_backend(a, gpu:bool)->dict:
           f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"
           + (f" ({'; '.join(why)}; figures only)" if why else f" (median {med('total_s'):.1f} s on {dev})"))
     return dict(backend=a.backend, context=cfg.context, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
-                train_tokens=sum(r.get("train_tokens", 0) for r in rows), tokens_trained=sum(r["tokens_trained"] for r in rows),
+                train_tokens=sum(r.get("train_tokens", 0) for r in rows), train_tokens_shared=sum(r.get("train_tokens_shared", 0) for r in rows),
+                share_prefix=cfg.share_prefix, tokens_trained=sum(r["tokens_trained"] for r in rows),
                 median_train_tokens=med("train_tokens"),
                 median_ref_s=med("ref_s"), median_update_s=med("train_s"), prompt_read=sum(r.get("prompt_tokens_read", 0) for r in rows),
                 prompt_computed=sum(r.get("prompt_tokens_computed", 0) for r in rows), sampler_gap=med("sampler_gap") if all(r.get("sampler_gap") is not None for r in later) else None,
                 verdict=verdict, not_judged_because=why, device=dev)
 
 def run_children(argv:list, runs:list)->dict|None:
-    "Run `(backend, context)` each in its own process, one after the other; their result dicts (None when one failed)."
+    "Run `(backend, context, share_prefix)` each in its own process, one after the other; their result dicts (None when one failed)."
     res = {}
     with tempfile.TemporaryDirectory() as d:
-        for b, c in runs:
-            j = Path(d) / f"{b}-{c}.json"
+        for b, c, sh in runs:
+            j = Path(d) / f"{b}-{c}-{sh}.json"
             cmd = [sys.executable, __file__, *_without(argv, ("--backend", "--context", "--json", "--out")), "--backend", b,
                    "--context", c, "--json", str(j)]
+            if sh is not None: cmd = [*_without(cmd, ("--share-prefix",)), "--share-prefix", str(sh)]
             print(f"\n=== {b}, {c}: {' '.join(cmd[1:])}", flush=True)
             rc = subprocess.call(cmd)
             if rc != 0 or not j.exists(): print(f"the {b} {c} run failed (exit {rc})"); return None
-            res[(b, c)] = json.loads(j.read_text())
+            res[(b, c, sh)] = json.loads(j.read_text())
     return res
 
 def both_backends(a, argv:list)->int:
     "Run the step on hf and on vllm, each in its own process, and print them side by side with the CPU target."
-    res = run_children(argv, [("hf", a.context), ("vllm", a.context)])
+    res = run_children(argv, [("hf", a.context, None), ("vllm", a.context, None)])
     if res is None: return 1
-    h, v = res[("hf", a.context)], res[("vllm", a.context)]
+    h, v = res[("hf", a.context, None)], res[("vllm", a.context, None)]
     print(f"\nside by side ({h['device']}; medians of the steps after the first):")
     lines = [("rollout s", "median_rollout_s", "{:.1f}"), ("reference pass s", "median_ref_s", "{:.1f}"), ("update s", "median_update_s", "{:.1f}"),
              ("step s", "median_step_s", "{:.1f}"), ("prompt tokens read (all steps)", "prompt_read", "{:,}"),
@@ -181,28 +186,34 @@ def both_backends(a, argv:list)->int:
 TOKENS_X, STEP_X = 4.0, 2.0   # issue #15: conversation training >= 4x fewer tokens, the whole CPU step >= 2x faster
 
 def both_contexts(a, argv:list, backends:list)->int:
-    "Run the step in the window and the conversation context on each backend; print them side by side with #15's targets."
-    res = run_children(argv, [(b, c) for b in backends for c in ("window", "conversation")])
+    "Run the step in the window context (without and with shared first stretches) and the conversation context on each backend; print them side by side with #15's targets."
+    res = run_children(argv, [(b, c, sh) for b in backends for c, sh in (("window", 0), ("window", a.share_prefix), ("conversation", a.share_prefix))])
     if res is None: return 1
     fails, out = 0, {}
     for b in backends:
-        w, c = res[(b, "window")], res[(b, "conversation")]
+        w0, w, c = res[(b, "window", 0)], res[(b, "window", a.share_prefix)], res[(b, "conversation", a.share_prefix)]
         print(f"\n{b}: window against conversation context ({w['device']}; medians of the steps after the first; tokens: all steps)")
-        print(f"{'':44}{'window':>14}{'conversation':>14}")
-        for label, key, f in [("tokens per training pass (ref and update)", "train_tokens", "{:,}"), ("answer tokens trained", "tokens_trained", "{:,}"),
+        print(f"{'':44}{'window, whole':>14}{'window':>14}{'conversation':>14}")
+        for label, key, f in [("shared first stretches run once (tokens >=)", "share_prefix", "{}"),
+                              ("tokens per training pass (ref and update)", "train_tokens", "{:,}"),
+                              ("  not computed again (shared)", "train_tokens_shared", "{:,}"), ("answer tokens trained", "tokens_trained", "{:,}"),
                               ("rollout s", "median_rollout_s", "{:.1f}"), ("reference pass s", "median_ref_s", "{:.1f}"),
                               ("update s", "median_update_s", "{:.1f}"), ("step s", "median_step_s", "{:.1f}"),
                               ("prompt tokens read", "prompt_read", "{:,}"), ("prompt tokens computed", "prompt_computed", "{:,}")]:
-            print(f"{label:44}{f.format(w[key]):>14}{f.format(c[key]):>14}")
+            print(f"{label:44}" + "".join(f"{f.format(r.get(key, 0)):>14}" for r in (w0, w, c)))
         per_tok = lambda r: r["train_tokens"] / max(r["tokens_trained"], 1)
-        tx = per_tok(w) / per_tok(c)           # per answer token: the two contexts' episodes differ in length and count
-        sx = w["median_step_s"] / c["median_step_s"]
-        tv, sv = ("PASS" if tx >= TOKENS_X else "FAIL"), ("PASS" if sx >= STEP_X else "FAIL")
-        print(f"training tokens processed per answer token: {per_tok(w):.1f} window, {per_tok(c):.1f} conversation = {tx:.2f}x fewer "
-              f"(target >= {TOKENS_X:g}x) -> {tv}")
-        print(f"whole step: {w['median_step_s']:.1f} s / {c['median_step_s']:.1f} s = {sx:.2f}x faster (target >= {STEP_X:g}x) -> {sv}")
-        fails += (tv == "FAIL") + (sv == "FAIL")
-        out[b] = dict(window=w, conversation=c, tokens_x=tx, step_x=sx, tokens_target=tv, step_target=sv)
+        verdicts = {}
+        for name, base in (("window, whole sequences", w0), ("window, the same trainer", w)):
+            tx = per_tok(base) / per_tok(c)        # per answer token: the two contexts' episodes differ in length and count
+            sx = base["median_step_s"] / c["median_step_s"]
+            tv, sv = ("PASS" if tx >= TOKENS_X else "FAIL"), ("PASS" if sx >= STEP_X else "FAIL")
+            print(f"against {name}: training tokens computed per answer token {per_tok(base):.1f} -> {per_tok(c):.1f} conversation = "
+                  f"{tx:.2f}x fewer (target >= {TOKENS_X:g}x) -> {tv}; whole step {base['median_step_s']:.1f} s / {c['median_step_s']:.1f} s "
+                  f"= {sx:.2f}x faster (target >= {STEP_X:g}x) -> {sv}")
+            verdicts[name] = dict(tokens_x=tx, step_x=sx, tokens_target=tv, step_target=sv)
+        fails += sum(v == "FAIL" for v in (verdicts["window, the same trainer"]["tokens_target"], verdicts["window, the same trainer"]["step_target"]))
+        out[b] = dict(window_whole=w0, window=w, conversation=c, verdicts=verdicts)
+    print("(judged against the window context under the same trainer: shared first stretches help both contexts)")
     if a.json: a.json.write_text(json.dumps(out, default=str, indent=1))
     return 1 if fails else 0
 
@@ -233,6 +244,8 @@ def main(argv=None)->int:
     ap.add_argument("--chars", type=int, default=None, help="scratchpad and message length under the constraint (default: the params', else 64)")
     ap.add_argument("--context", default="window", choices=["window", "conversation", "both"],
                     help="the seats' context; both: each backend in each context, side by side with issue #15's targets")
+    ap.add_argument("--share-prefix", type=int, default=None,
+                    help="run first stretches of at least this many tokens that sequences share once in training (0: never; default: GRPOConfig's)")
     ap.add_argument("--standin-dir", default=str(Path(tempfile.gettempdir()) / "fairneg-qwen3-8b-standin"))
     ap.add_argument("--out", default=None, help="run folder (default: a temporary one)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the verdict here")

@@ -15,7 +15,7 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_ve
 from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
-from .llm import (constrained_masks, span_logprobs, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (constrained_masks, span_logprobs, prefix_groups, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
@@ -25,10 +25,11 @@ from .telemetry import memory_reading, wandb_run
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
-           'group_advantages', 'Sample', 'collect_samples', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
-           'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing', 'is_checkpointing',
-           'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
-           'train', 'load_train_params', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_cmd']
+           'group_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples',
+           'grpo_loss', 'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing',
+           'is_checkpointing', 'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state',
+           'logged_steps', 'GRPOTrainer', 'train', 'load_train_params', 'make_config', 'run_arms', 'holds_arm',
+           'check_run_folder', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -43,6 +44,7 @@ class GRPOConfig:
     k: int = 8                          # episodes per game (different sampling seeds)
     micro_batch: int = 6                # sequences per micro-batch
     pack: bool = True                   # train a seat's conversation as one sequence, each answer scored in place (the same loss; see `pack_samples`)
+    share_prefix: int = 64              # run a first stretch of at least this many tokens that a micro-batch's sequences share once (0: never; the same loss; off under gradient checkpointing)
     gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: on when the base is on a GPU)
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn
@@ -110,7 +112,8 @@ class GRPOConfig:
 
 # %% ../nbs/08_grpo.ipynb #32a1cef8
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
-             "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack")
+             "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack",
+             "share_prefix")
 _ADDED = {"context": "window"}   # fields added after runs were made: hashed (and compared on resume) only away from these defaults
 
 def _problem(cfg:GRPOConfig)->dict:
@@ -209,15 +212,28 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
     return out
 
 def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)   # `Packed` or `Sample`
+def _ids(x)->list: return x.ids if hasattr(x, "ids") else list(x.prompt_ids) + list(x.completion_ids)
+def _spans(x)->list: return x.spans if hasattr(x, "spans") else [(len(x.prompt_ids), _n_tokens(x))]
 
-def micro_batches(samples:list, size:int, token_budget:int)->list:
-    "Length-sorted micro-batches of at most `size` sequences (samples or `Packed`) and `token_budget` tokens (a longer one goes alone)."
-    order = sorted(range(len(samples)), key=lambda i: _n_tokens(samples[i]))
+def shared_tokens(items:list, share_prefix:int)->int:
+    "Tokens a pass over these sequences does not compute: each group's shared first stretch (`llm.prefix_groups`) past its first row."
+    if not share_prefix: return 0
+    return sum(P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items], [_spans(x) for x in items], share_prefix))
+
+def micro_batches(samples:list, size:int, token_budget:int,
+                  share_prefix:int=0, # keep sequences sharing a first stretch of this many tokens together, counted once (0: no)
+                  )->list:
+    "Length-sorted micro-batches of at most `size` sequences (samples or `Packed`) and `token_budget` tokens computed (a longer one goes alone)."
+    units = [[x] for x in samples]
+    if share_prefix:
+        groups = prefix_groups([_ids(x) for x in samples], [_spans(x) for x in samples], share_prefix)
+        units = [[samples[i] for i in g[c:c + size]] for _, g in groups for c in range(0, len(g), size)]
+    cost = lambda u: sum(map(_n_tokens, u)) - shared_tokens(u, share_prefix)
     out, cur, toks = [], [], 0
-    for i in order:
-        n = _n_tokens(samples[i])
-        if cur and (len(cur) >= size or toks + n > token_budget): out.append(cur); cur, toks = [], 0
-        cur.append(samples[i]); toks += n
+    for u in sorted(units, key=cost):
+        n = cost(u)
+        if cur and (len(cur) + len(u) > size or toks + n > token_budget): out.append(cur); cur, toks = [], 0
+        cur += u; toks += n
     if cur: out.append(cur)
     return out
 
@@ -297,10 +313,12 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
                n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
                kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0))
     packs = pack_samples(samples, cfg.pack)
-    res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs))   # what each pass processes
+    res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
     V, pad = vocab_size(model), tokenizer.pad_token_id or 0
-    for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget):
+    share = 0 if is_checkpointing(model) else cfg.share_prefix    # checkpointing drops a passed cache: run sequences whole
+    for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget, share):
+        res["train_tokens_shared"] += shared_tokens(mb, share)
         batch = [s for p in mb for s in p.samples]
         seqs, spans = [p.ids for p in mb], [p.spans for p in mb]
         masks = _masks(batch, tokenizer, V)
@@ -309,16 +327,17 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
         if cfg.kl_coef:
             model.eval()                                       # the reference pass: dropout off
             with torch.no_grad(), model.disable_adapter():
-                ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad)
+                ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
         model.train()                                          # the policy pass: train mode
         t1 = time.perf_counter()
-        new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad)
+        new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
         loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
         loss.backward()
         res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
         res["loss"] += float(loss.detach())
         for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] += st.get(k, 0.0)
         res["ratio_max"], res["gap_max"] = max(res["ratio_max"], st["ratio_max"]), max(res["gap_max"], st["gap_max"])
+    res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
     t1 = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     res["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
@@ -562,6 +581,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 zero_spread_groups=flat, flat_groups=c.flat_groups, flat_tokens=int(flat_tok), samples=len(samples),
                 tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
                 train_sequences=up["train_sequences"], train_tokens=up["train_tokens"],
+                train_tokens_shared=up["train_tokens_shared"],
                 kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
                 clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
                 sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,

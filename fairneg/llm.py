@@ -23,10 +23,10 @@ __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QW
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
            'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'vocab_size', 'stop_ids',
            'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache', 'sample_batch',
-           'unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'deal_schema', 'text_schema', 'legal_action_schema',
-           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer',
-           'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy',
-           'same_action', 'evaluate_model', 'eval_text']
+           'unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'deal_schema', 'text_schema',
+           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
+           'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm',
+           'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -387,37 +387,57 @@ def unpack_bitmask(bitmask, vocab:int):
     if m.shape[1] < vocab: m = torch.cat([m, m.new_zeros((m.shape[0], vocab - m.shape[1]))], 1)
     return m[:, :vocab]
 
+def _span_lp(lg, ids:list, m, V:int, temperature:float):
+    "Log-probs of `ids` under their logit rows `lg`, with the sampling temperature and allowed-token mask applied."
+    import torch
+    from trl.trainer.utils import selective_log_softmax
+    if temperature > 0: lg = lg / temperature
+    if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(lg.device), V), torch.finfo(lg.dtype).min)
+    return selective_log_softmax(lg, torch.as_tensor(ids, device=lg.device))
+
+def _forward_spans(model, inputs:dict, # the forward's tensors
+                   col, # `col(i, p)`: the forward column of sequence i's token position p
+                   S:list, SP:list, M:list, temperature:float)->list:
+    "Per sequence, per span: log-probs from one forward, logits kept only at the rows the spans use."
+    import torch
+    dev, V = _device(model), vocab_size(model)
+    keep = _forward_params(type(_base(model)))[1]
+    need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})   # logit rows used
+    if need:
+        logits = model(**inputs, use_cache=False, **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
+        logits = (logits if keep else logits[:, need]).float()
+        at = {p: c for c, p in enumerate(need)}
+    return [[torch.zeros(0, device=dev) if b <= a else      # consecutive positions: consecutive kept rows
+             _span_lp(logits[i, at[col(i, a - 1)]:at[col(i, a - 1)] + b - a], S[i][a:b], m, V, temperature)
+             for (a, b), m in zip(SP[i], M[i])] for i in range(len(S))]
+
+def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
+    "Per sequence, per span: log-probs from one forward over the left-padded whole sequences."
+    ids, mask, pos = left_pad(S, pad_id, _device(model))
+    L = ids.shape[1]
+    return _forward_spans(model, dict(input_ids=ids, attention_mask=mask, position_ids=pos),
+                          lambda i, p: L - len(S[i]) + p, S, SP, M, temperature)
+
 def span_logprobs(model, seqs:list, # token ids per sequence
                   spans:list, # per sequence: the `(start, end)` token positions scored (its answers, in order)
                   masks:list|None=None, # per span, in order: packed allowed-token bitmask `[end - start, W]` or None
                   temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
-                  pad_id:int=0, batch_size:int|None=None)->list:
+                  pad_id:int=0, batch_size:int|None=None,
+                  share_prefix:int=0, # run a first stretch of at least this many tokens that sequences share once (0: never)
+                  )->list:
     "Per-token log-probs of every span given all that precedes it in its sequence (teacher-forced, differentiable)."
-    import torch
-    from trl.trainer.utils import selective_log_softmax
-    res, dev, V, k = [], _device(model), vocab_size(model), 0
-    keep = _forward_params(type(_base(model)))[1]
-    bs = batch_size or max(len(seqs), 1)
-    for s in range(0, len(seqs), bs):
-        S, SP = [list(x) for x in seqs[s:s + bs]], spans[s:s + bs]
-        ids, mask, pos = left_pad(S, pad_id, dev)
-        L = ids.shape[1]
-        need = sorted({L - len(x) + p - 1 for x, sp in zip(S, SP) for a, b in sp for p in range(a, b)})   # logit rows used
-        if need:
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
-                           **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
-            logits = (logits if keep else logits[:, need]).float()
-            col = {p: c for c, p in enumerate(need)}
-        for i, (x, sp) in enumerate(zip(S, SP)):
-            for a, b in sp:
-                if b <= a: res.append(torch.zeros(0, device=dev)); k += 1; continue
-                c0 = col[L - len(x) + a - 1]
-                lg = logits[i, c0:c0 + b - a]                    # consecutive positions: consecutive kept rows
-                if temperature > 0: lg = lg / temperature
-                m = masks[k] if masks is not None else None
-                if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
-                res.append(selective_log_softmax(lg, torch.as_tensor(x[a:b], device=dev))); k += 1
-    return res
+    S, SP = [list(x) for x in seqs], [list(sp) for sp in spans]
+    it = iter(masks) if masks is not None else None
+    M = [[next(it) if it is not None else None for _ in sp] for sp in SP]
+    out, bs = [None] * len(S), batch_size or max(len(S), 1)
+    groups = prefix_groups(S, SP, share_prefix) if share_prefix and not _checkpointing(model) else [(0, list(range(len(S))))]
+    alone = [i for P, g in groups if not P for i in g]
+    for P, g in [(0, alone[c:c + bs]) for c in range(0, len(alone), bs)] + [(P, g[c:c + bs]) for P, g in groups if P
+                                                                           for c in range(0, len(g), bs)]:
+        run = _shared_spans if P and len(g) > 1 else (lambda m, P, *a: _padded_spans(m, *a))
+        for i, r in zip(g, run(model, P, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
+            out[i] = r
+    return [lp for r in out for lp in r]
 
 def sequence_logprobs(model, prompt_ids_list:list, completion_ids_list:list,
                       masks:list|None=None, # per sequence: packed allowed-token bitmask `[T, W]` (constrained) or None
@@ -427,6 +447,50 @@ def sequence_logprobs(model, prompt_ids_list:list, completion_ids_list:list,
     seqs = [list(p) + list(c) for p, c in zip(prompt_ids_list, completion_ids_list)]
     spans = [[(len(p), len(x))] for p, x in zip(prompt_ids_list, seqs)]
     return span_logprobs(model, seqs, spans, masks, temperature, pad_id, batch_size)
+
+# %% ../nbs/07_llm.ipynb #a20203cb
+def prefix_groups(seqs:list, # token ids per sequence
+                  spans:list, # per sequence: its scored `(start, end)` spans
+                  min_len:int, # the shortest shared first stretch worth running once
+                  )->list:
+    "`(P, indices)` groups of sequences whose first `P >= min_len` tokens agree (before each one's first scored input), chosen to save the most; the rest `(0, [i])`."
+    o = sorted(range(len(seqs)), key=lambda i: seqs[i])         # sorted: sequences that begin alike are neighbours
+    cap = [min([a for a, b in spans[i] if b > a] or [len(seqs[i])]) - 1 for i in o]   # the logits of token a come from a - 1
+    lcp = [0] + [next((j for j, (x, y) in enumerate(zip(seqs[a], seqs[b])) if x != y), min(len(seqs[a]), len(seqs[b])))
+                 for a, b in zip(o, o[1:])]                        # lcp[j]: shared with the previous sequence
+    best, cut = [0] * (len(o) + 1), [0] * (len(o) + 1)          # best[j]: most tokens saved over the first j; cut: its last group's start
+    for j in range(1, len(o) + 1):                               # the last group is o[a:j]; it saves (j - a - 1) * P
+        best[j], cut[j], P = best[j - 1], j - 1, cap[j - 1]
+        for a in range(j - 2, -1, -1):
+            P = min(P, lcp[a + 1], cap[a])
+            if P < min_len: break
+            if best[a] + (j - a - 1) * P > best[j]: best[j], cut[j] = best[a] + (j - a - 1) * P, a
+    out, j = [], len(o)
+    while j:
+        g = o[cut[j]:j]
+        out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1:j]) if len(g) > 1 else 0, g)); j = cut[j]
+    return out[::-1]
+
+def _checkpointing(model)->bool:
+    "Whether a forward now runs under activation checkpointing (training mode with it enabled), which drops a passed cache."
+    return model.training and any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
+
+def _shared_spans(model, P:int, S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
+    "Per sequence, per span: log-probs with the sequences' common first `P` tokens run once, its keys and values repeated per row."
+    import torch
+    dev, G = _device(model), len(S)
+    keep = _forward_params(type(_base(model)))[1]
+    cache = model(input_ids=torch.tensor([S[0][:P]], device=dev), use_cache=True,
+                  **({"logits_to_keep": 1} if keep else {})).past_key_values
+    cache.batch_repeat_interleave(G)
+    L = max(len(x) - P for x in S)
+    ids = torch.full((G, L), pad_id, dtype=torch.long)
+    mask = torch.zeros((G, P + L), dtype=torch.long); mask[:, :P] = 1
+    for r, x in enumerate(S): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, P:len(x)] = 1
+    pos = torch.arange(P, P + L).expand(G, L)
+    kw = {_forward_params(type(_base(model)))[0]: cache}
+    return _forward_spans(model, dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), **kw),
+                          lambda i, p: p - P, S, SP, M, temperature)
 
 # %% ../nbs/07_llm.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]

@@ -189,7 +189,7 @@ def test_update_does_not_depend_on_how_the_step_is_cut(bank, tmp_path):
     micro_batch 1 and 6 and two token budgets, to float32 precision. Hand-set advantages (a third of them 0: KL only) and
     a random adapter (policy ≠ base, so the KL has a gradient) make every term of the loss count."""
     from dataclasses import replace
-    from fairneg.grpo import GRPOTrainer, collect_samples, micro_batches, update
+    from fairneg.grpo import GRPOTrainer, collect_samples, micro_batches, pack_samples, update
     cfg = _tiny_cfg(bank, tmp_path / "run", kl_coef=0.05)
     tr = GRPOTrainer(cfg, progress=False)
     groups, _ = tr.rollout(1)
@@ -198,7 +198,7 @@ def test_update_does_not_depend_on_how_the_step_is_cut(bank, tmp_path):
     for i, s in enumerate(samples): s.advantage = (1.0, -0.5, 0.0)[i % 3]
     lens = [len(s.prompt_ids) + len(s.completion_ids) for s in samples]
     geoms = [(1, 16384), (6, 16384), (6, 2 * max(lens))]
-    cuts = [tuple(len(b) for b in micro_batches(samples, mb, tb)) for mb, tb in geoms]
+    cuts = [tuple(len(b) for b in micro_batches(pack_samples(samples, cfg.pack), mb, tb, cfg.share_prefix)) for mb, tb in geoms]
     assert len(set(cuts)) == 3, cuts                             # three different cuts of the same step
     m = tr.model
     with torch.no_grad(), torch.random.fork_rng():
