@@ -432,10 +432,14 @@ def span_logprobs(model, seqs:list, # token ids per sequence
     out, bs = [None] * len(S), batch_size or max(len(S), 1)
     groups = prefix_groups(S, SP, share_prefix) if share_prefix and not _checkpointing(model) else [(0, list(range(len(S))))]
     alone = [i for P, g in groups if not P for i in g]
-    for P, g in [(0, alone[c:c + bs]) for c in range(0, len(alone), bs)] + [(P, g[c:c + bs]) for P, g in groups if P
-                                                                           for c in range(0, len(g), bs)]:
-        run = _shared_spans if P and len(g) > 1 else (lambda m, P, *a: _padded_spans(m, *a))
-        for i, r in zip(g, run(model, P, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
+    shared = [(P, i) for P, g in groups if P for i in g]           # group by group: a group's rows are neighbours
+    for c in range(0, len(alone), bs):
+        g = alone[c:c + bs]
+        for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
+            out[i] = r
+    for c in range(0, len(shared), bs):
+        Ps, g = zip(*shared[c:c + bs])
+        for i, r in zip(g, _shared_spans(model, list(Ps), [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
             out[i] = r
     return [lp for r in out for lp in r]
 
@@ -475,22 +479,24 @@ def _checkpointing(model)->bool:
     "Whether a forward now runs under activation checkpointing (training mode with it enabled), which drops a passed cache."
     return model.training and any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
 
-def _shared_spans(model, P:int, S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
-    "Per sequence, per span: log-probs with the sequences' common first `P` tokens run once, its keys and values repeated per row."
+def _shared_spans(model, Ps:list, # per sequence: the length of the first stretch it shares with its group
+                  S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
+    "Per sequence, per span: log-probs with each group's shared first stretch run once (one forward for all the groups' stretches), its keys and values repeated per row."
     import torch
-    dev, G = _device(model), len(S)
-    keep = _forward_params(type(_base(model)))[1]
-    cache = model(input_ids=torch.tensor([S[0][:P]], device=dev), use_cache=True,
+    dev, keep = _device(model), _forward_params(type(_base(model)))[1]
+    starts = [r for r in range(len(S)) if r == 0 or (Ps[r], S[r][:Ps[r]]) != (Ps[r - 1], S[r - 1][:Ps[r - 1]])]   # each group's first row
+    pre_ids, pre_mask, pre_pos = left_pad([S[r][:Ps[r]] for r in starts], pad_id, dev)
+    cache = model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=pre_pos, use_cache=True,
                   **({"logits_to_keep": 1} if keep else {})).past_key_values
-    cache.batch_repeat_interleave(G)
-    L = max(len(x) - P for x in S)
-    ids = torch.full((G, L), pad_id, dtype=torch.long)
-    mask = torch.zeros((G, P + L), dtype=torch.long); mask[:, :P] = 1
-    for r, x in enumerate(S): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, P:len(x)] = 1
-    pos = torch.arange(P, P + L).expand(G, L)
+    group = [sum(s <= r for s in starts) - 1 for r in range(len(S))]
+    cache.batch_select_indices(torch.tensor(group, device=dev))          # each row reads its group's keys and values
+    L = max(len(x) - P for x, P in zip(S, Ps))
+    ids, mask = torch.full((len(S), L), pad_id, dtype=torch.long), torch.zeros((len(S), L), dtype=torch.long)
+    for r, (x, P) in enumerate(zip(S, Ps)): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, :len(x) - P] = 1
+    pos = torch.as_tensor(Ps)[:, None] + torch.arange(L)[None]         # right-padded after the stretch, positions go on
     kw = {_forward_params(type(_base(model)))[0]: cache}
-    return _forward_spans(model, dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), **kw),
-                          lambda i, p: p - P, S, SP, M, temperature)
+    return _forward_spans(model, dict(input_ids=ids.to(dev), attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
+                                      position_ids=pos.to(dev), **kw), lambda i, p: p - Ps[i], S, SP, M, temperature)
 
 # %% ../nbs/07_llm.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
