@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NUM = re.compile(r"[-+−]?\d[\d,]*\.?\d*(?:e[-+]?\d+)?")
+NUM = re.compile(r"(?<![\w.])[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?")   # not inside a name (p90, B2); units may follow (9.5x, 12%)
 
 
 def figures(text:str)->dict:

@@ -8,9 +8,11 @@
 #
 # Steps (each one's output in $OUT/NAME.log, figures in $OUT/NAME.json; a failed step does not stop the next):
 #   1. bench_grpo_step: GRPO steps on the Qwen3-8B-architecture stand-in (random bf16 weights, built on the GPU),
-#      transformers rollouts (--backend hf), 4 groups x 8 episodes, a short deadline, in the window and in the
-#      conversation context side by side (--context both; issue #15): rollout / reference / update split, the tokens
-#      each training pass processes, tokens per second, sampler/trainer log-prob gap, peak GPU memory.
+#      transformers rollouts (--backend hf), 4 groups x 8 episodes, a short deadline, in the window context (whole
+#      sequences, then shared first stretches run once) and in the conversation context side by side (--context both;
+#      issue #15): rollout / reference / update split, the tokens each training pass computes and shares, tokens per
+#      second, sampler/trainer log-prob gap, peak GPU memory. On a GPU the update runs under activation checkpointing,
+#      which drops a passed cache, so there only the reference pass shares first stretches.
 #   2. bench_llm --section costep: co-stepped against one-episode-at-a-time generation on the same stand-in (HFPolicy).
 #   3. only when vLLM imports there: tests/test_vllm.py, then bench_grpo_step --backend vllm at 4 x 8 with prefix
 #      caching on (VLLMPolicy's default; each step's prompt tokens read and computed are printed beside its split; the
