@@ -4,9 +4,13 @@ base, head, ...) on this machine with the same arguments, and every figure they 
     .venv/bin/python bench/compare.py --base 19820bf                         # every script, 2 rounds each
     .venv/bin/python bench/compare.py --base 19820bf --only geometry,rollout --rounds 3
     .venv/bin/python bench/compare.py --base 19820bf --only grpo_step --rounds 1 -- --backend hf --steps 3
+    .venv/bin/python bench/compare.py --base 19820bf --only llm,grpo_step,grpo --same-models   # the same weights on both
 
 The base revision is checked out in a git worktree (under `--work`) and run with this checkout's virtual environment,
 its own package first on `PYTHONPATH`; the head is this working tree. Each run's output is kept (`--work`/logs).
+The embedded small model's recipe is versioned, so two revisions may build different weights; `--same-models` makes
+the base load the head's (a cache folder under `--work` whose base recipe names link to the head's models), so the
+model benchmarks compare code, not weights.
 
 Figures are matched by line: a line's numbers are replaced by `#` to give its template, and the k-th line of a template
 in one run is set beside the k-th line of that template in every other run. A figure that differs between runs is
@@ -77,6 +81,23 @@ def tree_env(tree:Path)->dict:
     return env
 
 
+def shared_models(base:Path, work:Path)->Path:
+    "A model cache where the base's embedded-model folders are the head's: the tiny recipe carries a version, so by default each revision plays its own weights."
+    cache = work / "same-models"
+    (cache / "tiny").mkdir(parents=True, exist_ok=True)
+    path = "from fairneg.tiny import tiny_path; d = tiny_path('{0}', 0, progress=False); print(d.name, d)"   # built when missing
+    for size in ("pilot", "test"):
+        head_name, head_dir = subprocess.run([sys.executable, "-c", path.format(size)], cwd=ROOT, env=tree_env(ROOT), capture_output=True,
+                                             text=True, check=True).stdout.split()
+        base_name = subprocess.run([sys.executable, "-c", f"from fairneg.tiny import tiny_folder; print(tiny_folder('{size}', 0).name)"],
+                                   cwd=base, env=tree_env(base), capture_output=True, text=True, check=True).stdout.strip()
+        for name in {head_name, base_name}:
+            link = cache / "tiny" / name
+            if link.is_symlink() or link.exists(): link.unlink()
+            link.symlink_to(Path(head_dir).resolve())
+    return cache
+
+
 def run_one(tree:Path, script:str, args:list, log:Path)->str:
     "Run one benchmark script of a tree (its package first on the path); its output, kept in `log`."
     env = tree_env(tree)
@@ -106,6 +127,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated script names without bench_ and .py (default: all both hold)")
     ap.add_argument("--rounds", type=int, default=2, help="runs per revision, alternating base and head")
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "bench-compare", help="worktree and logs folder")
+    ap.add_argument("--same-models", action="store_true",
+                    help="both revisions load the head's embedded models (tiny, tiny-test), built here first when missing")
     ap.add_argument("-v", action="store_true", help="also list the lines only one revision prints")
     ap.add_argument("args", nargs="*", help="arguments for every script (after --)")
     a = ap.parse_args()
@@ -114,8 +137,10 @@ def main():
     scripts = sorted(have(base) & have(ROOT))
     if a.only: scripts = [s for s in scripts if s[6:-3] in a.only.split(",")]
     if not scripts: raise SystemExit(f"no benchmark script in both {base.name} and the working tree matches {a.only!r}")
+    if a.same_models: os.environ["FAIRNEG_CACHE"] = str(shared_models(base, a.work))
     logs = a.work / time.strftime("logs-%Y%m%d-%H%M%S"); logs.mkdir(parents=True)
-    print(f"base {base.name} against head {ROOT} | {a.rounds} round(s) | args {' '.join(a.args) or '(defaults)'}")
+    print(f"base {base.name} against head {ROOT} | {a.rounds} round(s) | args {' '.join(a.args) or '(defaults)'}"
+          + (f" | the head's models for both ({os.environ['FAIRNEG_CACHE']})" if a.same_models else ""))
     for s in scripts:
         runs = {"base": [], "head": []}
         for r in range(a.rounds):
