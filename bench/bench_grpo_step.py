@@ -16,9 +16,9 @@ issue #13: the vLLM rollout of a pilot step at least 2.5x shorter than the trans
 (PASS/FAIL, exit 1 when missed), and which backend is faster end to end (the one the pilot should use).
 
 `--context both` runs each backend (`--backend`, or both) in the `window` context (a fresh prompt per turn) twice, with
-every training sequence run whole (`--share-prefix 0`, the trainer before shared first stretches) and with the trainer's
-default (a first stretch that a micro-batch's sequences share, such as a seat's system message, run once:
-`GRPOConfig.share_prefix`), and once in the `conversation` context (each seat's chat grows; its turns are packed into
+every training sequence run whole (`--share-prefix 0`, the trainer's default) and with shared first stretches (a first
+stretch that a micro-batch's sequences share, such as a seat's system message, run once: `GRPOConfig.share_prefix`,
+`--share-prefix N`, 64 unless given), and once in the `conversation` context (each seat's chat grows; its turns are packed into
 one training sequence; transformers keeps each seat's keys and values between its turns, vLLM's prefix cache serves
 them), then prints per backend the tokens each training pass computes, those it shared, the answer tokens trained, the
 rollout / reference / update / step medians and the prompt tokens read and computed, against project issue #15's
@@ -187,11 +187,12 @@ TOKENS_X, STEP_X = 4.0, 2.0   # issue #15: conversation training >= 4x fewer tok
 
 def both_contexts(a, argv:list, backends:list)->int:
     "Run the step in the window context (without and with shared first stretches) and the conversation context on each backend; print them side by side with #15's targets."
-    res = run_children(argv, [(b, c, sh) for b in backends for c, sh in (("window", 0), ("window", a.share_prefix), ("conversation", a.share_prefix))])
+    S = a.share_prefix or 64               # the shared columns: GRPOConfig.share_prefix is opt-in (0 by default)
+    res = run_children(argv, [(b, c, sh) for b in backends for c, sh in (("window", 0), ("window", S), ("conversation", S))])
     if res is None: return 1
     fails, out = 0, {}
     for b in backends:
-        w0, w, c = res[(b, "window", 0)], res[(b, "window", a.share_prefix)], res[(b, "conversation", a.share_prefix)]
+        w0, w, c = res[(b, "window", 0)], res[(b, "window", S)], res[(b, "conversation", S)]
         print(f"\n{b}: window against conversation context ({w['device']}; medians of the steps after the first; tokens: all steps)")
         print(f"{'':44}{'window, whole':>14}{'window':>14}{'conversation':>14}")
         for label, key, f in [("shared first stretches run once (tokens >=)", "share_prefix", "{}"),

@@ -44,7 +44,7 @@ class GRPOConfig:
     k: int = 8                          # episodes per game (different sampling seeds)
     micro_batch: int = 6                # sequences per micro-batch
     pack: bool = True                   # train a seat's conversation as one sequence, each answer scored in place (the same loss; see `pack_samples`)
-    share_prefix: int = 64              # run a first stretch of at least this many tokens that a micro-batch's sequences share once (0: never; the same loss; off under gradient checkpointing)
+    share_prefix: int = 0               # run a first stretch of at least this many tokens that a micro-batch's sequences share once (e.g. 64; 0: never; the same loss; off under gradient checkpointing)
     gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: on when the base is on a GPU)
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn

@@ -190,7 +190,7 @@ def test_update_does_not_depend_on_how_the_step_is_cut(bank, tmp_path):
     a random adapter (policy ≠ base, so the KL has a gradient) make every term of the loss count."""
     from dataclasses import replace
     from fairneg.grpo import GRPOTrainer, collect_samples, micro_batches, pack_samples, update
-    cfg = _tiny_cfg(bank, tmp_path / "run", kl_coef=0.05)
+    cfg = _tiny_cfg(bank, tmp_path / "run", kl_coef=0.05, share_prefix=64)   # shared first stretches, cut differently too
     tr = GRPOTrainer(cfg, progress=False)
     groups, _ = tr.rollout(1)
     eps = [e for g in groups for e in g]
