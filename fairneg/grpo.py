@@ -15,7 +15,7 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_ve
 from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
-from .llm import (constrained_masks, span_logprobs, prefix_groups, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
@@ -27,9 +27,8 @@ from .telemetry import memory_reading, wandb_run
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
            'group_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples',
            'grpo_loss', 'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing',
-           'is_checkpointing', 'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state',
-           'logged_steps', 'GRPOTrainer', 'train', 'load_train_params', 'make_config', 'run_arms', 'holds_arm',
-           'check_run_folder', 'train_cmd']
+           'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
+           'train', 'load_train_params', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -228,10 +227,10 @@ def micro_batches(samples:list, size:int, token_budget:int,
     if share_prefix:
         groups = prefix_groups([_ids(x) for x in samples], [_spans(x) for x in samples], share_prefix)
         units = [[samples[i] for i in g[c:c + size]] for _, g in groups for c in range(0, len(g), size)]
-    cost = lambda u: sum(map(_n_tokens, u)) - shared_tokens(u, share_prefix)
+    costs = [sum(map(_n_tokens, u)) - shared_tokens(u, share_prefix) for u in units]   # tokens each unit computes
     out, cur, toks = [], [], 0
-    for u in sorted(units, key=cost):
-        n = cost(u)
+    for k in sorted(range(len(units)), key=costs.__getitem__):
+        u, n = units[k], costs[k]
         if cur and (len(cur) + len(u) > size or toks + n > token_budget): out.append(cur); cur, toks = [], 0
         cur += u; toks += n
     if cur: out.append(cur)
@@ -381,11 +380,6 @@ def use_gradient_checkpointing(model, cfg:GRPOConfig)->bool:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return bool(on)
-
-def is_checkpointing(model)->bool:
-    "Whether activation (gradient) checkpointing is on, under either transformers spelling."
-    f = "is_activation_checkpointing" if hasattr(type(model.get_base_model()), "is_activation_checkpointing") else "is_gradient_checkpointing"
-    return bool(getattr(model.get_base_model(), f))
 
 def make_optimizer(model, cfg:GRPOConfig)->tuple:
     "AdamW over the trainable (adapter) parameters and a linear-warm-up-then-constant schedule."

@@ -23,10 +23,11 @@ __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QW
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
            'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'vocab_size', 'stop_ids',
            'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache', 'sample_batch',
-           'unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'deal_schema', 'text_schema',
-           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
-           'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm',
-           'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model', 'eval_text']
+           'unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'is_checkpointing', 'deal_schema',
+           'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar',
+           'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu',
+           'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model',
+           'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -387,19 +388,12 @@ def unpack_bitmask(bitmask, vocab:int):
     if m.shape[1] < vocab: m = torch.cat([m, m.new_zeros((m.shape[0], vocab - m.shape[1]))], 1)
     return m[:, :vocab]
 
-def _span_lp(lg, ids:list, m, V:int, temperature:float):
-    "Log-probs of `ids` under their logit rows `lg`, with the sampling temperature and allowed-token mask applied."
-    import torch
-    from trl.trainer.utils import selective_log_softmax
-    if temperature > 0: lg = lg / temperature
-    if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(lg.device), V), torch.finfo(lg.dtype).min)
-    return selective_log_softmax(lg, torch.as_tensor(ids, device=lg.device))
-
 def _forward_spans(model, inputs:dict, # the forward's tensors
                    col, # `col(i, p)`: the forward column of sequence i's token position p
                    S:list, SP:list, M:list, temperature:float)->list:
     "Per sequence, per span: log-probs from one forward, logits kept only at the rows the spans use."
     import torch
+    from trl.trainer.utils import selective_log_softmax
     dev, V = _device(model), vocab_size(model)
     keep = _forward_params(type(_base(model)))[1]
     need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})   # logit rows used
@@ -407,9 +401,14 @@ def _forward_spans(model, inputs:dict, # the forward's tensors
         logits = model(**inputs, use_cache=False, **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
         logits = (logits if keep else logits[:, need]).float()
         at = {p: c for c, p in enumerate(need)}
-    return [[torch.zeros(0, device=dev) if b <= a else      # consecutive positions: consecutive kept rows
-             _span_lp(logits[i, at[col(i, a - 1)]:at[col(i, a - 1)] + b - a], S[i][a:b], m, V, temperature)
-             for (a, b), m in zip(SP[i], M[i])] for i in range(len(S))]
+    def span(i, a, b, m):                                   # consecutive positions: consecutive kept rows
+        if b <= a: return torch.zeros(0, device=dev)
+        c0 = at[col(i, a - 1)]
+        lg = logits[i, c0:c0 + b - a]
+        if temperature > 0: lg = lg / temperature
+        if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
+        return selective_log_softmax(lg, torch.as_tensor(S[i][a:b], device=dev))
+    return [[span(i, a, b, m) for (a, b), m in zip(SP[i], M[i])] for i in range(len(S))]
 
 def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
     "Per sequence, per span: log-probs from one forward over the left-padded whole sequences."
@@ -430,16 +429,18 @@ def span_logprobs(model, seqs:list, # token ids per sequence
     it = iter(masks) if masks is not None else None
     M = [[next(it) if it is not None else None for _ in sp] for sp in SP]
     out, bs = [None] * len(S), batch_size or max(len(S), 1)
-    groups = prefix_groups(S, SP, share_prefix) if share_prefix and not _checkpointing(model) else [(0, list(range(len(S))))]
+    cache_ok = not (model.training and is_checkpointing(model))   # checkpointing in training drops a passed cache
+    groups = prefix_groups(S, SP, share_prefix) if share_prefix and cache_ok else [(0, list(range(len(S))))]
     alone = [i for P, g in groups if not P for i in g]
-    shared = [(P, i) for P, g in groups if P for i in g]           # group by group: a group's rows are neighbours
+    shared = [(k, P, i) for k, (P, g) in enumerate(groups) if P for i in g]   # group by group: a group's rows are neighbours
     for c in range(0, len(alone), bs):
         g = alone[c:c + bs]
         for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
             out[i] = r
     for c in range(0, len(shared), bs):
-        Ps, g = zip(*shared[c:c + bs])
-        for i, r in zip(g, _shared_spans(model, list(Ps), [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
+        ks, Ps, g = zip(*shared[c:c + bs])
+        for i, r in zip(g, _shared_spans(model, list(ks), list(Ps), [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g],
+                                         temperature, pad_id)):
             out[i] = r
     return [lp for r in out for lp in r]
 
@@ -475,28 +476,28 @@ def prefix_groups(seqs:list, # token ids per sequence
         out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1:j]) if len(g) > 1 else 0, g)); j = cut[j]
     return out[::-1]
 
-def _checkpointing(model)->bool:
-    "Whether a forward now runs under activation checkpointing (training mode with it enabled), which drops a passed cache."
-    return model.training and any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
+def is_checkpointing(model)->bool:
+    "Whether activation (gradient) checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
+    return any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
 
-def _shared_spans(model, Ps:list, # per sequence: the length of the first stretch it shares with its group
+def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are neighbours)
+                  Ps:list, # per sequence: the length of the first stretch it shares with its group
                   S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
     "Per sequence, per span: log-probs with each group's shared first stretch run once (one forward for all the groups' stretches), its keys and values repeated per row."
     import torch
-    dev, keep = _device(model), _forward_params(type(_base(model)))[1]
-    starts = [r for r in range(len(S)) if r == 0 or (Ps[r], S[r][:Ps[r]]) != (Ps[r - 1], S[r - 1][:Ps[r - 1]])]   # each group's first row
+    dev, (cache_kw, keep) = _device(model), _forward_params(type(_base(model)))
+    starts = [r for r in range(len(S)) if r == 0 or ks[r] != ks[r - 1]]   # each group's first row
     pre_ids, pre_mask, pre_pos = left_pad([S[r][:Ps[r]] for r in starts], pad_id, dev)
     cache = model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=pre_pos, use_cache=True,
                   **({"logits_to_keep": 1} if keep else {})).past_key_values
-    group = [sum(s <= r for s in starts) - 1 for r in range(len(S))]
+    group = list(itertools.accumulate(int(r > 0 and ks[r] != ks[r - 1]) for r in range(len(S))))   # each row's stretch
     cache.batch_select_indices(torch.tensor(group, device=dev))          # each row reads its group's keys and values
     L = max(len(x) - P for x, P in zip(S, Ps))
     ids, mask = torch.full((len(S), L), pad_id, dtype=torch.long), torch.zeros((len(S), L), dtype=torch.long)
     for r, (x, P) in enumerate(zip(S, Ps)): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, :len(x) - P] = 1
     pos = torch.as_tensor(Ps)[:, None] + torch.arange(L)[None]         # right-padded after the stretch, positions go on
-    kw = {_forward_params(type(_base(model)))[0]: cache}
     return _forward_spans(model, dict(input_ids=ids.to(dev), attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
-                                      position_ids=pos.to(dev), **kw), lambda i, p: p - Ps[i], S, SP, M, temperature)
+                                      position_ids=pos.to(dev), **{cache_kw: cache}), lambda i, p: p - Ps[i], S, SP, M, temperature)
 
 # %% ../nbs/07_llm.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
