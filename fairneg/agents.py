@@ -271,7 +271,7 @@ def public_evidence(dp:dict)->list:
         elif at == "reject" and dp["offers"]: ev.append((j, "no", dp["offers"][-1]["deal"]))
         elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"): ev.append((j, e["vote"], off["deal"]))
         elif at == "walk":
-            st = most_signed((oid, o["signers"]) for oid, o in live.items())   # the engine's standing offer
+            st = most_signed([{**o, "offer_id": oid, "status": "live"} for oid, o in live.items()])   # the engine's standing offer
             if st is not None: ev.append((j, "no", live[st]["deal"]))
             for o in live.values(): o["signers"].discard(j)
     return ev

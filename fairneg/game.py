@@ -71,9 +71,13 @@ class Game:
 # %% ../nbs/00_game.ipynb #3cfa01ec
 def issue_letter(k:int)->str: return string.ascii_uppercase[k]
 
+_ISSUE_INDEX = {c: k for s in (string.ascii_uppercase, string.ascii_lowercase) for k, c in enumerate(s)}
+
 def issue_index(letter:str)->int:
-    "The issue an issue letter names (`B` -> 1): `issue_letter`'s inverse."
-    return string.ascii_uppercase.index(letter.upper())
+    "The issue an issue letter names (`B` or `b` -> 1): `issue_letter`'s inverse."
+    k = _ISSUE_INDEX.get(letter)   # a table, not `str.index`: the engine reads every label of every deal through it
+    if k is None: raise ValueError(f"`{letter}` is not an issue letter (A-Z)")
+    return k
 
 def label_option(t:str)->tuple:
     "`(issue, option)` (both 0-based) of an option label such as `B3`, without a range check; ValueError when it is none."

@@ -11,7 +11,7 @@ import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options
 from .geometry import solve
 from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
-                              DecisionPoint, Offer, version_context)
+                              DecisionPoint, Offer, field_names, read_decision_point, version_context)
 from .prompts import render_prompt, render_conversation
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
@@ -195,7 +195,7 @@ PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverge
                "counterfactual_value", "rejected_value", "table_optimum", "view_ref")
 ROW_FIELDS = ID_FIELDS + PAIR_FIELDS + STATE_FIELDS + VIEW_FIELDS
 _EVENT_KEYS = ("round", "seat", "atype", "offer_id", "deal", "vote", "message", "forced")
-_OFFER_KEYS = Offer.field_names()
+_OFFER_KEYS = field_names(Offer)
 DP_ROW_IDS = ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")   # a row's ids a decision point holds
 
 def state_fields(dp:dict)->dict:
@@ -207,7 +207,7 @@ def state_fields(dp:dict)->dict:
 
 def row_decision_point(row:dict)->dict:
     "The `DecisionPoint` a row was scored at, rebuilt from its fields (without the seat's own scratchpad)."
-    return DecisionPoint.from_json({**{k: row[k] for k in STATE_FIELDS + VIEW_FIELDS + DP_ROW_IDS}, "own_scratchpad": None})
+    return read_decision_point({**{k: row[k] for k in STATE_FIELDS + VIEW_FIELDS + DP_ROW_IDS}, "own_scratchpad": None})
 
 def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(",", ":"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, re, random, hashlib, itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
+from typing import TypedDict
 from .game import (
     Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
@@ -17,7 +18,8 @@ __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES',
            'check_poolable', 'State', 'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget',
            'most_signed', 'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action',
            'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict',
-           'state_from_dict', 'Record', 'Offer', 'DecisionPoint', 'decision_point', 'resolve_game']
+           'state_from_dict', 'field_names', 'read_record', 'Offer', 'DecisionPoint', 'read_decision_point',
+           'decision_point', 'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -184,16 +186,16 @@ def turn_token_budget(s:State)->int:
     "Generation cap of the current phase."
     return s.protocol.vote_tokens if s.phase == "vote" else s.protocol.turn_tokens
 
-def most_signed(offers)->str|None:
-    "The standing offer among live `(offer_id, signers)` pairs in the order they were made: most signatures, ties the newest."
+def most_signed(offers:list)->str|None:
+    "The standing offer among offers (`offer_id`, `signers`, `status`) in the order made: the live one most signed, ties the newest."
     best, nb = None, -1
-    for oid, signers in offers:
-        if len(signers) >= nb: best, nb = oid, len(signers)
+    for o in offers:   # one loop, no generator: it runs on every decision point (bench_rollout)
+        if o["status"] == "live" and len(o["signers"]) >= nb: best, nb = o["offer_id"], len(o["signers"])
     return best
 
 def standing_offer_id(s:State)->str|None:
     "The live offer with the most signatures (ties: the newest), or None (SPEC §5)."
-    return most_signed((o["offer_id"], o["signers"]) for o in s.offers if o["status"] == "live")
+    return most_signed(s.offers)
 
 def find_offer(s:State, oid):
     m = re.fullmatch(r"o(\d+)", oid) if isinstance(oid, str) else None
@@ -476,28 +478,19 @@ def state_from_dict(d:dict)->State:
     return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"), "protocol": Protocol(**d["protocol"])})
 
 # %% ../nbs/04_protocol.ipynb #67ac0ecb
-class Record(dict):
-    "A JSON object with a declared schema: its keys are the class's annotated fields, read as `r['k']` or `r.k`."
-    def __getattr__(self, k):
-        try: return self[k]
-        except KeyError: raise AttributeError(f"{type(self).__name__} has no field {k!r}") from None
-    @classmethod
-    def field_names(cls)->tuple:
-        "The declared fields, in order."
-        return tuple(cls.__annotations__)
-    @classmethod
-    def from_json(cls, d:dict):
-        "Read the JSON form back; a field unknown or missing is a `ValueError` naming it."
-        names = cls.field_names()
-        bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
-        if bad or missing: raise ValueError(f"not a {cls.__name__}: " + "; ".join(
-            ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
-        return cls({k: d[k] for k in names})
-    def to_json(self)->dict:
-        "The plain JSON form."
-        return dict(self)
+def field_names(schema)->tuple:
+    "The fields a record schema (`Offer`, `DecisionPoint`) declares, in order."
+    return tuple(schema.__annotations__)
 
-class Offer(Record):
+def read_record(schema, d:dict)->dict:
+    "`d` as a `schema` record, its fields in order; a field unknown or missing is a `ValueError` naming it."
+    names = field_names(schema)
+    bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
+    if bad or missing: raise ValueError(f"not a valid {schema.__name__}: " + "; ".join(
+        ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
+    return {k: d[k] for k in names}
+
+class Offer(TypedDict):
     "An offer on the table, as a seat sees it."
     offer_id: str   # `o1`, `o2`, ... in the order proposed
     proposer: int   # the seat that proposed it
@@ -507,7 +500,7 @@ class Offer(Record):
     round: int      # the round it was proposed in
 
 # %% ../nbs/04_protocol.ipynb #afa3db80
-class DecisionPoint(Record):
+class DecisionPoint(TypedDict):
     "What one seat may see when it is asked to act, plus the game reference that re-scoring needs."
     instance_id: str        # the game's name
     game_ref: dict          # {instance_id, game_sha}: the truth, by reference (`resolve_game`)
@@ -545,15 +538,11 @@ class DecisionPoint(Record):
     own_scratchpad: str|None  # its latest scratchpad (None before its first turn)
     has_prose: bool         # whether the game has a prose framing
 
-    def to_json(self)->dict:
-        "The plain JSON form (offers as plain dicts)."
-        return {**self, "offers": [dict(o) for o in self["offers"]]}
-    @classmethod
-    def from_json(cls, d:dict):
-        "Read the JSON form back (offers as `Offer`s); a field unknown or missing is a `ValueError` naming it."
-        dp = super().from_json(d)
-        dp["offers"] = [Offer.from_json(o) for o in dp["offers"]]
-        return dp
+def read_decision_point(d:dict)->DecisionPoint:
+    "A decision point read back from its JSON form, each offer checked too; a field unknown or missing is a `ValueError`."
+    dp = read_record(DecisionPoint, d)
+    dp["offers"] = [read_record(Offer, o) for o in dp["offers"]]
+    return dp
 
 # %% ../nbs/04_protocol.ipynb #a324f0cd
 _ISSUES = {}
@@ -572,17 +561,19 @@ def decision_point(s:State, seat:int)->DecisionPoint:
     if ph == "vote": acceptable = [s.ballot]
     elif ph in ("turn", "respond"): acceptable = [o["offer_id"] for o in s.offers if o["status"] == "live" and seat not in o["signers"]]
     else: acceptable = []
-    return DecisionPoint(instance_id=g.name, game_ref={"instance_id": g.name, "game_sha": s.game_sha},
-            episode_id=s.episode_id, episode_seed=s.seed, protocol=s.protocol.kind,
-            protocol_version=s.protocol.version, turn_token_budget=turn_token_budget(s), info_mode=s.info_mode,
-            seat=seat, party=g.parties[seat], role=g.roles[seat], n_parties=g.n, parties=g.parties,
-            roles=g.roles, active=list(s.active), issues=_issue_view(s), own_sheet=g.scores[seat],
-            own_threshold=g.thresholds[seat], sheets=g.scores if full else None,
-            thresholds=g.thresholds if full else None, min_accept=g.quorum, veto=g.veto, pie=g.pie,
-            offers=[Offer(o, signers=list(o["signers"])) for o in s.offers], standing_offer_id=standing_offer_id(s),
-            ballot=s.ballot, phase=ph, round=s.round, deadline=s.protocol.max_turns,
-            history=list(s.history), legal=list(LEGAL_ATYPES[ph]) if acting else [], acceptable=acceptable,
-            retry_error=s.pending[seat], own_scratchpad=s.scratch[seat], has_prose=bool(g.prose))
+    dp: DecisionPoint = {   # a literal: calling the schema with keywords builds the dict twice (measured, bench_rollout)
+            "instance_id": g.name, "game_ref": {"instance_id": g.name, "game_sha": s.game_sha},
+            "episode_id": s.episode_id, "episode_seed": s.seed, "protocol": s.protocol.kind,
+            "protocol_version": s.protocol.version, "turn_token_budget": turn_token_budget(s), "info_mode": s.info_mode,
+            "seat": seat, "party": g.parties[seat], "role": g.roles[seat], "n_parties": g.n, "parties": g.parties,
+            "roles": g.roles, "active": list(s.active), "issues": _issue_view(s), "own_sheet": g.scores[seat],
+            "own_threshold": g.thresholds[seat], "sheets": g.scores if full else None,
+            "thresholds": g.thresholds if full else None, "min_accept": g.quorum, "veto": g.veto, "pie": g.pie,
+            "offers": [{**o, "signers": list(o["signers"])} for o in s.offers], "standing_offer_id": standing_offer_id(s),
+            "ballot": s.ballot, "phase": ph, "round": s.round, "deadline": s.protocol.max_turns,
+            "history": list(s.history), "legal": list(LEGAL_ATYPES[ph]) if acting else [], "acceptable": acceptable,
+            "retry_error": s.pending[seat], "own_scratchpad": s.scratch[seat], "has_prose": bool(g.prose)}
+    return dp
 
 def resolve_game(dp:dict, games)->Game:
     "The game a decision point (or record) refers to, from a list or dict of games; checks the fingerprint."
