@@ -388,6 +388,8 @@ def unpack_bitmask(bitmask, vocab:int):
     if m.shape[1] < vocab: m = torch.cat([m, m.new_zeros((m.shape[0], vocab - m.shape[1]))], 1)
     return m[:, :vocab]
 
+
+# %% ../nbs/07_llm.ipynb #ee99afd8
 def _forward_spans(model, inputs:dict, # the forward's tensors
                    col, # `col(i, p)`: the forward column of sequence i's token position p
                    S:list, SP:list, M:list, temperature:float)->list:
@@ -417,6 +419,8 @@ def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int)
     return _forward_spans(model, dict(input_ids=ids, attention_mask=mask, position_ids=pos),
                           lambda i, p: L - len(S[i]) + p, S, SP, M, temperature)
 
+
+# %% ../nbs/07_llm.ipynb #fcdb8ccf
 def span_logprobs(model, seqs:list, # token ids per sequence
                   spans:list, # per sequence: the `(start, end)` token positions scored (its answers, in order)
                   masks:list|None=None, # per span, in order: packed allowed-token bitmask `[end - start, W]` or None
