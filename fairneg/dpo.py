@@ -20,7 +20,7 @@ from .policies import resolve_model
 from .grpo import LORA_TARGETS, checkpoints, lora_config
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option, user_error
-from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row
+from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256
 from .telemetry import memory_reading
 
 # %% auto #0
@@ -79,7 +79,7 @@ _BOOKKEEPING = ("out", "steps", "checkpoint_steps")   # fields that do not chang
 
 def pairs_digest(pairs)->str|None:
     "sha256 of a pairs table's bytes (None when there is none yet): the same folder with other pairs is another problem."
-    try: return hashlib.sha256(pairs_path(pairs).read_bytes()).hexdigest()
+    try: return file_sha256(pairs_path(pairs))
     except FileNotFoundError: return None
 
 def dpo_config_hash(cfg:DPOTrainConfig)->str:

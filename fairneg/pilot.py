@@ -18,7 +18,7 @@ from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .commands import config_section
 from .report import render_report
-from .store import write_jsonl, write_json
+from .store import write_jsonl, write_json, file_sha256
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
@@ -92,12 +92,14 @@ def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
     return out
 
 def stage_model(params:dict, run:Path, force:bool, only)->str:
-    "Build (or reuse from the cache) the embedded model; record where it is and how it was built."
+    "Build (or reuse from the cache) the embedded model; record where it is, how it was built and its weights' sha256."
     spec = need(params, "train.model")
     def build():
         path = resolve_model(spec)
         rep = Path(path) / "build_report.json"
-        write_json(run / "model.json", dict(spec=spec, path=path, build_report=read_json(rep, ParamsError) if rep.exists() else None))
+        weights = {f.name: file_sha256(f) for f in sorted(Path(path).glob("*.safetensors"))}   # {} for a hub id
+        write_json(run / "model.json", dict(spec=spec, path=path, weights_sha256=weights,
+                                            build_report=read_json(rep, ParamsError) if rep.exists() else None))
     run_stage("model", run / "model.json", build, force, only)
     return spec
 

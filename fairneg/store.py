@@ -4,14 +4,15 @@
 
 # %% ../nbs/00b_store.ipynb #9e6ad300
 from __future__ import annotations
-import json, os
+import hashlib, json, os
 from pathlib import Path
 from typing import Iterable
 from .game import ReadError, json_lines
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'STEP_FIELDS',
-           'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'episode_rows', 'step_row']
+           'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'episode_rows',
+           'file_sha256', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -56,6 +57,14 @@ def episode_rows(path, error:type=ReadError)->list[dict]:
         if not isinstance(r, dict): raise error(f"{path}:{i}: an episode row must be a JSON object")
         rows.append({**r, "_source": f"{path}:{i}"})
     return rows
+
+# %% ../nbs/00b_store.ipynb #bfceb4db
+def file_sha256(path, chunk:int=1 << 20)->str:
+    "The sha256 hex digest of a file's bytes, read `chunk` bytes at a time."
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk): h.update(b)
+    return h.hexdigest()
 
 # %% ../nbs/00b_store.ipynb #2c48de77
 STEP_FIELDS = {   # training_steps.jsonl: one row per optimizer step of an arm

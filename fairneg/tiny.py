@@ -13,6 +13,7 @@ import typer
 from tqdm.auto import tqdm
 from .agents import get_agent, answer_text
 from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, read_json
+from .store import file_sha256
 from .protocol import State, new_episode, decision_point, apply_action, parse_action, check_action
 from .prompts import render_prompt
 from .rollout import EpisodeSpec, co_step, random_legal_action
@@ -295,8 +296,8 @@ def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
     return [p for e in eps for p in replay_points(e, keep_state)], sum(p.agent_errors for p in pols.values())
 
 # %% ../nbs/07a_tiny.ipynb #a09e362b
-def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled, times)->dict:
-    "The tiny build's report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions."
+def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled, times, weights)->dict:
+    "The tiny build's report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions, weights' sha256."
     tr = rec["train"]
     return dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
                 vocab_size=len(tok), model_vocab_size=model.config.vocab_size,
@@ -308,7 +309,8 @@ def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_erro
                 loss=[[h["step"], round(float(h["loss"]), 4)] for h in hist if "loss" in h],
                 final_loss=next((round(float(h["train_loss"]), 4) for h in hist if "train_loss" in h), None),
                 greedy=greedy, sampled=sampled, parse_rate=greedy["parse"],
-                seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions())
+                seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions(),
+                weights_sha256=weights)
 
 def _install(tmp:Path, out:Path)->None:
     "Move a finished build folder into place atomically (an existing `out` is replaced, never half-written)."
@@ -361,7 +363,7 @@ def build_tiny(out, # the folder to write
             tmp.chmod(0o755); [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
             times["total"], times["cpu"] = time.perf_counter() - t0, time.process_time() - c0
             report = _build_report(size, seed, rec, model, tok, pool, train_pts, held, err_train + err_held, lens, hist,
-                                   greedy, sampled, times)
+                                   greedy, sampled, times, file_sha256(tmp / "model.safetensors"))
             (tmp / "recipe.json").write_text(json.dumps({**rec, "hash": recipe_hash(rec)}, indent=1))
             (tmp / "build_report.json").write_text(json.dumps(report, indent=1))
             _install(tmp, out)
@@ -397,8 +399,9 @@ def tiny_path(size:str="pilot", # `pilot` or `test`
     return d
 
 def build_report(path)->dict:
-    "The `build_report.json` of a tiny model folder."
-    return read_json(Path(path) / "build_report.json")
+    "The `build_report.json` of a tiny model folder (`weights_sha256` read off the weights when a build predates it)."
+    r = read_json(Path(path) / "build_report.json")
+    return r if r.get("weights_sha256") else {**r, "weights_sha256": file_sha256(Path(path) / "model.safetensors")}
 
 # %% ../nbs/07a_tiny.ipynb #e08955b7
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
