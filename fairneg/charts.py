@@ -8,8 +8,8 @@ import re
 from importlib.util import find_spec
 
 # %% auto #0
-__all__ = ['EMBED_OPTIONS', 'RENDERER', 'round_geometry', 'vl_version', 'spec_svg', 'has_widgets', 'widget_bundle',
-           'chart_bundle', 'enable', 'enable_default']
+__all__ = ['EMBED_OPTIONS', 'RENDERER', 'round_geometry', 'drop_live_attributes', 'vl_version', 'spec_svg', 'has_widgets',
+           'widget_bundle', 'chart_bundle', 'enable', 'enable_default']
 
 # %% ../nbs/00c_charts.ipynb #fb672e72
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
@@ -19,6 +19,12 @@ def round_geometry(svg:str)->str:
     "Cut coordinates in an SVG's geometry attributes to 2 decimals."
     return _GEOM_ATTR.sub(lambda m: m[1] + '="' + _LONG_FLOAT.sub(r"\1", m[2]) + '"', svg)
 
+_LIVE_ATTR = re.compile(r' (?:role|aria-roledescription|aria-hidden|pointer-events)="[^"]*"')
+
+def drop_live_attributes(svg:str)->str:
+    "Drop the attributes only a live view reads (`role`, `aria-roledescription`, `aria-hidden`, `pointer-events`)."
+    return _LIVE_ATTR.sub("", svg)
+
 def vl_version()->str|None:
     "The Vega-Lite version altair writes (`major.minor`), or `None` where vl-convert does not have it (its default then)."
     import altair as alt, vl_convert as vlc
@@ -26,10 +32,10 @@ def vl_version()->str|None:
     return v if v in vlc.get_vegalite_versions() else None
 
 def spec_svg(spec:dict)->str:
-    "A Vega-Lite spec rendered to SVG by vl-convert, offline, without ARIA labels, coordinates cut to 2 decimals."
+    "A Vega-Lite spec rendered to SVG by vl-convert, offline: no ARIA labels or live-view attributes, coordinates cut to 2 decimals."
     import vl_convert as vlc
     spec = {**spec, "config": {**spec.get("config", {}), "aria": False}}
-    return round_geometry(vlc.vegalite_to_svg(spec, vl_version=vl_version()))
+    return drop_live_attributes(round_geometry(vlc.vegalite_to_svg(spec, vl_version=vl_version())))
 
 # %% ../nbs/00c_charts.ipynb #717a549c
 EMBED_OPTIONS = {"renderer": "svg", "actions": False}   # vega-embed options of the JupyterLab widget

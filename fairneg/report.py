@@ -590,6 +590,7 @@ def last_checkpoints(checkpoints:Iterable[str])->list[str]:
         elif a[0] not in best or a[1] > best[a[0]][1]: best[a[0]] = (ck, a[1])
     return [ck for ck, _ in best.values()] + other
 
+# %% ../nbs/11_report.ipynb #f4a8e8ef
 def struck_frame(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->object:
     "Closed deals of a condition's cells: one row per episode (policy, side, game, seed, deal label)."
     import pandas as pd
@@ -617,6 +618,7 @@ def _policy_sorted(df):
     order = {p: i for i, p in enumerate(base + checkpoint_order(df.policy[df.side == "trained"]))}
     return df.assign(_o=df.policy.map(order)).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
 
+# %% ../nbs/11_report.ipynb #530c0f39
 def pick_game(struck)->str:
     "The game with the most closed deals (the first such game on a tie)."
     if struck.empty: raise ReportError("no episodes to pick a game from")
@@ -754,6 +756,7 @@ def _styled(df, colour_cols, caption=None, left=()):
     if left: sty = sty.set_properties(subset=list(left), **{"text-align": "left"})
     return sty.set_caption(caption) if caption else sty
 
+# %% ../nbs/11_report.ipynb #8b7f3e74
 def gate_table(gate:dict):
     "The gate's clauses per checkpoint with their status (coloured) and reason, as a Styler."
     import pandas as pd
@@ -763,6 +766,7 @@ def gate_table(gate:dict):
     return _styled(pd.DataFrame(rows), ["verdict", "status"], f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
                    left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])
 
+# %% ../nbs/11_report.ipynb #a0dc4278
 def soundness_table(s:dict):
     "The reward-soundness campaigns (mean R_table, interval, games, episodes) as a Styler."
     import pandas as pd
@@ -776,6 +780,7 @@ def soundness_checks(s:dict):
     df = pd.DataFrame([dict(expected=c["expect"], result="holds" if c["holds"] else "does not hold") for c in s["checks"]])
     return _styled(df, ["result"], "PASS" if s.get("passed") else "FAIL", left=["expected"])
 
+# %% ../nbs/11_report.ipynb #f67d8714
 def bank_table(run:Run)->object:
     "One row per bank of the run: games, modes, generator, nnw spread range, guard summary."
     import pandas as pd
@@ -855,6 +860,7 @@ def training_section(run:Run)->list:
         return out + [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
     return _guard(go)
 
+# %% ../nbs/11_report.ipynb #4784af89
 def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:str="primary")->list:
     "The checkpoint ladder of some endpoints on one condition: figure and table each."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
@@ -870,6 +876,7 @@ def frontier_section(run:Run, condition:str="primary")->list:
     return _guard(lambda: [_styled(frontier_table(run, condition), [], f"The frontier on {condition}: trained − untrained per arm and "
                                    "rung, 95% intervals and verdicts; VOID where the viability screen applies", left=["arm"])])
 
+# %% ../nbs/11_report.ipynb #4fdef99c
 def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None)->list:
     "Per condition: the forest plot, the endpoints × checkpoints matrix, the viability notes and (folded) every row."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
@@ -887,6 +894,7 @@ def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
                                        contrast_table(run.contrasts, endpoints, [cond]))])
     return out
 
+# %% ../nbs/11_report.ipynb #a57f6923
 def share_section(run:Run, conditions:Iterable[str]|None=("primary",))->list:
     "Deal rate beside max_share per cell."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
@@ -988,6 +996,7 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
                        f"(size = episodes; policies that closed the same deal are offset slightly).")]
     return _guard(go)
 
+# %% ../nbs/11_report.ipynb #d20b7d3d
 def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->list:
     "The game explorer on a condition's games with the deals each policy closed; interactive in any report (the vega bundle inlined once)."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
@@ -1003,6 +1012,7 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
                                 f"Markers on top: the deals each policy closed (size = episodes).", mode="interactive")]
     return _guard(go)
 
+# %% ../nbs/11_report.ipynb #f02f8766
 def divide_section(run:Run, condition:str="divide_dollar")->list:
     "The divide-the-dollar demands per policy."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
