@@ -91,54 +91,69 @@ def _rules_table(dp, prose:bool)->str:
 def _format_block(hint:str)->str: return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
 
 # %% ../nbs/04b_prompts.ipynb #77d7838b
-def _system_text(dp:dict, framing:str, game:Game|None)->str:
-    kind, me, n, m = dp["protocol"], dp["party"], dp["n_parties"], len(dp["issues"])
-    prose = framing == "prose"
-    if kind == "ultimatum":
-        other = _who(dp, 1 - dp["seat"])
-        other = "the " + other if other in ("proposer", "responder") else other
-        mine = "proposer" if dp["role"] == "p1" else "responder"
-        you = f"You are the {mine}" + ("" if me == mine else f" ({me})")
-        if mine == "proposer":
-            head = (f"{you} in an ultimatum game: two parties split 100 points. You propose once: one option of issue A as "
-                    f"your share; {other} gets the rest, accepting (deal) or rejecting (both get 0).")
-        else:
-            head = (f"{you} in an ultimatum game: two parties split 100 points. {other[0].upper() + other[1:]} proposes its "
-                    f"share once (one option of issue A); you get the rest if you accept; if you reject, both get 0.")
-        body = _issue_line(dp, True) if prose else _issue_line(dp, True) + "\n" + _sheet_table(dp)
-        hint = "atype propose with a deal" if dp["role"] == "p1" else "atype accept with the offer_id, or reject"
-        return "\n".join([head, body, _format_block(hint)])
-    if kind == "divide-dollar":
-        L = issue_letter(dp["seat"]); opts = dp["issues"][dp["seat"]]["options"]
-        head = (f"You are {me}, one of {n} claimants to 100 points. Each claimant secretly demands a share at the same time: "
-                f"you demand one option of your issue {L} ({', '.join(f'{L}{o + 1}={d}' for o, d in enumerate(opts))}). "
-                f"If the demands add up to at most {dp['pie'] if dp['pie'] is not None else 100:g}, each gets its demand; "
-                f"otherwise everyone gets 0.")
-        return "\n".join([head, _format_block(f"atype demand, deal one option of {L}")])
-    # the table protocol
-    ex = " ".join(f"{issue_letter(k)}1" for k in range(m))
-    if not prose:
-        parts = [f"You are {me} ({dp['role']}), one of {n} parties negotiating {m} issues. A deal is one option per issue, "
-                 f"like \"{ex}\"."]
-        if _named_issues(dp): parts.append(_issue_line(dp, False))
-        parts += [_sheet_table(dp), _rules_table(dp, False)]
-    elif dp["has_prose"]:
-        if game is None: raise ValueError(f"the prose framing of {dp['instance_id']} needs its game (render_prompt(..., game=g))")
-        pr = game.prose
-        brief = _fill_brief(pr.get("individual", {}).get(me, ""), dp["own_sheet"])
-        names = pr.get("party_names", {})
-        parts = [pr.get("global_text", "").strip(), brief.strip(),
-                 f"You will not accept a deal worth less than {dp['own_threshold']:g} points to you.",
-                 "In this negotiation the parties are called " + ", ".join(f"{p} ({names.get(p, p)})" for p in dp["parties"])
-                 + f"; you are {me}. A deal is written as one option per issue, e.g. \"{ex}\"."]
+def _ultimatum_system(dp:dict, prose:bool)->str:
+    "The ultimatum game's system message, to the proposer or to the responder."
+    me, other = dp["party"], _who(dp, 1 - dp["seat"])
+    other = "the " + other if other in ("proposer", "responder") else other
+    mine = "proposer" if dp["role"] == "p1" else "responder"
+    you = f"You are the {mine}" + ("" if me == mine else f" ({me})")
+    if mine == "proposer":
+        head = (f"{you} in an ultimatum game: two parties split 100 points. You propose once: one option of issue A as "
+                f"your share; {other} gets the rest, accepting (deal) or rejecting (both get 0).")
     else:
-        issues = ", ".join(f"{iss['name']} (options {issue_letter(k)}1-{issue_letter(k)}{len(iss['options'])})"
-                           for k, iss in enumerate(dp["issues"]))
-        parts = [f"You represent {me} in a meeting of {n} parties ({', '.join(dp['parties'])}) that must settle {m} issues: "
-                 f"{issues}. An agreement settles every issue, written like \"{ex}\".",
-                 _sheet_prose(dp, dp["own_sheet"], "you") +
-                 f" You will not settle for less than {dp['own_threshold']:g} points in total; the best possible deal would "
-                 f"give you {sum(map(max, dp['own_sheet'])):g}."]
+        head = (f"{you} in an ultimatum game: two parties split 100 points. {other[0].upper() + other[1:]} proposes its "
+                f"share once (one option of issue A); you get the rest if you accept; if you reject, both get 0.")
+    body = _issue_line(dp, True) if prose else _issue_line(dp, True) + "\n" + _sheet_table(dp)
+    hint = "atype propose with a deal" if dp["role"] == "p1" else "atype accept with the offer_id, or reject"
+    return "\n".join([head, body, _format_block(hint)])
+
+def _divide_system(dp:dict)->str:
+    "Divide-the-dollar's system message: the claimant's own issue of demands and the size of the pie."
+    me, n = dp["party"], dp["n_parties"]
+    L = issue_letter(dp["seat"]); opts = dp["issues"][dp["seat"]]["options"]
+    head = (f"You are {me}, one of {n} claimants to 100 points. Each claimant secretly demands a share at the same time: "
+            f"you demand one option of your issue {L} ({', '.join(f'{L}{o + 1}={d}' for o, d in enumerate(opts))}). "
+            f"If the demands add up to at most {dp['pie'] if dp['pie'] is not None else 100:g}, each gets its demand; "
+            f"otherwise everyone gets 0.")
+    return "\n".join([head, _format_block(f"atype demand, deal one option of {L}")])
+
+# %% ../nbs/04b_prompts.ipynb #bbbf732c
+def _table_terse(dp:dict, ex:str)->list:
+    "The terse opening: who the seat is, then its sheet and the rules as tables."
+    me, n, m = dp["party"], dp["n_parties"], len(dp["issues"])
+    parts = [f"You are {me} ({dp['role']}), one of {n} parties negotiating {m} issues. A deal is one option per issue, "
+             f"like \"{ex}\"."]
+    if _named_issues(dp): parts.append(_issue_line(dp, False))
+    return parts + [_sheet_table(dp), _rules_table(dp, False)]
+
+def _table_brief(dp:dict, game:Game|None, ex:str)->list:
+    "The prose opening of a game with its own text: the global instructions, the party's brief, its threshold, the names."
+    me = dp["party"]
+    if game is None: raise ValueError(f"the prose framing of {dp['instance_id']} needs its game (render_prompt(..., game=g))")
+    pr = game.prose
+    brief = _fill_brief(pr.get("individual", {}).get(me, ""), dp["own_sheet"])
+    names = pr.get("party_names", {})
+    return [pr.get("global_text", "").strip(), brief.strip(),
+            f"You will not accept a deal worth less than {dp['own_threshold']:g} points to you.",
+            "In this negotiation the parties are called " + ", ".join(f"{p} ({names.get(p, p)})" for p in dp["parties"])
+            + f"; you are {me}. A deal is written as one option per issue, e.g. \"{ex}\"."]
+
+def _table_prose(dp:dict, ex:str)->list:
+    "The prose opening of a generated game: the meeting, its issues, the seat's sheet in sentences and its threshold."
+    me, n, m = dp["party"], dp["n_parties"], len(dp["issues"])
+    issues = ", ".join(f"{iss['name']} (options {issue_letter(k)}1-{issue_letter(k)}{len(iss['options'])})"
+                       for k, iss in enumerate(dp["issues"]))
+    return [f"You represent {me} in a meeting of {n} parties ({', '.join(dp['parties'])}) that must settle {m} issues: "
+            f"{issues}. An agreement settles every issue, written like \"{ex}\".",
+            _sheet_prose(dp, dp["own_sheet"], "you") +
+            f" You will not settle for less than {dp['own_threshold']:g} points in total; the best possible deal would "
+            f"give you {sum(map(max, dp['own_sheet'])):g}."]
+
+# %% ../nbs/04b_prompts.ipynb #5e7be4f2
+def _table_system(dp:dict, prose:bool, game:Game|None)->str:
+    "The table game's system message: the framing's opening, the others' needs (prose, full information), the rules, the format."
+    ex = " ".join(f"{issue_letter(k)}1" for k in range(len(dp["issues"])))
+    parts = _table_terse(dp, ex) if not prose else _table_brief(dp, game, ex) if dp["has_prose"] else _table_prose(dp, ex)
     if prose and dp["sheets"] is not None:
         parts.append("You also know what the others want. " + " ".join(
             f"{_who(dp, i)} needs at least {dp['thresholds'][i]:g} points. " + _sheet_prose(dp, sh, _who(dp, i))
@@ -146,6 +161,13 @@ def _system_text(dp:dict, framing:str, game:Game|None)->str:
     if prose: parts.append(_rules_table(dp, True))
     parts.append(_format_block("atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or vote; deal to propose"))
     return "\n".join(parts)
+
+def _system_text(dp:dict, framing:str, game:Game|None)->str:
+    "The system message of the decision point's protocol in a framing (`table` or `prose`)."
+    prose = framing == "prose"
+    if dp["protocol"] == "ultimatum": return _ultimatum_system(dp, prose)
+    if dp["protocol"] == "divide-dollar": return _divide_system(dp)
+    return _table_system(dp, prose, game)
 
 # %% ../nbs/04b_prompts.ipynb #996b0c62
 def _event_text(dp, ev)->str:
@@ -164,28 +186,43 @@ def _value(dp, deal:str)->float:
     return sum(dp["own_sheet"][k][o] for k, o in label_options(deal))
 
 # %% ../nbs/04b_prompts.ipynb #5ac888de
+def _table_lines(dp:dict, live:list, since:int|None, show_values:bool)->list:
+    "The table game's header: the turn, who walked out, the live offers (in full, or ids and signers in a conversation)."
+    ph, L = dp["phase"], []
+    if ph == "open": L.append(f"You open the negotiation; {dp['deadline']} turns follow.")
+    elif ph == "turn": L.append(f"Turn {dp['round']} of {dp['deadline']}.")
+    gone = [_who(dp, i) for i, a in enumerate(dp["active"]) if not a]
+    if gone: L.append("Walked out: " + ", ".join(gone) + ".")
+    if ph != "vote" and since is not None:     # a conversation: each deal was in the news once; ids and signers suffice
+        if live: L.append("Live offers: " + ", ".join(f"{o['offer_id']} ({' '.join(_who(dp, i) for i in o['signers'])})" for o in live)
+                          + f"; standing offer {dp['standing_offer_id']}.")
+        elif ph == "turn": L.append("No live offers.")
+    elif ph != "vote":
+        if live:
+            L.append("Live offers:")
+            for o in live:
+                v = f" | worth {_value(dp, o['deal']):g} to you" if show_values else ""
+                L.append(f"{o['offer_id']} by {_who(dp, o['proposer'])}: {o['deal']} | signed {' '.join(_who(dp, i) for i in o['signers'])}{v}")
+            L.append(f"Standing offer: {dp['standing_offer_id']}.")
+        elif ph == "turn": L.append("No live offers.")
+    return L
+
+def _ballot_lines(dp:dict, show_values:bool)->list:
+    "The forced-final vote: the ballot, what it takes to pass, and the votes cast so far."
+    b = next(o for o in dp["offers"] if o["offer_id"] == dp["ballot"])
+    v = f" (worth {_value(dp, b['deal']):g} to you)" if show_values else ""
+    L = [f"Forced-final vote on {b['offer_id']}: {b['deal']}{v}, signed {' '.join(_who(dp, i) for i in b['signers'])}. "
+         f"It passes with {dp['min_accept']} yes votes including {_names(dp, dp['veto'])}."]
+    cast = [e for e in dp["history"] if e["atype"] == "vote"]
+    if cast: L.append("Votes so far: " + ", ".join(f"{_who(dp, e['seat'])} {e['vote']}" for e in cast) + ".")
+    return L
+
+# %% ../nbs/04b_prompts.ipynb #54c151f2
 def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
                since:int|None=None, # conversation context: show every public event from this history index on
               )->str:
-    ph, kind, L = dp["phase"], dp["protocol"], []
-    live = [o for o in dp["offers"] if o["status"] == "live"]
-    if kind == "table":
-        if ph == "open": L.append(f"You open the negotiation; {dp['deadline']} turns follow.")
-        elif ph == "turn": L.append(f"Turn {dp['round']} of {dp['deadline']}.")
-        gone = [_who(dp, i) for i, a in enumerate(dp["active"]) if not a]
-        if gone: L.append("Walked out: " + ", ".join(gone) + ".")
-        if ph != "vote" and since is not None:     # a conversation: each deal was in the news once; ids and signers suffice
-            if live: L.append("Live offers: " + ", ".join(f"{o['offer_id']} ({' '.join(_who(dp, i) for i in o['signers'])})" for o in live)
-                              + f"; standing offer {dp['standing_offer_id']}.")
-            elif ph == "turn": L.append("No live offers.")
-        elif ph != "vote":
-            if live:
-                L.append("Live offers:")
-                for o in live:
-                    v = f" | worth {_value(dp, o['deal']):g} to you" if show_values else ""
-                    L.append(f"{o['offer_id']} by {_who(dp, o['proposer'])}: {o['deal']} | signed {' '.join(_who(dp, i) for i in o['signers'])}{v}")
-                L.append(f"Standing offer: {dp['standing_offer_id']}.")
-            elif ph == "turn": L.append("No live offers.")
+    ph, kind = dp["phase"], dp["protocol"]
+    L = _table_lines(dp, [o for o in dp["offers"] if o["status"] == "live"], since, show_values) if kind == "table" else []
     vote = ph == "vote"                                          # cast votes are listed under the ballot instead
     if since is None:
         hist = [e for e in dp["history"] if not (vote and e["atype"] == "vote")][-history_window:]
@@ -193,13 +230,7 @@ def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
     else:
         hist = [e for e in dp["history"][since:] if not (vote and e["atype"] == "vote")]
         if hist: L += ["Since your last turn:" if since else "Moves so far:"] + [_event_text(dp, e) for e in hist]
-    if ph == "vote":
-        b = next(o for o in dp["offers"] if o["offer_id"] == dp["ballot"])
-        v = f" (worth {_value(dp, b['deal']):g} to you)" if show_values else ""
-        L.append(f"Forced-final vote on {b['offer_id']}: {b['deal']}{v}, signed {' '.join(_who(dp, i) for i in b['signers'])}. "
-                 f"It passes with {dp['min_accept']} yes votes including {_names(dp, dp['veto'])}.")
-        cast = [e for e in dp["history"] if e["atype"] == "vote"]
-        if cast: L.append("Votes so far: " + ", ".join(f"{_who(dp, e['seat'])} {e['vote']}" for e in cast) + ".")
+    if vote: L += _ballot_lines(dp, show_values)
     if kind == "ultimatum" and ph == "respond":
         o = dp["offers"][-1]; k = label_option(o["deal"])[1]
         L.append(f"{_who(dp, o['proposer'])} offers {o['offer_id']}: {o['deal']} (proposer share {dp['issues'][0]['options'][k]}, "
