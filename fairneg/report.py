@@ -12,11 +12,11 @@ from typing import Annotated, Iterable
 import numpy as np
 import typer
 from . import __version__
-from .commands import user_error
+from fastcore.basics import patch
+from .commands import key_values, user_error
 from .charts import spec_svg
 from .explorer import explore
 from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
-from .commands import key_values
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
@@ -133,24 +133,28 @@ class Run:
         if key in self.problems: return f"{INPUTS[key]}: {self.problems[key]}"
         return f"no {INPUTS[key]} in {self.root} (looked for {', '.join(LAYOUT[key])})"
 
-    def rows(self, cell:str, side:str, table:str=EPISODES)->list:
-        "Rows of one side (`trained` or `base`) of an eval cell: its episodes, or another table such as the transcripts."
-        key = (cell, side, table)
-        if key not in self._cache:
-            p = self.cells[cell]["dir"] / side / table
-            self._cache[key] = read_jsonl(p) if p.is_file() else []
-        return self._cache[key]
+# %% ../nbs/11_report.ipynb #4109e45a
+@patch
+def rows(self:Run, cell:str, side:str, table:str=EPISODES)->list:
+    "Rows of one side (`trained` or `base`) of an eval cell: its episodes, or another table such as the transcripts."
+    key = (cell, side, table)
+    if key not in self._cache:
+        p = self.cells[cell]["dir"] / side / table
+        self._cache[key] = read_jsonl(p) if p.is_file() else []
+    return self._cache[key]
 
-    def games(self)->dict:
-        "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
-        if "games" not in self._cache:
-            gs = {}
-            for d in self.banks.values():
-                with contextlib.suppress(GameError, OSError, ValueError):
-                    for g in bank_games(d): gs.setdefault(g.name, g)
-            for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]: gs.setdefault(g.name, g)
-            self._cache["games"] = gs
-        return self._cache["games"]
+# %% ../nbs/11_report.ipynb #e6fc23db
+@patch
+def games(self:Run)->dict:
+    "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
+    if "games" not in self._cache:
+        gs = {}
+        for d in self.banks.values():
+            with contextlib.suppress(GameError, OSError, ValueError):
+                for g in bank_games(d): gs.setdefault(g.name, g)
+        for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]: gs.setdefault(g.name, g)
+        self._cache["games"] = gs
+    return self._cache["games"]
 
 # %% ../nbs/11_report.ipynb #c12bad67
 def load_run(run_dir)->Run:
