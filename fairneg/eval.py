@@ -70,6 +70,7 @@ def crossgame_games(n:int=6, # how many games
     return [replace(g, name=f"gen{g.n}p-{first_seed + i}")
             for i in range(n) for g in [generate_game(first_seed + i, n_parties=sizes[i % len(sizes)])]]
 
+# %% ../nbs/09_eval.ipynb #b865f7a7
 def check_condition(condition:str)->str:
     "The condition, or an `EvalError` listing the known ones."
     if condition not in CONDITIONS: raise EvalError(f"unknown condition `{condition}` (known: {', '.join(CONDITIONS)})")
@@ -88,6 +89,7 @@ def condition_games(condition:str, # one of CONDITIONS
     if condition == "crossgame": return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()
     return [ultimatum_game()] if condition == "ultimatum" else [divide_dollar_game(2)]
 
+# %% ../nbs/09_eval.ipynb #39cf58a8
 def condition_framing(condition:str)->str: return "prose" if condition == "framing" else "table"
 
 def condition_seats(condition:str, g:Game, seed:int, policy:str, opponent:str)->list[str]:
@@ -139,6 +141,7 @@ class Cell:
     @property
     def seeds(self)->list[int]: return list(range(self.episodes))
 
+# %% ../nbs/09_eval.ipynb #4e69d590
 def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
                conditions:Iterable[str], # condition names
                out_dir, # cells go to out_dir/<checkpoint>_<condition>
@@ -225,6 +228,7 @@ def base_key(cell:Cell, games:list[Game])->str:
              **({"context": cell.context} if cell.context not in (None, "window") else {}))   # absent: earlier keys stay valid
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
+# %% ../nbs/09_eval.ipynb #bd8cd6ae
 @contextlib.contextmanager
 def _locked(path:Path):
     "An exclusive advisory lock on `path`: jobs sharing a base wait for the one playing it."
@@ -238,6 +242,7 @@ def _locked(path:Path):
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
+# %% ../nbs/09_eval.ipynb #1189496d
 def _private(d:Path)->Path:
     "A folder next to `d` that only this process writes (renamed to `d` when complete)."
     return d.with_name(f"{d.name}.tmp-{socket.gethostname()}-{os.getpid()}")
@@ -744,6 +749,7 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
     if margin < 0: raise PreregError(f"{src}: {where}: margin must be >= 0")
     return {**t, "stat": stat, "margin": margin}
 
+# %% ../nbs/09_eval.ipynb #64c47751
 def check_prereg(p:dict, src:str="<prereg>")->dict:
     "Validate a preregistration mapping; return it normalized (terms filled in)."
     if not isinstance(p, dict): raise PreregError(f"{src}: must hold a mapping")
@@ -798,6 +804,7 @@ def guard_weakness(t:dict, drop:float=0.10)->str|None:
         return f"a {req} of {b:+g} allows more than the viability screen's {drop:g}"
     return None
 
+# %% ../nbs/09_eval.ipynb #7db903f9
 def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
     "SPEC §7: every below-threshold claim, wherever it sits, carries a max_share term in its clause and a deal-rate floor on its condition."
     every = [t for c in clauses for t in (c, *c["with"])]
@@ -981,6 +988,7 @@ def ladder_frame(rows, # eval_contrasts rows (list of dicts or DataFrame) or an 
     df["arm"] = _arm_order(df["arm"])
     return df[["arm", "step", "checkpoint", "delta", "lo", "hi", "verdict", "n_games", "n_episodes"]].sort_values(["arm", "step"]).reset_index(drop=True)
 
+# %% ../nbs/09_eval.ipynb #a26eaa22
 def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step,
                  interval:bool=True, # show the interval beside the delta
                  digits:int=3):
@@ -993,6 +1001,7 @@ def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Call
     tab.columns.name, tab.index.name = "step", f"{endpoint} Δ ({condition})"
     return tab
 
+# %% ../nbs/09_eval.ipynb #8cca4afc
 def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step, title:str|None=None):
     "Altair figure: the endpoint's delta per checkpoint step and arm, with its interval as an error bar."
     import altair as alt
@@ -1115,6 +1124,7 @@ class LaunchConfig:
     share_base: bool = True # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
     progress: bool = False # progress bars
 
+# %% ../nbs/09_eval.ipynb #2542f97d
 def launch_config(params=None, # a YAML parameter set (its `eval:` section) or None
                   **overrides, # field values (None: not given)
                  )->LaunchConfig:
@@ -1127,6 +1137,7 @@ def launch_config(params=None, # a YAML parameter set (its `eval:` section) or N
     if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
     return cfg
 
+# %% ../nbs/09_eval.ipynb #63f19f40
 def plan_launch(c:LaunchConfig, # the launch configuration
                 llm_kw:dict|None=None, # model policy options added to its `llm` items
                )->list:
@@ -1152,6 +1163,7 @@ app.command("launch", cls=MultiValueCommand)(config_command(LaunchConfig, launch
     "params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[Path], typer.Option(
         help="YAML parameter set (its `eval:` section); the flags given override it.")])]))
 
+# %% ../nbs/09_eval.ipynb #f51b271a
 @app.command(cls=MultiValueCommand)
 def analyze(
     out:Annotated[Path, typer.Option(help="eval.json to write (the contrasts of every cell).")],
@@ -1174,6 +1186,7 @@ def analyze(
     typer.echo(contrast_text(res))
     typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {c}")
 
+# %% ../nbs/09_eval.ipynb #da175c6b
 @app.command()
 def gate(prereg:Annotated[Path, typer.Argument(help="The preregistration YAML.")],
          eval_json:Annotated[Path, typer.Argument(help="eval.json written by `fairneg eval analyze`.")],
