@@ -46,6 +46,7 @@ def line_game(line:dict)->Game:
     st = line["state"]
     return _GAMES.get_or(st["game_sha"], lambda: game_from_dict(st["game"], f"state of {st['episode_id']}"))
 
+# %% ../nbs/10_pairs.ipynb #f9168861
 def read_states(paths)->list:
     "`states.jsonl` lines from cell folders or files, sorted by (instance_id, episode_seed, episode_id)."
     lines = []
@@ -55,6 +56,7 @@ def read_states(paths)->list:
         lines += read_jsonl(f)
     return sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
 
+# %% ../nbs/10_pairs.ipynb #d92c65fe
 def replay_answer(t:dict):
     "What `apply_action` needs to reproduce a logged turn: its parsed action with message and scratchpad, else its raw text."
     if t["action"] is not None: return {"action": t["action"], "message": t["message"], "scratchpad": t.get("scratchpad")}
@@ -97,6 +99,7 @@ def rejected_action(t:dict)->dict|None:
     if a["atype"] in ("propose", "demand"): a["offer_id"] = None   # the id the engine gave the new offer is not part of the answer
     return a
 
+# %% ../nbs/10_pairs.ipynb #855a4579
 def action_key(a:dict|None)->tuple|None:
     "What identifies an action: atype plus deal, offer, or ballot and vote."
     if a is None: return None
@@ -106,6 +109,7 @@ def action_key(a:dict|None)->tuple|None:
     if at == "vote": return (at, a.get("offer_id"), a.get("vote"))
     return (at,)
 
+# %% ../nbs/10_pairs.ipynb #b37758fe
 def _offer_deal(dp, oid):
     return next((o["deal"] for o in dp["offers"] if o["offer_id"] == oid), None)
 

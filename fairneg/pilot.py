@@ -33,6 +33,7 @@ class ParamsError(ValueError):
 class PilotStopped(RuntimeError):
     "A gate the pilot must pass did not pass; the message says which and where its numbers are."
 
+# %% ../nbs/12_pilot.ipynb #b56a4146
 def load_params(path)->dict:
     "Read a YAML parameters file; remember where it came from under `_source`."
     p = read_yaml(path, ParamsError)
@@ -53,6 +54,7 @@ def get(params:dict, key:str, default=None):
     try: return need(params, key)
     except ParamsError: return default
 
+# %% ../nbs/12_pilot.ipynb #46ebcb7d
 def log(msg:str): print(msg, flush=True)
 
 def run_stage(name:str, # shown in the log
@@ -168,6 +170,7 @@ def _model_kw(params:dict)->dict:
     return dict(max_new_tokens=get(params, "train.max_new_tokens", 160), scratchpad_chars=get(params, "train.scratchpad_chars", 64),
                 message_chars=get(params, "train.message_chars", 64))
 
+# %% ../nbs/12_pilot.ipynb #bb50602e
 def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool)->Path|None:
     "The untrained model's episodes on private-information training games, annotated with each DPO arm's type."
     types = [t for t, _ in dpo_arms(params)]
@@ -188,6 +191,7 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
     run_stage("pairs", out / "pairs.jsonl", go, force, only)
     return out
 
+# %% ../nbs/12_pilot.ipynb #efd1652e
 def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool)->dict:
     "One DPO arm per type; `outcome.json` says whether it trained (its checkpoint) or why not."
     ckpts, section = {}, config_section(params, "dpo", DPOTrainConfig, params.get("_source", "parameters"), ParamsError)
@@ -225,6 +229,7 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
     run_stage("eval", out, go, force, only)
     return out
 
+# %% ../nbs/12_pilot.ipynb #422cd36b
 def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     "Paired game-cluster contrasts of every cell."
     out = run / "eval.json"
@@ -234,6 +239,7 @@ def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     run_stage("analyze", out, go, force, only)
     return out
 
+# %% ../nbs/12_pilot.ipynb #3ccf2220
 def gated(result:dict, checkpoints:Iterable[str])->dict:
     "The eval results of these checkpoints only: what the preregistered gate judges (the GRPO arms' last checkpoints)."
     keep = set(checkpoints)
