@@ -34,6 +34,7 @@ __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
 
+# %% ../nbs/08_grpo.ipynb #cc46e943
 @dataclass
 class GRPOConfig:
     "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
@@ -210,6 +211,7 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
                               context=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}"))
     return out
 
+# %% ../nbs/08_grpo.ipynb #9817c858
 def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)   # `Packed` or `Sample`
 def _ids(x)->list: return x.ids if hasattr(x, "ids") else list(x.prompt_ids) + list(x.completion_ids)
 def _spans(x)->list: return x.spans if hasattr(x, "spans") else [(len(x.prompt_ids), _n_tokens(x))]
@@ -304,6 +306,7 @@ def allowed_bitmask(allowed:list, vocab:int):
         for i in ids: m[t, i // 32] |= np.uint32(1 << (i % 32))
     return torch.from_numpy(m.view(np.int32).copy())
 
+# %% ../nbs/08_grpo.ipynb #bb263e0c
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
     "One optimizer step on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
     import torch
@@ -370,6 +373,7 @@ def lora_model(model, cfg:GRPOConfig):
         torch.manual_seed(cfg.seed)
         return get_peft_model(model, lora_config(model, cfg))
 
+# %% ../nbs/08_grpo.ipynb #c0e96c5b
 def use_gradient_checkpointing(model, cfg:GRPOConfig)->bool:
     "Turn on gradient checkpointing when asked (or, by default, when the model is on a GPU); return whether it is on."
     import torch
@@ -403,6 +407,7 @@ def _accelerator(optimizer, scheduler):
     acc.register_for_checkpointing(optimizer, scheduler)
     return acc
 
+# %% ../nbs/08_grpo.ipynb #3ea86549
 def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, history:list,
                     rid:str|None=None, # the run's wandb id (default: `run_id(cfg)`)
                    )->Path:
@@ -431,6 +436,7 @@ def load_training_state(ckpt, optimizer, scheduler)->dict:
         _accelerator(optimizer, scheduler).load_state(str(ckpt), load_kwargs={"weights_only": False})
     return read_json(ckpt / "trainer_state.json")
 
+# %% ../nbs/08_grpo.ipynb #0ac14c8f
 def logged_steps(path)->set:
     "Steps already in a JSON Lines table; a torn last line (a kill mid-write) is cut off first."
     path = Path(path)

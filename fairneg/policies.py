@@ -163,6 +163,7 @@ class PlayGroup(CliGroup):
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")): args = [self.default_cmd, *args]
         return super().parse_args(ctx, args)
 
+# %% ../nbs/07b_policies.ipynb #10640fa6
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
     "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
     "command); merge chunks of a cell (`fairneg play merge`).")

@@ -131,6 +131,7 @@ def play_sft_episodes(games:list, # the games
     pols = policies or {n: NoisyAgentPolicy(n, data["noise"], seed) for n in data["agents"]}
     return co_step(specs, pols, width=64, progress=False)
 
+# %% ../nbs/07a_tiny.ipynb #bde458d3
 def replay_points(ep, # a finished `fairneg.rollout.Episode`
                   keep_state:bool=False, # keep a copy of the state at each point
                  )->list[SFTPoint]:
@@ -214,6 +215,7 @@ def _quiet_datasets():
     finally:
         if on: dl.enable_progress_bar()
 
+# %% ../nbs/07a_tiny.ipynb #fb59669b
 def native_bf16()->bool:
     "Does this CPU compute bf16 natively (AVX512-BF16 or AMX tiles)? Elsewhere bf16 autocast is emulated and slow."
     import torch
