@@ -230,6 +230,7 @@ class PriorPool:
             col = self._cols[(label, strict)] = (self.beta * z - self.lse + yes, yes, no, skip)
         return col
 
+# %% ../nbs/05_agents.ipynb #d1b8f937
 _POOLS = _LRU(32)
 
 def prior_pool(n_options, # options per issue (the game shape)
@@ -303,6 +304,7 @@ def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:boo
         return X, X0, float(X0.mean())
     return _TABLES.get_or((key, dp["game_ref"]["game_sha"], own.seat, own.strict, what), make)
 
+# %% ../nbs/05_agents.ipynb #99823e67
 @functools.cache
 def _blas()->ThreadpoolController: return ThreadpoolController()   # made on first use: it lists the BLAS libraries loaded then
 
@@ -316,6 +318,7 @@ def _expect(W, X, X0, x_bar, hi=None):
     if X0 is not None: E = np.clip(E - X0 + x_bar, 0, hi)
     return E
 
+# %% ../nbs/05_agents.ipynb #6e8fc2de
 def private_belief(dp:dict, # decision point (private information)
                    own:OwnView, # the seat's own view
                    prior_seed:int=0, # seed of the prior pool
@@ -461,6 +464,8 @@ COUNTERFACTUAL_TYPES = ("oracle_omniscient", "rational_private", "fairness_oracl
 _SPECS = {"greedy_anchor": ("own", False, "greedy"), "passive_gate": ("own", False, "passive"),
           "bayes_rational": ("own", False, "bayes"), "oracle_omniscient": ("own", True, "bayes"),
           "fairness_oracle": ("table", True, "bayes"), "fairness_private": ("table", False, "bayes")}
+
+# %% ../nbs/05_agents.ipynb #1d7217c1
 _SHA = _LRU(256)
 
 def _checked_game(dp:dict, game)->Game:
@@ -472,6 +477,7 @@ def _checked_game(dp:dict, game)->Game:
         raise ValueError(f"game {game.name} is not the game of this decision point ({dp['game_ref']['instance_id']})")
     return game
 
+# %% ../nbs/05_agents.ipynb #d66d01b4
 @dataclass(frozen=True)
 class Agent:
     "A computable negotiator: `act(dp, game, seed) -> action dict`."

@@ -29,6 +29,8 @@ def _pairs(pairs)->_Obj:
     return o
 
 _DEC = json.JSONDecoder(object_pairs_hook=_pairs)
+
+# %% ../nbs/04a_answers.ipynb #f028f56b
 _MAX_SCAN, _MAX_CHARS = 64, 100_000
 _YES = {"yes", "y", "true", "accept", "approve", "for", "1"}
 _NO = {"no", "n", "false", "reject", "against", "0"}
@@ -114,6 +116,7 @@ def parse_answer(obj:dict)->dict:
     out["action"], out["lenient"] = act, lenient_record(how)
     return out
 
+# %% ../nbs/04a_answers.ipynb #a9dbc2bd
 def parse_action(text)->dict:
     "Turn any model output into `{action, message, scratchpad, error, lenient}`; never raises (`action` is None on a parse error)."
     try:

@@ -480,6 +480,7 @@ def prefix_groups(seqs:list, # token ids per sequence
         out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1:j]) if len(g) > 1 else 0, g)); j = cut[j]
     return out[::-1]
 
+# %% ../nbs/07_llm.ipynb #918b127f
 def is_checkpointing(model)->bool:
     "Whether activation (gradient) checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
     return any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
@@ -517,6 +518,7 @@ def deal_schema(dp:dict, enum_max:int=64)->dict:
         return {"type": "string", "enum": labels}
     return {"type": "string", "pattern": "^" + " ".join("(" + "|".join(_labels(k, o)) + ")" for k, o in enumerate(opts)) + "$"}
 
+# %% ../nbs/07_llm.ipynb #8069c2da
 def text_schema(n:int)->dict:
     "A JSON string of at most `n` printable ASCII characters, quotes and backslashes excluded."
     return {"type": "string", "pattern": "^[ !#-\\[\\]-~]{0,%d}$" % n}
@@ -528,6 +530,7 @@ def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None
     props = {"atype": {"const": atype}, "offer_id": offer_id or NULL, "deal": deal or NULL, "vote": vote or NULL}
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
+# %% ../nbs/07_llm.ipynb #eba70baf
 def legal_action_schema(dp:dict, # a decision point of a seat that must act
                         scratchpad_chars:int=256, # longest scratchpad
                         message_chars:int=160, # longest public message
@@ -566,6 +569,7 @@ def grammar_text(schema)->str:
     if s not in _EBNF: _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))
     return _EBNF[s]
 
+# %% ../nbs/07_llm.ipynb #573d9a5e
 def compiled_ebnf(tokenizer, text:str, # an xgrammar EBNF grammar text (see `grammar_text`)
                   vocab:int|None=None, # the model's output width (default: the tokenizer's size)
                  ):
@@ -586,6 +590,7 @@ def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
     "The xgrammar grammar of a JSON schema over a tokenizer's tokens: its `grammar_text`, compiled once."
     return compiled_ebnf(tokenizer, grammar_text(schema), vocab)
 
+# %% ../nbs/07_llm.ipynb #5250bec0
 def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or JSON string)
                       tokenizer, completion_ids:list,
                       vocab:int|None=None, # the model's output width

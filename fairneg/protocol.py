@@ -160,6 +160,7 @@ def _draw_cycle(s:State)->list:
         if _cycle_ok(seats, s.last_actor, chair): return seats
     return list(next(p for p in itertools.permutations(seats) if _cycle_ok(p, s.last_actor, chair)))
 
+# %% ../nbs/04_protocol.ipynb #96a4b5c8
 def new_episode(game:Game, seed:int=0, info_mode:str|None=None, max_turns:int|None=None,
                 turn_max_tokens:int|None=None, episode_id:str|None=None, context:str|None=None)->State:
     "A fresh episode of `game` under its protocol; the turn order is a pure function of `seed`."
@@ -175,6 +176,7 @@ def new_episode(game:Game, seed:int=0, info_mode:str|None=None, max_turns:int|No
                  pending=[None] * n, scratch=[None] * n, history=[], turns=[], stats=[_new_stats() for _ in range(n)],
                  result=None)
 
+# %% ../nbs/04_protocol.ipynb #364c9bf8
 def is_done(s:State)->bool: return s.phase == "done"
 
 def current_seats(s:State)->list:
@@ -186,6 +188,7 @@ def turn_token_budget(s:State)->int:
     "Generation cap of the current phase."
     return s.protocol.vote_tokens if s.phase == "vote" else s.protocol.turn_tokens
 
+# %% ../nbs/04_protocol.ipynb #b6afe143
 def most_signed(offers:list)->str|None:
     "The standing offer among offers (`offer_id`, `signers`, `status`) in the order made: the live one most signed, ties the newest."
     best, nb = None, -1

@@ -47,6 +47,7 @@ def request_messages(req:TurnRequest)->list:
     "The chat messages a policy is shown for a request: its conversation, or the windowed prompt of its decision point."
     return req.messages if req.messages is not None else render_prompt(req.dp, req.framing, req.game)
 
+# %% ../nbs/06_rollout.ipynb #9a36d414
 def turn_seed(episode_id:str, turn_idx:int)->int:
     "A 63-bit seed that is a pure function of the episode and the turn index."
     return int.from_bytes(hashlib.blake2b(f"{episode_id}#{turn_idx}".encode(), digest_size=8).digest(), "big") >> 1
@@ -68,6 +69,7 @@ class AgentPolicy:
         acts = self.agent.act_batch([(r.dp, r.game, r.seed) for r in requests])
         return [{"text": answer_text(a)} for a in acts]
 
+# %% ../nbs/06_rollout.ipynb #4e33786e
 def make_policies(names, extra:dict|None=None)->dict:
     "Policies for seat names: `extra` (ready policies: LLM seats, stand-ins) first, else computable agents."
     extra = extra or {}
@@ -410,6 +412,7 @@ def max_budget(games, turn_max_tokens:int|None=None, info_mode:str|None=None, ma
     return max(max(p.turn_tokens, p.vote_tokens) for g in games
                for p in [protocol_for(g, info_mode, max_turns if g.protocol == "table" else None, turn_max_tokens)])
 
+# %% ../nbs/06_rollout.ipynb #b28dbed5
 def run_cell(games, # the games
              seats, # one policy name for every seat, or one per seat
              seeds, # episode seeds
@@ -455,6 +458,7 @@ def _refuse_mixed(label:str, by_chunk:dict):
     if len(vals) > 1:
         raise MergeError(f"mixed {label}: " + "; ".join(f"{v!r} in {', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
 
+# %% ../nbs/06_rollout.ipynb #c0b7aa2e
 def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
                 out, # the merged cell folder (its tables are appended to)
                )->dict:
