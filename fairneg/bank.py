@@ -326,6 +326,7 @@ def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")]
     rows = generate_bank(n_games, seed_offset, modes, out, progress=progress)
     typer.echo(f"{out}: {len(rows)} games ({n_games} seeds × {len(check_modes(modes))} modes)")
 
+# %% ../nbs/03a_bank.ipynb #fc06c01b
 @app.command("import")
 def import_(paths:Annotated[list[Path], typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
             out:Annotated[Path, typer.Option(help="The bank folder to write.")]):
@@ -345,6 +346,7 @@ def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
     make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress)
 
+# %% ../nbs/03a_bank.ipynb #7ab15668
 @app.command()
 def check(bank:Annotated[Path, typer.Argument(help="The bank folder to check.")],
           known_bank:Annotated[list[str], typer.Option(help="A bank to check against (repeat the flag for several).")]=[],

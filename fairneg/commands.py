@@ -61,6 +61,7 @@ def _field_default(f):
     if f.default is not dataclasses.MISSING: return f.default
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
+# %% ../nbs/00a_commands.ipynb #95d747ef
 def config_params(cls, # a dataclass whose fields carry trailing comments (their help)
                   skip=(), # fields left without a flag
                  )->list:
@@ -89,6 +90,7 @@ def config_command(cls, # the config dataclass
     fn.__annotations__ = {p.name: p.annotation for p in params}
     return fn
 
+# %% ../nbs/00a_commands.ipynb #6e6afae4
 def extra_option(name:str, t, default, help:str)->inspect.Parameter:
     "One typer option of a command besides its config's flags (an `extra` of `config_command`)."
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)])

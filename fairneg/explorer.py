@@ -56,6 +56,7 @@ def deal_position(geo:Geometry, row:dict)->int:
         raise ExplorerError(f"{row.get('_source', 'an episode row')}: deal_label {row['deal_label']!r} is not a deal of "
                             f"{geo.game.name} ({str(e).strip(chr(39))})") from None
 
+# %% ../nbs/03b_explorer.ipynb #65330630
 def _once(episodes:list[dict])->list[dict]:
     "The rows with each base episode once (every eval cell's `base/` holds a copy of the shared base side)."
     seen, out = set(), []

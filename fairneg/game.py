@@ -89,6 +89,7 @@ def label_options(label:str)->list:
     "`(issue, option)` of every option label of a well-formed deal label, as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
     return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]   # no regex: agents and prompts read many labels
 
+# %% ../nbs/00_game.ipynb #59df7aa6
 def deal_key(text)->str|None:
     "A deal text's option labels, upper-cased and sorted: two texts of the same deal get one key (None for a non-string)."
     return " ".join(sorted(re.findall(r"[A-Z]\d+", text.upper()))) if isinstance(text, str) else None
@@ -115,6 +116,7 @@ def parse_deal_label(text:str, n_options)->tuple:
     if missing: raise ValueError(f"no option for issue(s) {', '.join(missing)}")
     return tuple(deal)
 
+# %% ../nbs/00_game.ipynb #811fd1ee
 def utility(g:Game, deal)->np.ndarray:
     "Every party's utility `u_i(d)` for one deal."
     return np.array([sum(sheet[k][o] for k, o in enumerate(deal)) for sheet in g.scores], dtype=float)
@@ -135,6 +137,7 @@ def _finite_number(s)->bool:
     "An int or float, not a bool, that `np.isfinite` accepts (plain int64-range ints without calling numpy)."
     return (type(s) is int and -2**63 <= s < 2**63) or (isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s))
 
+# %% ../nbs/00_game.ipynb #daf4498c
 def validate_game(g:Game, source="<game>")->Game:
     "Check a game against SPEC §1; raise `GameError` naming the source, the field and the problem."
     n = len(g.parties)
@@ -245,6 +248,7 @@ def llmdel_games_dir()->Path:
     import importlib.resources
     return Path(str(importlib.resources.files("fairneg"))) / "data" / "llm_deliberation" / "games_descriptions"
 
+# %% ../nbs/00_game.ipynb #f073814a
 def _parse_scores_file(p:Path, source):
     rows = [r.strip() for r in read_text(p, GameError).splitlines() if r.strip()]
     _check(len(rows) >= 2, source, f"scores_files/{p.name}", "needs one row per issue and a threshold line")
@@ -268,6 +272,7 @@ def _issue_names(text:str, m:int):
         opts.setdefault((mt[1], int(mt[2]) - 1), short[:80])
     return issues, opts
 
+# %% ../nbs/00_game.ipynb #0f5d8d83
 def import_llm_deliberation(folder)->Game:
     "Import an LLM-Deliberation game folder as a `Game` (prose kept for the `prose` framing)."
     folder = Path(folder); src = folder
@@ -307,6 +312,7 @@ def _has_nbs_deal(scores, thresholds, n_options)->bool:
     U = _grid_sums(np.array([[s for row in sheet for s in row] for sheet in scores]), n_options)
     return bool((U > np.asarray(thresholds)[:, None]).all(0).any())
 
+# %% ../nbs/00_game.ipynb #2bc8f70b
 def _weights(rng, m:int, total:int=100, lo:int=4)->list[int]:
     "Integer issue importances >= lo summing to `total`."
     top = total - lo * m + m

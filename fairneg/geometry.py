@@ -148,6 +148,7 @@ def _feasible(g:Game)->tuple:
         deals, U, index = deals[feas], U[:, feas], index[feas]
     return deals, index, U
 
+# %% ../nbs/01_geometry.ipynb #259ff234
 def _sets(g:Game, U:np.ndarray)->dict:
     "Thresholds, ideal point, surpluses, acceptance, IR and PASS for utilities `U`."
     tau = np.asarray(g.thresholds, float)
@@ -158,6 +159,7 @@ def _sets(g:Game, U:np.ndarray)->dict:
     return dict(tau=tau, ideal=ideal, c=c, S=S, Z=S / c[:, None], accepts=acc, ir=acc.all(0),
                 passable=(acc.sum(0) >= g.quorum) & veto_ok)
 
+# %% ../nbs/01_geometry.ipynb #40bfb7ea
 def _solutions(U:np.ndarray, S:np.ndarray, Z:np.ndarray, tau:np.ndarray, ir:np.ndarray)->dict:
     "Positions of NBS, KS, EGAL and UTIL, objectives evaluated on IR deals only."
     cand = np.flatnonzero(ir)
@@ -176,6 +178,7 @@ def _nnw_spread(nnw:np.ndarray, ir:np.ndarray)->tuple:
     v = nnw[ir]
     return float(v.max() - v.min()), float(v.std())
 
+# %% ../nbs/01_geometry.ipynb #8fd52a63
 def solve(g:Game)->Geometry:
     "Enumerate every feasible deal of `g` and compute its exact geometry."
     deals, index, U = _feasible(g)
@@ -277,6 +280,7 @@ def _deal_frame(geo:Geometry, i:int, j:int):
     return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=deal_sets(geo),
                              pareto=geo.pareto_ir, nnw=np.round(geo.nnw, 4)))
 
+# %% ../nbs/01_geometry.ipynb #b9ac40f1
 def _density(zi, zj, bins:int):
     "Counts of points on a bins x bins grid over their range: one row per occupied cell, with its edges."
     import pandas as pd
@@ -317,6 +321,7 @@ def plot_deals(geo:Geometry, i:int=0, j:int=1, struck=None, width:int=420, heigh
             x=alt.X("zi:Q"), y=alt.Y("zj:Q"), tooltip=[c for c in sd.columns]))
     return alt.layer(*layers).properties(width=width, height=height, title=f"{geo.game.name}: deals in normalized-surplus space")
 
+# %% ../nbs/01_geometry.ipynb #e960043c
 def struck_points(geo:Geometry, deals, i:int=0, j:int=1, label:str="struck")->list[dict]:
     "Rows for `plot_deals(struck=...)` from deals (option-index tuples) that policies closed."
     return [dict(policy=label, deal=deal_label(d), zi=float(geo.Z[i, geo.position(d)]), zj=float(geo.Z[j, geo.position(d)])) for d in deals]

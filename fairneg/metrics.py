@@ -73,6 +73,7 @@ def gini(s)->float|None:
     if tot <= 0: return None
     return float(np.abs(s[:, None] - s[None, :]).sum() / (2 * len(s) * tot))
 
+# %% ../nbs/02_metrics.ipynb #176746da
 def check_geometry(g:Game, geo:Geometry):
     "Raise `ValueError` unless `geo` is the geometry of `g` (same sheets, thresholds, pie and strictness)."
     if geo.game is g: return
