@@ -218,6 +218,23 @@ def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(","
 def _framing(ref:str|None)->str: return ref.split(":", 1)[0] if ref and ":" in ref else "table"
 
 # %% ../nbs/10_pairs.ipynb #adba416d
+def _row_ids(line:dict, t:dict, thinking, extras:dict, cap)->dict:
+    "A row's ids: the episode, the turn, the seat's policy, and the turn-token budget that applied (the cell's cap when lower)."
+    budget = t["turn_token_budget"] if not cap else min(t["turn_token_budget"], cap)
+    return dict(experiment_name=line["experiment_name"], episode_id=line["episode_id"], turn_idx=t["turn_idx"],
+                instance_id=line["instance_id"], episode_seed=line["episode_seed"], seat=t["seat"], phase=t["phase"],
+                policy=line["seats"][t["seat"]], model_thinking=thinking,
+                truncated=extras.get(t["turn_idx"], {}).get("truncated"), protocol_version=t["protocol_version"],
+                turn_token_budget=budget)
+
+def _turn_view(dp:dict, t:dict, framing:str, g, chats:dict|None)->list:
+    "The prompt the seat was shown: its decision point rendered, or in a conversation (`chats` given) its chat so far, which grows by its answer."
+    if chats is None: return render_prompt(dp, framing, g)
+    view = render_conversation(dp, framing, g, chats.get(t["seat"]))
+    chats[t["seat"]] = view + [{"role": "assistant", "content": t["raw"] or ""}]
+    return view
+
+# %% ../nbs/10_pairs.ipynb #16f9617b
 def annotate_line(line:dict, # a `states.jsonl` line
                   types=COUNTERFACTUAL_TYPES, # counterfactual types
                   include_views:bool=False, # embed the rendered prompt messages as `view`
@@ -231,25 +248,18 @@ def annotate_line(line:dict, # a `states.jsonl` line
     cap, thinking = cellinfo.get("max_new_tokens"), cellinfo.get("model_thinking")
     extras = {x["turn_idx"]: x for x in line.get("turn_extras", [])}
     leak = {t: _agent(t).information_leaky for t in types}; obj = {t: _agent(t).objective for t in types}
-    conv, chats = version_context(line["protocol_version"]) == "conversation", {}    # a conversation: each seat's chat so far
+    conv = version_context(line["protocol_version"]) == "conversation"
+    chats = {} if conv else None    # a conversation: each seat's chat so far
     rows = []
     for t, dp in replay(line)[:limit]:
         rej = rejected_action(t); rk = action_key(rej)
         rval = action_value(rej, dp, vals) if t["legality"] == "ok" else None
         chosen = counterfactual_actions(dp, g, types)
-        if conv:
-            view = render_conversation(dp, framing, g, chats.get(t["seat"]))
-            chats[t["seat"]] = view + [{"role": "assistant", "content": t["raw"] or ""}]
-        else: view = render_prompt(dp, framing, g)
+        view = _turn_view(dp, t, framing, g, chats)
         ref = view_ref(view, framing); logged = extras.get(t["turn_idx"], {}).get("view_ref")
         if stats is not None:
             stats["decision_points"] += 1; stats["view_mismatch"] += bool(logged and logged != ref); stats["views_logged"] += bool(logged)
-        budget = t["turn_token_budget"] if not cap else min(t["turn_token_budget"], cap)
-        head = dict(experiment_name=line["experiment_name"], episode_id=line["episode_id"], turn_idx=t["turn_idx"],
-                    instance_id=line["instance_id"], episode_seed=line["episode_seed"], seat=t["seat"], phase=t["phase"],
-                    policy=line["seats"][t["seat"]], model_thinking=thinking,
-                    truncated=extras.get(t["turn_idx"], {}).get("truncated"), protocol_version=t["protocol_version"],
-                    turn_token_budget=budget)
+        head = _row_ids(line, t, thinking, extras, cap)
         base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval, table_optimum=vals.optimum,
                     view_ref=logged or ref, **state_fields(dp))
         if include_views or conv: base["view"] = view           # a conversation's prompt is not rebuilt from its state
@@ -280,32 +290,20 @@ def _llm_turns(line)->int:
     return sum(t["seat"] in llm for t in line["state"]["turns"])
 
 # %% ../nbs/10_pairs.ipynb #c8f6d498
-def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
-             types=COUNTERFACTUAL_TYPES, # counterfactual types
-             include_views:bool=False, # embed the rendered prompts
-             out=None, # a JSON Lines file to append the rows to (None: return them)
-             workers:int=1, # processes (forked)
-             max_points:int|None=None, # stop after this many decision points (a pipeline gate or a benchmark, not a sample)
-            )->dict:
-    "Annotate logged episodes: `{rows (when out is None), n_rows, decision_points, view_mismatch, seconds}`."
-    lines = sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
-    dup = [k for k, c in Counter(l["episode_id"] for l in lines).items() if c > 1]
-    if dup: raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` merges chunks and refuses duplicates")
+def _cap_points(lines:list, max_points:int|None)->tuple:
+    "The episodes that hold the first `max_points` LLM decision points, and how many of the last one's to score: `(lines, {index: limit})`."
     limits = {}
-    if max_points is not None:
-        keep, n = [], 0
-        for l in lines:
-            if n >= max_points: break
-            keep.append(l); k = _llm_turns(l)
-            if n + k > max_points: limits[len(keep) - 1] = max_points - n
-            n += k
-        lines = keep
-    bad = [t for t in types if t not in COUNTERFACTUAL_TYPES]
-    if bad: raise ValueError(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
-    t0, st = time.perf_counter(), Counter()
-    if out is None and workers <= 1:
-        rows = [r for j, l in enumerate(lines) for r in annotate_line(l, types, include_views, st, limits.get(j))]
-        return dict(rows=rows, n_rows=len(rows), **_report(st, t0))
+    if max_points is None: return lines, limits
+    keep, n = [], 0
+    for l in lines:
+        if n >= max_points: break
+        keep.append(l); k = _llm_turns(l)
+        if n + k > max_points: limits[len(keep) - 1] = max_points - n
+        n += k
+    return keep, limits
+
+def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, workers:int, st:Counter)->int:
+    "Annotate contiguous chunks (in forked workers when asked) and append their rows to `out` in order; returns the row count."
     out = Path(out); out.parent.mkdir(parents=True, exist_ok=True)
     n, cost = len(lines), np.cumsum([_llm_turns(l) for l in lines])
     k = max(1, min(n, workers * 4))   # contiguous chunks of about equal numbers of decision points
@@ -324,7 +322,28 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
             n += ni; st.update(s)
             with open(part) as p: f.write(p.read())
             os.remove(part)
-    return dict(n_rows=n, **_report(st, t0))
+    return n
+
+# %% ../nbs/10_pairs.ipynb #4cc0333c
+def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
+             types=COUNTERFACTUAL_TYPES, # counterfactual types
+             include_views:bool=False, # embed the rendered prompts
+             out=None, # a JSON Lines file to append the rows to (None: return them)
+             workers:int=1, # processes (forked)
+             max_points:int|None=None, # stop after this many decision points (a pipeline gate or a benchmark, not a sample)
+            )->dict:
+    "Annotate logged episodes: `{rows (when out is None), n_rows, decision_points, view_mismatch, seconds}`."
+    lines = sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
+    dup = [k for k, c in Counter(l["episode_id"] for l in lines).items() if c > 1]
+    if dup: raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` merges chunks and refuses duplicates")
+    lines, limits = _cap_points(lines, max_points)
+    bad = [t for t in types if t not in COUNTERFACTUAL_TYPES]
+    if bad: raise ValueError(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
+    t0, st = time.perf_counter(), Counter()
+    if out is None and workers <= 1:
+        rows = [r for j, l in enumerate(lines) for r in annotate_line(l, types, include_views, st, limits.get(j))]
+        return dict(rows=rows, n_rows=len(rows), **_report(st, t0))
+    return dict(n_rows=_annotate_to_file(lines, types, include_views, limits, out, workers, st), **_report(st, t0))
 
 def _report(st:Counter, t0:float)->dict:
     return dict(decision_points=st["decision_points"], views_logged=st["views_logged"], view_mismatch=st["view_mismatch"],
@@ -384,6 +403,28 @@ def regret(row:dict)->float|None:
 class DPOError(ValueError):
     "A DPO export that the defaults refuse."
 
+def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool, override:bool)->list:
+    "The rows of `ctype` a DPO export may use: on-policy for one experiment unless told otherwise, of a type a model can imitate, of one protocol."
+    ag = get_agent(ctype)
+    if ag.information_leaky and not allow_leaky:
+        raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass allow_leaky to export anyway")
+    if policy_experiment is None and not all_experiments:
+        raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), or pass all_experiments")
+    sel = [r for r in rows if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
+    if not sel: raise DPOError(f"no {ctype} rows" + (f" of experiment {policy_experiment}" if not all_experiments else ""))
+    check_poolable(sel, override)
+    return sel
+
+def _dpo_prompt(r:dict, framing:str|None, games)->list:
+    "A pair's prompt messages: the row's decision point re-rendered, or in a conversation the seat's logged chat."
+    if version_context(r["protocol_version"]) == "conversation":
+        if not r.get("view"): raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
+                                             "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
+        return r["view"]
+    dp = row_decision_point(r); fr = framing or _framing(r["view_ref"])
+    return render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
+
+# %% ../nbs/10_pairs.ipynb #d5ca8796
 def dpo_pairs(rows:list, # annotated rows
               ctype:str="rational_private", # the counterfactual type whose actions are `chosen`
               policy_experiment:str|None=None, # keep only rows of this experiment (on-policy for its model)
@@ -396,26 +437,12 @@ def dpo_pairs(rows:list, # annotated rows
               min_regret:float|None=None, # drop pairs below this regret
              )->list:
     "One regret-weighted DPO pair per divergence turn of `ctype` against a legal LLM action."
-    ag = get_agent(ctype)
-    if ag.information_leaky and not allow_leaky:
-        raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass allow_leaky to export anyway")
-    if policy_experiment is None and not all_experiments:
-        raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), or pass all_experiments")
-    sel = [r for r in rows if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
-    if not sel: raise DPOError(f"no {ctype} rows" + (f" of experiment {policy_experiment}" if not all_experiments else ""))
-    check_poolable(sel, override)
     out = []
-    for r in sel:
+    for r in _dpo_rows(rows, ctype, policy_experiment, all_experiments, allow_leaky, override):
         if not r["diverges"] or r["rejected_legality"] != "ok": continue
         rg = regret(r)
         if min_regret is not None and (rg is None or rg < min_regret): continue
-        if version_context(r["protocol_version"]) == "conversation":
-            if not r.get("view"): raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
-                                                 "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
-            msgs = r["view"]
-        else:
-            dp = row_decision_point(r); fr = framing or _framing(r["view_ref"])
-            msgs = render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
+        msgs = _dpo_prompt(r, framing, games)
         ch, rj = answer_text(r["chosen_action"]), answer_text(r["rejected_action"])
         if tokenizer is not None:
             rec = dict(prompt=chat_text(tokenizer, msgs, thinking), chosen=ch, rejected=rj)
@@ -486,11 +513,8 @@ def package(runs:dict, # experiment name -> annotation folder
     return stats
 
 # %% ../nbs/10_pairs.ipynb #a4729b6a
-def card_stats(rows:list, pool:dict|None=None)->dict:
-    "The numbers the card reports (counts, rates with denominators, both conventions, hazards)."
-    df = _frame(rows); pool = pool or check_poolable(rows, override=True)
-    override = not pool["poolable"]
-    df["budget_key"] = df["protocol_version"] + " @ " + df["turn_token_budget"].astype(str)
+def _card_tables(df)->tuple:
+    "The card's per-experiment, per-type and per-protocol tables."
     exp = df.groupby("experiment_name").agg(rows=("episode_id", "size"), policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
                                             thinking=("model_thinking", lambda s: ", ".join(sorted({"unknown" if x is None else str(x) for x in s}))),
                                             protocol_version=("protocol_version", lambda s: ", ".join(sorted(set(s)))),
@@ -499,9 +523,10 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
                                                   objective=("objective", "first")).reset_index()
     proto = df.groupby(["protocol_version", "turn_token_budget"]).agg(
         rows=("episode_id", "size"), experiments=("experiment_name", lambda s: ", ".join(sorted(set(s))))).reset_index()
-    div = divergence_table(df, override=override)
-    conv = row_conventions(df, override=override)
-    act = df["rejected_action"].notna()
+    return exp, types, proto
+
+def _protocol_groups(df)->list:
+    "Per protocol version: its rows, action rows, and divergent rows (None when its turn budgets do not pool)."
     groups = []
     for key, grp in df.groupby(["protocol_version"]):
         ok = True
@@ -510,6 +535,11 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
         a = grp["rejected_action"].notna()
         groups.append(dict(protocol_version=key[0] if isinstance(key, tuple) else key, rows=len(grp), action_rows=int(a.sum()),
                            divergent=int(grp.loc[a, "diverges"].astype(bool).sum()) if ok else None, poolable=ok))
+    return groups
+
+# %% ../nbs/10_pairs.ipynb #d30dfb08
+def _card_hazards(df, types, pool:dict, div)->list:
+    "The (name, text) of every hazard present in the rows."
     hz = []
     pols = sorted(set(map(str, df["policy"])))
     if len(pols) > 1:
@@ -540,10 +570,22 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
         hz.append(("Thinking modes differ", "Experiments ran with different thinking modes (" +
                    ", ".join(f"{k}: {'/'.join(v)}" for k, v in th.items()) + "); a cross-experiment divergence gap confounds "
                    "the model with its thinking mode."))
+    return hz
+
+# %% ../nbs/10_pairs.ipynb #1872caab
+def card_stats(rows:list, pool:dict|None=None)->dict:
+    "The numbers the card reports (counts, rates with denominators, both conventions, hazards)."
+    df = _frame(rows); pool = pool or check_poolable(rows, override=True)
+    override = not pool["poolable"]
+    df["budget_key"] = df["protocol_version"] + " @ " + df["turn_token_budget"].astype(str)
+    exp, types, proto = _card_tables(df)
+    div = divergence_table(df, override=override)
+    conv = row_conventions(df, override=override)
+    act = df["rejected_action"].notna()
     return dict(n_rows=len(df), decision_points=int(df[["experiment_name", "episode_id", "turn_idx"]].drop_duplicates().shape[0]),
                 action_rows=int(act.sum()), pool=pool, experiments=exp.to_dict("records"), types=types.to_dict("records"),
                 protocols=proto.to_dict("records"), divergence=div.to_dict("records"), conventions=conv.to_dict("records"),
-                protocol_groups=groups, hazards=hz)
+                protocol_groups=_protocol_groups(df), hazards=_card_hazards(df, types, pool, div))
 
 # %% ../nbs/10_pairs.ipynb #7a12be3e
 def _md(records:list, cols:list, fmt:dict|None=None)->str:
@@ -553,11 +595,15 @@ def _md(records:list, cols:list, fmt:dict|None=None)->str:
     return "\n".join(L)
 
 # %% ../nbs/10_pairs.ipynb #a1894285
-def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
-    "The README.md of the dataset, from `card_stats`."
-    pct = lambda v: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
-    head = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n"
-            "tags:\n- negotiation\n- counterfactual\n- preference-pairs\n---\n\n")
+_CARD_YAML = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n"
+              "tags:\n- negotiation\n- counterfactual\n- preference-pairs\n---\n\n")
+
+def _pct(v)->str:
+    "A rate as a percentage (— when there is none)."
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
+
+def _card_summary(stats:dict, title:str)->list:
+    "The card's opening lines: what a row is, the counts, the divergence per protocol version, the hazard warnings."
     L = [f"# {title}", "",
          "Action-level contrastive pairs from multi-party negotiations: at every turn an LLM took, what a computable ideal "
          "agent would have done at that same decision point. Each row is one (episode, turn, counterfactual_type); "
@@ -568,51 +614,62 @@ def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
     for g in stats["protocol_groups"]:
         if g["divergent"] is not None:
             L.append(f"- `{g['protocol_version']}`: {g['divergent']:,} of {g['action_rows']:,} action rows divergent "
-                     f"({pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
+                     f"({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
         else: L.append(f"- `{g['protocol_version']}`: {g['rows']:,} rows under more than one turn-token budget; no pooled rate.")
     L.append("")
     for name, text in stats["hazards"]: L += [f"> ⚠ **{name}.** {text}", ""]
-    L += ["## What counts as a row — read this before comparing the number to any other pair count", "",
-          "A row is one (decision point, counterfactual type), not one training pair: each decision point contributes one row per "
-          "type, and selecting one `counterfactual_type` gives one row per decision point. The DPO export (`fairneg pairs dpo`, the "
-          "`p4_pairs` convention) emits one regret-weighted pair per turn at which the best response (`rational_private`) diverges "
-          "from a legal LLM action, a smaller number over a narrower set of turns. Both conventions, side by side:", "",
-          _md(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns", "divergence_pairs", "pair_rate"],
-              {"pair_rate": pct}), "",
-          "## Experiments", "",
-          "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that model's own action at "
-          "that decision point. For preference learning on one model, filter to its experiment.", "",
-          _md(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version", "budgets"]), "",
-          "## Counterfactual types", "",
-          "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from their private "
-          "counterparts only in information (they read every sheet).", "",
-          _md(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]), "",
-          "## Protocol versions and turn-token budgets", "",
-          "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match (per phase: the action "
-          "turns and the forced-final vote of one protocol have their own caps).", "",
-          _md(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
-          "## Divergence rates, with their denominators", "",
-          "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded and counted.", "",
-          _md(stats["divergence"], ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows", "divergent", "divergence_rate"],
-              {"divergence_rate": pct}), "",
-          "## Fields", "",
-          "- ids: `experiment_name`, `episode_id`, `turn_idx`, `counterfactual_type`, `instance_id`, `episode_seed`, `seat`, `phase`, "
-          "`policy` (the seat's policy), `model_thinking`, `truncated` (the answer hit the token cap).",
-          "- `rejected_action` (the LLM's action: as applied when legal, as written when not, null when it did not parse), "
-          "`rejected_legality`, `chosen_action`, `diverges` (null on non-action rows), `information_leaky`, `objective`.",
-          "- `counterfactual_value`: the true full-information `nnw` of the deal the chosen action endorses (propose: its deal; "
-          "accept: the offer's deal; vote yes: the ballot; pass: the standing offer; vote no, walk, reject: no deal, 0). "
-          "`rejected_value`: the same for the LLM's action (legal actions only). `table_optimum`: the best `nnw` of any passable "
-          "deal (= `nnw(NBS)`), so `table_optimum - counterfactual_value` is a regret in fairness units.",
-          "- `protocol_version`, `turn_token_budget` (the budget that applied to the turn).",
-          "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, `n_parties`, "
-          "and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, `retry_error`, ...): "
-          "enough to re-render the decision point into any model's prompt (`fairneg.pairs.row_decision_point` + "
-          "`fairneg.prompts.render_prompt`).",
-          "- `view_ref`: `<framing>:<hash>` of the prompt the model was shown; `view` (the messages) only when built with "
-          "`--include-views`.", "",
-          "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate."]
-    return head + "\n".join(L) + "\n"
+    return L
+
+# %% ../nbs/10_pairs.ipynb #d53b771b
+def _card_sections(stats:dict)->list:
+    "The card's table sections: both row conventions, experiments, counterfactual types, protocols, divergence rates."
+    return ["## What counts as a row — read this before comparing the number to any other pair count", "",
+            "A row is one (decision point, counterfactual type), not one training pair: each decision point contributes one row per "
+            "type, and selecting one `counterfactual_type` gives one row per decision point. The DPO export (`fairneg pairs dpo`, the "
+            "`p4_pairs` convention) emits one regret-weighted pair per turn at which the best response (`rational_private`) diverges "
+            "from a legal LLM action, a smaller number over a narrower set of turns. Both conventions, side by side:", "",
+            _md(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns", "divergence_pairs", "pair_rate"],
+                {"pair_rate": _pct}), "",
+            "## Experiments", "",
+            "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that model's own action at "
+            "that decision point. For preference learning on one model, filter to its experiment.", "",
+            _md(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version", "budgets"]), "",
+            "## Counterfactual types", "",
+            "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from their private "
+            "counterparts only in information (they read every sheet).", "",
+            _md(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]), "",
+            "## Protocol versions and turn-token budgets", "",
+            "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match (per phase: the action "
+            "turns and the forced-final vote of one protocol have their own caps).", "",
+            _md(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
+            "## Divergence rates, with their denominators", "",
+            "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded and counted.", "",
+            _md(stats["divergence"], ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows", "divergent", "divergence_rate"],
+                {"divergence_rate": _pct}), ""]
+
+# %% ../nbs/10_pairs.ipynb #3b53b173
+_CARD_FIELDS = [
+    "## Fields", "",
+    "- ids: `experiment_name`, `episode_id`, `turn_idx`, `counterfactual_type`, `instance_id`, `episode_seed`, `seat`, `phase`, "
+    "`policy` (the seat's policy), `model_thinking`, `truncated` (the answer hit the token cap).",
+    "- `rejected_action` (the LLM's action: as applied when legal, as written when not, null when it did not parse), "
+    "`rejected_legality`, `chosen_action`, `diverges` (null on non-action rows), `information_leaky`, `objective`.",
+    "- `counterfactual_value`: the true full-information `nnw` of the deal the chosen action endorses (propose: its deal; "
+    "accept: the offer's deal; vote yes: the ballot; pass: the standing offer; vote no, walk, reject: no deal, 0). "
+    "`rejected_value`: the same for the LLM's action (legal actions only). `table_optimum`: the best `nnw` of any passable "
+    "deal (= `nnw(NBS)`), so `table_optimum - counterfactual_value` is a regret in fairness units.",
+    "- `protocol_version`, `turn_token_budget` (the budget that applied to the turn).",
+    "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, `n_parties`, "
+    "and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, `retry_error`, ...): "
+    "enough to re-render the decision point into any model's prompt (`fairneg.pairs.row_decision_point` + "
+    "`fairneg.prompts.render_prompt`).",
+    "- `view_ref`: `<framing>:<hash>` of the prompt the model was shown; `view` (the messages) only when built with "
+    "`--include-views`.", "",
+    "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate."]
+
+def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
+    "The README.md of the dataset, from `card_stats`."
+    return _CARD_YAML + "\n".join(_card_summary(stats, title) + _card_sections(stats) + _CARD_FIELDS) + "\n"
 
 # %% ../nbs/10_pairs.ipynb #13dd4e07
 import typer
