@@ -259,60 +259,78 @@ def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     return rows
 
 # %% ../nbs/09_eval.ipynb #f32cc1d9
-def run_eval_cell(cell:Cell)->dict:
-    "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
-    games, seeds = condition_games(cell.condition, cell.bank, cell.crossgame_bank), cell.seeds
-    out = Path(cell.out); out.mkdir(parents=True, exist_ok=True)
-    sides = {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
-    opp = policy_label(cell.opponent)
-    key = base_key(cell, games) if cell.share_base else None
-    (out / "cell.json").write_text(json.dumps(dict(
+def _expected(cell:Cell, games:list)->set:
+    "The `(game, seed)` pairs a complete side of the cell holds."
+    return {(g.name, s) for g in games for s in cell.seeds}
+
+def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
+    "Write the cell's `cell.json`: its condition, policies and labels, games, seeds, framing and shared base."
+    (Path(cell.out) / "cell.json").write_text(json.dumps(dict(
         cell=cell.name, checkpoint=cell.checkpoint, condition=cell.condition, description=CONDITIONS[cell.condition],
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
-        seeds=seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
+        seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
         framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens, context=cell.context or "window",
         shared_base=f"{SHARED_BASE}/{key}" if key else None), indent=1) + "\n")
-    expected = {(g.name, s) for g in games for s in seeds}
-    summary = dict(cell=cell.name, games=len(games), episodes=len(expected))
+
+# %% ../nbs/09_eval.ipynb #d0ed285f
+def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
+               spec, label:str, # the side's policy spec and seat label
+               d:Path, # where the complete side goes
+               name:str, checkpoint, # the `eval_cell` and `eval_checkpoint` its rows carry
+               engines:dict, # the cell's loaded vLLM engines (`engine_key` -> engine)
+               )->list[dict]:
+    "Play a side into a private folder, then rename it to `d` (a crash leaves no half-written side behind)."
+    need = engine_key(spec, cell.llm_kw)
+    _release({k: engines.pop(k) for k in list(engines) if k != need})    # never two vLLM engines at once
+    tmp, opp = _private(d), policy_label(cell.opponent)
+    if tmp.exists(): shutil.rmtree(tmp)
+    pols = {label: build_policy(spec, label, engines, **cell.llm_kw)}
+    if cell.condition == "rational_guard":
+        if opp == label: raise EvalError(f"{cell.name}: the {side} policy `{label}` has the rational guard's opponent name")
+        pols[opp] = build_policy(cell.opponent)
     spec_kw = {k: v for k, v in dict(turn_max_tokens=cell.turn_max_tokens, context=cell.context).items() if v is not None}
+    rows = play_side(games, cell.seeds, lambda g, s: condition_seats(cell.condition, g, s, label, opp), pols, tmp,
+                     f"{cell.experiment_prefix}{name}_{side}", framing=condition_framing(cell.condition),
+                     width=cell.width, progress=cell.progress,
+                     extra=dict(eval_cell=name, eval_checkpoint=checkpoint, eval_condition=cell.condition,
+                                eval_side=side, eval_policy=str(spec)), **spec_kw)
+    _release(pols)
+    try: tmp.rename(d)
+    except OSError:                                 # `d` appeared meanwhile (a job sharing the base finished first)
+        shutil.rmtree(tmp)
+        if not _side_done(d, _expected(cell, games)):
+            raise EvalError(f"{d}: could not be written ({tmp} could not replace it)") from None
+    return rows
+
+# %% ../nbs/09_eval.ipynb #f65592d7
+def _play_shared_base(cell:Cell, games:list, spec, label:str, key:str, engines:dict)->list[dict]:
+    "Play the base side into the shared store unless it is complete there; copy it into the cell's `base/`."
+    out = Path(cell.out); store = out.parent / SHARED_BASE / key
+    with _locked(store.parent / f"{key}.lock"):
+        for old in store.parent.glob(f"{key}.tmp-*"): shutil.rmtree(old, ignore_errors=True)   # crashed players'
+        if not _side_done(store, _expected(cell, games)): _play_into(cell, games, "base", spec, label, store, key, None, engines)
+    return _relabel(store, out / "base", cell, key)
+
+# %% ../nbs/09_eval.ipynb #1d14b45e
+def run_eval_cell(cell:Cell)->dict:
+    "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
+    games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
+    out = Path(cell.out); out.mkdir(parents=True, exist_ok=True)
+    sides = {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
+    key = base_key(cell, games) if cell.share_base else None
+    _write_cell_json(cell, games, sides, key)
+    expected = _expected(cell, games)
+    summary = dict(cell=cell.name, games=len(games), episodes=len(expected))
     engines = {}                                    # a vLLM base model is loaded once per cell, for both sides
-
-    def play(side, spec, label, d, cell_name, checkpoint):
-        "Play a side into a private folder, then rename it to `d` (a crash leaves no half-written side behind)."
-        need = engine_key(spec, cell.llm_kw)
-        _release({k: engines.pop(k) for k in list(engines) if k != need})    # never two vLLM engines at once
-        tmp = _private(d)
-        if tmp.exists(): shutil.rmtree(tmp)
-        pols = {label: build_policy(spec, label, engines, **cell.llm_kw)}
-        if cell.condition == "rational_guard":
-            if opp == label: raise EvalError(f"{cell.name}: the {side} policy `{label}` has the rational guard's opponent name")
-            pols[opp] = build_policy(cell.opponent)
-        rows = play_side(games, seeds, lambda g, s: condition_seats(cell.condition, g, s, label, opp), pols, tmp,
-                         f"{cell.experiment_prefix}{cell_name}_{side}", framing=condition_framing(cell.condition),
-                         width=cell.width, progress=cell.progress,
-                         extra=dict(eval_cell=cell_name, eval_checkpoint=checkpoint, eval_condition=cell.condition,
-                                    eval_side=side, eval_policy=str(spec)), **spec_kw)
-        _release(pols)
-        try: tmp.rename(d)
-        except OSError:                                 # `d` appeared meanwhile (a job sharing the base finished first)
-            shutil.rmtree(tmp)
-            if not _side_done(d, expected): raise EvalError(f"{d}: could not be written ({tmp} could not replace it)") from None
-        return rows
-
     for side, (spec, label) in sides.items():
         d = out / side
         if _side_done(d, expected): summary[side] = "complete already"; continue
-        if d.exists():                                  # no episodes.jsonl: left by an earlier version's crash
+        if d.exists():                              # no episodes.jsonl: left by an earlier version's crash
             warnings.warn(f"{d}: an unfinished side (no episodes.jsonl) from an earlier run; it is played again")
             shutil.rmtree(d)
-        if side == "base" and key:
-            store = out.parent / SHARED_BASE / key
-            with _locked(store.parent / f"{key}.lock"):
-                for old in store.parent.glob(f"{key}.tmp-*"): shutil.rmtree(old, ignore_errors=True)   # crashed players'
-                if not _side_done(store, expected): play(side, spec, label, store, key, None)
-            rows = _relabel(store, d, cell, key)
-        else: rows = play(side, spec, label, d, cell.name, cell.checkpoint)
+        if side == "base" and key: rows = _play_shared_base(cell, games, spec, label, key, engines)
+        else: rows = _play_into(cell, games, side, spec, label, d, cell.name, cell.checkpoint, engines)
         summary[side] = f"{len(rows)} episodes, deal rate {np.mean([r['deal'] for r in rows]):.3f}"
     _release(engines)
     return summary
@@ -329,8 +347,7 @@ def executor_params(cells:list[Cell], timeout_min:int=240, gpus:int|None=None, c
 
 def cell_done(cell:Cell)->bool:
     "Are both sides of the cell complete (exactly its episodes)? A side holding other episodes is an `EvalError`."
-    games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
-    expected = {(g.name, s) for g in games for s in cell.seeds}
+    expected = _expected(cell, condition_games(cell.condition, cell.bank, cell.crossgame_bank))
     return all([_side_done(Path(cell.out) / side, expected) for side in ("trained", "base")])
 
 # %% ../nbs/09_eval.ipynb #15597823
@@ -407,6 +424,53 @@ def wait_jobs(jobs:list, # (cell name, submitit job) pairs
     return results, failed
 
 # %% ../nbs/09_eval.ipynb #6f1b946c
+def _run_here(cells:list[Cell], echo:Callable)->list[dict]:
+    "Run every cell in this process, one after another."
+    out = []
+    for c in cells:
+        echo(f"[{c.name}] running here -> {c.out}")
+        out.append(run_eval_cell(c)); echo(f"[{c.name}] {out[-1]}")
+    return out
+
+def _submitit():
+    "The submitit module (imported here only), or an `EvalError` saying how to install it."
+    try: import submitit
+    except ImportError: raise EvalError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
+    return submitit
+
+# %% ../nbs/09_eval.ipynb #ee31ad46
+def _submit_cell(ex, # the submitit executor
+                 c:Cell, root:Path, # the cell and the launch folder (`root/launch.jsonl`)
+                 params:dict, # executor parameters
+                 n_before:int, # cell jobs submitted or still queued before this one
+                 echo:Callable)->object:
+    "Submit one cell's job and log it in `root/launch.jsonl`; sbatch refusing it is an `EvalError` in its words."
+    submitit = _submitit()
+    ex.update_parameters(name=f"fairneg_eval_{c.name}", **params)
+    try: j = ex.submit(run_eval_cell, c)
+    except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:   # sbatch refused it: its words
+        why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
+        raise EvalError(f"[{c.name}] could not be submitted ({ex.cluster}): {why}" + (
+            f" ({n_before} cell job(s) before it are in {root / 'launch.jsonl'})" if n_before else "")) from None
+    append_jsonl([dict(cell=c.name, job_id=str(j.job_id), executor=ex.cluster, out=c.out, folder=str(ex.folder),
+                       log=str(j.paths.stderr), submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
+                 root / "launch.jsonl")
+    echo(f"[{c.name}] submitted job {j.job_id} ({ex.cluster}; logs: {j.paths.stderr})")
+    return j
+
+# %% ../nbs/09_eval.ipynb #9eb56fb5
+def _collect(jobs:list, # (cell name, submitit job) pairs
+             cluster:str, wait:bool|None, echo:Callable, grace:float)->dict:
+    "`{cell: summary}` of the jobs once they end (failures are an `EvalError`), or `{cell: job id}` without waiting."
+    if cluster == "debug": wait = True              # the debug executor runs a job only when its result is asked for
+    elif wait is None: wait = cluster == "local"
+    if not wait: return {n: dict(cell=n, job_id=str(j.job_id)) for n, j in jobs}
+    res, failed = wait_jobs(jobs, echo, slurm_states if cluster == "slurm" else None, grace)
+    if failed: raise EvalError(f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; each log is named above): "
+                               f"run the same launch again to run only the cells still missing")
+    return res
+
+# %% ../nbs/09_eval.ipynb #5f92db5f
 def launch(cells:list[Cell], # the cells (see `plan_cells`)
            submit:bool=False, # one submitit job per cell instead of running here
            cluster:str|None=None, # submitit cluster: None (auto: slurm if available), `slurm`, `local`, `debug`
@@ -417,19 +481,11 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
            grace:float=15, # seconds a Slurm job that left the queue has to show its result (see `wait_jobs`)
            )->list[dict]:
     "Run every cell here, or submit one job per cell not complete yet through submitit; return one summary per cell."
-    if not submit:
-        out = []
-        for c in cells:
-            echo(f"[{c.name}] running here -> {c.out}")
-            out.append(run_eval_cell(c)); echo(f"[{c.name}] {out[-1]}")
-        return out
-    try: import submitit
-    except ImportError: raise EvalError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
-    root = Path(cells[0].out).parent
+    if not submit: return _run_here(cells, echo)
+    submitit, root = _submitit(), Path(cells[0].out).parent
     ex = submitit.AutoExecutor(folder=str(folder or root / "submitit"), cluster=cluster)
     params = params or executor_params(cells)
-    slurm = ex.cluster == "slurm"
-    queued = queued_cells(root) if slurm else {}
+    queued = queued_cells(root) if ex.cluster == "slurm" else {}
     done, jobs = {}, []
     for c in cells:
         if cell_done(c):
@@ -439,24 +495,8 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
             row, state = queued[c.name]
             j = submitit.SlurmJob(folder=row.get("folder") or ex.folder, job_id=row["job_id"]); jobs.append((c.name, j))
             echo(f"[{c.name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})"); continue
-        ex.update_parameters(name=f"fairneg_eval_{c.name}", **params)
-        try: j = ex.submit(run_eval_cell, c)
-        except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:   # sbatch refused it: its words
-            why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
-            raise EvalError(f"[{c.name}] could not be submitted ({ex.cluster}): {why}" + (
-                f" ({len(jobs)} cell job(s) before it are in {root / 'launch.jsonl'})" if jobs else "")) from None
-        jobs.append((c.name, j))
-        append_jsonl([dict(cell=c.name, job_id=str(j.job_id), executor=ex.cluster, out=c.out, folder=str(ex.folder),
-                           log=str(j.paths.stderr), submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
-                     root / "launch.jsonl")
-        echo(f"[{c.name}] submitted job {j.job_id} ({ex.cluster}; logs: {j.paths.stderr})")
-    if ex.cluster == "debug": wait = True          # the debug executor runs a job only when its result is asked for
-    elif wait is None: wait = ex.cluster == "local"
-    if not wait: res = {n: dict(cell=n, job_id=str(j.job_id)) for n, j in jobs}
-    else:
-        res, failed = wait_jobs(jobs, echo, slurm_states if slurm else None, grace)
-        if failed: raise EvalError(f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; each log is named above): "
-                                   f"run the same launch again to run only the cells still missing")
+        jobs.append((c.name, _submit_cell(ex, c, root, params, len(jobs), echo)))
+    res = _collect(jobs, ex.cluster, wait, echo, grace)
     return [{**done, **res}[c.name] for c in cells]
 
 # %% ../nbs/09_eval.ipynb #81dd22b9
