@@ -92,23 +92,30 @@ class GRPOConfig:
     wandb_group: str | None = None      # wandb group
     wandb_run_name: str | None = None   # wandb run name (default: the arm)
 
-    def __post_init__(self):
-        tag = f"{self.lam:g}".replace(".", "")
-        self.experiment_name = self.experiment_name or f"fairness_grpo_lam{tag}"
-        self.arm = self.arm or f"lam{tag}"
-        self.checkpoint_steps = sorted({int(s) for s in self.checkpoint_steps})
-        if not 0 <= self.lam <= 1: raise ValueError(f"lam must be in [0, 1], got {self.lam}")
-        if self.k < 2: raise ValueError(f"k must be at least 2 (a group baseline needs two episodes), got {self.k}")
-        if self.backend not in ("hf", "vllm"): raise ValueError(f"backend must be hf or vllm, got {self.backend}")
-        if self.importance_correction == "auto": self.importance_correction = "tis" if self.backend == "vllm" else "none"
-        if self.importance_correction not in ("tis", "none"):
-            raise ValueError(f"importance_correction must be tis, none or auto, got {self.importance_correction}")
-        if self.flat_groups not in ("kl_only", "drop"):
-            raise ValueError(f"flat_groups must be kl_only or drop, got {self.flat_groups!r}")
-        if self.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {self.context!r}")
-        if self.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {self.tis_cap}")
-        if self.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
-            raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {self.dtype!r}")
+    def __post_init__(self): _fill_config(self); _check_config(self)
+
+# %% ../nbs/08_grpo.ipynb #6b371fbb
+def _fill_config(cfg:GRPOConfig):
+    "Fill the defaults that derive from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
+    tag = f"{cfg.lam:g}".replace(".", "")
+    cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_lam{tag}"
+    cfg.arm = cfg.arm or f"lam{tag}"
+    cfg.checkpoint_steps = sorted({int(s) for s in cfg.checkpoint_steps})
+    if cfg.importance_correction == "auto": cfg.importance_correction = "tis" if cfg.backend == "vllm" else "none"
+
+def _check_config(cfg:GRPOConfig):
+    "Refuse a value out of range or not one of its choices: a `ValueError` that names the field."
+    if not 0 <= cfg.lam <= 1: raise ValueError(f"lam must be in [0, 1], got {cfg.lam}")
+    if cfg.k < 2: raise ValueError(f"k must be at least 2 (a group baseline needs two episodes), got {cfg.k}")
+    if cfg.backend not in ("hf", "vllm"): raise ValueError(f"backend must be hf or vllm, got {cfg.backend}")
+    if cfg.importance_correction not in ("tis", "none"):
+        raise ValueError(f"importance_correction must be tis, none or auto, got {cfg.importance_correction}")
+    if cfg.flat_groups not in ("kl_only", "drop"):
+        raise ValueError(f"flat_groups must be kl_only or drop, got {cfg.flat_groups!r}")
+    if cfg.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {cfg.context!r}")
+    if cfg.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
+    if cfg.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
+        raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {cfg.dtype!r}")
 
 # %% ../nbs/08_grpo.ipynb #32a1cef8
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
