@@ -319,6 +319,57 @@ def row_cache(cache, prompt_mask, # the row's attention mask over the prompt col
     return ([ly.keys[i][:, cols].clone() for ly in cache.layers], [ly.values[i][:, cols].clone() for ly in cache.layers])
 
 # %% ../nbs/07_llm.ipynb #38b41d7c
+class _Grammars:
+    "The rows' xgrammar matchers: each step masks the live constrained rows' logits to the tokens their grammar allows."
+    def __init__(self, grammars:list, # per row: a `CompiledGrammar` or None
+                 V:int):
+        B = len(grammars)
+        self.cons, self.matchers = [i for i, g in enumerate(grammars) if g is not None], [None] * B
+        if self.cons:
+            import xgrammar as xgr
+            self.xgr, self.matchers = xgr, [None if g is None else xgr.GrammarMatcher(g) for g in grammars]
+            self.bitmask, self.batcher = xgr.allocate_token_bitmask(B, V), xgr.BatchGrammarMatcher()
+
+    def mask(self, logits, live:list):
+        "Set the logits of tokens a live constrained row's grammar forbids to -inf, in place."
+        rows = [i for i in self.cons if live[i]]
+        if rows:
+            self.batcher.batch_fill_next_token_bitmask([self.matchers[i] for i in rows], self.bitmask, rows)
+            self.xgr.apply_token_bitmask_inplace(logits, self.bitmask.to(logits.device), indices=rows)
+
+# %% ../nbs/07_llm.ipynb #5033a221
+class _Rows:
+    "The rows' sampled ids and log-probs while decoding, which rows still sample, and which hit their cap."
+    def __init__(self, max_new:list, eos_ids):
+        B = len(max_new)
+        self.max_new, self.eos = max_new, set(eos_ids)
+        self.out, self.lps = [[] for _ in range(B)], [[] for _ in range(B)]
+        self.live, self.trunc = [m > 0 for m in max_new], [False] * B
+
+    def take(self, tokens:list, logprobs:list, matchers:list):
+        "Append each live row's sampled token and its log-prob; end the rows that finished or reached their cap."
+        for i, t in enumerate(tokens):
+            if not self.live[i]: continue
+            self.out[i].append(t); self.lps[i].append(logprobs[i])
+            m = matchers[i]
+            if m is not None and not m.accept_token(t): raise RuntimeError(f"the grammar rejected sampled token {t}")
+            if (m.is_terminated() if m is not None else t in self.eos): self.live[i] = False
+            elif len(self.out[i]) >= self.max_new[i]: self.live[i], self.trunc[i] = False, True
+
+    def results(self)->list:
+        "`[{completion_ids, logprobs, truncated}]`, one per row."
+        return [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(self.out, self.lps, self.trunc)]
+
+def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dict):
+    "One forward pass over the new ids: the last position's logits (float32); its time and count go to `stats`."
+    t0 = time.perf_counter()
+    kw = {cache_kw: cache, **({"logits_to_keep": 1} if keep else {})}
+    logits = model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **kw).logits[:, -1].float()
+    stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
+    stats["steps"] = stats.get("steps", 0) + 1
+    return logits
+
+# %% ../nbs/07_llm.ipynb #b4adb8e5
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
                  max_new:list, # per-row token caps
@@ -332,48 +383,27 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                 )->list:
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
-    B, dev, V = len(prompts), _device(model), vocab_size(model)
+    B, dev = len(prompts), _device(model)
     cache_kw, keep = _forward_params(type(_base(model)))
     cache, pmask = seed_cache(model, prefixes or [None] * B, dev)
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds]
-    grammars = grammars or [None] * B
-    cons, matchers = [i for i, g in enumerate(grammars) if g is not None], [None] * B
-    if cons:
-        import xgrammar as xgr
-        matchers = [None if g is None else xgr.GrammarMatcher(g) for g in grammars]
-        bitmask, batcher = xgr.allocate_token_bitmask(B, V), xgr.BatchGrammarMatcher()
-    eos, out, lps = set(eos_ids), [[] for _ in range(B)], [[] for _ in range(B)]
-    live, trunc = [m > 0 for m in max_new], [False] * B
+    gram, rows = _Grammars(grammars or [None] * B, vocab_size(model)), _Rows(max_new, eos_ids)
     x, mask, pos = left_pad(prompts, pad_id, dev)
     pos, mask = pos + pmask.sum(1, keepdim=True), torch.cat([pmask, mask], 1)     # the new ids continue the cached ones
     P = mask.shape[1]                                                             # prompt columns: cached and new
     stats = stats if stats is not None else {}
     with torch.no_grad():
-        while any(live):
-            t0 = time.perf_counter()
-            kw = {cache_kw: cache, **({"logits_to_keep": 1} if keep else {})}
-            logits = model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **kw).logits[:, -1].float()
-            stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
-            stats["steps"] = stats.get("steps", 0) + 1
+        while any(rows.live):
+            logits = _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats)
             if temperature > 0: logits = logits / temperature
-            rows = [i for i in cons if live[i]]
-            if rows:
-                batcher.batch_fill_next_token_bitmask([matchers[i] for i in rows], bitmask, rows)
-                xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device), indices=rows)
+            gram.mask(logits, rows.live)
             logp = torch.log_softmax(logits, -1)
             nxt = logp.argmax(-1) if temperature <= 0 else _draw(gens, _top_p(logp.exp(), top_p))
-            chosen = logp.gather(1, nxt[:, None]).squeeze(1).tolist()
-            for i, t in enumerate(nxt.tolist()):
-                if not live[i]: continue
-                out[i].append(t); lps[i].append(chosen[i])
-                m = matchers[i]
-                if m is not None and not m.accept_token(t): raise RuntimeError(f"the grammar rejected sampled token {t}")
-                if (m.is_terminated() if m is not None else t in eos): live[i] = False
-                elif len(out[i]) >= max_new[i]: live[i], trunc[i] = False, True
-            if not any(live): break
+            rows.take(nxt.tolist(), logp.gather(1, nxt[:, None]).squeeze(1).tolist(), gram.matchers)
+            if not any(rows.live): break
             x, pos = nxt[:, None], pos[:, -1:] + 1
             mask = torch.cat([mask, mask.new_ones((B, 1))], 1)
-    res = [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(out, lps, trunc)]
+    res = rows.results()
     if keep_cache:
         for i, r in enumerate(res):
             r["kv"] = row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1, i) if cache.get_seq_length() else None
