@@ -322,6 +322,45 @@ def _install(tmp:Path, out:Path)->None:
     else: os.replace(tmp, out)
 
 # %% ../nbs/07a_tiny.ipynb #ec757af2
+@contextlib.contextmanager
+def _stage(bar, times:dict, name:str):
+    "Show a build stage on the progress bar; when it ends, record its seconds in `times[name]` and tick the bar."
+    bar.set_postfix_str(name); t = time.perf_counter()
+    yield
+    times[name] = time.perf_counter() - t; bar.update()
+
+def _tiny_data(rec:dict, seed:int)->tuple:
+    "The recipe's decision points: `(train pool, train points, held-out points, agent errors)`, each in its seeded order."
+    data, tr = rec["data"], rec["train"]
+    pool, err_train = _collect(data, seed, data["n_games"], 0, False)
+    held, err_held = _collect(data, seed, data["n_heldout_games"], data["n_games"], True)
+    random.Random(f"order:{seed}").shuffle(pool); random.Random(f"eval:{seed}").shuffle(held)
+    return pool, pool[:tr["steps"] * tr["batch_size"]], held[:data["n_eval"]], err_train + err_held
+
+def _prompt_lengths(tok, points:list, data:dict)->list:
+    "Each training point's prompt length in tokens, as the model reads it."
+    return [len(tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]),
+                                        add_generation_prompt=True, enable_thinking=False)["input_ids"]) for p in points]
+
+# %% ../nbs/07a_tiny.ipynb #936d2239
+def _save_build(out:Path, model, tok, rec:dict,
+                report_for, # a callable: the build report, given the weights' sha256
+                )->dict:
+    "Save the model, tokenizer, recipe and build report in a private folder, then install it as `out`; return the report."
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp); tok.save_pretrained(tmp)
+        tmp.chmod(0o755); [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
+        report = report_for(file_sha256(tmp / "model.safetensors"))
+        (tmp / "recipe.json").write_text(json.dumps({**rec, "hash": recipe_hash(rec)}, indent=1))
+        (tmp / "build_report.json").write_text(json.dumps(report, indent=1))
+        _install(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True); raise
+    return report
+
+# %% ../nbs/07a_tiny.ipynb #5d674d61
 def build_tiny(out, # the folder to write
                size:str="pilot", # `pilot` or `test`
                seed:int=0, # recipe seed
@@ -333,44 +372,24 @@ def build_tiny(out, # the folder to write
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite: raise FileExistsError(f"{out} exists (pass overwrite=True to replace it)")
     rec = tiny_recipe(size, seed); data, tr = rec["data"], rec["train"]
-    n_train = tr["steps"] * tr["batch_size"]
     times, t0, c0 = {}, time.perf_counter(), time.process_time()
     threads = torch.get_num_threads(); torch.set_num_threads(tr["threads"])
     stages = tqdm(total=5, desc=f"tiny {size}", disable=not progress)
     try:
-        stages.set_postfix_str("data"); t = time.perf_counter()
-        pool, err_train = _collect(data, seed, data["n_games"], 0, False)
-        held, err_held = _collect(data, seed, data["n_heldout_games"], data["n_games"], True)
-        random.Random(f"order:{seed}").shuffle(pool); random.Random(f"eval:{seed}").shuffle(held)
-        train_pts, held = pool[:n_train], held[:data["n_eval"]]
-        times["data"] = time.perf_counter() - t; stages.update()
-        stages.set_postfix_str("tokenizer"); t = time.perf_counter()
-        tok = train_tokenizer(tokenizer_corpus(pool, data["history_window"]), **rec["tokenizer"])
-        times["tokenizer"] = time.perf_counter() - t; stages.update()
+        with _stage(stages, times, "data"): pool, train_pts, held, agent_errors = _tiny_data(rec, seed)
+        with _stage(stages, times, "tokenizer"): tok = train_tokenizer(tokenizer_corpus(pool, data["history_window"]), **rec["tokenizer"])
         model = make_model(tok, rec["model"], seed)
-        stages.set_postfix_str("sft"); t = time.perf_counter()
-        hist = train_sft(model, tok, sft_dataset(train_pts, data), tr, seed, progress=progress)
-        times["sft"] = time.perf_counter() - t; stages.update()
-        stages.set_postfix_str("eval"); t = time.perf_counter()
-        greedy = answer_rates(held, generate_answers(model, tok, held, data))
-        sampled = answer_rates(held, generate_answers(model, tok, held, data, sample=True, seed=seed))
-        times["eval"] = time.perf_counter() - t; stages.update()
+        with _stage(stages, times, "sft"): hist = train_sft(model, tok, sft_dataset(train_pts, data), tr, seed, progress=progress)
+        with _stage(stages, times, "eval"):
+            greedy = answer_rates(held, generate_answers(model, tok, held, data))
+            sampled = answer_rates(held, generate_answers(model, tok, held, data, sample=True, seed=seed))
         stages.set_postfix_str("save")
-        lens = [len(tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]),
-                                            add_generation_prompt=True, enable_thinking=False)["input_ids"]) for p in train_pts]
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        try:
-            model.save_pretrained(tmp); tok.save_pretrained(tmp)
-            tmp.chmod(0o755); [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
+        lens = _prompt_lengths(tok, train_pts, data)
+        def report_for(weights):
             times["total"], times["cpu"] = time.perf_counter() - t0, time.process_time() - c0
-            report = _build_report(size, seed, rec, model, tok, pool, train_pts, held, err_train + err_held, lens, hist,
-                                   greedy, sampled, times, file_sha256(tmp / "model.safetensors"))
-            (tmp / "recipe.json").write_text(json.dumps({**rec, "hash": recipe_hash(rec)}, indent=1))
-            (tmp / "build_report.json").write_text(json.dumps(report, indent=1))
-            _install(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True); raise
+            return _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist,
+                                 greedy, sampled, times, weights)
+        report = _save_build(out, model, tok, rec, report_for)
         stages.update()
     finally:
         stages.close(); torch.set_num_threads(threads)
