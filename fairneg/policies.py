@@ -164,6 +164,24 @@ class PlayGroup(CliGroup):
         return super().parse_args(ctx, args)
 
 # %% ../nbs/07b_policies.ipynb #10640fa6
+def _play_seats(seats:str|None, model:str|None, games:list)->list[str]:
+    "The seat names of `--seats`/`--model`, checked against the games and the policy registry before any model loads."
+    try:
+        names = resolve_seats(seats, model)
+        seat_names(names, games)
+        for n in dict.fromkeys(names):
+            if n != model and not is_agent_seat(n): parse_policy(n)
+    except (ValueError, PolicyError) as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
+    return names
+
+def _play_line(res:dict, out:Path)->str:
+    "The closing line of `fairneg play`: episodes, parse and legality counts, unique keys, protocols and the folder."
+    q = quality_report(res["rows"], res["transcripts"])
+    return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
+            f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
+            f"protocol {', '.join(q['protocol_versions'])} -> {out}")
+
+# %% ../nbs/07b_policies.ipynb #ee399fe0
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
     "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
     "command); merge chunks of a cell (`fairneg play merge`).")
@@ -189,27 +207,19 @@ def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank
     if constrain not in (None, "legal", "none"): raise typer.BadParameter(f"`{constrain}`: legal or none", param_hint="--constrain")
     if context not in CONTEXTS: raise typer.BadParameter(f"`{context}`: {' or '.join(CONTEXTS)}", param_hint="--context")
     games = bank_games(bank)
-    try:   # check the seats before any model is loaded
-        names = resolve_seats(seats, model)
-        seat_names(names, games)
-        for n in dict.fromkeys(names):
-            if n != model and not is_agent_seat(n): parse_policy(n)
-    except (ValueError, PolicyError) as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
+    names = _play_seats(seats, model, games)
     experiment_name = experiment_name or f"play__{','.join(names)}"
     out = out or Path("runs") / experiment_name
     cap = max_budget(games, turn_max_tokens, info_mode, max_turns)
     pols = seat_policies(names, model, model_thinking == "on", cap, constrain=constrain)
-    llm_names = [n for n in dict.fromkeys(names) if not is_agent_seat(n)]
-    cell = dict(model=model, model_thinking=model_thinking if llm_names else None, constrain=constrain, turn_max_tokens=turn_max_tokens,
-                max_new_tokens=cap if llm_names else None, bank=str(bank))
+    llm = any(not is_agent_seat(n) for n in names)
+    cell = dict(model=model, model_thinking=model_thinking if llm else None, constrain=constrain, turn_max_tokens=turn_max_tokens,
+                max_new_tokens=cap if llm else None, bank=str(bank))
     res = run_cell(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
                    extra_policies=pols, progress=progress, cell=cell, info_mode=info_mode, max_turns=max_turns,
                    turn_max_tokens=turn_max_tokens, context=context)
     typer.echo(summary_table(res["rows"]).to_string())
-    q = quality_report(res["rows"], res["transcripts"])
-    typer.echo(f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
-               f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
-               f"protocol {', '.join(q['protocol_versions'])} -> {out}")
+    typer.echo(_play_line(res, out))
 
 play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
