@@ -242,11 +242,29 @@ def rejection_row(seed:int, twins:list[Game], details:list[dict])->dict:
 
 # %% ../nbs/03a_bank.ipynb #df4de041
 def _summary(n_acc, n, n_cand, first_seed, rejections)->str:
+    "One line: how many were accepted after how many candidates, and the rejections by reason."
     counts = Counter(r["reason"] for r in rejections)
     why = ", ".join(f"{k} {counts[k]}" for k in REASONS if counts[k]) or "none"
     return (f"accepted {n_acc} of {n} after {n_cand} candidates (seeds {first_seed}–{first_seed + n_cand - 1}); "
             f"rejected {len(rejections)}: {why}")
 
+def _screen_seeds(n:int, first_seed:int, modes:tuple, max_candidates:int, known:dict, min_spread:float,
+                  make_game:Callable, bar)->tuple:
+    "Screen seeds in order until `n` are accepted or `max_candidates` were tried: `(games, geometries, rejections, tried)`."
+    picked = {fp: {} for fp in FINGERPRINTS}
+    games, geos, rejections, seed = [], [], [], first_seed
+    while len(games) < n * len(modes) and seed - first_seed < max_candidates:
+        twins = [twin(make_game(seed), m) for m in modes]
+        tgeos, details = screen_candidate(twins, known, picked, min_spread)
+        if details: rejections.append(rejection_row(seed, twins, details))
+        else:
+            games += twins; geos += tgeos; bar.update(1)
+            for g, geo in zip(twins, tgeos):
+                for fp in FINGERPRINTS: picked[fp].setdefault(getattr(geo, fp), []).append(g.name)
+        seed += 1
+    return games, geos, rejections, seed - first_seed
+
+# %% ../nbs/03a_bank.ipynb #604b635e
 def make_eval_bank(out, # the bank folder to write
                    n:int=24, # how many base games (seeds) to accept
                    first_seed:int=41000, # the first candidate seed
@@ -263,26 +281,17 @@ def make_eval_bank(out, # the bank folder to write
     max_candidates = 100 * n if max_candidates is None else max_candidates
     known_banks = [str(k) for k in known_banks]
     known = bank_fingerprints(known_banks)
-    picked = {fp: {} for fp in FINGERPRINTS}
-    games, geos, rejections, seed = [], [], [], first_seed
     with tqdm(total=n, desc=f"eval bank {out.name}", disable=not progress) as bar:
-        while len(games) < n * len(modes) and seed - first_seed < max_candidates:
-            twins = [twin(make_game(seed), m) for m in modes]
-            tgeos, details = screen_candidate(twins, known, picked, min_spread)
-            if details: rejections.append(rejection_row(seed, twins, details))
-            else:
-                games += twins; geos += tgeos; bar.update(1)
-                for g, geo in zip(twins, tgeos):
-                    for fp in FINGERPRINTS: picked[fp].setdefault(getattr(geo, fp), []).append(g.name)
-            seed += 1
-    n_acc, summary = len(games) // len(modes), _summary(len(games) // len(modes), n, seed - first_seed, first_seed, rejections)
+        games, geos, rejections, tried = _screen_seeds(n, first_seed, modes, max_candidates, known, min_spread, make_game, bar)
+    n_acc = len(games) // len(modes)
+    summary = _summary(n_acc, n, tried, first_seed, rejections)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(out / REJECTIONS, rejections)
     if n_acc < n:
         raise BankError(f"{out}: {summary}; the max-candidates limit ({max_candidates}) was reached — lower the "
                         f"discriminativeness floor (min_spread={min_spread}) or raise max_candidates; see {out / REJECTIONS}")
     guard = dict(n=n, first_seed=first_seed, modes=list(modes), min_spread=min_spread, max_candidates=max_candidates,
-                 known_banks=known_banks, n_candidates=seed - first_seed, n_accepted=n_acc,
+                 known_banks=known_banks, n_candidates=tried, n_accepted=n_acc,
                  rejected=dict(Counter(r["reason"] for r in rejections)), summary=summary)
     write_json(out / GUARD, guard)
     rows = write_bank(games, out, geos)
