@@ -661,6 +661,26 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
     return out.resolve_scale(color="independent", size="independent")
 
 # %% ../nbs/11_report.ipynb #0cba5316
+def _proposer_share(g, label:str|None)->float|None:   # g: a Game or None
+    "The proposer's share (of 100) under a deal label; None without a game or a readable label."
+    if g is None or not label: return None
+    try: return float(g.scores[0][0][parse_deal_label(label, g.n_options)[0]])
+    except (ValueError, TypeError, IndexError): return None
+
+def _first_offers(transcripts:Iterable[dict])->dict:
+    "`{(instance_id, episode_seed): deal}`: each episode's first proposal."
+    offers = {}
+    for t in transcripts:
+        a = t.get("applied") or {}
+        if t.get("phase") == "propose" and a.get("atype") == "propose" and a.get("deal"):
+            offers.setdefault((t["instance_id"], t["episode_seed"]), a["deal"])
+    return offers
+
+def _side_label(c:dict, side:str)->str:
+    "A side's policy name in the figures: the checkpoint, or `untrained (<base>)`."
+    return c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
+
+# %% ../nbs/11_report.ipynb #876eba1e
 def ultimatum_splits(run:Run, condition:str="ultimatum", checkpoints:Iterable[str]|None=None)->object:
     "One row per ultimatum episode and policy: the proposer's share (of 100) and whether it was accepted."
     import pandas as pd
@@ -668,29 +688,21 @@ def ultimatum_splits(run:Run, condition:str="ultimatum", checkpoints:Iterable[st
     if not cells: raise ReportError(f"no eval cells on `{condition}` in {run.root}")
     cks = list(checkpoints) if checkpoints is not None else list(dict.fromkeys(c["checkpoint"] for c in cells.values()))
     games, recs, seen = run.games(), [], set()
-    def share(g, label):
-        try: return float(g.scores[0][0][parse_deal_label(label, g.n_options)[0]])
-        except (ValueError, TypeError, IndexError): return None
     for n, c in cells.items():
         for side in ("base", "trained"):
             if side == "trained" and c["checkpoint"] not in cks: continue
-            label = c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
-            offers = {}
-            for t in run.rows(n, side, TRANSCRIPTS):
-                a = t.get("applied") or {}
-                if t.get("phase") == "propose" and a.get("atype") == "propose" and a.get("deal"):
-                    offers.setdefault((t["instance_id"], t["episode_seed"]), a["deal"])
+            label, offers = _side_label(c, side), _first_offers(run.rows(n, side, TRANSCRIPTS))
             for r in run.rows(n, side):
                 key = (label, r["instance_id"], r["episode_seed"])
                 if key in seen: continue
                 seen.add(key)
-                g = games.get(r["instance_id"])
                 lab = r.get("deal_label") if r["deal"] else offers.get((r["instance_id"], r["episode_seed"]))
-                s = share(g, lab) if (g is not None and lab) else None
+                s = _proposer_share(games.get(r["instance_id"]), lab)
                 outcome = "accepted" if r["deal"] else ("rejected" if s is not None else "no offer")
                 recs.append(dict(policy=label, side=side, episode_seed=r["episode_seed"], share=s, outcome=outcome))
     return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "episode_seed", "share", "outcome"]))
 
+# %% ../nbs/11_report.ipynb #4c63efbb
 def plot_ultimatum(splits, width:int=190, height:int=140):
     "Histogram of the proposer's share per policy, accepted and rejected offers stacked."
     import altair as alt
