@@ -349,47 +349,67 @@ def _advance(s:State, seat:int):
     if not s.queue: s.queue = _draw_cycle(s)
 
 # %% ../nbs/04_protocol.ipynb #2f471021
+def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+    "Withdraw the seat's live offer and post the new one (in the ultimatum the other seat then responds); close it if signed."
+    for o in s.offers:
+        if o["proposer"] == seat and o["status"] == "live": o["status"] = "withdrawn"
+    off = {"offer_id": f"o{len(s.offers) + 1}", "proposer": seat, "deal": deal_label(canon), "signers": [seat],
+           "status": "live", "round": s.round}
+    s.offers.append(off)
+    applied["offer_id"] = ev["offer_id"] = off["offer_id"]; applied["deal"] = ev["deal"] = off["deal"]
+    if s.protocol.kind == "ultimatum":
+        s.phase, s.round, s.queue = "respond", 1, [1 - seat]
+    _maybe_close(s, off)
+
+def _do_accept(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+    "Sign the offer; close it once the quorum and every veto holder have signed."
+    canon["signers"].append(seat)
+    applied["offer_id"] = ev["offer_id"] = canon["offer_id"]
+    _maybe_close(s, canon)
+
+def _do_walk(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+    "Leave the table and withdraw the seat's signatures; a veto holder's walk, or one below the quorum, ends the episode."
+    s.active[seat] = False
+    for o in s.offers:
+        if o["status"] == "live" and seat in o["signers"]: o["signers"].remove(seat)
+    s.queue = [x for x in s.queue if x != seat]
+    if seat in s.game.veto: _end(s, "veto_walk", walk=True)
+    elif sum(s.active) < s.game.quorum: _end(s, "quorum_walk", walk=True)
+
+# %% ../nbs/04_protocol.ipynb #7d425272
+def _do_vote(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+    "Cast the seat's vote on the ballot."
+    s.votes[seat] = applied["vote"] = ev["vote"] = a["vote"]
+    applied["offer_id"] = ev["offer_id"] = s.ballot
+
+def _do_reject(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+    "The ultimatum's responder rejects: the episode ends."
+    _end(s, "rejected")
+
+def _do_demand(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
+    "Record the seat's demand, hidden until every seat has demanded."
+    s.demands[seat] = applied["deal"] = option_label(seat, canon[0]); return True
+
+def _do_forced_pass(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
+    "A second bad answer: an abstention in the vote, the end of an ultimatum phase, a missing demand."
+    ev["forced"] = applied["forced"] = True
+    if s.phase == "vote":
+        s.votes[seat] = "abstain"; ev.update(atype="vote", offer_id=s.ballot, vote="abstain")
+        applied.update(atype="vote", offer_id=s.ballot, vote="abstain")
+    elif s.phase == "propose": _end(s, "no_offer")
+    elif s.phase == "respond": _end(s, "no_response")
+    elif s.phase == "demand": s.demands[seat] = "pass"; return True
+
+_APPLY = dict(propose=_do_propose, accept=_do_accept, walk=_do_walk, vote=_do_vote, reject=_do_reject, demand=_do_demand)
+
+# %% ../nbs/04_protocol.ipynb #3ef8f94c
 def _apply(s:State, seat:int, a:dict, canon, msg)->dict:
     "Apply a legal action (or a forced pass) of `seat`; return the action as applied."
-    at, g = a["atype"], s.game
+    at = a["atype"]
     ev = {"round": s.round, "seat": seat, "atype": at}
     applied = {"atype": at, "offer_id": None, "deal": None, "vote": None}
-    hidden = False
-    if at == "propose":
-        for o in s.offers:
-            if o["proposer"] == seat and o["status"] == "live": o["status"] = "withdrawn"
-        off = {"offer_id": f"o{len(s.offers) + 1}", "proposer": seat, "deal": deal_label(canon), "signers": [seat],
-               "status": "live", "round": s.round}
-        s.offers.append(off)
-        applied["offer_id"] = ev["offer_id"] = off["offer_id"]; applied["deal"] = ev["deal"] = off["deal"]
-        if s.protocol.kind == "ultimatum":
-            s.phase, s.round, s.queue = "respond", 1, [1 - seat]
-        _maybe_close(s, off)
-    elif at == "accept":
-        canon["signers"].append(seat)
-        applied["offer_id"] = ev["offer_id"] = canon["offer_id"]
-        _maybe_close(s, canon)
-    elif at == "walk":
-        s.active[seat] = False
-        for o in s.offers:
-            if o["status"] == "live" and seat in o["signers"]: o["signers"].remove(seat)
-        s.queue = [x for x in s.queue if x != seat]
-        if seat in g.veto: _end(s, "veto_walk", walk=True)
-        elif sum(s.active) < g.quorum: _end(s, "quorum_walk", walk=True)
-    elif at == "vote":
-        s.votes[seat] = applied["vote"] = ev["vote"] = a["vote"]
-        applied["offer_id"] = ev["offer_id"] = s.ballot
-    elif at == "reject": _end(s, "rejected")
-    elif at == "demand":
-        s.demands[seat] = applied["deal"] = option_label(seat, canon[0]); hidden = True
-    elif at == "pass" and a.get("forced"):
-        ev["forced"] = applied["forced"] = True
-        if s.phase == "vote":
-            s.votes[seat] = "abstain"; ev.update(atype="vote", offer_id=s.ballot, vote="abstain")
-            applied.update(atype="vote", offer_id=s.ballot, vote="abstain")
-        elif s.phase == "propose": _end(s, "no_offer")
-        elif s.phase == "respond": _end(s, "no_response")
-        elif s.phase == "demand": s.demands[seat] = "pass"; hidden = True
+    do = _do_forced_pass if at == "pass" and a.get("forced") else _APPLY.get(at)
+    hidden = bool(do(s, seat, a, canon, ev, applied)) if do is not None else False
     if msg: ev["message"] = msg
     if not hidden: s.history.append(ev)
     _advance(s, seat)
