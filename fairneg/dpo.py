@@ -62,17 +62,22 @@ class DPOTrainConfig:
     dtype: str | None = None            # weights dtype (default: bf16 on a GPU with bf16, else float32)
 
     def __post_init__(self):
-        if self.type not in COUNTERFACTUAL_TYPES:
-            raise ValueError(f"type must be a counterfactual type ({', '.join(COUNTERFACTUAL_TYPES)}), got {self.type!r}")
-        if get_agent(self.type).information_leaky:
-            raise ValueError(f"type {self.type} is information-leaky (it reads every sheet): a model cannot honestly imitate it")
-        if self.weighting not in ("regret", "uniform"): raise ValueError(f"weighting must be regret or uniform, got {self.weighting!r}")
-        for k in ("steps", "batch_size", "lora_r", "max_length"):
-            if getattr(self, k) < 1: raise ValueError(f"{k} must be at least 1, got {getattr(self, k)}")
-        if self.beta <= 0: raise ValueError(f"beta must be positive, got {self.beta}")
-        bad = [s for s in self.checkpoint_steps if not 1 <= s <= self.steps]
-        if bad: raise ValueError(f"checkpoint_steps {bad} lie outside 1..{self.steps}")
+        _check_dpo_config(self)
         self.arm = self.arm or f"dpo_{self.type}"
+
+# %% ../nbs/10a_dpo.ipynb #b9018189
+def _check_dpo_config(cfg:DPOTrainConfig):
+    "Refuse a setting a DPO run cannot honestly use: a `ValueError` that names the field."
+    if cfg.type not in COUNTERFACTUAL_TYPES:
+        raise ValueError(f"type must be a counterfactual type ({', '.join(COUNTERFACTUAL_TYPES)}), got {cfg.type!r}")
+    if get_agent(cfg.type).information_leaky:
+        raise ValueError(f"type {cfg.type} is information-leaky (it reads every sheet): a model cannot honestly imitate it")
+    if cfg.weighting not in ("regret", "uniform"): raise ValueError(f"weighting must be regret or uniform, got {cfg.weighting!r}")
+    for k in ("steps", "batch_size", "lora_r", "max_length"):
+        if getattr(cfg, k) < 1: raise ValueError(f"{k} must be at least 1, got {getattr(cfg, k)}")
+    if cfg.beta <= 0: raise ValueError(f"beta must be positive, got {cfg.beta}")
+    bad = [s for s in cfg.checkpoint_steps if not 1 <= s <= cfg.steps]
+    if bad: raise ValueError(f"checkpoint_steps {bad} lie outside 1..{cfg.steps}")
 
 # %% ../nbs/10a_dpo.ipynb #9fc9b772
 _BOOKKEEPING = ("out", "steps", "checkpoint_steps")   # fields that do not change what a step learns
