@@ -459,8 +459,8 @@ def _submit_cell(ex, # the submitit executor
     return j
 
 # %% ../nbs/09_eval.ipynb #9eb56fb5
-def _collect(jobs:list, # (cell name, submitit job) pairs
-             cluster:str, wait:bool|None, echo:Callable, grace:float)->dict:
+def _job_results(jobs:list, # (cell name, submitit job) pairs
+                 cluster:str, wait:bool|None, echo:Callable, grace:float)->dict:
     "`{cell: summary}` of the jobs once they end (failures are an `EvalError`), or `{cell: job id}` without waiting."
     if cluster == "debug": wait = True              # the debug executor runs a job only when its result is asked for
     elif wait is None: wait = cluster == "local"
@@ -496,7 +496,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
             j = submitit.SlurmJob(folder=row.get("folder") or ex.folder, job_id=row["job_id"]); jobs.append((c.name, j))
             echo(f"[{c.name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})"); continue
         jobs.append((c.name, _submit_cell(ex, c, root, params, len(jobs), echo)))
-    res = _collect(jobs, ex.cluster, wait, echo, grace)
+    res = _job_results(jobs, ex.cluster, wait, echo, grace)
     return [{**done, **res}[c.name] for c in cells]
 
 # %% ../nbs/09_eval.ipynb #81dd22b9
