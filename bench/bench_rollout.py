@@ -66,14 +66,14 @@ def answer_maker(pad_chars:int, walk_p:float):
     "A cheap random-but-legal answer generator: `f(dp, game, rng) -> answer text` (with a scratchpad and message)."
     pad = ("I weigh the live offers against my threshold and the others' needs. " * 20)[:pad_chars]
     def make(dp, g, rng):
-        ph = dp["phase"]
+        ph = dp.phase
         if ph == "vote":
-            a = {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes" if rng.random() < 0.7 else "no"}
+            a = {"atype": "vote", "offer_id": dp.ballot, "vote": "yes" if rng.random() < 0.7 else "no"}
         else:
-            r, legal = rng.random(), dp["legal"]
+            r, legal = rng.random(), dp.legal
             if ph == "open" or (r < 0.25 and "propose" in legal):
                 a = {"atype": "propose", "deal": " ".join(f"{chr(65 + k)}{rng.randrange(no) + 1}" for k, no in enumerate(g.n_options))}
-            elif r < 0.60 and dp["acceptable"]: a = {"atype": "accept", "offer_id": rng.choice(dp["acceptable"])}
+            elif r < 0.60 and dp.acceptable: a = {"atype": "accept", "offer_id": rng.choice(dp.acceptable)}
             elif r < 1 - walk_p: a = {"atype": "pass"}
             else: a = {"atype": "walk"}
         return json.dumps({"scratchpad": pad, "message": "Let us settle this quickly; I can live with a fair split.", "action": a})
@@ -163,12 +163,12 @@ def scripted_fn(geos:dict, accept_p:float=1.0):
     "p1 proposes the NBS label; others accept the first acceptable offer (with probability `accept_p`, by turn seed), vote yes."
     def fn(req):
         dp = req.dp
-        if dp["phase"] == "open":
+        if dp.phase == "open":
             geo = geos[id(req.game)]        # NBS, or KS where NBS is undefined (no IR deal with every surplus > 0)
             return json.dumps({"action": {"atype": "propose", "deal": geo.label(geo.nbs if geo.nbs is not None else geo.ks)}})
-        if dp["phase"] == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes"}})
-        if dp["acceptable"] and (accept_p >= 1 or (req.seed % 1000) < 1000 * accept_p):
-            return json.dumps({"action": {"atype": "accept", "offer_id": dp["acceptable"][0]}})
+        if dp.phase == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp.ballot, "vote": "yes"}})
+        if dp.acceptable and (accept_p >= 1 or (req.seed % 1000) < 1000 * accept_p):
+            return json.dumps({"action": {"atype": "accept", "offer_id": dp.acceptable[0]}})
         return json.dumps({"action": {"atype": "pass"}})
     return fn
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 from .game import Game, accepts, deal_label, label_options, option_label, parse_deal_label
-from .protocol import resolve_game, game_sha, most_signed
+from .protocol import DecisionPoint, Offer, read_decision_point, resolve_game, game_sha, most_signed
 
 # %% auto #0
 __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
@@ -66,9 +66,9 @@ def index_label(idx:int, n_options)->str:
     "The deal label of a row-major deal index."
     return deal_label(np.unravel_index(int(idx), tuple(n_options)))
 
-def dp_n_options(dp:dict)->tuple:
+def dp_n_options(dp:DecisionPoint)->tuple:
     "Number of options of each issue, from a decision point."
-    return tuple(len(iss["options"]) for iss in dp["issues"])
+    return tuple(len(iss["options"]) for iss in dp.issues)
 
 # %% ../nbs/05_agents.ipynb #debba9a5
 @dataclass
@@ -94,17 +94,17 @@ class OwnView:
 
 _OWN = _LRU(512)
 
-def own_view(dp:dict, strict:bool|None=None)->OwnView:
+def own_view(dp:DecisionPoint, strict:bool=False)->OwnView:
     "The seat's own view of a decision point (cached per game fingerprint, seat and strictness)."
-    strict = bool(dp.get("strict", False)) if strict is None else bool(strict)
-    key = (dp["game_ref"]["game_sha"], dp["seat"], strict)
+    strict = bool(strict)
+    key = (dp.game_ref["game_sha"], dp.seat, strict)
     def make():
-        nopt, sheet, tau = dp_n_options(dp), dp["own_sheet"], float(dp["own_threshold"])
+        nopt, sheet, tau = dp_n_options(dp), dp.own_sheet, float(dp.own_threshold)
         u = grid_sum([np.asarray(r, np.float32)[None] for r in sheet])[0].astype(np.float64)
         ok = accepts(u, tau, strict)
         idx = np.flatnonzero(ok)
         ideal = float(u.max())
-        return OwnView(nopt, dp["seat"], dp["n_parties"], tau, ideal, u, idx, (u[idx] - tau) / (ideal - tau),
+        return OwnView(nopt, dp.seat, dp.n_parties, tau, ideal, u, idx, (u[idx] - tau) / (ideal - tau),
                        int(np.argmax(u)), strict)
     return _OWN.get_or(key, make)
 
@@ -253,37 +253,38 @@ def ultimatum_pool(own_sheet)->PriorPool:
     return _POOLS.get_or(key, lambda: PriorPool(np.repeat(other[None], len(tau), 0), tau, (len(own_sheet[0]),)))
 
 # %% ../nbs/05_agents.ipynb #e2cff288
-def public_evidence(dp:dict)->list:
+def public_evidence(dp:DecisionPoint)->list:
     "The public moves of a decision point as evidence `(party, kind, deal label)`, kind in propose / yes / no / skip."
-    offers = {o["offer_id"]: o for o in dp["offers"]}
+    offers = {o.offer_id: o for o in dp.offers}
     ev, live = [], {}
-    for e in dp["history"]:
+    for e in dp.history:
         j, at = e["seat"], e["atype"]
         off = offers.get(e.get("offer_id"))
-        if at in ("propose", "accept", "pass") and not e.get("forced") and dp["protocol"] == "table":
+        if at in ("propose", "accept", "pass") and not e.get("forced") and dp.protocol == "table":
             ev += [(j, "skip", o["deal"]) for oid, o in live.items() if j not in o["signers"] and oid != e.get("offer_id")]
         if at == "propose" and e.get("deal"):
             ev.append((j, "propose", e["deal"]))
             for oid in [k for k, o in live.items() if o["proposer"] == j]: del live[oid]
             live[e["offer_id"]] = {"proposer": j, "deal": e["deal"], "signers": {j}}
         elif at == "accept" and off is not None:
-            ev.append((j, "yes", off["deal"]))
+            ev.append((j, "yes", off.deal))
             if e["offer_id"] in live: live[e["offer_id"]]["signers"].add(j)
-        elif at == "reject" and dp["offers"]: ev.append((j, "no", dp["offers"][-1]["deal"]))
-        elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"): ev.append((j, e["vote"], off["deal"]))
+        elif at == "reject" and dp.offers: ev.append((j, "no", dp.offers[-1].deal))
+        elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"): ev.append((j, e["vote"], off.deal))
         elif at == "walk":
-            st = most_signed([{**o, "offer_id": oid, "status": "live"} for oid, o in live.items()])   # the engine's standing offer
+            st = most_signed([Offer(oid, o["proposer"], o["deal"], o["signers"], "live", None) for oid, o in live.items()])   # the engine's rule
             if st is not None: ev.append((j, "no", live[st]["deal"]))
             for o in live.values(): o["signers"].discard(j)
     return ev
 
-def posterior_weights(dp:dict, # decision point
+def posterior_weights(dp:DecisionPoint, # decision point
                       pool:PriorPool, # prior samples of one party's sheet
+                      strict:bool=False, # the acceptance rule the parties' moves are read under (u > tau)
                      )->np.ndarray:
     "Posterior weights `(n, P)` of the prior samples for every party, from its public moves (own row: uniform, unused)."
-    n, me = dp["n_parties"], dp["seat"]
+    n, me = dp.n_parties, dp.seat
     LL = np.zeros((n, len(pool)), np.float32)
-    which, strict = {"propose": 0, "yes": 1, "no": 2, "skip": 3}, bool(dp.get("strict", False))
+    which = {"propose": 0, "yes": 1, "no": 2, "skip": 3}
     for j, kind, label in public_evidence(dp):
         if j != me: LL[j] += pool.column(label, strict)[which[kind]]
     W = np.exp(LL - LL.max(1, keepdims=True))
@@ -302,7 +303,7 @@ def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:boo
         if not exchangeable: return X, None, 0.0
         X0 = X.mean(0)
         return X, X0, float(X0.mean())
-    return _TABLES.get_or((key, dp["game_ref"]["game_sha"], own.seat, own.strict, what), make)
+    return _TABLES.get_or((key, dp.game_ref["game_sha"], own.seat, own.strict, what), make)
 
 # %% ../nbs/05_agents.ipynb #99823e67
 @functools.cache
@@ -319,15 +320,15 @@ def _expect(W, X, X0, x_bar, hi=None):
     return E
 
 # %% ../nbs/05_agents.ipynb #6e8fc2de
-def private_belief(dp:dict, # decision point (private information)
+def private_belief(dp:DecisionPoint, # decision point (private information)
                    own:OwnView, # the seat's own view
                    prior_seed:int=0, # seed of the prior pool
                    need_r:bool=True, # compute the nnw factors
                   )->Belief:
     "The posterior belief of a seat that sees only its own sheet and the public moves."
-    ult = dp["protocol"] == "ultimatum"
-    pool = ultimatum_pool(dp["own_sheet"]) if ult else prior_pool(own.n_options, prior_seed)
-    key = ("ultimatum", tuple(dp["own_sheet"][0])) if ult else prior_seed
+    ult = dp.protocol == "ultimatum"
+    pool = ultimatum_pool(dp.own_sheet) if ult else prior_pool(own.n_options, prior_seed)
+    key = ("ultimatum", tuple(dp.own_sheet[0])) if ult else prior_seed
     W = posterior_weights(dp, pool)
     p = _expect(W, *_seat_table(dp, own, pool, key, "A", not ult), hi=1.0); p[own.seat] = 1.0
     r = None
@@ -338,21 +339,21 @@ def private_belief(dp:dict, # decision point (private information)
 # %% ../nbs/05_agents.ipynb #04472166
 ANCHOR_Z = 0.8    # greedy_anchor signs only offers with z_i >= ANCHOR_Z
 
-def time_factor(dp:dict)->float:
+def time_factor(dp:DecisionPoint)->float:
     "`δ = (deadline − round) / deadline`: the share of the turns still to come (0 at the last turn)."
-    T = dp["deadline"]
-    return max(T - dp["round"], 0) / T if T > 0 else 0.0
+    T = dp.deadline
+    return max(T - dp.round, 0) / T if T > 0 else 0.0
 
-def _offer_key(o): return (len(o["signers"]), int(o["offer_id"][1:]) if o["offer_id"][1:].isdigit() else 0)
+def _offer_key(o): return (len(o.signers), int(o.offer_id[1:]) if o.offer_id[1:].isdigit() else 0)
 
-def _scores(own:OwnView, bel:Belief, dp:dict, objective:str)->np.ndarray:
+def _scores(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str)->np.ndarray:
     "`S(d)` over the seat's acceptable deals."
     if objective == "table": return np.prod(bel.r, axis=0)
-    return own.z * pass_prob(bel.p, dp["active"], dp["veto"], dp["min_accept"])
+    return own.z * pass_prob(bel.p, dp.active, dp.veto, dp.min_accept)
 
-def _offer_values(own:OwnView, bel:Belief, dp:dict, objective:str, offers:list)->dict:
+def _offer_values(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str, offers:list)->dict:
     "`v(o)` for live offers of deals the seat accepts (others are worth nothing): offer_id -> value."
-    pos = [(o, own.pos(label_index(o["deal"], own.n_options))) for o in offers]
+    pos = [(o, own.pos(label_index(o.deal, own.n_options))) for o in offers]
     pos = [(o, q) for o, q in pos if q is not None]
     if not pos: return {}
     cols = [q for _, q in pos]
@@ -360,9 +361,9 @@ def _offer_values(own:OwnView, bel:Belief, dp:dict, objective:str, offers:list)-
         v = np.prod(bel.r[:, cols], axis=0)
     else:
         P = bel.p[:, cols].copy()
-        for c, (o, _) in enumerate(pos): P[o["signers"] + [own.seat], c] = 1.0
-        v = own.z[cols] * pass_prob(P, dp["active"], dp["veto"], dp["min_accept"])
-    return {o["offer_id"]: float(x) for (o, _), x in zip(pos, v)}
+        for c, (o, _) in enumerate(pos): P[o.signers + [own.seat], c] = 1.0
+        v = own.z[cols] * pass_prob(P, dp.active, dp.veto, dp.min_accept)
+    return {o.offer_id: float(x) for (o, _), x in zip(pos, v)}
 
 def _beats_no_deal(own:OwnView, bel:Belief, label:str, objective:str)->bool:
     "Does a deal beat no deal on the objective? Own: the seat accepts it; table: expected nnw > 0."
@@ -371,82 +372,82 @@ def _beats_no_deal(own:OwnView, bel:Belief, label:str, objective:str)->bool:
     return objective == "own" or float(np.prod(bel.r[:, q])) > 0
 
 # %% ../nbs/05_agents.ipynb #c13c53d9
-def rational_rule(dp:dict, own:OwnView, bel:Belief, objective:str)->tuple:
+def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tuple:
     "The shared rule of the four Bayesian agents: `(action, explanation)`."
-    ph = dp["phase"]
+    ph = dp.phase
     if ph == "vote":
-        yes = _beats_no_deal(own, bel, _ballot(dp)["deal"], objective)
-        return make_action("vote", dp["ballot"], vote="yes" if yes else "no"), dict(rule="vote on the ballot", beats_no_deal=yes)
+        yes = _beats_no_deal(own, bel, _ballot(dp).deal, objective)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote on the ballot", beats_no_deal=yes)
     if ph == "respond":
-        o = dp["offers"][-1]
-        ok = _beats_no_deal(own, bel, o["deal"], objective)
-        return (make_action("accept", o["offer_id"]) if ok else make_action("reject")), dict(rule="respond", beats_no_deal=ok)
+        o = dp.offers[-1]
+        ok = _beats_no_deal(own, bel, o.deal, objective)
+        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond", beats_no_deal=ok)
     S = _scores(own, bel, dp, objective)
     b = int(np.argmax(S))
     best, s_best = index_label(own.idx[b], own.n_options), float(S[b])
     if ph in ("open", "propose"):
         return make_action("propose", deal=best), dict(rule="propose d*", best=best, S_best=s_best)
-    live = [o for o in dp["offers"] if o["status"] == "live"]
+    live = [o for o in dp.offers if o.status == "live"]
     vals = _offer_values(own, bel, dp, objective, live)
     delta = time_factor(dp); C = delta * s_best
     info = dict(best=best, S_best=s_best, delta=delta, C=C, offer_values=vals)
-    acc = [o for o in live if o["offer_id"] in dp["acceptable"] and vals.get(o["offer_id"], 0) > 0
-           and vals[o["offer_id"]] >= C]
+    acc = [o for o in live if o.offer_id in dp.acceptable and vals.get(o.offer_id, 0) > 0
+           and vals[o.offer_id] >= C]
     if acc:
-        o = max(acc, key=lambda o: (vals[o["offer_id"]], *_offer_key(o)))
-        return make_action("accept", o["offer_id"]), dict(info, rule="accept: v(o) >= C")
-    hold = max([vals.get(o["offer_id"], 0.0) for o in live if own.seat in o["signers"]], default=0.0)
+        o = max(acc, key=lambda o: (vals[o.offer_id], *_offer_key(o)))
+        return make_action("accept", o.offer_id), dict(info, rule="accept: v(o) >= C")
+    hold = max([vals.get(o.offer_id, 0.0) for o in live if own.seat in o.signers], default=0.0)
     info["hold"] = hold
     if s_best > hold + 1e-12 and s_best > 0:
         return make_action("propose", deal=best), dict(info, rule="propose d*: S(d*) beats the offers it holds")
     return make_action("pass"), dict(info, rule="pass")
 
-def _ballot(dp): return next(o for o in dp["offers"] if o["offer_id"] == dp["ballot"])
+def _ballot(dp): return next(o for o in dp.offers if o.offer_id == dp.ballot)
 
 # %% ../nbs/05_agents.ipynb #759d5fb3
-def greedy_rule(dp:dict, own:OwnView)->tuple:
+def greedy_rule(dp:DecisionPoint, own:OwnView)->tuple:
     "greedy_anchor: propose the own best deal, sign only offers near the ideal (z >= ANCHOR_Z)."
-    ph, best = dp["phase"], index_label(own.best, own.n_options)
+    ph, best = dp.phase, index_label(own.best, own.n_options)
     if ph == "vote":
-        yes = own.accepts(_ballot(dp)["deal"])
-        return make_action("vote", dp["ballot"], vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
+        yes = own.accepts(_ballot(dp).deal)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
     if ph == "respond":
-        o = dp["offers"][-1]; ok = own.z_of(o["deal"]) >= ANCHOR_Z
-        return (make_action("accept", o["offer_id"]) if ok else make_action("reject")), dict(rule="respond: near ideal", ok=ok)
+        o = dp.offers[-1]; ok = own.z_of(o.deal) >= ANCHOR_Z
+        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond: near ideal", ok=ok)
     if ph in ("open", "propose"): return make_action("propose", deal=best), dict(rule="propose the ideal")
-    live = [o for o in dp["offers"] if o["status"] == "live"]
-    near = [o for o in live if o["offer_id"] in dp["acceptable"] and own.z_of(o["deal"]) >= ANCHOR_Z]
+    live = [o for o in dp.offers if o.status == "live"]
+    near = [o for o in live if o.offer_id in dp.acceptable and own.z_of(o.deal) >= ANCHOR_Z]
     if near:
-        o = max(near, key=lambda o: (own.z_of(o["deal"]), *_offer_key(o)))
-        return make_action("accept", o["offer_id"]), dict(rule="accept: near ideal")
-    if not any(o["proposer"] == own.seat and o["deal"] == best for o in live):
+        o = max(near, key=lambda o: (own.z_of(o.deal), *_offer_key(o)))
+        return make_action("accept", o.offer_id), dict(rule="accept: near ideal")
+    if not any(o.proposer == own.seat and o.deal == best for o in live):
         return make_action("propose", deal=best), dict(rule="propose the ideal")
     return make_action("pass"), dict(rule="pass: its ideal is on the table")
 
-def passive_rule(dp:dict, own:OwnView)->tuple:
+def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
     "passive_gate: never propose (unless forced), sign the best acceptable live offer, vote yes iff acceptable."
-    ph = dp["phase"]
+    ph = dp.phase
     if ph == "vote":
-        yes = own.accepts(_ballot(dp)["deal"])
-        return make_action("vote", dp["ballot"], vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
+        yes = own.accepts(_ballot(dp).deal)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
     if ph == "respond":
-        o = dp["offers"][-1]; ok = own.accepts(o["deal"])
-        return (make_action("accept", o["offer_id"]) if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
+        o = dp.offers[-1]; ok = own.accepts(o.deal)
+        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
     if ph in ("open", "propose"):
         return make_action("propose", deal=index_label(own.best, own.n_options)), dict(rule="forced proposal (the only legal action)")
-    ok = [o for o in dp["offers"] if o["status"] == "live" and o["offer_id"] in dp["acceptable"] and own.accepts(o["deal"])]
+    ok = [o for o in dp.offers if o.status == "live" and o.offer_id in dp.acceptable and own.accepts(o.deal)]
     if ok:
-        o = max(ok, key=lambda o: (own.z_of(o["deal"]), *_offer_key(o)))
-        return make_action("accept", o["offer_id"]), dict(rule="accept: acceptable")
+        o = max(ok, key=lambda o: (own.z_of(o.deal), *_offer_key(o)))
+        return make_action("accept", o.offer_id), dict(rule="accept: acceptable")
     return make_action("pass"), dict(rule="pass")
 
 # %% ../nbs/05_agents.ipynb #73d8a41c
-def demand_rule(dp:dict, kind:str, objective:str, strict:bool=False)->tuple:
+def demand_rule(dp:DecisionPoint, kind:str, objective:str, strict:bool=False)->tuple:
     "Divide-the-dollar: a demand of one option of the seat's own issue, against the equal-share reference."
-    me, n = dp["seat"], dp["n_parties"]
-    vals = [float(v) for v in dp["own_sheet"][me]]
-    pie = float(dp["pie"]) if dp.get("pie") is not None else 100.0
-    tau = float(dp["own_threshold"])
+    me, n = dp.seat, dp.n_parties
+    vals = [float(v) for v in dp.own_sheet[me]]
+    pie = float(dp.pie) if dp.pie is not None else 100.0
+    tau = float(dp.own_threshold)
     ok = [o for o, v in enumerate(vals) if accepts(v, tau, strict)] or [int(np.argmax(vals))]
     fair = max([v for v in vals if n * v <= pie], default=min(vals))
     if kind == "greedy": cap = math.inf
@@ -468,13 +469,13 @@ _SPECS = {"greedy_anchor": ("own", False, "greedy"), "passive_gate": ("own", Fal
 # %% ../nbs/05_agents.ipynb #1d7217c1
 _SHA = _LRU(256)
 
-def _checked_game(dp:dict, game)->Game:
+def _checked_game(dp:DecisionPoint, game)->Game:
     "The game a decision point refers to: a `Game` (fingerprint-checked) or one picked from a list / dict of games."
-    if game is None: raise ValueError(f"an information-leaky agent needs the game of {dp['instance_id']}")
+    if game is None: raise ValueError(f"an information-leaky agent needs the game of {dp.instance_id}")
     if not isinstance(game, Game): return resolve_game(dp, game)
     sha = _SHA.get_or(id(game), lambda: (game, game_sha(game)))[1]
-    if game.name != dp["game_ref"]["instance_id"] or sha != dp["game_ref"]["game_sha"]:
-        raise ValueError(f"game {game.name} is not the game of this decision point ({dp['game_ref']['instance_id']})")
+    if game.name != dp.game_ref["instance_id"] or sha != dp.game_ref["game_sha"]:
+        raise ValueError(f"game {game.name} is not the game of this decision point ({dp.game_ref['instance_id']})")
     return game
 
 # %% ../nbs/05_agents.ipynb #d66d01b4
@@ -487,31 +488,34 @@ class Agent:
     kind: str                 # decision rule: `bayes`, `greedy` or `passive`
     prior_seed: int = 0       # seed of the private agents' prior pool
 
-    def decide(self, dp:dict, game=None)->tuple:
-        "`(action, explanation)` at a decision point."
-        if not dp.get("legal"): raise ValueError(f"seat {dp.get('seat')} does not act at this decision point (phase {dp.get('phase')})")
+    def decide(self, dp:DecisionPoint|dict, game=None)->tuple:
+        "`(action, explanation)` at a decision point (or its JSON form, `DecisionPoint.to_dict()`)."
+        if not isinstance(dp, DecisionPoint): dp = read_decision_point(dp)
+        if not dp.legal: raise ValueError(f"seat {dp.seat} does not act at this decision point (phase {dp.phase})")
         g = _checked_game(dp, game) if self.information_leaky else None
-        strict = g.strict if g is not None else bool(dp.get("strict", False))
-        if dp["protocol"] == "divide-dollar": return demand_rule(dp, self.kind, self.objective, strict)
+        strict = g.strict if g is not None else False   # a decision point does not carry the game's acceptance rule
+        if dp.protocol == "divide-dollar": return demand_rule(dp, self.kind, self.objective, strict)
         own = own_view(dp, strict)
         if self.kind == "greedy": return greedy_rule(dp, own)
         if self.kind == "passive": return passive_rule(dp, own)
         need_r = self.objective == "table"
-        if g is not None: bel = truth_belief(own, g.scores, g.thresholds, dp["game_ref"]["game_sha"])
-        elif dp.get("sheets") is not None: bel = truth_belief(own, dp["sheets"], dp["thresholds"], dp["game_ref"]["game_sha"])
+        if g is not None: bel = truth_belief(own, g.scores, g.thresholds, dp.game_ref["game_sha"])
+        elif dp.sheets is not None: bel = truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"])
         else: bel = private_belief(dp, own, self.prior_seed, need_r)
         return rational_rule(dp, own, bel, self.objective)
 
-    def act(self, dp:dict, game=None, seed:int=0)->dict:
+    def act(self, dp:DecisionPoint|dict, game=None, seed:int=0)->dict:
         "The agent's action at a decision point (`seed` is accepted for the common interface; the rules are deterministic)."
+        if not isinstance(dp, DecisionPoint): dp = read_decision_point(dp)
         a, _ = self.decide(dp, game)
-        if a["atype"] not in dp["legal"]: raise RuntimeError(f"{self.name} chose `{a['atype']}`, not legal in phase {dp['phase']}")
+        if a["atype"] not in dp.legal: raise RuntimeError(f"{self.name} chose `{a['atype']}`, not legal in phase {dp.phase}")
         return a
 
     def act_batch(self, items)->list:
         "Actions for a list of `(dp, game, seed)`."
         return [self.act(dp, game, seed) for dp, game, seed in items]
 
+# %% ../nbs/05_agents.ipynb #7816beff
 def get_agent(name:str, # one of AGENT_NAMES or an alias (`rational_private`)
               prior_seed:int=0, # seed of the prior pool of the private agents
              )->Agent:

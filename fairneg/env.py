@@ -71,7 +71,7 @@ def _mask(self:NegotiationEnv, seat):
         if a in dp_legal: m[j] = 1
     if "accept" in dp_legal:
         for o in s.offers:
-            if o["status"] == "live" and seat not in o["signers"]: m[4 + int(o["offer_id"][1:])] = 1
+            if o.status == "live" and seat not in o.signers: m[4 + int(o.offer_id[1:])] = 1
     if "propose" in dp_legal: m[5 + self._m:] = 1
     if "demand" in dp_legal: m[5 + self._m: 5 + self._m + s.game.n_options[seat]] = 1
     return m
@@ -97,11 +97,11 @@ def _action(self:NegotiationEnv, a, seat)->dict:
 def observe(self:NegotiationEnv, agent):
     s, seat = self.state, self.possible_agents.index(agent)
     dp = decision_point(s, seat)
-    live = [o for o in s.offers if o["status"] == "live"]
-    so = find_offer(s, dp["standing_offer_id"]) if dp["standing_offer_id"] else None
+    live = [o for o in s.offers if o.status == "live"]
+    so = find_offer(s, dp.standing_offer_id) if dp.standing_offer_id else None
     vec = np.array([seat, PHASES.index(s.phase), s.round, s.protocol.max_turns, sum(s.active), len(live),
-                    len(so["signers"]) if so else 0, int(s.pending[seat] is not None)], np.int64)
-    obs = {"observation": vec, "decision_point": json.dumps(dp, ensure_ascii=True, separators=(",", ":"))}
+                    len(so.signers) if so else 0, int(s.pending[seat] is not None)], np.int64)
+    obs = {"observation": vec, "decision_point": json.dumps(dp.to_dict(), ensure_ascii=True, separators=(",", ":"))}
     if self.action_mode == "discrete": obs["action_mask"] = self._mask(seat)
     return obs
 

@@ -313,6 +313,31 @@ def allowed_bitmask(allowed:list, vocab:int):
         for i in ids: m[t, i // 32] |= np.uint32(1 << (i % 32))
     return torch.from_numpy(m.view(np.int32).copy())
 
+# %% ../nbs/08_grpo.ipynb #d48a9b8e
+def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int, res:dict):
+    "One micro-batch of `update`: the reference and policy passes, the loss's backward pass; its numbers go into `res`."
+    import torch
+    V, pad = vocab_size(model), tokenizer.pad_token_id or 0
+    res["train_tokens_shared"] += shared_tokens(mb, share)
+    batch = [s for p in mb for s in p.samples]
+    seqs, spans = [p.ids for p in mb], [p.spans for p in mb]
+    masks = _masks(batch, tokenizer, V)
+    t0 = time.perf_counter()
+    ref = None
+    if cfg.kl_coef:
+        model.eval()                                       # the reference pass: dropout off
+        with torch.no_grad(), model.disable_adapter():
+            ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
+    model.train()                                          # the policy pass: train mode
+    t1 = time.perf_counter()
+    new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
+    loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
+    loss.backward()
+    res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
+    res["loss"] += float(loss.detach())
+    for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] += st.get(k, 0.0)
+    res["ratio_max"], res["gap_max"] = max(res["ratio_max"], st["ratio_max"]), max(res["gap_max"], st["gap_max"])
+
 # %% ../nbs/08_grpo.ipynb #bb263e0c
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
     "One optimizer step on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
@@ -324,28 +349,8 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
-    V, pad = vocab_size(model), tokenizer.pad_token_id or 0
     share = 0 if is_checkpointing(model) else cfg.share_prefix    # checkpointing drops a passed cache: run sequences whole
-    for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget, share):
-        res["train_tokens_shared"] += shared_tokens(mb, share)
-        batch = [s for p in mb for s in p.samples]
-        seqs, spans = [p.ids for p in mb], [p.spans for p in mb]
-        masks = _masks(batch, tokenizer, V)
-        t0 = time.perf_counter()
-        ref = None
-        if cfg.kl_coef:
-            model.eval()                                       # the reference pass: dropout off
-            with torch.no_grad(), model.disable_adapter():
-                ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
-        model.train()                                          # the policy pass: train mode
-        t1 = time.perf_counter()
-        new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
-        loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
-        loss.backward()
-        res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
-        res["loss"] += float(loss.detach())
-        for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] += st.get(k, 0.0)
-        res["ratio_max"], res["gap_max"] = max(res["ratio_max"], st["ratio_max"]), max(res["gap_max"], st["gap_max"])
+    for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget, share): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res)
     res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
     t1 = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -565,6 +570,19 @@ def update_policy(self:GRPOTrainer, samples:list)->dict:
     "The step's optimizer update on its samples (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
     return update(self.model, self.opt, self.sch, samples, self.cfg, self.tok)
 
+# %% ../nbs/08_grpo.ipynb #b93dde85
+def _policy_turns(eps:list, flats:list)->dict:
+    "Step-row counts of the trained policy's turns: legality, lenient reads, tokens generated and those in flat groups."
+    pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
+           for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
+    turns = [t for t, _, _ in pol]
+    return dict(fabrication=int(sum(t["legality"] == "fabrication" for t in turns)),
+                illegal=int(sum(t["legality"] == "illegal" for t in turns)),
+                parse_failures=int(sum(t["legality"] == "parse_error" for t in turns)),
+                lenient_turns=int(sum(bool(t.get("lenient")) for t in turns)),   # read only thanks to the parser's leniency
+                policy_turns=len(turns), tokens_generated=int(sum(n for _, n, _ in pol)),
+                flat_tokens=int(sum(n for _, n, f in pol if f)))
+
 # %% ../nbs/08_grpo.ipynb #3ac1db66
 @patch
 def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total,
@@ -572,9 +590,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
         )->dict:
     c = self.cfg
     rows = [e.row for e in eps]
-    pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
-           for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
-    pol_turns, gen, flat_tok = [t for t, _, _ in pol], sum(n for _, n, _ in pol), sum(n for _, n, f in pol if f)
+    pt = _policy_turns(eps, flats); gen = pt["tokens_generated"]
     worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
     A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
     n_tok = max(up["n_tokens"], 1)
@@ -585,7 +601,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
                 nnw=float(np.mean([r["nnw"] for r in rows])), worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
                 adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
-                zero_spread_groups=flat, flat_groups=c.flat_groups, flat_tokens=int(flat_tok), samples=len(samples),
+                zero_spread_groups=flat, flat_groups=c.flat_groups, samples=len(samples),
                 tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
                 train_sequences=up["train_sequences"], train_tokens=up["train_tokens"],
                 train_tokens_shared=up["train_tokens_shared"],
@@ -594,12 +610,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
                 importance_correction=c.importance_correction,
                 tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
-                fabrication=int(sum(t["legality"] == "fabrication" for t in pol_turns)),
-                illegal=int(sum(t["legality"] == "illegal" for t in pol_turns)),
-                parse_failures=int(sum(t["legality"] == "parse_error" for t in pol_turns)),
-                lenient_turns=int(sum(bool(t.get("lenient")) for t in pol_turns)),   # read only thanks to the parser's leniency
-                policy_turns=len(pol_turns), tokens_generated=int(gen),
-                prompt_tokens_read=int(read),                     # what the rollout's prompts hold
+                **pt, prompt_tokens_read=int(read),                     # what the rollout's prompts hold
                 prompt_tokens_computed=int(read - cached),        # less what the prefix cache served
                 rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
                 rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,

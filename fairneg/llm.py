@@ -11,7 +11,7 @@ from pathlib import Path
 from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
 from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
-from .protocol import parse_action, new_episode, current_seats
+from .protocol import DecisionPoint, parse_action, new_episode, current_seats, read_decision_point
 from .prompts import prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
@@ -265,7 +265,7 @@ def check_context(requests:list, prompts:list, caps:list, # per request: prompt 
     for r, p, c in zip(requests, prompts, caps):
         if len(p) + c > limit:
             raise ContextLimitError(
-                f"{r.dp['episode_id']} seat {r.dp['seat']} ({r.dp['phase']}, round {r.dp['round']}): the prompt holds "
+                f"{r.dp.episode_id} seat {r.dp.seat} ({r.dp.phase}, round {r.dp.round}): the prompt holds "
                 f"{len(p):,} tokens and the turn may generate {c:,}, past the model's context of {limit:,}. "
                 "Shorten the deadline (max_turns), lower the turn cap (max_new_tokens), or play the `window` context.")
 
@@ -537,9 +537,9 @@ def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are
 # %% ../nbs/07_llm.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
 
-def deal_schema(dp:dict, enum_max:int=64)->dict:
+def deal_schema(dp:DecisionPoint, enum_max:int=64)->dict:
     "JSON schema of a full deal label of the decision point's game: an enum when small, else a regex pattern."
-    opts = [len(iss["options"]) for iss in dp["issues"]]
+    opts = [len(iss["options"]) for iss in dp.issues]
     n = 1
     for o in opts: n *= o
     if n <= enum_max:
@@ -561,22 +561,22 @@ def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 # %% ../nbs/07_llm.ipynb #eba70baf
-def legal_action_schema(dp:dict, # a decision point of a seat that must act
+def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must act
                         scratchpad_chars:int=256, # longest scratchpad
                         message_chars:int=160, # longest public message
                         enum_max:int=64, # deals are an enum up to this many, else a pattern
                        )->dict:
     "JSON schema of the answers `{scratchpad, message, action}` whose action is legal at the decision point."
-    if not dp["legal"]: raise ValueError(f"seat {dp['seat']} does not act now (phase {dp['phase']})")
+    if not dp.legal: raise ValueError(f"seat {dp.seat} does not act now (phase {dp.phase})")
     acts = []
-    for a in dp["legal"]:
+    for a in dp.legal:
         if a == "propose": acts.append(_act(a, deal=deal_schema(dp, enum_max)))
         elif a == "accept":
-            if dp["acceptable"]: acts.append(_act(a, offer_id={"type": "string", "enum": list(dp["acceptable"])}))
-        elif a == "vote": acts.append(_act(a, offer_id={"const": dp["ballot"]}, vote={"type": "string", "enum": ["yes", "no"]}))
+            if dp.acceptable: acts.append(_act(a, offer_id={"type": "string", "enum": list(dp.acceptable)}))
+        elif a == "vote": acts.append(_act(a, offer_id={"const": dp.ballot}, vote={"type": "string", "enum": ["yes", "no"]}))
         elif a == "demand":
-            k = dp["seat"]
-            acts.append(_act(a, deal={"type": "string", "enum": _labels(k, len(dp["issues"][k]["options"]))}))
+            k = dp.seat
+            acts.append(_act(a, deal={"type": "string", "enum": _labels(k, len(dp.issues[k]["options"]))}))
         else: acts.append(_act(a))
     return {"type": "object", "properties": {"scratchpad": text_schema(scratchpad_chars),
                                              "message": {"anyOf": [text_schema(message_chars), NULL]},
@@ -629,7 +629,8 @@ def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or J
     "Packed allowed-token bitmasks `[T, ceil(V/32)]` (int32) the grammar imposed at each step of a completion."
     import xgrammar as xgr
     sc = dp_or_schema
-    if isinstance(sc, Mapping) and "legal" in sc: sc = legal_action_schema(sc, **schema_kw)
+    if isinstance(sc, Mapping) and "legal" in sc: sc = read_decision_point(sc)   # a logged decision point's JSON form
+    if isinstance(sc, DecisionPoint): sc = legal_action_schema(sc, **schema_kw)
     V = vocab or len(tokenizer)
     m = xgr.GrammarMatcher(compiled_grammar(tokenizer, sc, V))
     bm = xgr.allocate_token_bitmask(len(completion_ids), V)
@@ -701,7 +702,7 @@ class HFPolicy:
 
     def __repr__(self): return f"HFPolicy({self.name!r}, constrain={self.constrain!r}, temperature={self.temperature})"
 
-    def schema(self, dp:dict)->dict:
+    def schema(self, dp:DecisionPoint)->dict:
         "The legal-action schema of a decision point under this policy's field lengths."
         return legal_action_schema(dp, self.scratchpad_chars, self.message_chars)
 
@@ -738,7 +739,7 @@ def act_batch(self:HFPolicy, requests:list)->list:
     return res
 
 # %% ../nbs/07_llm.ipynb #458c5622
-def _kv_key(r)->tuple: return (r.dp["episode_id"], r.dp["seat"])
+def _kv_key(r)->tuple: return (r.dp.episode_id, r.dp.seat)
 
 @patch
 def _cached(self:HFPolicy, r, prompt:list)->tuple:
@@ -895,13 +896,13 @@ def act_batch(self:VLLMPolicy, requests:list)->list:
     return res
 
 # %% ../nbs/07_llm.ipynb #a43c6908
-def same_action(a:dict|None, b:dict|None, dp:dict|None=None)->bool:
+def same_action(a:dict|None, b:dict|None, dp:DecisionPoint|None=None)->bool:
     "Whether two actions are the same: same atype and the same deal (propose, demand), offer (accept) or vote."
     if not a or not b or a.get("atype") != b.get("atype"): return False
     at = a["atype"]
     if at in ("propose", "demand"): return deal_key(a.get("deal")) is not None and deal_key(a.get("deal")) == deal_key(b.get("deal"))
     if at == "accept":
-        only = dp["acceptable"][0] if dp and len(dp.get("acceptable") or []) == 1 else None
+        only = dp.acceptable[0] if dp and len(dp.acceptable or []) == 1 else None
         return (a.get("offer_id") or only) == (b.get("offer_id") or only)
     if at == "vote": return a.get("vote") == b.get("vote")
     return True
@@ -912,7 +913,7 @@ class _Recorder:
     def __init__(self, policy): self.policy, self.name, self.seen = policy, policy.name, {}
     def act_batch(self, requests):
         outs = self.policy.act_batch(requests)
-        for r, o in zip(requests, outs): self.seen.setdefault(r.dp["episode_id"], []).append((r, o))
+        for r, o in zip(requests, outs): self.seen.setdefault(r.dp.episode_id, []).append((r, o))
         return outs
     def end_episodes(self, ids):                      # the policy's per-episode state (seat caches) ends with them
         if hasattr(self.policy, "end_episodes"): self.policy.end_episodes(ids)

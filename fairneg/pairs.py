@@ -111,20 +111,20 @@ def action_key(a:dict|None)->tuple|None:
 
 # %% ../nbs/10_pairs.ipynb #b37758fe
 def _offer_deal(dp, oid):
-    return next((o["deal"] for o in dp["offers"] if o["offer_id"] == oid), None)
+    return next((o.deal for o in dp.offers if o.offer_id == oid), None)
 
-def endorsed_deal(a:dict, dp:dict)->tuple:
+def endorsed_deal(a:dict, dp:DecisionPoint)->tuple:
     "`(deal label or None, basis)`: the deal an action endorses at a decision point (basis None: no price)."
     at = a.get("atype")
     if at == "propose": return a.get("deal"), "proposed"
     if at == "accept":
-        oid = a.get("offer_id") or (dp["offers"][-1]["offer_id"] if dp["phase"] == "respond" and dp["offers"] else None)
+        oid = a.get("offer_id") or (dp.offers[-1].offer_id if dp.phase == "respond" and dp.offers else None)
         d = _offer_deal(dp, oid)
         return (d, "accepted") if d else (None, None)
     if at == "vote":
-        return (_offer_deal(dp, dp["ballot"]), "voted_yes") if a.get("vote") == "yes" else (None, "no_deal")
+        return (_offer_deal(dp, dp.ballot), "voted_yes") if a.get("vote") == "yes" else (None, "no_deal")
     if at == "pass":
-        sid = dp.get("standing_offer_id")
+        sid = dp.standing_offer_id
         return (_offer_deal(dp, sid), "standing") if sid else (None, "no_deal")
     if at in ("walk", "reject"): return None, "no_deal"
     return None, None
@@ -147,7 +147,7 @@ def table_values(g:Game, key:str|None=None)->TableValues:
     "`TableValues` of a game, cached by fingerprint."
     return _VALUES.get_or(key or game_sha(g), lambda: TableValues(g))
 
-def action_value(a:dict|None, dp:dict, vals:TableValues)->float|None:
+def action_value(a:dict|None, dp:DecisionPoint, vals:TableValues)->float|None:
     "The full-information table value of an action (see the table above); None when it has no price."
     if a is None: return None
     label, basis = endorsed_deal(a, dp)
@@ -161,7 +161,7 @@ def _agent(name:str, prior_seed:int=0):
     if k not in _AGENTS: _AGENTS[k] = get_agent(name, prior_seed)
     return _AGENTS[k]
 
-def counterfactual_actions(dp:dict, # a decision point of a seat that must act
+def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that must act
                            game:Game, # its game (the leaky types read every sheet)
                            types=COUNTERFACTUAL_TYPES, # counterfactual types (agent names)
                            prior_seed:int=0, # prior seed of the private agents
@@ -170,22 +170,22 @@ def counterfactual_actions(dp:dict, # a decision point of a seat that must act
     out, bel = {}, {}
     for name in types:
         ag = _agent(name, prior_seed)
-        if ag.kind != "bayes" or dp["protocol"] == "divide-dollar":
+        if ag.kind != "bayes" or dp.protocol == "divide-dollar":
             out[name] = ag.act(dp, game); continue
         leaky = ag.information_leaky
         if leaky not in bel:
-            strict = game.strict if leaky else bool(dp.get("strict", False))
+            strict = game.strict if leaky else False   # a decision point does not carry the game's acceptance rule
             own = own_view(dp, strict)
-            sha = dp["game_ref"]["game_sha"]
+            sha = dp.game_ref["game_sha"]
             if leaky: b = truth_belief(own, game.scores, game.thresholds, sha)
-            elif dp.get("sheets") is not None: b = truth_belief(own, dp["sheets"], dp["thresholds"], sha)
+            elif dp.sheets is not None: b = truth_belief(own, dp.sheets, dp.thresholds, sha)
             else:
                 need_r = any(_agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky for t in types)
                 b = private_belief(dp, own, prior_seed, need_r)
             bel[leaky] = (own, b)
         own, b = bel[leaky]
         a, _ = rational_rule(dp, own, b, ag.objective)
-        if a["atype"] not in dp["legal"]: raise RuntimeError(f"{name} chose `{a['atype']}`, not legal in phase {dp['phase']}")
+        if a["atype"] not in dp.legal: raise RuntimeError(f"{name} chose `{a['atype']}`, not legal in phase {dp.phase}")
         out[name] = a
     return out
 
@@ -199,17 +199,16 @@ PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverge
                "counterfactual_value", "rejected_value", "table_optimum", "view_ref")
 ROW_FIELDS = ID_FIELDS + PAIR_FIELDS + STATE_FIELDS + VIEW_FIELDS
 _EVENT_KEYS = ("round", "seat", "atype", "offer_id", "deal", "vote", "message", "forced")
-_OFFER_KEYS = field_names(Offer)
 DP_ROW_IDS = ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")   # a row's ids a decision point holds
 
-def state_fields(dp:dict)->dict:
+def state_fields(dp:DecisionPoint)->dict:
     "The state-complete fields of a decision point (history events and offers with fixed keys, for columnar files)."
-    d = {k: dp[k] for k in STATE_FIELDS + VIEW_FIELDS}
-    d["offers"] = [{k: o.get(k) for k in _OFFER_KEYS} for o in dp["offers"]]
-    d["history"] = [{k: e.get(k) for k in _EVENT_KEYS} for e in dp["history"]]
+    d = {k: getattr(dp, k) for k in STATE_FIELDS + VIEW_FIELDS}
+    d["offers"] = [o.to_dict() for o in dp.offers]
+    d["history"] = [{k: e.get(k) for k in _EVENT_KEYS} for e in dp.history]
     return d
 
-def row_decision_point(row:dict)->dict:
+def row_decision_point(row:dict)->DecisionPoint:
     "The `DecisionPoint` a row was scored at, rebuilt from its fields (without the seat's own scratchpad)."
     return read_decision_point({**{k: row[k] for k in STATE_FIELDS + VIEW_FIELDS + DP_ROW_IDS}, "own_scratchpad": None})
 
@@ -227,7 +226,7 @@ def _row_ids(line:dict, t:dict, thinking, extras:dict, cap)->dict:
                 truncated=extras.get(t["turn_idx"], {}).get("truncated"), protocol_version=t["protocol_version"],
                 turn_token_budget=budget)
 
-def _turn_view(dp:dict, t:dict, framing:str, g, chats:dict|None)->list:
+def _turn_view(dp:DecisionPoint, t:dict, framing:str, g, chats:dict|None)->list:
     "The prompt the seat was shown: its decision point rendered, or in a conversation (`chats` given) its chat so far, which grows by its answer."
     if chats is None: return render_prompt(dp, framing, g)
     view = render_conversation(dp, framing, g, chats.get(t["seat"]))
@@ -381,13 +380,13 @@ def row_conventions(rows, best_response:str="rational_private", override:bool=Fa
     return pd.DataFrame(out)
 
 # %% ../nbs/10_pairs.ipynb #7e19a0f6
-def own_value(a:dict|None, dp:dict)->float|None:
+def own_value(a:dict|None, dp:DecisionPoint)->float|None:
     "The acting seat's true normalized surplus `z` of the deal an action endorses (no deal: 0; None: no price)."
     if a is None: return None
     label, basis = endorsed_deal(a, dp)
     if basis is None: return None
     if label is None: return 0.0
-    sheet, tau = dp["own_sheet"], float(dp["own_threshold"])
+    sheet, tau = dp.own_sheet, float(dp.own_threshold)
     u = sum(sheet[k][o] for k, o in label_options(label))
     return (u - tau) / (sum(map(max, sheet)) - tau)
 

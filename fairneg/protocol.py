@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, re, random, hashlib, itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
-from typing import TypedDict
+from fastcore.basics import patch
 from .game import (
     Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
@@ -15,10 +15,10 @@ from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'CONTEXTS', 'COUNTERS', 'LENIENT_FIELDS',
            'ProtocolError', 'Protocol', 'version_context', 'protocol_for', 'PoolingError', 'budget_items',
-           'check_poolable', 'State', 'game_sha', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget',
-           'most_signed', 'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action',
-           'lenient_readings', 'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict',
-           'state_from_dict', 'field_names', 'read_record', 'Offer', 'DecisionPoint', 'read_decision_point',
+           'check_poolable', 'field_names', 'read_record', 'Record', 'Offer', 'State', 'game_sha', 'new_episode',
+           'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id', 'find_offer',
+           'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action', 'lenient_totals', 'outcome',
+           'episode_record', 'state_to_dict', 'state_from_dict', 'DecisionPoint', 'read_decision_point',
            'decision_point', 'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
@@ -109,6 +109,47 @@ def check_poolable(rows, # rows (dicts, or a DataFrame) with `protocol_version` 
                            "Filter to one protocol_version and turn_token_budget, or pass an explicit override.")
     return summary
 
+# %% ../nbs/04_protocol.ipynb #13008349
+def field_names(schema)->tuple:
+    "The fields a record schema (`Offer`, `DecisionPoint`) declares, in order."
+    return tuple(f.name for f in fields(schema))
+
+def read_record(schema, d:dict)->dict:
+    "`d` as a `schema` record's fields, in order; a field unknown or missing is a `ValueError` naming it."
+    names = field_names(schema)
+    bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
+    if bad or missing: raise ValueError(f"not a valid {schema.__name__}: " + "; ".join(
+        ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
+    return {k: d[k] for k in names}
+
+class Record:
+    "What the engine's record dataclasses share: their JSON form, reading it back, and a pointer for item access."
+    __slots__ = ()
+    def to_dict(self)->dict:
+        "The JSON form: each field in declared order (shallow: lists are the record's own)."
+        return {k: getattr(self, k) for k in self.__match_args__}
+    @classmethod
+    def from_dict(cls, d:dict):
+        "The record a JSON form holds; a field unknown or missing is a `ValueError` naming it."
+        return cls(**read_record(cls, d))
+    def __getitem__(self, k):
+        raise TypeError(f"{type(self).__name__} is a dataclass: read .{k}, not [{k!r}] (.to_dict() gives its JSON form)")
+
+# %% ../nbs/04_protocol.ipynb #afd2ebd3
+@dataclass(slots=True)
+class Offer(Record):
+    "An offer on the table: the engine's record of it and, as a `snapshot`, what a seat sees."
+    offer_id: str   # `o1`, `o2`, ... in the order proposed
+    proposer: int   # the seat that proposed it
+    deal: str       # its canonical deal label (`A1 B2 ...`)
+    signers: list   # seats that have signed it, the proposer first
+    status: str     # live, withdrawn, or agreed (the deal that closed)
+    round: int      # the round it was proposed in
+
+    def snapshot(self)->Offer:
+        "A copy that the engine's later signatures and withdrawals leave alone."
+        return Offer(self.offer_id, self.proposer, self.deal, list(self.signers), self.status, self.round)
+
 # %% ../nbs/04_protocol.ipynb #3fcd9ea6
 COUNTERS = ("attempts", "illegal", "fabrication", "parse_error", "forced_passes", "spoiled_ballots")   # per seat and per episode
 
@@ -129,7 +170,7 @@ class State:
     queue: list            # seats still to act in this cycle / vote / demand phase (queue[0] next)
     cycle: int             # cycles drawn so far
     last_actor: int|None   # seat of the last completed turn
-    offers: list           # every offer ever made, in order (offer_id `o<k>` is offers[k-1])
+    offers: list           # every `Offer` ever made, in order (offer_id `o<k>` is offers[k-1])
     ballot: str|None       # offer under the forced-final vote
     votes: list            # per seat: None, `yes`, `no` or `abstain`
     demands: list          # divide-dollar: per seat: hidden demand label, `pass` or None
@@ -190,10 +231,10 @@ def turn_token_budget(s:State)->int:
 
 # %% ../nbs/04_protocol.ipynb #b6afe143
 def most_signed(offers:list)->str|None:
-    "The standing offer among offers (`offer_id`, `signers`, `status`) in the order made: the live one most signed, ties the newest."
+    "The standing offer among `Offer`s in the order made: the live one most signed, ties the newest."
     best, nb = None, -1
     for o in offers:   # one loop, no generator: it runs on every decision point (bench_rollout)
-        if o["status"] == "live" and len(o["signers"]) >= nb: best, nb = o["offer_id"], len(o["signers"])
+        if o.status == "live" and len(o.signers) >= nb: best, nb = o.offer_id, len(o.signers)
     return best
 
 def standing_offer_id(s:State)->str|None:
@@ -255,7 +296,7 @@ def check_action(s:State, seat:int, a:dict)->tuple:
     if at in ("accept", "vote") and a.get("offer_id") is not None:
         off = find_offer(s, a["offer_id"])
         if off is None:
-            known = ", ".join(o["offer_id"] for o in s.offers if o["status"] == "live") or "none"
+            known = ", ".join(o.offer_id for o in s.offers if o.status == "live") or "none"
             return "fabrication", f"offer {a['offer_id']} does not exist (live offers: {known})", None
     if at in ("propose", "demand"):
         dd = at == "demand" and s.protocol.kind == "divide-dollar"
@@ -270,14 +311,14 @@ def check_action(s:State, seat:int, a:dict)->tuple:
     if at == "accept":
         if off is None and ph == "respond" and s.offers: off = s.offers[-1]
         if off is None: return "illegal", "accept needs the offer_id of a live offer", None
-        if off["status"] != "live": return "illegal", f"offer {off['offer_id']} is {off['status']}, not live", None
-        if seat in off["signers"]:
-            own = " (it is your own offer)" if off["proposer"] == seat else ""
-            return "illegal", f"you already signed {off['offer_id']}{own}", None
+        if off.status != "live": return "illegal", f"offer {off.offer_id} is {off.status}, not live", None
+        if seat in off.signers:
+            own = " (it is your own offer)" if off.proposer == seat else ""
+            return "illegal", f"you already signed {off.offer_id}{own}", None
         return "ok", None, off
     if at == "vote":
-        if off is not None and off["offer_id"] != s.ballot:
-            return "illegal", f"the ballot is {s.ballot}; you can only vote yes or no on {s.ballot}, not on {off['offer_id']}", None
+        if off is not None and off.offer_id != s.ballot:
+            return "illegal", f"the ballot is {s.ballot}; you can only vote yes or no on {s.ballot}, not on {off.offer_id}", None
         if a.get("vote") not in ("yes", "no"): return "illegal", f"a vote is yes or no: {vote_form(s.ballot)}", None
         return "ok", None, find_offer(s, s.ballot)
     return "ok", None, None
@@ -296,15 +337,15 @@ def lenient_readings(s:State, seat:int, p:dict, canon=None)->dict:
     return lenient_record(how)
 
 # %% ../nbs/04_protocol.ipynb #43361068
-def _end(s:State, reason:str, offer:dict|None=None, signers=None, walk:bool=False, deal:str|None=None):
-    if offer is not None: offer["status"], deal = "agreed", offer["deal"]
+def _end(s:State, reason:str, offer:Offer|None=None, signers=None, walk:bool=False, deal:str|None=None):
+    if offer is not None: offer.status, deal = "agreed", offer.deal
     signers = sorted(signers) if signers is not None else []
-    s.result = dict(end_reason=reason, offer_id=offer["offer_id"] if offer else None, deal=deal, signers=signers,
+    s.result = dict(end_reason=reason, offer_id=offer.offer_id if offer else None, deal=deal, signers=signers,
                     walk=walk, unanimous=deal is not None and len(signers) == s.game.n)
     s.phase, s.queue = "done", []
 
-def _maybe_close(s:State, off:dict):
-    sig = off["signers"]
+def _maybe_close(s:State, off:Offer):
+    sig = off.signers
     if len(sig) >= s.game.quorum and all(v in sig for v in s.game.veto):
         _end(s, "accepted" if s.protocol.kind == "ultimatum" else "signed", off, sig)
 
@@ -352,26 +393,25 @@ def _advance(s:State, seat:int):
 def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     "Withdraw the seat's live offer and post the new one (in the ultimatum the other seat then responds); close it if signed."
     for o in s.offers:
-        if o["proposer"] == seat and o["status"] == "live": o["status"] = "withdrawn"
-    off = {"offer_id": f"o{len(s.offers) + 1}", "proposer": seat, "deal": deal_label(canon), "signers": [seat],
-           "status": "live", "round": s.round}
+        if o.proposer == seat and o.status == "live": o.status = "withdrawn"
+    off = Offer(f"o{len(s.offers) + 1}", seat, deal_label(canon), [seat], "live", s.round)
     s.offers.append(off)
-    applied["offer_id"] = ev["offer_id"] = off["offer_id"]; applied["deal"] = ev["deal"] = off["deal"]
+    applied["offer_id"] = ev["offer_id"] = off.offer_id; applied["deal"] = ev["deal"] = off.deal
     if s.protocol.kind == "ultimatum":
         s.phase, s.round, s.queue = "respond", 1, [1 - seat]
     _maybe_close(s, off)
 
 def _do_accept(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     "Sign the offer; close it once the quorum and every veto holder have signed."
-    canon["signers"].append(seat)
-    applied["offer_id"] = ev["offer_id"] = canon["offer_id"]
+    canon.signers.append(seat)
+    applied["offer_id"] = ev["offer_id"] = canon.offer_id
     _maybe_close(s, canon)
 
 def _do_walk(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     "Leave the table and withdraw the seat's signatures; a veto holder's walk, or one below the quorum, ends the episode."
     s.active[seat] = False
     for o in s.offers:
-        if o["status"] == "live" and seat in o["signers"]: o["signers"].remove(seat)
+        if o.status == "live" and seat in o.signers: o.signers.remove(seat)
     s.queue = [x for x in s.queue if x != seat]
     if seat in s.game.veto: _end(s, "veto_walk", walk=True)
     elif sum(s.active) < s.game.quorum: _end(s, "quorum_walk", walk=True)
@@ -492,38 +532,17 @@ def episode_record(s:State)->dict:
 def state_to_dict(s:State)->dict:
     "A JSON-able copy of the state (the game as its JSON dict)."
     d = {f.name: getattr(s, f.name) for f in fields(s)}
-    d["game"], d["protocol"] = game_to_dict(s.game), asdict(s.protocol)
+    d["game"], d["protocol"], d["offers"] = game_to_dict(s.game), asdict(s.protocol), [o.to_dict() for o in s.offers]
     return json.loads(json.dumps(d))
 
 def state_from_dict(d:dict)->State:
-    "Rebuild a state from `state_to_dict` output (the game is validated again)."
-    d = dict(d)
-    return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"), "protocol": Protocol(**d["protocol"])})
-
-# %% ../nbs/04_protocol.ipynb #67ac0ecb
-def field_names(schema)->tuple:
-    "The fields a record schema (`Offer`, `DecisionPoint`) declares, in order."
-    return tuple(schema.__annotations__)
-
-def read_record(schema, d:dict)->dict:
-    "`d` as a `schema` record, its fields in order; a field unknown or missing is a `ValueError` naming it."
-    names = field_names(schema)
-    bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
-    if bad or missing: raise ValueError(f"not a valid {schema.__name__}: " + "; ".join(
-        ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
-    return {k: d[k] for k in names}
-
-class Offer(TypedDict):
-    "An offer on the table, as a seat sees it."
-    offer_id: str   # `o1`, `o2`, ... in the order proposed
-    proposer: int   # the seat that proposed it
-    deal: str       # its canonical deal label (`A1 B2 ...`)
-    signers: list   # seats that have signed it, the proposer first
-    status: str     # live, withdrawn, or agreed (the deal that closed)
-    round: int      # the round it was proposed in
+    "Rebuild a state from `state_to_dict` output (the game is validated again, each offer read against `Offer`)."
+    return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"), "protocol": Protocol(**d["protocol"]),
+                    "offers": [Offer.from_dict(o) for o in d["offers"]]})
 
 # %% ../nbs/04_protocol.ipynb #afa3db80
-class DecisionPoint(TypedDict):
+@dataclass(slots=True)
+class DecisionPoint(Record):
     "What one seat may see when it is asked to act, plus the game reference that re-scoring needs."
     instance_id: str        # the game's name
     game_ref: dict          # {instance_id, game_sha}: the truth, by reference (`resolve_game`)
@@ -561,11 +580,23 @@ class DecisionPoint(TypedDict):
     own_scratchpad: str|None  # its latest scratchpad (None before its first turn)
     has_prose: bool         # whether the game has a prose framing
 
+# %% ../nbs/04_protocol.ipynb #5e5bc337
+@patch
+def to_dict(self:DecisionPoint)->dict:
+    "The JSON form, its offers as theirs (shallow otherwise: the lists are the decision point's own)."
+    d = Record.to_dict(self)
+    d["offers"] = [o.to_dict() for o in self.offers]
+    return d
+
+@patch(cls_method=True)
+def from_dict(cls:DecisionPoint, d:dict)->DecisionPoint:
+    "The decision point a JSON form holds, each offer read too; a field unknown or missing is a `ValueError` naming it."
+    r = read_record(cls, d)
+    return cls(**{**r, "offers": [Offer.from_dict(o) for o in r["offers"]]})
+
 def read_decision_point(d:dict)->DecisionPoint:
-    "A decision point read back from its JSON form, each offer checked too; a field unknown or missing is a `ValueError`."
-    dp = read_record(DecisionPoint, d)
-    dp["offers"] = [read_record(Offer, o) for o in dp["offers"]]
-    return dp
+    "A decision point read back from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
+    return DecisionPoint.from_dict(d)
 
 # %% ../nbs/04_protocol.ipynb #a324f0cd
 _ISSUES = {}
@@ -582,25 +613,23 @@ def decision_point(s:State, seat:int)->DecisionPoint:
     g, full, ph = s.game, s.info_mode == "full", s.phase
     acting = seat in current_seats(s)
     if ph == "vote": acceptable = [s.ballot]
-    elif ph in ("turn", "respond"): acceptable = [o["offer_id"] for o in s.offers if o["status"] == "live" and seat not in o["signers"]]
+    elif ph in ("turn", "respond"): acceptable = [o.offer_id for o in s.offers if o.status == "live" and seat not in o.signers]
     else: acceptable = []
-    dp: DecisionPoint = {   # a literal: calling the schema with keywords builds the dict twice (measured, bench_rollout)
-            "instance_id": g.name, "game_ref": {"instance_id": g.name, "game_sha": s.game_sha},
-            "episode_id": s.episode_id, "episode_seed": s.seed, "protocol": s.protocol.kind,
-            "protocol_version": s.protocol.version, "turn_token_budget": turn_token_budget(s), "info_mode": s.info_mode,
-            "seat": seat, "party": g.parties[seat], "role": g.roles[seat], "n_parties": g.n, "parties": g.parties,
-            "roles": g.roles, "active": list(s.active), "issues": _issue_view(s), "own_sheet": g.scores[seat],
-            "own_threshold": g.thresholds[seat], "sheets": g.scores if full else None,
-            "thresholds": g.thresholds if full else None, "min_accept": g.quorum, "veto": g.veto, "pie": g.pie,
-            "offers": [{**o, "signers": list(o["signers"])} for o in s.offers], "standing_offer_id": standing_offer_id(s),
-            "ballot": s.ballot, "phase": ph, "round": s.round, "deadline": s.protocol.max_turns,
-            "history": list(s.history), "legal": list(LEGAL_ATYPES[ph]) if acting else [], "acceptable": acceptable,
-            "retry_error": s.pending[seat], "own_scratchpad": s.scratch[seat], "has_prose": bool(g.prose)}
-    return dp
+    return DecisionPoint(
+        instance_id=g.name, game_ref={"instance_id": g.name, "game_sha": s.game_sha}, episode_id=s.episode_id,
+        episode_seed=s.seed, protocol=s.protocol.kind, protocol_version=s.protocol.version,
+        turn_token_budget=turn_token_budget(s), info_mode=s.info_mode, seat=seat, party=g.parties[seat], role=g.roles[seat],
+        n_parties=g.n, parties=g.parties, roles=g.roles, active=list(s.active), issues=_issue_view(s),
+        own_sheet=g.scores[seat], own_threshold=g.thresholds[seat], sheets=g.scores if full else None,
+        thresholds=g.thresholds if full else None, min_accept=g.quorum, veto=g.veto, pie=g.pie,
+        offers=[o.snapshot() for o in s.offers], standing_offer_id=standing_offer_id(s), ballot=s.ballot, phase=ph,
+        round=s.round, deadline=s.protocol.max_turns, history=list(s.history),
+        legal=list(LEGAL_ATYPES[ph]) if acting else [], acceptable=acceptable, retry_error=s.pending[seat],
+        own_scratchpad=s.scratch[seat], has_prose=bool(g.prose))
 
-def resolve_game(dp:dict, games)->Game:
-    "The game a decision point (or record) refers to, from a list or dict of games; checks the fingerprint."
-    ref = dp.get("game_ref", dp)
+def resolve_game(dp:DecisionPoint|dict, games)->Game:
+    "The game a decision point (or a record with its `game_ref` or `instance_id` and `game_sha`) refers to; checks the fingerprint."
+    ref = dp.game_ref if isinstance(dp, DecisionPoint) else dp.get("game_ref", dp)
     for g in (games.values() if isinstance(games, dict) else games):
         if g.name == ref["instance_id"]:
             if game_sha(g) != ref["game_sha"]: raise ValueError(f"game {g.name} differs from the one played (fingerprint mismatch)")

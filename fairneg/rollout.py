@@ -20,7 +20,7 @@ from .metrics import episode_metrics
 from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
 from .protocol import (new_episode, current_seats, apply_action, decision_point, is_done, outcome,
-                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError)
+                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError, DecisionPoint)
 from .prompts import render_prompt, render_conversation
 
 # %% auto #0
@@ -35,7 +35,7 @@ __all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', '
 @dataclass
 class TurnRequest:
     "One seat's decision point, handed to a policy inside a batch."
-    dp: dict                 # the seat's decision point (what it may see)
+    dp: DecisionPoint        # the seat's decision point (what it may see)
     game: Game               # the game (information-leaky agents read every sheet)
     seed: int                # per-turn sampling seed
     budget: int              # token cap of this turn
@@ -197,11 +197,11 @@ def code_version()->str:
 def nbs_then_accept(req:TurnRequest)->str:
     "A scripted answer: open with the NBS (else KS), accept the first acceptable offer, vote yes, else pass."
     dp = req.dp
-    if "propose" in dp["legal"] and not dp["offers"]:
+    if "propose" in dp.legal and not dp.offers:
         geo = solve(req.game)
         return json.dumps({"action": {"atype": "propose", "deal": geo.label(geo.nbs if geo.nbs is not None else geo.ks)}})
-    if dp["phase"] == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes"}})
-    if dp["acceptable"]: return json.dumps({"action": {"atype": "accept", "offer_id": dp["acceptable"][0]}})
+    if dp.phase == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp.ballot, "vote": "yes"}})
+    if dp.acceptable: return json.dumps({"action": {"atype": "accept", "offer_id": dp.acceptable[0]}})
     return json.dumps({"action": {"atype": "pass"}})
 
 # %% ../nbs/06_rollout.ipynb #932af866
@@ -321,23 +321,23 @@ def llm_seats(seats:list)->list:
     return [i for i, n in enumerate(seats) if not is_agent_seat(n)]
 
 # %% ../nbs/06_rollout.ipynb #0dd79d97
-def random_legal_action(dp:dict, # a decision point where the seat acts
+def random_legal_action(dp:DecisionPoint, # a decision point where the seat acts
                         rng:random.Random, # the source of randomness
                         p_propose:float=0.3, # in a turn: probability of proposing a random deal
                         p_accept:float=0.3, # in a turn: probability of accepting a random live offer (when there is one)
                         p_yes:float=0.7, # probability of a yes vote, or of accepting the ultimatum
                        )->dict:
     "A random legal action (never `walk`) at decision point `dp`."
-    ph, legal = dp["phase"], dp["legal"]
-    if ph == "vote": return {"atype": "vote", "offer_id": dp["ballot"], "vote": "yes" if rng.random() < p_yes else "no"}
+    ph, legal = dp.phase, dp.legal
+    if ph == "vote": return {"atype": "vote", "offer_id": dp.ballot, "vote": "yes" if rng.random() < p_yes else "no"}
     if ph == "demand":
-        k = dp["seat"]; return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp['issues'][k]['options'])))}
-    if ph == "respond": return {"atype": "accept" if rng.random() < p_yes else "reject", "offer_id": dp["offers"][-1]["offer_id"]}
+        k = dp.seat; return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp.issues[k]['options'])))}
+    if ph == "respond": return {"atype": "accept" if rng.random() < p_yes else "reject", "offer_id": dp.offers[-1].offer_id}
     r = rng.random()
     if "pass" not in legal or r < p_propose:
         return {"atype": "propose", "deal": " ".join(option_label(k, rng.randrange(len(iss['options'])))
-                                                     for k, iss in enumerate(dp["issues"]))}
-    if r < p_propose + p_accept and dp["acceptable"]: return {"atype": "accept", "offer_id": rng.choice(dp["acceptable"])}
+                                                     for k, iss in enumerate(dp.issues))}
+    if r < p_propose + p_accept and dp.acceptable: return {"atype": "accept", "offer_id": rng.choice(dp.acceptable)}
     return {"atype": "pass"}
 
 class RandomLegalPolicy:
@@ -364,7 +364,7 @@ class ViewLog:
     def __getattr__(self, k): return getattr(self.policy, k)
     def act_batch(self, requests:list)->list:
         for r in requests:
-            self.refs[(r.dp["episode_id"], r.dp["seat"])].append(view_ref(request_messages(r), r.framing))
+            self.refs[(r.dp.episode_id, r.dp.seat)].append(view_ref(request_messages(r), r.framing))
         return self.policy.act_batch(requests)
     def turn_refs(self, ep:Episode)->dict:
         "turn_idx -> view_ref for the turns of `ep` this policy answered (the k-th request of a seat is its k-th turn)."

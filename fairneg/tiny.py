@@ -282,7 +282,7 @@ def answer_rates(points:list, # held-out points (with their states)
     lg = []
     for p, t in zip(points, texts):
         a = parse_action(t)["action"]
-        lg.append("parse_error" if a is None else check_action(p.state, p.dp["seat"], a)[0])
+        lg.append("parse_error" if a is None else check_action(p.state, p.dp.seat, a)[0])
     c, n = collections.Counter(lg), max(len(lg), 1)
     return dict(n=len(lg), parse=1 - c["parse_error"] / n, legal=c["ok"] / n, fabrication=c["fabrication"] / n,
                 illegal=c["illegal"] / n)

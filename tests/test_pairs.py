@@ -32,7 +32,7 @@ def games(tmp_path_factory):
 
 def _answer_then_stumble(req):
     "A scripted 'LLM': random legal moves, but its first answer in round 3 does not parse (a non-action row, then a retry)."
-    if req.dp["round"] == 3 and req.dp["retry_error"] is None and req.dp["phase"] == "turn":
+    if req.dp.round == 3 and req.dp.retry_error is None and req.dp.phase == "turn":
         return "let me think"
     return RandomLegalPolicy().answer(req)
 
@@ -117,7 +117,7 @@ def cell(tmp_path_factory):
     out = tmp_path_factory.mktemp("cell")
     shown = {}
     def llm(req):
-        shown[(req.dp["episode_id"], req.dp["seat"], sum(k[:2] == (req.dp["episode_id"], req.dp["seat"]) for k in shown))] = \
+        shown[(req.dp.episode_id, req.dp.seat, sum(k[:2] == (req.dp.episode_id, req.dp.seat) for k in shown))] = \
             render_prompt(req.dp, req.framing, req.game)
         return _answer_then_stumble(req)
     gs = [generate_game(s, n_parties=5, info_mode="private") for s in (41210, 41211)]

@@ -9,7 +9,7 @@ from fairneg.rollout import ScriptedPolicy, nbs_then_accept, run_tournament
 from fairneg.store import read_jsonl
 
 def _lowball(req):
-    if req.dp["phase"] == "open": return json.dumps({"action": {"atype": "propose", "deal": "A1 B1 C1 D1 E1"}})
+    if req.dp.phase == "open": return json.dumps({"action": {"atype": "propose", "deal": "A1 B1 C1 D1 E1"}})
     return "I am not sure what to do."   # a parse error, retried, then a counted forced pass
 
 def _campaigns(tmp_path):
@@ -53,7 +53,7 @@ class Sloppy:
 
     def answer(self, req):
         a = json.loads(nbs_then_accept(req))["action"]
-        c = self.log[(req.dp["episode_id"], req.dp["seat"])]
+        c = self.log[(req.dp.episode_id, req.dp.seat)]
         if a["atype"] == "propose":               # a flat action with a lower-case, comma-separated deal
             c.update(flat_action=1, deal_normalised=1, answers=1)
             return json.dumps({**a, "deal": a["deal"].lower().replace(" ", ",")})

@@ -6,7 +6,7 @@
 Runs on the random stand-in model (fairneg.llm.standin_model), so it needs no hub access. tests/test_standin_vllm.py
 also runs this file on a CPU against tests/standin_vllm (a stand-in of vLLM's offline API), which checks the file and
 VLLMPolicy's handling of vLLM's outputs, not the engine."""
-import json
+import dataclasses, json
 import pytest
 torch = pytest.importorskip("torch")
 vllm = pytest.importorskip("vllm")
@@ -93,7 +93,7 @@ def test_conversation_prefix_cache(policy):
     from collections import defaultdict
     from fairneg.rollout import EpisodeSpec, co_step
     v = policy.view("conv")
-    v.schema = lambda dp: HFPolicy.schema(v, {**dp, "legal": [a for a in dp["legal"] if a != "walk"]})   # whole episodes
+    v.schema = lambda dp: HFPolicy.schema(v, dataclasses.replace(dp, legal=[a for a in dp.legal if a != "walk"]))   # whole episodes
     eps = co_step([EpisodeSpec(generate_game(43000 + s), s, ["conv"] * 6, max_turns=6, context="conversation") for s in range(2)],
                   {"conv": v}, progress=False)
     pairs, prev_total = 0, 0
