@@ -75,7 +75,8 @@ def config_params(cls, # a dataclass whose fields carry trailing comments (their
         if typing.get_origin(t) in (typing.Union, types.UnionType):   # `int | None` -> int (every flag is optional anyway)
             inner = [a for a in typing.get_args(t) if a is not type(None)]
             t = inner[0] if len(inner) == 1 else t
-        opt = typer.Option(help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False)
+        flags = f.metadata.get("flags", ())   # `field(metadata=dict(flags=("--new", "--old")))`: the flag and its aliases
+        opt = typer.Option(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False)
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[t], opt]))
     return out
 

@@ -5,12 +5,12 @@
 # %% ../nbs/07b_policies.ipynb #9bd73aed
 from __future__ import annotations
 import importlib, json, re, warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
 from .agents import AGENT_NAMES, AGENT_ALIASES
-from .commands import CliGroup, MultiValueCommand, user_error
+from .commands import CliGroup, MultiValueCommand, config_command, user_error
 from .bank import adapter_config, bank_games
 from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
                              max_budget, run_cell, summary_table, quality_report, merge_cmd)
@@ -22,7 +22,7 @@ from .protocol import CONTEXTS
 # %% auto #0
 __all__ = ['play_app', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy', 'PolicyError',
            'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy', 'model_spec', 'seat_policies',
-           'PlayGroup', 'play', 'eval_cmd']
+           'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
 
 # %% ../nbs/07b_policies.ipynb #b7479128
 def is_llm_seat(name:str)->bool:
@@ -182,45 +182,63 @@ def _play_line(res:dict, out:Path)->str:
             f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 
 # %% ../nbs/07b_policies.ipynb #ee399fe0
+@dataclass
+class PlayConfig:
+    "What `fairneg play run` plays: a bank and its seats and seeds, where the tables go, and how the LLM seats decode."
+    bank: Path|None = field(default=None, metadata=dict(flags=("--bank", "--instances")))   # a bank folder (manifest + game files) or a folder of game JSON files (required)
+    seats: str|None = None            # one policy name for every seat, or a comma list, one per seat; `llm`/`model` seats take --model
+    out: Path|None = None             # folder the tables are appended to (default: runs/<experiment name>)
+    seeds: list[int] = field(default_factory=lambda: [0])   # episode seeds, e.g. `--seeds 0 1 2`
+    experiment_name: str = field(default="", metadata=dict(flags=("--experiment-name", "--run-name")))   # `experiment_name` of every row (default: play__<seats>)
+    width: int = field(default=64, metadata=dict(flags=("--width", "--instance-batch")))   # episodes live at once (the co-stepping wave width, the memory knob)
+    model: str|None = None            # the LLM seats' policy: a folder, hub id, hf:PATH, vllm:PATH, tiny, tiny-test or random-legal
+    model_thinking: str = "off"       # thinking mode of --model: on or off
+    constrain: str|None = None        # constrained decoding of the LLM seats: legal or none (default: legal for tiny models, none for real ones)
+    turn_max_tokens: int|None = None  # raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`)
+    framing: str = "table"            # prompt framing: table or prose
+    info_mode: str|None = None        # override the games' information mode (full or private)
+    max_turns: int|None = None        # override the deadline (turns after the opening)
+    context: str = "window"           # the LLM seats' context: `window` (a fresh prompt per turn) or `conversation` (one growing chat; protocol `...-conv-v1`)
+    progress: bool = True             # show a progress bar
+
+    def __post_init__(self): _check_play_config(self)
+
+# %% ../nbs/07b_policies.ipynb #74bcb672
+def _check_play_config(c:PlayConfig):
+    "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
+    if c.bank is None: raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
+    if c.model_thinking not in ("on", "off"): raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
+    if c.constrain not in (None, "legal", "none"): raise ValueError(f"constrain must be legal or none, got {c.constrain!r}")
+    if c.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {c.context!r}")
+    if c.framing not in ("table", "prose"): raise ValueError(f"framing must be table or prose, got {c.framing!r}")
+    if c.info_mode not in (None, "full", "private"): raise ValueError(f"info_mode must be full or private, got {c.info_mode!r}")
+    if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
+
+# %% ../nbs/07b_policies.ipynb #b23e430d
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
     "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
     "command); merge chunks of a cell (`fairneg play merge`).")
 
-@play_app.command("run", cls=MultiValueCommand)
-def play(bank:Annotated[Path, typer.Option("--bank", "--instances", help="A bank folder (manifest + game files) or a folder of game JSON files.")],
-         seats:Annotated[str|None, typer.Option(help="One policy name for every seat, or a comma list, one per seat; `llm`/`model` seats take --model.")]=None,
-         out:Annotated[Path|None, typer.Option(help="Folder the tables are appended to (default: runs/<experiment name>).")]=None,
-         seeds:Annotated[list[int], typer.Option(help="Episode seeds, e.g. `--seeds 0 1 2`.")]=[0],
-         experiment_name:Annotated[str, typer.Option("--experiment-name", "--run-name", help="`experiment_name` of every row (default: play__<seats>).")]="",
-         width:Annotated[int, typer.Option("--width", "--instance-batch", help="Episodes live at once (the co-stepping wave width, the memory knob).")]=64,
-         model:Annotated[str|None, typer.Option(help="The LLM seats' policy: a folder, hub id, hf:PATH, vllm:PATH, tiny, tiny-test or random-legal.")]=None,
-         model_thinking:Annotated[str, typer.Option(help="Thinking mode of --model: on or off.")]="off",
-         constrain:Annotated[str|None, typer.Option(help="Constrained decoding of the LLM seats: legal or none (default: legal for tiny models, none for real ones).")]=None,
-         turn_max_tokens:Annotated[int|None, typer.Option(help="Raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`).")]=None,
-         framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
-         info_mode:Annotated[str|None, typer.Option(help="Override the games' information mode (full or private).")]=None,
-         max_turns:Annotated[int|None, typer.Option(help="Override the deadline (turns after the opening).")]=None,
-         context:Annotated[str, typer.Option(help="The LLM seats' context: `window` (a fresh prompt per turn) or `conversation` (one growing chat; protocol `...-conv-v1`).")]="window",
-         progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
+def play(**kw):
     "Run a tournament; write episodes.jsonl, rollout_transcripts.jsonl, states.jsonl, cell.jsonl and quality_report.json."
-    if model_thinking not in ("on", "off"): raise typer.BadParameter(f"`{model_thinking}`: on or off", param_hint="--model-thinking")
-    if constrain not in (None, "legal", "none"): raise typer.BadParameter(f"`{constrain}`: legal or none", param_hint="--constrain")
-    if context not in CONTEXTS: raise typer.BadParameter(f"`{context}`: {' or '.join(CONTEXTS)}", param_hint="--context")
-    games = bank_games(bank)
-    names = _play_seats(seats, model, games)
-    experiment_name = experiment_name or f"play__{','.join(names)}"
-    out = out or Path("runs") / experiment_name
-    cap = max_budget(games, turn_max_tokens, info_mode, max_turns)
-    pols = seat_policies(names, model, model_thinking == "on", cap, constrain=constrain)
+    try: c = PlayConfig(**{k: v for k, v in kw.items() if v is not None})
+    except ValueError as e: raise typer.BadParameter(str(e)) from None
+    games = bank_games(c.bank)
+    names = _play_seats(c.seats, c.model, games)
+    experiment_name = c.experiment_name or f"play__{','.join(names)}"
+    out = c.out or Path("runs") / experiment_name
+    cap = max_budget(games, c.turn_max_tokens, c.info_mode, c.max_turns)
+    pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)
     llm = any(not is_agent_seat(n) for n in names)
-    cell = dict(model=model, model_thinking=model_thinking if llm else None, constrain=constrain, turn_max_tokens=turn_max_tokens,
-                max_new_tokens=cap if llm else None, bank=str(bank))
-    res = run_cell(games, names, seeds, out=out, experiment_name=experiment_name, width=width, framing=framing,
-                   extra_policies=pols, progress=progress, cell=cell, info_mode=info_mode, max_turns=max_turns,
-                   turn_max_tokens=turn_max_tokens, context=context)
+    cell = dict(model=c.model, model_thinking=c.model_thinking if llm else None, constrain=c.constrain,
+                turn_max_tokens=c.turn_max_tokens, max_new_tokens=cap if llm else None, bank=str(c.bank))
+    res = run_cell(games, names, c.seeds, out=out, experiment_name=experiment_name, width=c.width, framing=c.framing,
+                   extra_policies=pols, progress=c.progress, cell=cell, info_mode=c.info_mode, max_turns=c.max_turns,
+                   turn_max_tokens=c.turn_max_tokens, context=c.context)
     typer.echo(summary_table(res["rows"]).to_string())
     typer.echo(_play_line(res, out))
 
+play_app.command("run", cls=MultiValueCommand)(config_command(PlayConfig, play))
 play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
 # %% ../nbs/07b_policies.ipynb #555254b1
