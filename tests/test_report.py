@@ -153,12 +153,16 @@ def test_report_refusals(tmp_path, run_dir):
 
 def test_the_trainer_writes_the_step_schema():
     """GRPOTrainer._row builds its row with store.step_row and names every field of STEP_FIELDS but the memory readings
-    (which `**memory_reading()` adds); read from its source, so no model is needed."""
-    from fairneg.grpo import GRPOTrainer
+    (which `**memory_reading()` adds), itself or in the dict `_policy_turns` returns (its `**pt`); read from their
+    source, so no model is needed."""
+    from fairneg.grpo import GRPOTrainer, _policy_turns
     tree = ast.parse(textwrap.dedent(inspect.getsource(GRPOTrainer._row)))
     ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return))
     assert ret.value.func.id == "step_row"
-    written = {k.arg for k in ret.value.keywords if k.arg}
+    assert any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == "pt" for k in ret.value.keywords)
+    turns = next(n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(_policy_turns)))) if isinstance(n, ast.Return))
+    assert turns.value.func.id == "dict"
+    written = {k.arg for k in ret.value.keywords if k.arg} | {k.arg for k in turns.value.keywords}
     memory = {k for k in STEP_FIELDS if k == "rss_mb" or k.startswith("gpu_")}
     dpo_only = {"pairs", "pairs_available", "pairs_effective", "dpo_beta", "reward_chosen", "reward_rejected", "reward_margin",
                 "reward_accuracy", "logp_chosen", "logp_rejected"}          # what a DPO step has and a GRPO step has not
