@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 from .game import Game, accepts, deal_label, label_options, option_label, parse_deal_label
-from .protocol import DecisionPoint, Offer, read_decision_point, resolve_game, game_sha, most_signed
+from .protocol import DecisionPoint, Offer, as_decision_point, resolve_game, game_sha, most_signed
 
 # %% auto #0
 __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
@@ -329,7 +329,7 @@ def private_belief(dp:DecisionPoint, # decision point (private information)
     ult = dp.protocol == "ultimatum"
     pool = ultimatum_pool(dp.own_sheet) if ult else prior_pool(own.n_options, prior_seed)
     key = ("ultimatum", tuple(dp.own_sheet[0])) if ult else prior_seed
-    W = posterior_weights(dp, pool)
+    W = posterior_weights(dp, pool, own.strict)
     p = _expect(W, *_seat_table(dp, own, pool, key, "A", not ult), hi=1.0); p[own.seat] = 1.0
     r = None
     if need_r:
@@ -490,7 +490,7 @@ class Agent:
 
     def decide(self, dp:DecisionPoint|dict, game=None)->tuple:
         "`(action, explanation)` at a decision point (or its JSON form, `DecisionPoint.to_dict()`)."
-        if not isinstance(dp, DecisionPoint): dp = read_decision_point(dp)
+        dp = as_decision_point(dp)
         if not dp.legal: raise ValueError(f"seat {dp.seat} does not act at this decision point (phase {dp.phase})")
         g = _checked_game(dp, game) if self.information_leaky else None
         strict = g.strict if g is not None else False   # a decision point does not carry the game's acceptance rule
@@ -506,7 +506,7 @@ class Agent:
 
     def act(self, dp:DecisionPoint|dict, game=None, seed:int=0)->dict:
         "The agent's action at a decision point (`seed` is accepted for the common interface; the rules are deterministic)."
-        if not isinstance(dp, DecisionPoint): dp = read_decision_point(dp)
+        dp = as_decision_point(dp)
         a, _ = self.decide(dp, game)
         if a["atype"] not in dp.legal: raise RuntimeError(f"{self.name} chose `{a['atype']}`, not legal in phase {dp.phase}")
         return a

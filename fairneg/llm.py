@@ -11,7 +11,7 @@ from pathlib import Path
 from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
 from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
-from .protocol import DecisionPoint, parse_action, new_episode, current_seats, read_decision_point
+from .protocol import DecisionPoint, parse_action, new_episode, current_seats, as_decision_point
 from .prompts import prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
@@ -629,8 +629,8 @@ def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or J
     "Packed allowed-token bitmasks `[T, ceil(V/32)]` (int32) the grammar imposed at each step of a completion."
     import xgrammar as xgr
     sc = dp_or_schema
-    if isinstance(sc, Mapping) and "legal" in sc: sc = read_decision_point(sc)   # a logged decision point's JSON form
-    if isinstance(sc, DecisionPoint): sc = legal_action_schema(sc, **schema_kw)
+    if isinstance(sc, DecisionPoint) or (isinstance(sc, Mapping) and "legal" in sc):   # a decision point, or a logged one's JSON form
+        sc = legal_action_schema(as_decision_point(sc), **schema_kw)
     V = vocab or len(tokenizer)
     m = xgr.GrammarMatcher(compiled_grammar(tokenizer, sc, V))
     bm = xgr.allocate_token_bitmask(len(completion_ids), V)
@@ -902,7 +902,7 @@ def same_action(a:dict|None, b:dict|None, dp:DecisionPoint|None=None)->bool:
     at = a["atype"]
     if at in ("propose", "demand"): return deal_key(a.get("deal")) is not None and deal_key(a.get("deal")) == deal_key(b.get("deal"))
     if at == "accept":
-        only = dp.acceptable[0] if dp and len(dp.acceptable or []) == 1 else None
+        only = dp.acceptable[0] if dp and len(dp.acceptable) == 1 else None
         return (a.get("offer_id") or only) == (b.get("offer_id") or only)
     if at == "vote": return a.get("vote") == b.get("vote")
     return True

@@ -14,7 +14,9 @@ from .commands import CliGroup, MultiValueCommand, config_command, user_error
 from .bank import adapter_config, bank_games
 from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
                              max_budget, run_cell, summary_table, quality_report, merge_cmd)
-from .llm import HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
+from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
+from .game import INFO_MODES
+from .prompts import FRAMINGS
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from .store import write_json
 from .protocol import CONTEXTS
@@ -208,10 +210,9 @@ def _check_play_config(c:PlayConfig):
     "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
     if c.bank is None: raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
     if c.model_thinking not in ("on", "off"): raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
-    if c.constrain not in (None, "legal", "none"): raise ValueError(f"constrain must be legal or none, got {c.constrain!r}")
-    if c.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {c.context!r}")
-    if c.framing not in ("table", "prose"): raise ValueError(f"framing must be table or prose, got {c.framing!r}")
-    if c.info_mode not in (None, "full", "private"): raise ValueError(f"info_mode must be full or private, got {c.info_mode!r}")
+    for name, value, choices in (("constrain", c.constrain, CONSTRAIN), ("context", c.context, CONTEXTS),
+                                 ("framing", c.framing, FRAMINGS), ("info_mode", c.info_mode, INFO_MODES)):
+        if value is not None and value not in choices: raise ValueError(f"{name} must be {' or '.join(choices)}, got {value!r}")
     if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
 
 # %% ../nbs/07b_policies.ipynb #b23e430d

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from .game import Game, issue_letter, issue_index, label_option, label_options
 from .answers import ANSWER_FORMAT
-from .protocol import State, decision_point, vote_form
+from .protocol import State, DecisionPoint, decision_point, vote_form
 
 # %% auto #0
-__all__ = ['render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
+__all__ = ['FRAMINGS', 'render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
            'render_conversation']
 
 # %% ../nbs/04b_prompts.ipynb #26f608a6
@@ -91,7 +91,7 @@ def _rules_table(dp, prose:bool)->str:
 def _format_block(hint:str)->str: return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
 
 # %% ../nbs/04b_prompts.ipynb #77d7838b
-def _ultimatum_system(dp:dict, prose:bool)->str:
+def _ultimatum_system(dp:DecisionPoint, prose:bool)->str:
     "The ultimatum game's system message, to the proposer or to the responder."
     me, other = dp.party, _who(dp, 1 - dp.seat)
     other = "the " + other if other in ("proposer", "responder") else other
@@ -107,7 +107,7 @@ def _ultimatum_system(dp:dict, prose:bool)->str:
     hint = "atype propose with a deal" if dp.role == "p1" else "atype accept with the offer_id, or reject"
     return "\n".join([head, body, _format_block(hint)])
 
-def _divide_system(dp:dict)->str:
+def _divide_system(dp:DecisionPoint)->str:
     "Divide-the-dollar's system message: the claimant's own issue of demands and the size of the pie."
     me, n = dp.party, dp.n_parties
     L = issue_letter(dp.seat); opts = dp.issues[dp.seat]["options"]
@@ -118,7 +118,7 @@ def _divide_system(dp:dict)->str:
     return "\n".join([head, _format_block(f"atype demand, deal one option of {L}")])
 
 # %% ../nbs/04b_prompts.ipynb #bbbf732c
-def _table_terse(dp:dict, ex:str)->list:
+def _table_terse(dp:DecisionPoint, ex:str)->list:
     "The terse opening: who the seat is, then its sheet and the rules as tables."
     me, n, m = dp.party, dp.n_parties, len(dp.issues)
     parts = [f"You are {me} ({dp.role}), one of {n} parties negotiating {m} issues. A deal is one option per issue, "
@@ -126,7 +126,7 @@ def _table_terse(dp:dict, ex:str)->list:
     if _named_issues(dp): parts.append(_issue_line(dp, False))
     return parts + [_sheet_table(dp), _rules_table(dp, False)]
 
-def _table_brief(dp:dict, game:Game|None, ex:str)->list:
+def _table_brief(dp:DecisionPoint, game:Game|None, ex:str)->list:
     "The prose opening of a game with its own text: the global instructions, the party's brief, its threshold, the names."
     me = dp.party
     if game is None: raise ValueError(f"the prose framing of {dp.instance_id} needs its game (render_prompt(..., game=g))")
@@ -138,7 +138,7 @@ def _table_brief(dp:dict, game:Game|None, ex:str)->list:
             "In this negotiation the parties are called " + ", ".join(f"{p} ({names.get(p, p)})" for p in dp.parties)
             + f"; you are {me}. A deal is written as one option per issue, e.g. \"{ex}\"."]
 
-def _table_prose(dp:dict, ex:str)->list:
+def _table_prose(dp:DecisionPoint, ex:str)->list:
     "The prose opening of a generated game: the meeting, its issues, the seat's sheet in sentences and its threshold."
     me, n, m = dp.party, dp.n_parties, len(dp.issues)
     issues = ", ".join(f"{iss['name']} (options {issue_letter(k)}1-{issue_letter(k)}{len(iss['options'])})"
@@ -150,7 +150,7 @@ def _table_prose(dp:dict, ex:str)->list:
             f"give you {sum(map(max, dp.own_sheet)):g}."]
 
 # %% ../nbs/04b_prompts.ipynb #5e7be4f2
-def _table_system(dp:dict, prose:bool, game:Game|None)->str:
+def _table_system(dp:DecisionPoint, prose:bool, game:Game|None)->str:
     "The table game's system message: the framing's opening, the others' needs (prose, full information), the rules, the format."
     ex = " ".join(f"{issue_letter(k)}1" for k in range(len(dp.issues)))
     parts = _table_terse(dp, ex) if not prose else _table_brief(dp, game, ex) if dp.has_prose else _table_prose(dp, ex)
@@ -162,7 +162,7 @@ def _table_system(dp:dict, prose:bool, game:Game|None)->str:
     parts.append(_format_block("atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or vote; deal to propose"))
     return "\n".join(parts)
 
-def _system_text(dp:dict, framing:str, game:Game|None)->str:
+def _system_text(dp:DecisionPoint, framing:str, game:Game|None)->str:
     "The system message of the decision point's protocol in a framing (`table` or `prose`)."
     prose = framing == "prose"
     if dp.protocol == "ultimatum": return _ultimatum_system(dp, prose)
@@ -186,7 +186,7 @@ def _value(dp, deal:str)->float:
     return sum(dp.own_sheet[k][o] for k, o in label_options(deal))
 
 # %% ../nbs/04b_prompts.ipynb #5ac888de
-def _table_lines(dp:dict, live:list, since:int|None, show_values:bool)->list:
+def _table_lines(dp:DecisionPoint, live:list, since:int|None, show_values:bool)->list:
     "The table game's header: the turn, who walked out, the live offers (in full, or ids and signers in a conversation)."
     ph, L = dp.phase, []
     if ph == "open": L.append(f"You open the negotiation; {dp.deadline} turns follow.")
@@ -207,7 +207,7 @@ def _table_lines(dp:dict, live:list, since:int|None, show_values:bool)->list:
         elif ph == "turn": L.append("No live offers.")
     return L
 
-def _ballot_lines(dp:dict, show_values:bool)->list:
+def _ballot_lines(dp:DecisionPoint, show_values:bool)->list:
     "The forced-final vote: the ballot, what it takes to pass, and the votes cast so far."
     b = next(o for o in dp.offers if o.offer_id == dp.ballot)
     v = f" (worth {_value(dp, b.deal):g} to you)" if show_values else ""
@@ -218,7 +218,7 @@ def _ballot_lines(dp:dict, show_values:bool)->list:
     return L
 
 # %% ../nbs/04b_prompts.ipynb #54c151f2
-def _user_text(dp:dict, history_window:int=8, show_values:bool=False,
+def _user_text(dp:DecisionPoint, history_window:int=8, show_values:bool=False,
                since:int|None=None, # conversation context: show every public event from this history index on
               )->str:
     ph, kind = dp.phase, dp.protocol
@@ -258,14 +258,16 @@ def _move_line(dp)->str:
     return "Your move: " + " | ".join(opts) + "."
 
 # %% ../nbs/04b_prompts.ipynb #b5dd7b50
-def render_prompt(dp:dict, framing:str="table", game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
+FRAMINGS = ("table", "prose")   # the prompt framings
+
+def render_prompt(dp:DecisionPoint, framing:str="table", game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
     "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
     return [{"role": "system", "content": system_text(dp, framing, game)},
             {"role": "user", "content": _user_text(dp, history_window, show_values)}]
 
-def system_text(dp:dict, framing:str="table", game:Game|None=None)->str:
+def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str:
     "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
-    if framing not in ("table", "prose"): raise ValueError(f"unknown framing `{framing}` (table or prose)")
+    if framing not in FRAMINGS: raise ValueError(f"unknown framing `{framing}` ({' or '.join(FRAMINGS)})")
     key = (dp.game_ref["game_sha"], dp.seat, framing, dp.info_mode, dp.protocol_version)
     system = _SYSTEM.get(key)
     if system is None:
@@ -282,17 +284,17 @@ def approx_tokens(text:str)->int:
     return len(re.findall(r"\d|[^\W\d]+|[^\w\s]", text))
 
 # %% ../nbs/04b_prompts.ipynb #ee9ee43e
-def last_turn_index(dp:dict)->int:
+def last_turn_index(dp:DecisionPoint)->int:
     "Where the seat's news starts: the history index just after its own last public event (0 before it has acted)."
     h, seat = dp.history, dp.seat
     return next((k + 1 for k in range(len(h) - 1, -1, -1) if h[k]["seat"] == seat), 0)
 
-def conversation_text(dp:dict, show_values:bool=False)->str:
+def conversation_text(dp:DecisionPoint, show_values:bool=False)->str:
     "This turn's user message in the conversation context: events since the seat's last turn, the standing, its move."
     if dp.retry_error: return _retry_line(dp) + "\n" + _move_line(dp)
     return _user_text(dp, show_values=show_values, since=last_turn_index(dp))
 
-def render_conversation(dp:dict, framing:str="table", game:Game|None=None,
+def render_conversation(dp:DecisionPoint, framing:str="table", game:Game|None=None,
                         history:list|None=None, # the seat's conversation so far (None or []: it starts with the system message)
                         show_values:bool=False)->list:
     "Chat messages of a seat's turn in the conversation context: its conversation so far plus this turn's user message."

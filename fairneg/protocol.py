@@ -19,7 +19,7 @@ __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES',
            'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id', 'find_offer',
            'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action', 'lenient_totals', 'outcome',
            'episode_record', 'state_to_dict', 'state_from_dict', 'DecisionPoint', 'read_decision_point',
-           'decision_point', 'resolve_game']
+           'as_decision_point', 'decision_point', 'resolve_game']
 
 # %% ../nbs/04_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -597,6 +597,10 @@ def from_dict(cls:DecisionPoint, d:dict)->DecisionPoint:
 def read_decision_point(d:dict)->DecisionPoint:
     "A decision point read back from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
     return DecisionPoint.from_dict(d)
+
+def as_decision_point(dp:DecisionPoint|dict)->DecisionPoint:
+    "A decision point as it is, or read from its JSON form (a logged one), for readers that take either."
+    return dp if isinstance(dp, DecisionPoint) else DecisionPoint.from_dict(dp)
 
 # %% ../nbs/04_protocol.ipynb #a324f0cd
 _ISSUES = {}

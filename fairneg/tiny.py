@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from .agents import get_agent, answer_text
 from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, read_json
 from .store import file_sha256
-from .protocol import State, new_episode, decision_point, apply_action, parse_action, check_action
+from .protocol import State, DecisionPoint, new_episode, decision_point, apply_action, parse_action, check_action
 from .prompts import render_prompt
 from .rollout import EpisodeSpec, co_step, random_legal_action
 from .llm import train_tokenizer, make_model, n_params
@@ -111,7 +111,7 @@ def sft_games(data:dict, # the recipe's `data` section
 @dataclass
 class SFTPoint:
     "One decision point of a played episode and the (legal) answer its seat gave."
-    dp: dict                   # the decision point
+    dp: DecisionPoint          # the decision point
     game: Game                 # its game
     answer: str                # the answer text, `answer_text(action)`
     state: State|None = None   # the engine state at the decision point (kept for held-out points)
