@@ -11,8 +11,8 @@ from fastcore.docments import docments
 from typer.core import TyperCommand, TyperGroup
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'user_error', 'CliGroup', 'expand_multi', 'MultiValueCommand', 'config_params', 'config_command',
-           'extra_option', 'config_section', 'key_values']
+__all__ = ['USER_ERRORS', 'user_error', 'CliGroup', 'expand_multi', 'MultiValueCommand', 'field_docs', 'config_params',
+           'config_command', 'extra_option', 'config_section', 'key_values']
 
 # %% ../nbs/00a_commands.ipynb #99a45f25
 USER_ERRORS = []   # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
@@ -62,11 +62,18 @@ def _field_default(f):
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
 # %% ../nbs/00a_commands.ipynb #95d747ef
+def field_docs(cls)->dict:
+    "Each field's trailing comment (None where it has none), read in the dataclass and in every dataclass it extends."
+    docs = {}
+    for c in reversed(cls.__mro__):   # a base's comment stays unless the subclass comments the field again
+        if dataclasses.is_dataclass(c): docs.update({k: v for k, v in docments(c).items() if v or k not in docs})
+    return {f.name: docs.get(f.name) for f in dataclasses.fields(cls)}
+
 def config_params(cls, # a dataclass whose fields carry trailing comments (their help)
                   skip=(), # fields left without a flag
                  )->list:
     "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."
-    hints, docs = typing.get_type_hints(cls), docments(cls)
+    hints, docs = typing.get_type_hints(cls), field_docs(cls)
     readable = any(docs.get(f.name) for f in dataclasses.fields(cls))
     out = []
     for f in dataclasses.fields(cls):

@@ -36,8 +36,8 @@ ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
 
 # %% ../nbs/08_grpo.ipynb #cc46e943
 @dataclass
-class GRPOConfig:
-    "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
+class _Step:
+    "What one GRPO step is: the reward's λ, the games and episodes it plays, and the batches it trains on."
     lam: float = 0.0                    # λ: weight of the table reward R_table in each seat's reward
     steps: int = 24                     # GRPO steps
     groups: int = 4                     # games per step
@@ -48,6 +48,11 @@ class GRPOConfig:
     gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: on when the base is on a GPU)
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn
+
+# %% ../nbs/08_grpo.ipynb #e867835a
+@dataclass
+class _Optimizer(_Step):
+    "The step's fields, then the optimizer's and the run's files."
     lr: float = 5e-5                    # AdamW learning rate
     weight_decay: float = 0.0           # AdamW weight decay
     max_grad_norm: float = 1.0          # gradient clipping
@@ -56,12 +61,22 @@ class GRPOConfig:
     bank: str = ""                      # training bank folder
     out: str = "runs/grpo"              # run folder: given explicitly, exactly this; from a parameter file or the default, the arm's own `<out>/<arm>`
     transcript_every: int = 5           # write the step's transcripts every N steps (0: never)
+
+# %% ../nbs/08_grpo.ipynb #aed4355a
+@dataclass
+class _Model(_Optimizer):
+    "The fields before, then the base model's and its adapter's."
     model: str = "tiny"                 # base model: a folder, a hub id or `tiny`
     dtype: str | None = None            # base weights dtype (`bfloat16`, `float32`); None: bf16 on a CUDA GPU with bf16, else float32. LoRA weights stay float32
     lora_r: int = 32                    # LoRA rank
     lora_alpha: int = 64                # LoRA alpha (scale alpha / r)
     lora_dropout: float = 0.0           # LoRA dropout
     lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # modules LoRA adapts
+
+# %% ../nbs/08_grpo.ipynb #4946f1b0
+@dataclass
+class _Objective(_Model):
+    "The fields before, then the reward's and the policy loss's."
     eps: float = 0.01                   # reward: start of the linear continuation
     g_floor: float | None = None        # reward floor (seed 001: -17.5)
     shaping_weight: float = 0.0         # format shaping weight
@@ -74,6 +89,11 @@ class GRPOConfig:
     flat_groups: str = "kl_only"        # tokens of zero-spread groups: `kl_only` (in the token mean, KL term only) or `drop` (DAPO: left out of the step)
     importance_correction: str = "auto" # `tis`: ratio against the trainer's own log-probs, times min(exp(trainer - sampler), tis_cap); `none`: ratio against the sampler's log-probs; `auto`: tis on vllm, none on hf
     tis_cap: float = 2.0                # cap of the truncated importance weight (tis)
+
+# %% ../nbs/08_grpo.ipynb #9cb1759b
+@dataclass
+class _Rollout(_Objective):
+    "The fields before, then the rollouts': sampling, prompts and engine."
     temperature: float = 1.0            # sampling temperature
     constrain: str | None = None        # `legal`, `none`, or None: legal for tiny models, none for real ones
     scratchpad_chars: int = 64          # longest scratchpad under the constraint (short answers train faster)
@@ -86,6 +106,11 @@ class GRPOConfig:
     vllm_gpu_memory: float = 0.45       # share of the GPU vLLM may take (the trainer needs the rest)
     rollout_batch: int = 64             # rows per decoding batch of the HF policy
     seed: int = 0                       # run seed: bank sampling, episode seeds, zoo draws, LoRA init
+
+# %% ../nbs/08_grpo.ipynb #de7b192c
+@dataclass
+class GRPOConfig(_Rollout):
+    "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
     experiment_name: str = ""           # default fairness_grpo_lam<λ>
     arm: str = ""                       # default lam<λ>
     wandb_project: str | None = None    # wandb project (offline unless wandb is configured)
