@@ -67,45 +67,68 @@ def file_sha256(path, chunk:int=1 << 20)->str:
     return h.hexdigest()
 
 # %% ../nbs/00b_store.ipynb #2c48de77
-STEP_FIELDS = {   # training_steps.jsonl: one row per optimizer step of an arm
+_STEP_PLAY = {   # what the step played: the arm, the step, its batch and the episodes' outcomes
     "experiment_name": "the arm's experiment name", "arm": "the arm (e.g. lam0)", "step": "optimizer step, from 1",
     "lam": "λ of the reward mixture (0: own welfare, 1: table welfare)", "groups": "GRPO groups this step",
     "k": "episodes per group", "episodes": "episodes played this step",
     "reward_mean": "mean reward of the policy's seats", "reward_std": "their standard deviation",
     "worst_off_g": "mean over episodes of the worst-off seat's smoothed log utility",
     "deal_rate": "share of episodes closing a deal", "walk_rate": "share ending in a walk-out",
-    "below_threshold_rate": "share of episodes leaving a seat below its threshold", "nnw": "mean normalized Nash welfare",
-    "worst_off_z": "mean worst-off normalized utility", "adv_mean": "mean non-zero advantage",
-    "adv_std": "standard deviation of the non-zero advantages", "adv_abs_mean": "mean absolute non-zero advantage",
-    "zero_spread_groups": "(group, policy seat)s whose rewards had no spread", "flat_groups": "the config's rule for such groups",
-    "flat_tokens": "completion tokens of flat groups", "samples": "completions in the update",
-    "tokens_trained": "completion tokens the loss covered", "kl_only_tokens": "tokens under the KL term only",
+    "below_threshold_rate": "share of episodes leaving a seat below its threshold",
+    "nnw": "mean normalized Nash welfare", "worst_off_z": "mean worst-off normalized utility",
+}
+
+# %% ../nbs/00b_store.ipynb #127075ca
+_STEP_UPDATE = {   # the GRPO update: advantages, the tokens it trained and the loss's terms
+    "adv_mean": "mean non-zero advantage", "adv_std": "standard deviation of the non-zero advantages",
+    "adv_abs_mean": "mean absolute non-zero advantage",
+    "zero_spread_groups": "(group, policy seat)s whose rewards had no spread",
+    "flat_groups": "the config's rule for such groups", "flat_tokens": "completion tokens of flat groups",
+    "samples": "completions in the update", "tokens_trained": "completion tokens the loss covered",
+    "kl_only_tokens": "tokens under the KL term only",
     "train_sequences": "sequences of the update (a packed seat conversation is one)",
     "train_tokens": "tokens the reference pass and the update each compute (prompts included)",
     "train_tokens_shared": "tokens they did not compute again: first stretches that sequences share, run once",
     "kl": "mean per-token KL to the reference", "logprob_drift": "mean per-token log-prob change since sampling",
-    "loss": "the update's loss", "grad_norm": "gradient norm before clipping", "clipped_frac": "share of tokens clipped",
-    "ratio_max": "largest importance ratio", "lr": "learning rate", "sampler_gap": "mean |sampler − trainer| log-prob",
-    "sampler_gap_max": "its maximum", "importance_correction": "the correction used (none, tis)",
-    "tis_weight_mean": "mean truncated importance weight", "tis_capped_frac": "share of weights at the cap",
-    "fabrication": "policy turns naming offers that do not exist", "illegal": "illegal policy turns",
-    "parse_failures": "policy turns that did not parse", "lenient_turns": "turns read only thanks to the parser's leniency",
-    "policy_turns": "turns the policy played", "tokens_generated": "completion tokens sampled",
-    "prompt_tokens_read": "prompt tokens the rollout's prompts hold", "prompt_tokens_computed": "less those its prefix cache served",
-    "rollout_s": "rollout seconds", "ref_s": "reference pass seconds", "train_s": "update seconds", "total_s": "step seconds",
-    "rollout_tokens_per_s": "completion tokens per rollout second", "train_tokens_per_s": "trained tokens per training second",
-    "rss_mb": "peak host memory, MB", "gpu_max_allocated_mb": "the step's peak GPU memory allocated, MB",
-    "gpu_max_reserved_mb": "its peak reserved, MB", "gpu_name": "the GPU", "gpu_used_mb": "device memory in use (NVML), MB",
-    "gpu_total_mb": "device memory, MB", "gpu_util_pct": "device utilization (NVML), %",
-    "config_hash": "hash of the arm's config", "code_version": "the package's version and commit", "backend": "rollout engine",
-    "base_dtype": "the base model's dtype", "gradient_checkpointing": "whether activations were recomputed",
-    "method": "how the arm trains: grpo or dpo", "pairs": "DPO pairs drawn this step (with replacement, by weight)",
-    "pairs_available": "the DPO pairs the run draws from", "pairs_effective": "their effective number under the draw weights (Kish)",
-    "dpo_beta": "DPO's β", "reward_chosen": "mean implicit reward β·log(π/π_ref) of the chosen answers",
-    "reward_rejected": "the same of the rejected answers", "reward_margin": "mean chosen − rejected implicit reward",
-    "reward_accuracy": "share of drawn pairs whose margin is positive", "logp_chosen": "mean log-prob of the chosen answers",
-    "logp_rejected": "mean log-prob of the rejected answers",
+    "loss": "the update's loss", "grad_norm": "gradient norm before clipping",
+    "clipped_frac": "share of tokens clipped", "ratio_max": "largest importance ratio", "lr": "learning rate",
+    "sampler_gap": "mean |sampler − trainer| log-prob", "sampler_gap_max": "its maximum",
+    "importance_correction": "the correction used (none, tis)", "tis_weight_mean": "mean truncated importance weight",
+    "tis_capped_frac": "share of weights at the cap",
 }
+
+# %% ../nbs/00b_store.ipynb #2ed8c4ea
+_STEP_TURNS = {   # the policy's turns, and the step's time and memory
+    "fabrication": "policy turns naming offers that do not exist", "illegal": "illegal policy turns",
+    "parse_failures": "policy turns that did not parse",
+    "lenient_turns": "turns read only thanks to the parser's leniency", "policy_turns": "turns the policy played",
+    "tokens_generated": "completion tokens sampled", "prompt_tokens_read": "prompt tokens the rollout's prompts hold",
+    "prompt_tokens_computed": "less those its prefix cache served", "rollout_s": "rollout seconds",
+    "ref_s": "reference pass seconds", "train_s": "update seconds", "total_s": "step seconds",
+    "rollout_tokens_per_s": "completion tokens per rollout second",
+    "train_tokens_per_s": "trained tokens per training second", "rss_mb": "peak host memory, MB",
+    "gpu_max_allocated_mb": "the step's peak GPU memory allocated, MB",
+    "gpu_max_reserved_mb": "its peak reserved, MB", "gpu_name": "the GPU",
+    "gpu_used_mb": "device memory in use (NVML), MB", "gpu_total_mb": "device memory, MB",
+    "gpu_util_pct": "device utilization (NVML), %",
+}
+
+# %% ../nbs/00b_store.ipynb #a72b9087
+_STEP_RUN = {   # the run's provenance, and a DPO step's own figures
+    "config_hash": "hash of the arm's config", "code_version": "the package's version and commit",
+    "backend": "rollout engine", "base_dtype": "the base model's dtype",
+    "gradient_checkpointing": "whether activations were recomputed", "method": "how the arm trains: grpo or dpo",
+    "pairs": "DPO pairs drawn this step (with replacement, by weight)",
+    "pairs_available": "the DPO pairs the run draws from",
+    "pairs_effective": "their effective number under the draw weights (Kish)", "dpo_beta": "DPO's β",
+    "reward_chosen": "mean implicit reward β·log(π/π_ref) of the chosen answers",
+    "reward_rejected": "the same of the rejected answers", "reward_margin": "mean chosen − rejected implicit reward",
+    "reward_accuracy": "share of drawn pairs whose margin is positive",
+    "logp_chosen": "mean log-prob of the chosen answers", "logp_rejected": "mean log-prob of the rejected answers",
+}
+
+# %% ../nbs/00b_store.ipynb #e489cf16
+STEP_FIELDS = {**_STEP_PLAY, **_STEP_UPDATE, **_STEP_TURNS, **_STEP_RUN}   # training_steps.jsonl: one row per optimizer step of an arm
 
 def step_row(**fields)->dict:
     "A `training_steps.jsonl` row: every field of `STEP_FIELDS`, in its order, `None` where not given."
