@@ -606,12 +606,14 @@ def as_decision_point(dp:DecisionPoint|dict)->DecisionPoint:
 _ISSUES = {}
 
 def _issue_view(s:State)->list:
+    "The game's issues and options as a seat sees them (one list per game, shared by its decision points)."
     v = _ISSUES.get(s.game_sha)
     if v is None:
         if len(_ISSUES) > 4096: _ISSUES.clear()
         v = _ISSUES[s.game_sha] = [{"name": nm, "options": list(op)} for nm, op in zip(s.game.issues, s.game.options)]
     return v
 
+# %% ../nbs/04_protocol.ipynb #6d7deed8
 def decision_point(s:State, seat:int)->DecisionPoint:
     "What `seat` may see now (its information mode), plus the game reference that re-scoring needs."
     g, full, ph = s.game, s.info_mode == "full", s.phase
@@ -619,18 +621,18 @@ def decision_point(s:State, seat:int)->DecisionPoint:
     if ph == "vote": acceptable = [s.ballot]
     elif ph in ("turn", "respond"): acceptable = [o.offer_id for o in s.offers if o.status == "live" and seat not in o.signers]
     else: acceptable = []
-    return DecisionPoint(
-        instance_id=g.name, game_ref={"instance_id": g.name, "game_sha": s.game_sha}, episode_id=s.episode_id,
-        episode_seed=s.seed, protocol=s.protocol.kind, protocol_version=s.protocol.version,
-        turn_token_budget=turn_token_budget(s), info_mode=s.info_mode, seat=seat, party=g.parties[seat], role=g.roles[seat],
-        n_parties=g.n, parties=g.parties, roles=g.roles, active=list(s.active), issues=_issue_view(s),
-        own_sheet=g.scores[seat], own_threshold=g.thresholds[seat], sheets=g.scores if full else None,
-        thresholds=g.thresholds if full else None, min_accept=g.quorum, veto=g.veto, pie=g.pie,
-        offers=[o.snapshot() for o in s.offers], standing_offer_id=standing_offer_id(s), ballot=s.ballot, phase=ph,
-        round=s.round, deadline=s.protocol.max_turns, history=list(s.history),
-        legal=list(LEGAL_ATYPES[ph]) if acting else [], acceptable=acceptable, retry_error=s.pending[seat],
-        own_scratchpad=s.scratch[seat], has_prose=bool(g.prose))
+    return DecisionPoint(   # by position; each line's comment names its fields
+        g.name, {"instance_id": g.name, "game_sha": s.game_sha}, s.episode_id, s.seed,      # instance_id game_ref episode_id episode_seed
+        s.protocol.kind, s.protocol.version, turn_token_budget(s), s.info_mode,             # protocol protocol_version turn_token_budget info_mode
+        seat, g.parties[seat], g.roles[seat], g.n, g.parties, g.roles,                      # seat party role n_parties parties roles
+        list(s.active), _issue_view(s), g.scores[seat], g.thresholds[seat],                 # active issues own_sheet own_threshold
+        g.scores if full else None, g.thresholds if full else None,                         # sheets thresholds
+        g.quorum, g.veto, g.pie,                                                            # min_accept veto pie
+        [o.snapshot() for o in s.offers], standing_offer_id(s), s.ballot, ph, s.round,      # offers standing_offer_id ballot phase round
+        s.protocol.max_turns, list(s.history), list(LEGAL_ATYPES[ph]) if acting else [],   # deadline history legal
+        acceptable, s.pending[seat], s.scratch[seat], bool(g.prose))                        # acceptable retry_error own_scratchpad has_prose
 
+# %% ../nbs/04_protocol.ipynb #45eee7e9
 def resolve_game(dp:DecisionPoint|dict, games)->Game:
     "The game a decision point (or a record with its `game_ref` or `instance_id` and `game_sha`) refers to; checks the fingerprint."
     ref = dp.game_ref if isinstance(dp, DecisionPoint) else dp.get("game_ref", dp)
