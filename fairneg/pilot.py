@@ -22,9 +22,9 @@ from .store import write_jsonl, write_json, file_sha256
 
 # %% auto #0
 __all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
-           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'arm_configs', 'stage_train', 'ladder_rungs',
-           'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
-           'run_pilot', 'pilot']
+           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'arm_configs', 'train_arm', 'stage_train',
+           'ladder_rungs', 'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate',
+           'stage_report', 'run_pilot', 'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -143,13 +143,18 @@ def arm_configs(params:dict, run:Path, train_bank:Path)->list:
     "Each GRPO arm's config: the file's `train:` section with its λ, the training bank and `RUN/train/<arm>`."
     return [make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm)) for lam, arm in arms(params)]
 
+def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
+    "Train one GRPO arm: an interrupted arm resumes from its newest checkpoint, a forced one starts over in an empty folder."
+    if force: shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
+    train(cfg, resume=True, progress=progress)
+
 def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool)->dict:
-    "One GRPO arm per λ (each resumes from its newest checkpoint by itself)."
+    "One GRPO arm per λ (each resumes from its newest checkpoint by itself; `--force` trains it again from the start)."
     ckpts = {}
     for cfg in arm_configs(params, run, train_bank):
         arm = cfg.arm
         done = Path(cfg.out) / f"checkpoint-{cfg.steps}" / "trainer_state.json"
-        run_stage(f"train-{arm}", done, lambda cfg=cfg: train(cfg, resume=True, progress=progress), force, only)
+        run_stage(f"train-{arm}", done, lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
         ckpts[f"{arm}_step{cfg.steps}"] = str(Path(cfg.out) / f"checkpoint-{cfg.steps}")
     return ckpts
 

@@ -9,6 +9,7 @@ from fairneg.bank import GUARD, MANIFEST, REJECTIONS, check_bank, read_manifest
 from fairneg.cli import app
 from fairneg.game import generate_game, llmdel_games_dir, load_game, save_game
 from fairneg.geometry import solve
+from fairneg.store import read_jsonl
 
 runner = CliRunner()
 BASE = llmdel_games_dir() / "base"
@@ -244,3 +245,26 @@ def test_binary_train_params(tmp_path):
     (tmp_path / "t.yaml").write_text("train:\n  stepz: 3\n")
     assert_one_line_error(fairneg("train", "--params", tmp_path / "t.yaml", "--steps", 1), tmp_path / "t.yaml",
                           "unknown training parameter(s) stepz")
+
+
+def test_pilot_force_retrains(tmp_path):
+    "`--force` trains a finished GRPO arm again from step 1 (it used to resume from the last checkpoint: nothing to do)."
+    p = dict(bank=dict(train=dict(n_games=1, seed_offset=40000, modes=["full"], out="banks/train"),
+                       eval=dict(n=1, first_seed=41000, min_spread=0.2, modes=["full"], max_candidates=100, known_banks=[], out="banks/eval")),
+             geometry=dict(out="geometry.jsonl"),
+             train=dict(model="tiny-test", steps=1, groups=1, k=2, max_new_tokens=48, max_turns=3, checkpoint_steps=[1]),
+             pilot=dict(run_dir="run", lams=[0.0]))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
+    args = ("pilot", "--params", "p.yaml", "--only", "train-bank", "train", "--no-progress")
+    r = fairneg(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    arm = tmp_path / "run" / "train" / "lam0"
+    assert (arm / "checkpoint-1" / "trainer_state.json").exists() and len(read_jsonl(arm / "training_steps.jsonl")) == 1
+    (arm / "left-behind").write_text("from the first run")
+    r = fairneg(*args, cwd=tmp_path)   # done: skipped, nothing touched
+    assert r.returncode == 0 and "[train-lam0] skipped" in r.stdout and (arm / "left-behind").exists()
+    r = fairneg("pilot", "--params", "p.yaml", "--only", "train", "--force", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "[train-lam0] running" in r.stdout and not (arm / "left-behind").exists()   # the arm's folder started over
+    rows = read_jsonl(arm / "training_steps.jsonl")
+    assert [x["step"] for x in rows] == [1]   # trained again from step 1: one row, not a resumed run's appended ones
