@@ -210,9 +210,9 @@ def _check_play_config(c:PlayConfig):
     "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
     if c.bank is None: raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
     if c.model_thinking not in ("on", "off"): raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
-    for name, value, choices in (("constrain", c.constrain, CONSTRAIN), ("context", c.context, CONTEXTS),
-                                 ("framing", c.framing, FRAMINGS), ("info_mode", c.info_mode, INFO_MODES)):
-        if value is not None and value not in choices: raise ValueError(f"{name} must be {' or '.join(choices)}, got {value!r}")
+    for name, value, choices in (("constrain", c.constrain, (None, *CONSTRAIN)), ("context", c.context, CONTEXTS),
+                                 ("framing", c.framing, FRAMINGS), ("info_mode", c.info_mode, (None, *INFO_MODES))):
+        if value not in choices: raise ValueError(f"{name} must be {' or '.join(filter(None, choices))}, got {value!r}")
     if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
 
 # %% ../nbs/07b_policies.ipynb #b23e430d
