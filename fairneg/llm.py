@@ -21,13 +21,13 @@ from fastcore.basics import patch
 __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
            'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype',
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
-           'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'vocab_size', 'stop_ids',
-           'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache', 'sample_batch',
-           'unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'is_checkpointing', 'deal_schema',
-           'text_schema', 'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar',
-           'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu',
-           'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model',
-           'eval_text']
+           'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'right_pad', 'vocab_size',
+           'stop_ids', 'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache',
+           'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'sample_batch', 'unpack_bitmask', 'span_logprobs',
+           'sequence_logprobs', 'prefix_groups', 'is_checkpointing', 'deal_schema', 'text_schema',
+           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
+           'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm',
+           'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -222,6 +222,17 @@ def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
     pos = (mask.cumsum(1) - 1).clamp_min(0)
     return ids.to(device), mask.to(device), pos.to(device)
 
+# %% ../nbs/07_llm.ipynb #b409aa8f
+def right_pad(seqs:list, pad_id:int, device="cpu")->tuple:
+    "Right-pad token lists: `(input_ids, attention_mask, position_ids)`; every query row, a pad's too, sees a real key."
+    import torch
+    L = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), L), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if len(s): ids[i, :len(s)] = torch.as_tensor(s, dtype=torch.long); mask[i, :len(s)] = 1
+    return ids.to(device), mask.to(device), torch.arange(L).expand(len(seqs), L).to(device)
+
 # %% ../nbs/07_llm.ipynb #82beefe9
 def _base(model):
     "The underlying `transformers` model of a PEFT model (or the model itself)."
@@ -369,6 +380,26 @@ def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dic
     stats["steps"] = stats.get("steps", 0) + 1
     return logits
 
+# %% ../nbs/07_llm.ipynb #ae5e87b6
+class NonFiniteLogitsError(FloatingPointError):
+    "The model's logits hold a NaN or an infinity: no token can be drawn from them."
+
+def check_logits(logits, live:list, # per row: whether it still samples
+                 step:int, # the decode step (0: the prompt's forward)
+                )->None:
+    "Raise `NonFiniteLogitsError` naming the decode step and the live rows whose logits are not all finite."
+    import torch
+    bad = [i for i, b in enumerate((~torch.isfinite(logits)).any(-1).tolist()) if b and live[i]]
+    if bad: raise NonFiniteLogitsError(
+        f"decode step {step}: the model's logits are not finite (NaN or inf) in row{'s' * (len(bad) > 1)} "
+        f"{', '.join(map(str, bad))} of {len(live)}: its weights or activations hold a NaN or an overflow "
+        "(a non-finite optimizer step? a bf16 overflow?), so no token can be drawn")
+
+def no_mass_past(logits, vocab:int|None):
+    "Set the logits of the ids at or past `vocab` (the tokenizer's size) to -inf, in place (None: leave all)."
+    if vocab is not None and vocab < logits.shape[-1]: logits[..., vocab:] = float("-inf")
+    return logits
+
 # %% ../nbs/07_llm.ipynb #b4adb8e5
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
@@ -380,6 +411,7 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                  stats:dict|None=None, # accumulates `forward_s` (time in forward passes) and `steps`
                  prefixes:list|None=None, # per row: the cached keys and values its `prompts` row continues (`row_cache`), or None
                  keep_cache:bool=False, # return each row's keys and values (prompt and completion) as `kv`
+                 vocab:int|None=None, # the tokenizer's size: ids at or past it are never drawn (None: the whole output layer)
                 )->list:
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
@@ -393,8 +425,11 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     P = mask.shape[1]                                                             # prompt columns: cached and new
     stats = stats if stats is not None else {}
     with torch.no_grad():
+        t = 0                                                                     # the decode step
         while any(rows.live):
             logits = _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats)
+            check_logits(logits, rows.live, t); t += 1
+            no_mass_past(logits, vocab)
             if temperature > 0: logits = logits / temperature
             gram.mask(logits, rows.live)
             logp = torch.log_softmax(logits, -1)
@@ -422,11 +457,14 @@ def unpack_bitmask(bitmask, vocab:int):
 # %% ../nbs/07_llm.ipynb #ee99afd8
 def _forward_spans(model, inputs:dict, # the forward's tensors
                    col, # `col(i, p)`: the forward column of sequence i's token position p
-                   S:list, SP:list, M:list, temperature:float)->list:
+                   S:list, SP:list, M:list, temperature:float,
+                   vocab:int|None=None, # the tokenizer's size: unconstrained spans give the ids past it no mass
+                  )->list:
     "Per sequence, per span: log-probs from one forward, logits kept only at the rows the spans use."
     import torch
     from trl.trainer.utils import selective_log_softmax
     dev, V = _device(model), vocab_size(model)
+    past = torch.arange(V, device=dev) >= vocab if vocab is not None and vocab < V else None   # ids no token has
     keep = _forward_params(type(_base(model)))[1]
     need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})   # logit rows used
     if need:
@@ -439,15 +477,15 @@ def _forward_spans(model, inputs:dict, # the forward's tensors
         lg = logits[i, c0:c0 + b - a]
         if temperature > 0: lg = lg / temperature
         if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
+        elif past is not None: lg = lg.masked_fill(past, torch.finfo(lg.dtype).min)
         return selective_log_softmax(lg, torch.as_tensor(S[i][a:b], device=dev))
     return [[span(i, a, b, m) for (a, b), m in zip(SP[i], M[i])] for i in range(len(S))]
 
-def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
-    "Per sequence, per span: log-probs from one forward over the left-padded whole sequences."
-    ids, mask, pos = left_pad(S, pad_id, _device(model))
-    L = ids.shape[1]
+def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:
+    "Per sequence, per span: log-probs from one forward over the right-padded whole sequences (`right_pad`)."
+    ids, mask, pos = right_pad(S, pad_id, _device(model))
     return _forward_spans(model, dict(input_ids=ids, attention_mask=mask, position_ids=pos),
-                          lambda i, p: L - len(S[i]) + p, S, SP, M, temperature)
+                          lambda i, p: p, S, SP, M, temperature, vocab)
 
 
 # %% ../nbs/07_llm.ipynb #fcdb8ccf
@@ -457,6 +495,7 @@ def span_logprobs(model, seqs:list, # token ids per sequence
                   temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
                   pad_id:int=0, batch_size:int|None=None,
                   share_prefix:int=0, # run a first stretch of at least this many tokens that sequences share once (0: never)
+                  vocab:int|None=None, # the tokenizer's size: unconstrained spans give the ids past it no mass (None: none masked)
                   )->list:
     "Per-token log-probs of every span given all that precedes it in its sequence (teacher-forced, differentiable)."
     S, SP = [list(x) for x in seqs], [list(sp) for sp in spans]
@@ -469,23 +508,26 @@ def span_logprobs(model, seqs:list, # token ids per sequence
     shared = [(k, P, i) for k, (P, g) in enumerate(groups) if P for i in g]   # group by group: a group's rows are neighbours
     for c in range(0, len(alone), bs):
         g = alone[c:c + bs]
-        for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id)):
+        for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id,
+                                        vocab)):
             out[i] = r
     for c in range(0, len(shared), bs):
         ks, Ps, g = zip(*shared[c:c + bs])
         for i, r in zip(g, _shared_spans(model, list(ks), list(Ps), [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g],
-                                         temperature, pad_id)):
+                                         temperature, pad_id, vocab)):
             out[i] = r
     return [lp for r in out for lp in r]
 
 def sequence_logprobs(model, prompt_ids_list:list, completion_ids_list:list,
                       masks:list|None=None, # per sequence: packed allowed-token bitmask `[T, W]` (constrained) or None
                       temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
-                      pad_id:int=0, batch_size:int|None=None)->list:
+                      pad_id:int=0, batch_size:int|None=None,
+                      vocab:int|None=None, # the tokenizer's size (see `span_logprobs`)
+                     )->list:
     "Per-token log-probs of each completion given its prompt (`span_logprobs` with one span per sequence)."
     seqs = [list(p) + list(c) for p, c in zip(prompt_ids_list, completion_ids_list)]
     spans = [[(len(p), len(x))] for p, x in zip(prompt_ids_list, seqs)]
-    return span_logprobs(model, seqs, spans, masks, temperature, pad_id, batch_size)
+    return span_logprobs(model, seqs, spans, masks, temperature, pad_id, batch_size, vocab=vocab)
 
 # %% ../nbs/07_llm.ipynb #a20203cb
 def prefix_groups(seqs:list, # token ids per sequence
@@ -517,12 +559,12 @@ def is_checkpointing(model)->bool:
 
 def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are neighbours)
                   Ps:list, # per sequence: the length of the first stretch it shares with its group
-                  S:list, SP:list, M:list, temperature:float, pad_id:int)->list:
+                  S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:
     "Per sequence, per span: log-probs with each group's shared first stretch run once (one forward for all the groups' stretches), its keys and values repeated per row."
     import torch
     dev, (cache_kw, keep) = _device(model), _forward_params(type(_base(model)))
     starts = [r for r in range(len(S)) if r == 0 or ks[r] != ks[r - 1]]   # each group's first row
-    pre_ids, pre_mask, pre_pos = left_pad([S[r][:Ps[r]] for r in starts], pad_id, dev)
+    pre_ids, pre_mask, pre_pos = right_pad([S[r][:Ps[r]] for r in starts], pad_id, dev)   # no query row without a key
     cache = model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=pre_pos, use_cache=True,
                   **({"logits_to_keep": 1} if keep else {})).past_key_values
     group = list(itertools.accumulate(int(r > 0 and ks[r] != ks[r - 1]) for r in range(len(S))))   # each row's stretch
@@ -532,7 +574,8 @@ def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are
     for r, (x, P) in enumerate(zip(S, Ps)): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, :len(x) - P] = 1
     pos = torch.as_tensor(Ps)[:, None] + torch.arange(L)[None]         # right-padded after the stretch, positions go on
     return _forward_spans(model, dict(input_ids=ids.to(dev), attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
-                                      position_ids=pos.to(dev), **{cache_kw: cache}), lambda i, p: p - Ps[i], S, SP, M, temperature)
+                                      position_ids=pos.to(dev), **{cache_kw: cache}), lambda i, p: p - Ps[i], S, SP, M, temperature,
+                          vocab)
 
 # %% ../nbs/07_llm.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
@@ -696,6 +739,7 @@ class HFPolicy:
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
+        self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)
@@ -727,7 +771,8 @@ def act_batch(self:HFPolicy, requests:list)->list:
                             self.eos_ids, self.pad_id,
                             [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
                             prefixes=[hits[i][1] for i in idx],   # a seat's cache is kept for conversations only
-                            keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx))
+                            keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
+                            vocab=self.n_tokens)
         self.stats["decode_s"] += time.perf_counter() - t1
         for i, o in zip(idx, outs):
             kv = o.pop("kv", None)
