@@ -101,7 +101,8 @@ def one_backend(a, gpu:bool)->dict:
     "Train `--steps` steps on `a.backend`; print the per-step table and the GPU target's verdict; return the figures."
     import torch
     from fairneg.bank import generate_bank
-    from fairneg.grpo import make_config, train
+    from fairneg.grpo import make_config, train, NonFiniteStepsError
+    from fairneg.store import read_jsonl
     from fairneg.policies import default_constrain
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_step_"))
     generate_bank(n_games=a.games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)
@@ -120,16 +121,22 @@ def one_backend(a, gpu:bool)->dict:
           f"context {cfg.context}, shared first stretches >= {cfg.share_prefix} tokens run once"
           f"{', from ' + a.params if a.params else ''}; device {dev}")
     t0 = time.perf_counter()
-    rows = train(cfg, progress=True)
+    try: rows = train(cfg, progress=True)
+    except NonFiniteStepsError as e:                 # the rows it wrote are the measurement: print them, then say why it stopped
+        print(f"stopped: {e}")
+        rows = read_jsonl(Path(cfg.out) / "training_steps.jsonl")
     wall = time.perf_counter() - t0
-    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'train seq':>9} {'train tok':>9} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8}"
+    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'train seq':>9} {'train tok':>9} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8} {'grad norm':>9} {'nonfinite':>10} {'TFLOP/s':>8} {'MFU':>6}"
     print(hdr)
     for r in rows:
         mem = r.get("gpu_max_allocated_mb") or r.get("rss_mb")
         gap = "-" if r.get("sampler_gap") is None else f"{r['sampler_gap']:.1e}"
         print(f"{r['step']:>4} {r['rollout_s']:>9.1f} {r['ref_s']:>7.1f} {r['train_s']:>8.1f} {r['total_s']:>8.1f} {r['policy_turns']:>6} "
               f"{r['tokens_generated']:>8} {r['tokens_trained']:>8} {r.get('train_sequences', 0):>9} {r.get('train_tokens', 0):>9} {r.get('prompt_tokens_read', 0):>11} {r.get('prompt_tokens_computed', 0):>9} "
-              f"{gap:>8} {mem:>8}")
+              f"{gap:>8} {mem:>8} {'-' if r.get('grad_norm') is None else format(r['grad_norm'], '.3g'):>9} {r.get('nonfinite') or '-':>10} "
+              f"{r.get('train_tflops') or '-':>8} {r.get('mfu') or '-':>6}")
+    if rows: print(f"activation checkpointing: {rows[0].get('checkpointing_why')}; non-finite steps (update skipped): "
+                   f"{sum(bool(r.get('nonfinite')) for r in rows)} of {len(rows)}")
     later = rows[1:] or rows
     med = lambda key: statistics.median(r[key] for r in later)
     print(f"median step time{' after the first' if len(rows) > 1 else ''}: {med('total_s'):.1f} s (all {len(rows)} steps: {wall:.0f} s wall, model load included)")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_grpo.ipynb #aeacb613
 from __future__ import annotations
-import contextlib, hashlib, json, random, time
+import contextlib, hashlib, json, math, random, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Optional
@@ -16,19 +16,21 @@ from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
-                         default_dtype)
+                         default_dtype, NonFiniteLogitsError)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
 from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row
-from .telemetry import memory_reading, wandb_run
+from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
            'group_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples',
-           'grpo_loss', 'allowed_bitmask', 'update', 'lora_config', 'lora_model', 'use_gradient_checkpointing',
-           'make_optimizer', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps', 'GRPOTrainer',
-           'train', 'load_train_params', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_cmd']
+           'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update', 'lora_config', 'lora_model',
+           'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
+           'checkpointing_plan', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps',
+           'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'load_train_params', 'make_config',
+           'run_arms', 'holds_arm', 'check_run_folder', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -45,7 +47,7 @@ class _Step:
     micro_batch: int = 6                # sequences per micro-batch
     pack: bool = True                   # train a seat's conversation as one sequence, each answer scored in place (the same loss; see `pack_samples`)
     share_prefix: int = 0               # run a first stretch of at least this many tokens that a micro-batch's sequences share once (e.g. 64; 0: never; the same loss; off under gradient checkpointing)
-    gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: on when the base is on a GPU)
+    gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: only on a GPU whose free memory cannot hold a token_budget micro-batch's activations)
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn
 
@@ -56,6 +58,7 @@ class _Optimizer(_Step):
     lr: float = 5e-5                    # AdamW learning rate
     weight_decay: float = 0.0           # AdamW weight decay
     max_grad_norm: float = 1.0          # gradient clipping
+    max_nonfinite_steps: int = 3        # stop the run after this many steps in a row whose update was skipped (a non-finite loss or gradient; 0: never stop)
     warmup_steps: int = 0               # linear warm-up, then constant
     checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])   # steps to checkpoint at
     bank: str = ""                      # training bank folder
@@ -145,7 +148,7 @@ def _check_config(cfg:GRPOConfig):
 # %% ../nbs/08_grpo.ipynb #32a1cef8
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
              "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack",
-             "share_prefix")
+             "share_prefix", "max_nonfinite_steps")
 _ADDED = {"context": "window"}   # fields added after runs were made: hashed (and compared on resume) only away from these defaults
 
 def _problem(cfg:GRPOConfig)->dict:
@@ -318,6 +321,29 @@ def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int
         stats.update(kl_sum=float(kl.detach().sum()), drift_sum=float((new.detach() - ref).sum()))
     return loss, stats
 
+# %% ../nbs/08_grpo.ipynb #5a64338f
+def _count_nonfinite(new:list, ref:list|None, res:dict):
+    "Add a micro-batch's completion tokens whose policy (`nonfinite_new`) or reference (`nonfinite_ref`) log-prob is not finite."
+    import torch
+    bad_new = ~torch.isfinite(torch.cat(new).detach())
+    bad_ref = ~torch.isfinite(torch.cat(ref)) if ref is not None else torch.zeros_like(bad_new)
+    res["nonfinite_new"] += int(bad_new.sum()); res["nonfinite_ref"] += int(bad_ref.sum())
+    res["nonfinite_tokens"] += int((bad_new | bad_ref).sum())
+
+def nonfinite_what(res:dict)->str|None:
+    "What of an update was not finite (`logprobs, ref_logprobs, loss, grad_norm`), or None when everything was."
+    what = [k for k, bad in (("logprobs", res["nonfinite_new"]), ("ref_logprobs", res["nonfinite_ref"]),
+                             ("loss", not math.isfinite(res["loss"])), ("grad_norm", not math.isfinite(res["grad_norm"]))) if bad]
+    return ", ".join(what) or None
+
+def guarded_step(optimizer, scheduler, params:list, max_grad_norm:float, res:dict):
+    "Clip and take the optimizer and schedule step, unless something was not finite (`res['nonfinite']`): then only drop the gradients."
+    import torch
+    res["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    res["nonfinite"] = nonfinite_what(res)
+    if res["nonfinite"] is None: optimizer.step(); scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
 # %% ../nbs/08_grpo.ipynb #53df268b
 def _masks(batch:list, tokenizer, vocab:int):
     "Per sample: its packed allowed-token bitmasks (given, or replayed from its schema), or None when unconstrained."
@@ -352,10 +378,12 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
     if cfg.kl_coef:
         model.eval()                                       # the reference pass: dropout off
         with torch.no_grad(), model.disable_adapter():
-            ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
+            ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share,
+                                vocab=len(tokenizer))
     model.train()                                          # the policy pass: train mode
     t1 = time.perf_counter()
-    new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share)
+    new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share, vocab=len(tokenizer))
+    _count_nonfinite(new, ref, res)
     loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
     loss.backward()
     res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
@@ -370,7 +398,8 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     n_tok = sum(len(s.completion_ids) for s in samples)      # the loss is a mean over every one of these tokens
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
                n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
-               kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0))
+               kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0),
+               nonfinite=None, nonfinite_tokens=0, nonfinite_new=0, nonfinite_ref=0)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
@@ -378,9 +407,7 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget, share): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res)
     res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
     t1 = time.perf_counter()
-    params = [p for p in model.parameters() if p.requires_grad]
-    res["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-    optimizer.step(); scheduler.step(); optimizer.zero_grad(set_to_none=True)
+    guarded_step(optimizer, scheduler, [p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm, res)
     res["update_s"] += time.perf_counter() - t1
     model.eval()
     return res
@@ -411,16 +438,14 @@ def lora_model(model, cfg:GRPOConfig):
         return get_peft_model(model, lora_config(model, cfg))
 
 # %% ../nbs/08_grpo.ipynb #c0e96c5b
-def use_gradient_checkpointing(model, cfg:GRPOConfig)->bool:
-    "Turn on gradient checkpointing when asked (or, by default, when the model is on a GPU); return whether it is on."
-    import torch
-    on = cfg.gradient_checkpointing
-    if on is None: on = next(model.parameters()).device.type == "cuda" and torch.cuda.is_available()
+def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
+    "Turn on gradient checkpointing when asked or (by default) when it is needed (`checkpointing_plan`); return `(on, why)`."
+    on, why = (cfg.gradient_checkpointing, "asked") if cfg.gradient_checkpointing is not None else checkpointing_plan(model, cfg.token_budget)
     if on:
         if hasattr(model, "activation_checkpointing_enable"):      # transformers >= 5.2x; the old name is deprecated there
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return bool(on)
+    return bool(on), why
 
 def make_optimizer(model, cfg:GRPOConfig)->tuple:
     "AdamW over the trainable (adapter) parameters and a linear-warm-up-then-constant schedule."
@@ -428,6 +453,42 @@ def make_optimizer(model, cfg:GRPOConfig)->tuple:
     from transformers import get_constant_schedule_with_warmup
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     return opt, get_constant_schedule_with_warmup(opt, cfg.warmup_steps)
+
+# %% ../nbs/08_grpo.ipynb #5b8e8481
+def activation_bytes_per_token(model, n:int=64, # tokens of the probe sequence (every one scored)
+                               )->float:
+    "Bytes autograd keeps per token for the policy pass's backward (parameters excluded), measured on a probe pass."
+    import torch
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen, total = set(), [0]
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params and s.data_ptr() not in seen: seen.add(s.data_ptr()); total[0] += s.nbytes()
+        return t
+    was = model.training; model.train()
+    ids = [(7 * i) % max(vocab_size(model) - 1, 1) + 1 for i in range(n)]
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        lp = span_logprobs(model, [ids], [[(1, n)]])
+    del lp
+    model.train(was)
+    return total[0] / n
+
+def checkpointing_needed(bytes_per_token:float, token_budget:int, free_bytes:int,
+                         margin:float=0.8, # the share of free memory the activations may take
+                        )->tuple:
+    "`(on, why)`: checkpointing when a `token_budget` micro-batch's activations would pass `margin` of the free memory."
+    need = bytes_per_token * token_budget
+    on = need > margin * free_bytes
+    return on, (f"{'on' if on else 'off'}: {token_budget:,} tokens x {bytes_per_token / 2**20:.2f} MB = {need / 2**30:.1f} GB of "
+                f"activations {'>' if on else '<='} {margin:.0%} of {free_bytes / 2**30:.1f} GB free")
+
+def checkpointing_plan(model, token_budget:int)->tuple:
+    "`(on, why)` for this model and budget: off on a CPU; on a GPU, from the measured activations and its free memory."
+    import torch
+    if next(model.parameters()).device.type != "cuda": return False, "off: on a CPU, activations live in host memory"
+    per_token = activation_bytes_per_token(model)
+    torch.cuda.empty_cache()
+    return checkpointing_needed(per_token, token_budget, torch.cuda.mem_get_info()[0])
 
 # %% ../nbs/08_grpo.ipynb #cb143e86
 def checkpoints(out)->list:
@@ -496,6 +557,25 @@ def _resume_changes(was:dict, cfg:GRPOConfig)->list:
             if (k == "groups" or k not in _VOLATILE) and was.get(k, _ADDED.get(k)) != v]
 
 
+# %% ../nbs/08_grpo.ipynb #370c6c52
+class NonFiniteStepsError(FloatingPointError):
+    "Too many GRPO steps in a row had a non-finite loss or gradient (their updates were skipped)."
+
+def trailing_nonfinite(path, upto:int)->int:
+    "How many rows of a steps table, up to step `upto`, end it with a skipped (non-finite) update."
+    rows = sorted((r for r in read_jsonl(path) if r["step"] <= upto), key=lambda r: r["step"]) if Path(path).exists() else []
+    n = 0
+    for r in reversed(rows):
+        if not r.get("nonfinite"): break
+        n += 1
+    return n
+
+def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
+    return (f"{cfg.arm}: the updates of steps {step - n + 1}-{step} were all skipped (not finite: {row['nonfinite']}; "
+            f"{row['nonfinite_tokens']} tokens with a non-finite log-prob at step {step}); the weights are those of step "
+            f"{step - n}. See the nonfinite column of {Path(cfg.out) / TRAINING_STEPS}; a lower lr, float32 or a smaller "
+            "max_grad_norm may help (max_nonfinite_steps sets how many are allowed)")
+
 # %% ../nbs/08_grpo.ipynb #fbd55763
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
@@ -524,11 +604,12 @@ class GRPOTrainer:
             self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
             self.opt, self.sch = make_optimizer(self.model, cfg)
-        self.checkpointing = use_gradient_checkpointing(self.model, cfg)
+        self.checkpointing, self.checkpointing_why = use_gradient_checkpointing(self.model, cfg)
         self.model.eval()
         self.policy = self._policy()
         self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
         self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
+        self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one
         write_json(self.out / "config.json", asdict(cfg))
         self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
                                self.run_id)
@@ -631,6 +712,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 train_sequences=up["train_sequences"], train_tokens=up["train_tokens"],
                 train_tokens_shared=up["train_tokens_shared"],
                 kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
+                nonfinite=up["nonfinite"], nonfinite_tokens=up["nonfinite_tokens"],
                 clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
                 sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
                 importance_correction=c.importance_correction,
@@ -641,7 +723,8 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
                 train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
                 **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend, method="grpo",
-                base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing)
+                base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing,
+                checkpointing_why=self.checkpointing_why, **pass_rates(self.model, up))
 
 # %% ../nbs/08_grpo.ipynb #c9910704
 @patch
@@ -650,7 +733,8 @@ def step(self:GRPOTrainer, step:int)->dict:
     c, t0 = self.cfg, time.perf_counter()
     if c.backend == "vllm": self._sync_vllm(step)
     before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
-    groups, plan = self.rollout(step)
+    try: groups, plan = self.rollout(step)
+    except NonFiniteLogitsError as e: raise NonFiniteLogitsError(f"GRPO step {step}, rollout: {e}") from None
     t_roll = time.perf_counter() - t0
     read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
     eps, advs, flats, R, flat = self.score(plan, groups)
@@ -685,6 +769,8 @@ def run(self:GRPOTrainer)->list:
         self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
         if self.log_step(step, row, eps): written.append(row)
         bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
+        self.skipped = self.skipped + 1 if row["nonfinite"] else 0
+        if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps: raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))
     if self.wandb is not None: self.wandb.finish()
     return written
 

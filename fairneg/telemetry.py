@@ -7,7 +7,7 @@ from __future__ import annotations
 import os, resource
 
 # %% auto #0
-__all__ = ['gpu_reading', 'memory_reading', 'wandb_run']
+__all__ = ['PEAK_BF16', 'gpu_reading', 'memory_reading', 'peak_flops', 'matmul_params', 'pass_rates', 'wandb_run']
 
 # %% ../nbs/07c_telemetry.ipynb #0fd46d7d
 def gpu_reading()->dict:
@@ -36,6 +36,35 @@ def memory_reading()->dict:
                  **gpu_reading())
         torch.cuda.reset_peak_memory_stats()
     return m
+
+# %% ../nbs/07c_telemetry.ipynb #37e89120
+PEAK_BF16 = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200", 989e12), ("H100", 989e12), ("GH200", 989e12),
+             ("A100", 312e12), ("L40S", 362e12), ("A10G", 125e12), ("L4", 121e12))   # dense bf16 FLOP/s, spec sheets; first match wins
+
+def peak_flops(name:str|None)->float|None:
+    "The dense bf16 FLOP/s of a GPU named `name` (its spec), or None for a device the table does not know."
+    return next((f for k, f in PEAK_BF16 if name and k in name), None)
+
+def matmul_params(model)->int:
+    "Parameters that multiply (every parameter but the input embedding's, which is a lookup)."
+    emb = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    tied = emb is not None and out is not None and out.weight is emb       # a tied output layer multiplies with it
+    return sum(p.numel() for p in model.parameters()) - (0 if emb is None or tied else emb.numel())
+
+def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`
+               device_name:str|None=None, # the GPU (default: this process's, on CUDA)
+              )->dict:
+    "`ref_tflops`, `train_tflops` and `mfu` (train's share of the card's bf16 rate) of an update."
+    import torch
+    flops = 2 * matmul_params(model) * up.get("train_tokens", 0)
+    if not flops: return dict(ref_tflops=None, train_tflops=None, mfu=None)
+    name = device_name or (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+    ref = flops / up["ref_s"] / 1e12 if up.get("ref_s") else None
+    train = 2 * flops / up["update_s"] / 1e12 if up.get("update_s") else None
+    peak = peak_flops(name)
+    return dict(ref_tflops=ref and round(ref, 3), train_tflops=train and round(train, 3),
+                mfu=round(train * 1e12 / peak, 4) if train and peak else None)
 
 # %% ../nbs/07c_telemetry.ipynb #c160ce23
 def wandb_run(project:str|None, # the wandb project (None: no run)

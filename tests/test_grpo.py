@@ -8,7 +8,7 @@ from fairneg.bank import generate_bank
 from fairneg.grpo import GRPOConfig, train, checkpoints
 from fairneg.store import read_jsonl
 
-VOLATILE = ("rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s", "rss_mb",
+VOLATILE = ("rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s", "ref_tflops", "train_tflops", "mfu", "rss_mb",
             "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb", "gpu_total_mb", "gpu_util_pct", "code_version")
 
 @pytest.fixture(scope="module")
@@ -347,3 +347,44 @@ def test_conversation_context_trains_packed(bank, tmp_path):
         assert 0 <= r["sampler_gap"] < 1e-3
     tr = read_jsonl(out / "rollout_transcripts.jsonl")
     assert tr and {t["protocol_version"] for t in tr} == {"six-party-turns6-conv-v1"}
+
+def _nan_gradient_trainer():
+    from fairneg.grpo import GRPOTrainer
+    class NaNGradient(GRPOTrainer):
+        "Every update's gradient turns NaN on one LoRA weight while its loss stays finite (what the H200 run logged)."
+        def update_policy(self, samples):
+            p = next(p for n, p in self.model.named_parameters() if "lora_B" in n)
+            h = p.register_hook(lambda g: g * float("nan"))
+            try: return super().update_policy(samples)
+            finally: h.remove()
+    return NaNGradient
+
+def test_nonfinite_updates_are_skipped_then_stop_the_run(bank, tmp_path):
+    """A step whose gradient is NaN is logged (nonfinite: grad_norm) and not applied: the adapter's checkpoints keep the
+    fresh LoRA B of zeros; after max_nonfinite_steps in a row the run stops with an error naming the steps, and a resumed
+    run counts the skipped steps its rows end with."""
+    from safetensors.torch import load_file
+    from fairneg.grpo import NonFiniteStepsError, train
+    NaNGradient = _nan_gradient_trainer()
+    cfg = _tiny_cfg(bank, tmp_path / "run", steps=3, max_nonfinite_steps=2, checkpoint_steps=[1, 2, 3])
+    with pytest.raises(NonFiniteStepsError, match=r"lam0: the updates of steps 1-2 were all skipped \(not finite: grad_norm"):
+        NaNGradient(cfg, progress=False).run()
+    rows = read_jsonl(tmp_path / "run" / "training_steps.jsonl")
+    assert [(r["step"], r["nonfinite"]) for r in rows] == [(1, "grad_norm"), (2, "grad_norm")]
+    assert all(np.isfinite(r["loss"]) and np.isnan(r["grad_norm"]) for r in rows)
+    for step, ck in checkpoints(tmp_path / "run"):
+        w = load_file(ck / "adapter_model.safetensors")
+        assert all(float(t.abs().max()) == 0 for n, t in w.items() if "lora_B" in n), step    # never stepped
+    with pytest.raises(NonFiniteStepsError, match="steps 1-3"):                                   # resumed: 2 + 1 in a row
+        NaNGradient(cfg, resume=True, progress=False).run()
+    assert train(_tiny_cfg(bank, tmp_path / "run2", steps=1), progress=False)[0]["nonfinite"] is None   # a healthy step
+
+def test_nan_weights_stop_the_rollout_naming_the_step(bank, tmp_path):
+    "A NaN in the weights stops the rollout with an error naming the GRPO step and the decode step, not a token drawn from NaN."
+    from fairneg.grpo import GRPOTrainer
+    from fairneg.llm import NonFiniteLogitsError
+    tr = GRPOTrainer(_tiny_cfg(bank, tmp_path / "run"), progress=False)
+    with torch.no_grad(): next(p for n, p in tr.model.named_parameters() if "down_proj.base_layer" in n)[0, 0] = float("nan")
+    with pytest.raises(NonFiniteLogitsError, match=r"GRPO step 1, rollout: decode step 0: the model's logits are not finite"):
+        tr.run()
+    assert not (tmp_path / "run" / "training_steps.jsonl").exists()

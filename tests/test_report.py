@@ -153,16 +153,21 @@ def test_report_refusals(tmp_path, run_dir):
 
 def test_the_trainer_writes_the_step_schema():
     """GRPOTrainer._row builds its row with store.step_row and names every field of STEP_FIELDS but the memory readings
-    (which `**memory_reading()` adds), itself or in the dict `_policy_turns` returns (its `**pt`); read from their
+    (which `**memory_reading()` adds), itself or in the dicts `_policy_turns` (its `**pt`) and `pass_rates` return; read from their
     source, so no model is needed."""
     from fairneg.grpo import GRPOTrainer, _policy_turns
+    from fairneg.telemetry import pass_rates
     tree = ast.parse(textwrap.dedent(inspect.getsource(GRPOTrainer._row)))
     ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return))
     assert ret.value.func.id == "step_row"
     assert any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == "pt" for k in ret.value.keywords)
     turns = next(n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(_policy_turns)))) if isinstance(n, ast.Return))
     assert turns.value.func.id == "dict"
-    written = {k.arg for k in ret.value.keywords if k.arg} | {k.arg for k in turns.value.keywords}
+    assert any(k.arg is None and isinstance(k.value, ast.Call) and k.value.func.id == "pass_rates" for k in ret.value.keywords)
+    rates = [n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(pass_rates)))) if isinstance(n, ast.Return)]
+    assert rates and all(n.value.func.id == "dict" for n in rates)       # every return of pass_rates names its fields
+    written = ({k.arg for k in ret.value.keywords if k.arg} | {k.arg for k in turns.value.keywords}
+               | {k.arg for n in rates for k in n.value.keywords})
     memory = {k for k in STEP_FIELDS if k == "rss_mb" or k.startswith("gpu_")}
     dpo_only = {"pairs", "pairs_available", "pairs_effective", "dpo_beta", "reward_chosen", "reward_rejected", "reward_margin",
                 "reward_accuracy", "logp_chosen", "logp_rejected"}          # what a DPO step has and a GRPO step has not
