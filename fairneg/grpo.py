@@ -16,7 +16,7 @@ from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
-                         default_dtype, NonFiniteLogitsError)
+                         default_dtype, NonFiniteLogitsError, DECODES)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
@@ -108,6 +108,7 @@ class _Rollout(_Objective):
     backend: str = "hf"                 # rollouts on `hf` (transformers) or `vllm`
     vllm_gpu_memory: float = 0.45       # share of the GPU vLLM may take (the trainer needs the rest)
     rollout_batch: int = 64             # rows per decoding batch of the HF policy
+    decode: str = "auto"                # the HF policy's decoding: dynamic, static or graphed (a static cache with CUDA graphs); auto: graphed on a GPU
     seed: int = 0                       # run seed: bank sampling, episode seeds, zoo draws, LoRA init
 
 # %% ../nbs/08_grpo.ipynb #de7b192c
@@ -142,13 +143,14 @@ def _check_config(cfg:GRPOConfig):
         raise ValueError(f"flat_groups must be kl_only or drop, got {cfg.flat_groups!r}")
     if cfg.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {cfg.context!r}")
     if cfg.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
+    if cfg.decode not in ("auto", *DECODES): raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {cfg.decode!r}")
     if cfg.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
         raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {cfg.dtype!r}")
 
 # %% ../nbs/08_grpo.ipynb #32a1cef8
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
              "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack",
-             "share_prefix", "max_nonfinite_steps")
+             "share_prefix", "max_nonfinite_steps", "decode")
 _ADDED = {"context": "window"}   # fields added after runs were made: hashed (and compared on resume) only away from these defaults
 
 def _problem(cfg:GRPOConfig)->dict:
@@ -626,7 +628,7 @@ def _policy(self:GRPOTrainer):
                           **self._vllm_dtype())
     return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                     batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
-                    message_chars=c.message_chars, constrain=cons)
+                    message_chars=c.message_chars, constrain=cons, decode=c.decode)
 
 @patch
 def _vllm_dtype(self:GRPOTrainer)->dict:

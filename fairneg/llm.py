@@ -18,16 +18,17 @@ from .rollout import EpisodeSpec, co_step, request_messages
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'NULL', 'CONSTRAIN', 'BROKEN_XGRAMMAR',
-           'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path', 'default_dtype',
-           'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
-           'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'right_pad', 'vocab_size',
-           'stop_ids', 'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache',
-           'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'sample_batch', 'unpack_bitmask', 'span_logprobs',
-           'sequence_logprobs', 'prefix_groups', 'is_checkpointing', 'deal_schema', 'text_schema',
-           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
-           'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm',
-           'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model', 'eval_text']
+__all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'DECODES', 'NULL', 'CONSTRAIN',
+           'BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'model_path',
+           'default_dtype', 'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape',
+           'standin_model', 'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'right_pad',
+           'vocab_size', 'stop_ids', 'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache',
+           'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'sample_batch', 'bucket',
+           'static_cache', 'graphed_forward', 'sample_static', 'unpack_bitmask', 'span_logprobs', 'sequence_logprobs',
+           'prefix_groups', 'is_checkpointing', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text',
+           'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call',
+           'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action',
+           'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -400,7 +401,25 @@ def no_mass_past(logits, vocab:int|None):
     if vocab is not None and vocab < logits.shape[-1]: logits[..., vocab:] = float("-inf")
     return logits
 
+# %% ../nbs/07_llm.ipynb #d0571fd4
+def decode_rows(step, # `step(nxt)`: the next logits (float32, `[B, V]`) after the sampled ids `nxt` (None: the prompts')
+                rows:_Rows, gram:_Grammars, gens:list, temperature:float, top_p:float, vocab:int|None):
+    "The decoding loop of every cache: each step's logits checked, masked and drawn from, row by row, until no row is live."
+    import torch
+    t, nxt = 0, None
+    while any(rows.live):
+        logits = step(nxt)
+        check_logits(logits, rows.live, t); t += 1
+        no_mass_past(logits, vocab)
+        if temperature > 0: logits = logits / temperature
+        gram.mask(logits, rows.live)
+        logp = torch.log_softmax(logits, -1)
+        nxt = logp.argmax(-1) if temperature <= 0 else _draw(gens, _top_p(logp.exp(), top_p))
+        rows.take(nxt.tolist(), logp.gather(1, nxt[:, None]).squeeze(1).tolist(), gram.matchers)
+
 # %% ../nbs/07_llm.ipynb #b4adb8e5
+DECODES = ("dynamic", "static", "graphed")   # a growing cache; a preallocated one; a preallocated one with CUDA graphs
+
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
                  max_new:list, # per-row token caps
@@ -412,9 +431,14 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                  prefixes:list|None=None, # per row: the cached keys and values its `prompts` row continues (`row_cache`), or None
                  keep_cache:bool=False, # return each row's keys and values (prompt and completion) as `kv`
                  vocab:int|None=None, # the tokenizer's size: ids at or past it are never drawn (None: the whole output layer)
+                 decode:str="dynamic", # `dynamic` (a growing cache), `static` (a preallocated one) or `graphed` (static, with CUDA graphs)
                 )->list:
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
+    if decode not in DECODES: raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
+    if decode != "dynamic" and not keep_cache and not any(prefixes or []):        # a conversation's cache grows: dynamic
+        return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id, grammars, stats, vocab,
+                             graphed=decode == "graphed")
     B, dev = len(prompts), _device(model)
     cache_kw, keep = _forward_params(type(_base(model)))
     cache, pmask = seed_cache(model, prefixes or [None] * B, dev)
@@ -424,25 +448,79 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     pos, mask = pos + pmask.sum(1, keepdim=True), torch.cat([pmask, mask], 1)     # the new ids continue the cached ones
     P = mask.shape[1]                                                             # prompt columns: cached and new
     stats = stats if stats is not None else {}
-    with torch.no_grad():
-        t = 0                                                                     # the decode step
-        while any(rows.live):
-            logits = _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats)
-            check_logits(logits, rows.live, t); t += 1
-            no_mass_past(logits, vocab)
-            if temperature > 0: logits = logits / temperature
-            gram.mask(logits, rows.live)
-            logp = torch.log_softmax(logits, -1)
-            nxt = logp.argmax(-1) if temperature <= 0 else _draw(gens, _top_p(logp.exp(), top_p))
-            rows.take(nxt.tolist(), logp.gather(1, nxt[:, None]).squeeze(1).tolist(), gram.matchers)
-            if not any(rows.live): break
-            x, pos = nxt[:, None], pos[:, -1:] + 1
-            mask = torch.cat([mask, mask.new_ones((B, 1))], 1)
+    st = dict(mask=mask, pos=pos)
+    def step(nxt):                                                                # the prompt's forward, then one per token
+        if nxt is not None:
+            st["pos"], st["mask"] = st["pos"][:, -1:] + 1, torch.cat([st["mask"], st["mask"].new_ones((B, 1))], 1)
+        return _forward_last(model, x if nxt is None else nxt[:, None], st["mask"], st["pos"], cache, cache_kw, keep, stats)
+    with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
+    mask = st["mask"]
     res = rows.results()
     if keep_cache:
         for i, r in enumerate(res):
             r["kv"] = row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1, i) if cache.get_seq_length() else None
     return res
+
+# %% ../nbs/07_llm.ipynb #037910ff
+def bucket(n:int, lo:int=1)->int:
+    "The smallest power of two that is at least `n` and `lo`."
+    return max(lo, 1 << max(n - 1, 0).bit_length())
+
+def static_cache(model, B:int, L:int):
+    "The model's static KV cache of `B` rows by `L` columns: allocated once per shape and zeroed on reuse (the two last shapes kept)."
+    from transformers import StaticCache
+    kept = model.__dict__.setdefault("_fairneg_static", {})
+    c = kept.pop((B, L), None)
+    if c is None: c = StaticCache(config=_base(model).config, max_cache_len=L)
+    elif c.is_initialized: c.reset()
+    kept[(B, L)] = c                                                       # the most recent last
+    while len(kept) > 2: kept.pop(next(iter(kept)))
+    return c
+
+def graphed_forward(model):
+    "The model's forward compiled once for CUDA graphs (`torch.compile`, mode `reduce-overhead`; on a CPU, compiled only)."
+    f = model.__dict__.get("_fairneg_graphed")
+    if f is None:
+        import torch
+        f = model.__dict__["_fairneg_graphed"] = torch.compile(lambda **kw: model(**kw), mode="reduce-overhead")
+    return f
+
+# %% ../nbs/07_llm.ipynb #9b377fab
+def _forward_static(fwd, x, mask, pos, cp, cache, stats:dict, graphed:bool=False):
+    "One forward over the new ids on a static cache: the last position's logits (float32, a copy a graph replay cannot overwrite)."
+    import torch
+    t0 = time.perf_counter()
+    if graphed and x.device.type == "cuda": torch.compiler.cudagraph_mark_step_begin()
+    out = fwd(input_ids=x, attention_mask=mask, position_ids=pos, cache_position=cp, past_key_values=cache, use_cache=True,
+              logits_to_keep=1)
+    logits = out.logits[:, -1].float().clone()
+    stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
+    stats["steps"] = stats.get("steps", 0) + 1
+    return logits
+
+def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:float=1.0, top_p:float=1.0, eos_ids=(),
+                  pad_id:int=0, grammars:list|None=None, stats:dict|None=None, vocab:int|None=None, # as in `sample_batch`
+                  graphed:bool=False, # decode steps through `graphed_forward` (CUDA graphs on a GPU)
+                 )->list:
+    "`sample_batch` on a static cache, its rows and columns padded to powers of two so that decode steps keep their shapes."
+    import torch
+    B, dev = len(prompts), _device(model)
+    W = bucket(B, 8 if dev.type == "cuda" else 1)                          # the rows past B are idle
+    x, m, pos = left_pad(list(prompts) + [[pad_id]] * (W - B), pad_id, dev)
+    P = x.shape[1]
+    L = bucket(P + max(max_new, default=0), 256)                           # the cache's columns
+    cache = static_cache(model, W, L)
+    mask = torch.zeros((W, L), dtype=torch.long, device=dev); mask[:, :P] = m
+    gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
+    gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B), vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
+    stats, fwd, st = stats if stats is not None else {}, graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
+    def step(nxt):
+        if nxt is None: return _forward_static(model, x, mask, pos, torch.arange(P, device=dev), cache, stats)
+        mask[:, st["col"]] = 1; st["pos"] = st["pos"][:, -1:] + 1
+        cp = torch.tensor([st["col"]], device=dev); st["col"] += 1
+        return _forward_static(fwd, nxt[:, None], mask, st["pos"], cp, cache, stats, graphed)
+    with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
+    return rows.results()[:B]
 
 # %% ../nbs/07_llm.ipynb #79cf871a
 def unpack_bitmask(bitmask, vocab:int):
@@ -725,6 +803,7 @@ class HFPolicy:
                  scratchpad_chars:int=256, message_chars:int=160, # field lengths under the constraint
                  kv_reuse:bool=True, # conversation context: keep each live seat's keys and values between its turns
                  kv_cache_tokens:int=262144, # at most this many cached tokens in all (the oldest seats' caches go first)
+                 decode:str="auto", # `dynamic`, `static` or `graphed` (see `sample_static`); `auto`: graphed on a GPU, dynamic on a CPU
                 ):
         if isinstance(model, (str, Path)):
             self.spec = str(model)
@@ -740,6 +819,8 @@ class HFPolicy:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
+        self.decode = decode if decode != "auto" else "graphed" if _device(self.model).type == "cuda" else "dynamic"
+        if self.decode not in DECODES: raise ValueError(f"decode must be auto or one of {', '.join(DECODES)}, got {decode!r}")
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)
@@ -772,7 +853,7 @@ def act_batch(self:HFPolicy, requests:list)->list:
                             [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
                             prefixes=[hits[i][1] for i in idx],   # a seat's cache is kept for conversations only
                             keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
-                            vocab=self.n_tokens)
+                            vocab=self.n_tokens, decode=self.decode)
         self.stats["decode_s"] += time.perf_counter() - t1
         for i, o in zip(idx, outs):
             kv = o.pop("kv", None)

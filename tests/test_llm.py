@@ -86,3 +86,33 @@ def test_model_eval_cli(standin, tmp_path):
 def test_evaluate_without_agents(standin):
     res = evaluate_model(_policy(standin), [ultimatum_game()], episodes=2, agents=[])
     assert res["episodes"] == 2 and res["legal_rate"] == 1 and res["agreement"] == {}
+
+def test_graphed_decode_gives_the_dynamic_completions(tmp_path):
+    """`decode="graphed"` runs the decode steps through torch.compile (`reduce-overhead`: CUDA graphs on a GPU; here, on a
+    CPU, Inductor's compiled code): the same completions and log-probs as the dynamic cache, for two batch shapes (the
+    second a recompile) and under the grammar, through HFPolicy as a rollout calls it."""
+    import torch
+    from fairneg.game import generate_game
+    from fairneg.llm import sample_batch, encode_request, stop_ids, load_model, compiled_grammar, legal_action_schema, vocab_size
+    from fairneg.protocol import new_episode, current_seats, decision_point
+    from fairneg.rollout import TurnRequest, turn_seed
+    model, tok = load_model(standin_model(tmp_path / "s"))
+    reqs = []
+    for k in range(5):
+        g = generate_game(40000 + k, n_parties=3 + k % 3); st = new_episode(g, k)
+        reqs.append(TurnRequest(decision_point(st, current_seats(st)[0]), g, turn_seed(st.episode_id, 0), 2048))
+    P, E = [encode_request(tok, r) for r in reqs], stop_ids(model, tok)
+    kw = dict(eos_ids=E, pad_id=tok.pad_token_id, vocab=len(tok))
+    for n, caps in ((5, [16, 9, 16, 4, 16]), (2, [12, 12])):
+        dyn = sample_batch(model, P[:n], [r.seed for r in reqs[:n]], caps, **kw)
+        gra = sample_batch(model, P[:n], [r.seed for r in reqs[:n]], caps, decode="graphed", **kw)
+        assert [r["completion_ids"] for r in gra] == [r["completion_ids"] for r in dyn]
+        assert max(abs(a - b) for x, y in zip(gra, dyn) for a, b in zip(x["logprobs"], y["logprobs"])) < 1e-4
+    gr = lambda: [compiled_grammar(tok, legal_action_schema(r.dp, 16, 16), vocab_size(model)) for r in reqs]
+    dyn = sample_batch(model, P, [r.seed for r in reqs], [200] * 5, grammars=gr(), **kw)
+    gra = sample_batch(model, P, [r.seed for r in reqs], [200] * 5, grammars=gr(), decode="graphed", **kw)
+    assert [r["completion_ids"] for r in gra] == [r["completion_ids"] for r in dyn] and all(not r["truncated"] for r in gra)
+    pol = HFPolicy(model, tok, max_new_tokens=16, decode="graphed")
+    assert [o["completion_ids"] for o in pol.act_batch(reqs)] == [r["completion_ids"] for r in
+                                                                   sample_batch(model, P, [r.seed for r in reqs], [16] * 5, **kw)]
+    assert HFPolicy(model, tok).decode == "dynamic"                       # auto, on a CPU
