@@ -111,14 +111,15 @@ def one_backend(a, gpu:bool)->dict:
     given = dict(model=model_spec(a) if a.model else None, groups=a.groups, k=a.k, max_turns=a.max_turns, max_new_tokens=a.max_new_tokens,
                  scratchpad_chars=a.chars, message_chars=a.chars,
                  constrain=a.constrain or ("legal" if a.model == "qwen3-8b-standin" else None),   # None: the model's default (legal for tiny)
-                 context=a.context if a.context in ("window", "conversation") else None, share_prefix=a.share_prefix)
+                 context=a.context if a.context in ("window", "conversation") else None, share_prefix=a.share_prefix,
+                 decode=getattr(a, "decode", None))
     cfg = make_config(a.params or None, **{**fallback, **{k: v for k, v in given.items() if v is not None}}, backend=a.backend,
                       steps=a.steps, bank=str(out / "bank"), out=str(out / "run"), checkpoint_steps=[a.steps], transcript_every=0, lam=0.5)
     spec, name = cfg.model, a.model or cfg.model
     dev = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} threads)"
     print(f"GRPO step time: {spec} on {a.backend}, {cfg.groups} groups × {cfg.k} episodes, max {cfg.max_new_tokens} new tokens/turn, "
           f"deadline {cfg.max_turns or 'protocol'}, constrain {default_constrain(spec, cfg.constrain)}, LoRA rank {cfg.lora_r}, "
-          f"context {cfg.context}, shared first stretches >= {cfg.share_prefix} tokens run once"
+          f"context {cfg.context}, decode {cfg.decode}, shared first stretches >= {cfg.share_prefix} tokens run once"
           f"{', from ' + a.params if a.params else ''}; device {dev}")
     t0 = time.perf_counter()
     try: rows = train(cfg, progress=True)
@@ -254,6 +255,8 @@ def main(argv=None)->int:
                     help="the seats' context; both: each backend in each context, side by side with issue #15's targets")
     ap.add_argument("--share-prefix", type=int, default=None,
                     help="run first stretches of at least this many tokens that sequences share once in training (0: never; default: GRPOConfig's)")
+    ap.add_argument("--decode", default=None, choices=["auto", "dynamic", "static", "graphed"],
+                    help="the HF policy's decoding (default: GRPOConfig's, auto: graphed on a GPU, dynamic on a CPU)")
     ap.add_argument("--standin-dir", default=str(Path(tempfile.gettempdir()) / "fairneg-qwen3-8b-standin"))
     ap.add_argument("--out", default=None, help="run folder (default: a temporary one)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the verdict here")
