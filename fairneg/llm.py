@@ -820,6 +820,7 @@ class HFPolicy:
         self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
         self.decode = decode if decode != "auto" else "graphed" if _device(self.model).type == "cuda" else "dynamic"
+        self.decode_auto, self.decode_fallback = decode == "auto", None   # why an auto-chosen graphed path was left, if it was
         if self.decode not in DECODES: raise ValueError(f"decode must be auto or one of {', '.join(DECODES)}, got {decode!r}")
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
@@ -847,13 +848,13 @@ def act_batch(self:HFPolicy, requests:list)->list:
     for c in range(0, n, self.batch_size):
         idx = order[c:c + self.batch_size]
         t1 = time.perf_counter()
-        outs = sample_batch(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
+        outs = self._sample(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
                             [caps[i] for i in idx], self.temperature, self.top_p,
                             self.eos_ids, self.pad_id,
                             [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
                             prefixes=[hits[i][1] for i in idx],   # a seat's cache is kept for conversations only
                             keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
-                            vocab=self.n_tokens, decode=self.decode)
+                            vocab=self.n_tokens)
         self.stats["decode_s"] += time.perf_counter() - t1
         for i, o in zip(idx, outs):
             kv = o.pop("kv", None)
@@ -886,6 +887,19 @@ def end_episodes(self:HFPolicy, episode_ids)->None:
     "Drop the caches of finished episodes (`co_step` calls this as episodes end)."
     ids = set(episode_ids)
     for k in [k for k in self._kv if k[0] in ids]: del self._kv[k]
+
+# %% ../nbs/07_llm.ipynb #45615979
+@patch
+def _sample(self:HFPolicy, *args, **kw)->list:
+    "`sample_batch` with this policy's decoding; a graphed path `auto` chose that fails falls back to dynamic, with a warning."
+    try: return sample_batch(*args, decode=self.decode, **kw)
+    except (NonFiniteLogitsError, ContextLimitError): raise
+    except Exception as e:
+        if not (self.decode == "graphed" and self.decode_auto): raise
+        import warnings
+        self.decode, self.decode_fallback = "dynamic", f"{type(e).__name__}: {e}"[:500]
+        warnings.warn(f"{self.name}: graphed decoding failed ({self.decode_fallback}); decoding with a dynamic cache from now on")
+        return sample_batch(*args, decode=self.decode, **kw)
 
 # %% ../nbs/07_llm.ipynb #d44cce72
 def _structured(schema:dict)->dict:
