@@ -212,14 +212,21 @@ def next_turn_ids(tokenizer, prev_ids:list, # the seat's last turn: its prompt i
     return list(prev_ids) + tokenizer(close + user_text + reply, add_special_tokens=False)["input_ids"]
 
 # %% ../nbs/07_llm.ipynb #8828f2c4
-def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
-    "Left-pad token lists: `(input_ids, attention_mask, position_ids)`, positions counted from each row's first token."
+def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
+    "Token lists as one `[B, L]` tensor of ids beside its attention mask, each row's pads on the left or the right."
     import torch
     L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.long)
     for i, s in enumerate(seqs):
-        if len(s): ids[i, L - len(s):] = torch.as_tensor(s, dtype=torch.long); mask[i, L - len(s):] = 1
+        if len(s):
+            cols = slice(L - len(s), L) if left else slice(0, len(s))
+            ids[i, cols] = torch.as_tensor(s, dtype=torch.long); mask[i, cols] = 1
+    return ids, mask
+
+def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
+    "Left-pad token lists: `(input_ids, attention_mask, position_ids)`, positions counted from each row's first token."
+    ids, mask = _lay_out(seqs, pad_id, left=True)
     pos = (mask.cumsum(1) - 1).clamp_min(0)
     return ids.to(device), mask.to(device), pos.to(device)
 
@@ -227,12 +234,8 @@ def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
 def right_pad(seqs:list, pad_id:int, device="cpu")->tuple:
     "Right-pad token lists: `(input_ids, attention_mask, position_ids)`; every query row, a pad's too, sees a real key."
     import torch
-    L = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), L), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if len(s): ids[i, :len(s)] = torch.as_tensor(s, dtype=torch.long); mask[i, :len(s)] = 1
-    return ids.to(device), mask.to(device), torch.arange(L).expand(len(seqs), L).to(device)
+    ids, mask = _lay_out(seqs, pad_id, left=False)
+    return ids.to(device), mask.to(device), torch.arange(ids.shape[1]).expand(*ids.shape).to(device)
 
 # %% ../nbs/07_llm.ipynb #82beefe9
 def _base(model):
@@ -963,6 +966,12 @@ def engine_kwargs(path:str, # the model folder
     return {**kw, **llm_kw}
 
 # %% ../nbs/07_llm.ipynb #13712d15
+def _tokenizer_ids(llm, tokenizer)->list|None:
+    "The tokenizer's ids when the engine's output layer is wider (its padding is no token: never drawn), else None."
+    try: width = int(llm.llm_engine.model_config.get_vocab_size())
+    except Exception: return None                       # an engine that does not say: nothing to mask
+    return list(range(len(tokenizer))) if len(tokenizer) < width else None
+
 class VLLMPolicy:
     "The `HFPolicy` interface on vLLM's offline engine, with versioned LoRA adapters and JSON-schema constraints."
     def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`)
@@ -983,6 +992,7 @@ class VLLMPolicy:
         self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
+        self.tokens_only = _tokenizer_ids(self.llm, self.tokenizer)      # unconstrained: only the tokenizer's ids (None: all)
         self.context = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None), "max_model_len", None)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
@@ -1024,7 +1034,8 @@ def act_batch(self:VLLMPolicy, requests:list)->list:
     check_context(requests, prompts, caps, self.context)
     schemas = [self.schema(r.dp) if cons else None for r in requests]
     params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed), max_tokens=cap, logprobs=0,
-                             **(_structured(sc) if sc is not None else {})) for r, sc, cap in zip(requests, schemas, caps)]
+                             **(_structured(sc) if sc is not None else {"allowed_token_ids": self.tokens_only} if self.tokens_only else {}))
+              for r, sc, cap in zip(requests, schemas, caps)]
     gens = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, lora_request=self.lora, use_tqdm=False)
     res = []
     for p, sc, g in zip(prompts, schemas, gens):

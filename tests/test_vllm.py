@@ -111,3 +111,11 @@ def test_conversation_prefix_cache(policy):
         block = getattr(block, "block_size", None) or 32
         # each continued turn finds at least its last turn's ids in the cache, less a partial block
         assert v.stats["prompt_tokens_cached"] >= prev_total - pairs * block, (v.stats, prev_total, pairs)
+
+def test_unconstrained_never_draws_past_the_tokenizer(policy):
+    "The stand-in's output layer is padded past its tokenizer (as real Qwen3's: 151,669 ids under 151,936 logits); unconstrained, those ids are never drawn."
+    free = policy.view("free")
+    free.constrain, free.max_new_tokens = "none", 48
+    assert free.tokens_only == list(range(len(free.tokenizer)))
+    ids = [t for o in free.act_batch(_reqs(_states(), 11)) for t in o["completion_ids"]]
+    assert len(ids) > 60 and max(ids) < len(free.tokenizer), (len(ids), max(ids))

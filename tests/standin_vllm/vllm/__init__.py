@@ -46,6 +46,10 @@ class LLM:
         self.eos_ids = stop_ids(self.base, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.adapters = {}                      # lora_int_id -> (name, path, model): vLLM's cache is keyed by id
+        from types import SimpleNamespace
+        from fairneg.llm import vocab_size
+        width = vocab_size(self.base)           # vLLM's ModelConfig.get_vocab_size(): the output layer's width
+        self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(get_vocab_size=lambda: width))
         _log(event="init", model=model, **kw)
 
     def __del__(self):                          # the tests check an engine is gone before the next one starts
@@ -78,9 +82,13 @@ class LLM:
             if so.grammar is not None: return compiled_ebnf(self.tokenizer, so.grammar, vocab_size(model))
             return compiled_grammar(self.tokenizer, so.json, vocab_size(model))
         grammars = [grammar(p.structured_outputs) for p in params]
+        allowed = {None if p.allowed_token_ids is None else tuple(p.allowed_token_ids) for p in params}
+        if len(allowed) > 1: raise NotImplementedError("the stand-in takes one allowed_token_ids per call")
+        allowed = allowed.pop()
+        if allowed is not None and allowed != tuple(range(len(allowed))): raise NotImplementedError("the stand-in allows 0..n-1 only")
         outs = sample_batch(model, ids, [p.seed if p.seed is not None else self.args.seed for p in params], [p.max_tokens for p in params],
                             params[0].temperature, params[0].top_p, self.eos_ids, self.pad_id,
-                            grammars if any(g is not None for g in grammars) else None)
+                            grammars if any(g is not None for g in grammars) else None, vocab=None if allowed is None else len(allowed))
         served = None
         if lora_request is not None:
             from peft import get_peft_model_state_dict

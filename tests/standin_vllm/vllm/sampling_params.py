@@ -14,3 +14,4 @@ class SamplingParams:
     max_tokens: int = 16
     logprobs: int | None = None
     structured_outputs: StructuredOutputsParams | None = None
+    allowed_token_ids: list | None = None   # the only ids that may be drawn (fairneg passes the tokenizer's, 0..n-1)
