@@ -29,7 +29,7 @@
 #   decode  150 s  (not yet measured: the stand-in ~21 s, the dynamic path ~10 s, the graphed path's compile and graph
 #                  captures unknown) bench/bench_decode.py: writes the Qwen3-8B-shaped stand-in (random bf16 weights,
 #                  8.19 B parameters, built on the GPU) to /tmp/fairneg-qwen3-8b-standin, then ms per decode step of
-#                  fairneg.llm.sample_batch (no grammar, rows to their cap) at batch 1/8/32/128, 256-token prompts, 24 new
+#                  fairneg.llm.sample_batch (no grammar, rows to their cap) at batch 32 (the target's, first), 1, 8, 128, 256-token prompts, 24 new
 #                  tokens, dynamic (eager) and graphed (static cache, CUDA graphs) side by side, beside the bound bytes of
 #                  the weights / 4.8e12 B/s (the H200's spec); a path that fails is reported and dropped.
 #                  -> decode.json (rewritten after every row). The GRPO stage's rollouts decode graphed only if it ran.
@@ -223,9 +223,9 @@ left() { local l=$((BUDGET - SECONDS)); [ $l -lt $1 ] && echo $l || echo $1; }  
 
 # the stand-in: written by the decode stage; on the device the grpo stage names it as bench_grpo_step's own
 # `qwen3-8b-standin` (which writes it, should the decode stage have been stopped before it did)
-if [ $DRY = 1 ]; then SD=$WORK/standin; DEC="--model standin --standin-dir $SD --batches 1 8 32 128 --prompt-len 64 --new 8 --threads 2"
+if [ $DRY = 1 ]; then SD=$WORK/standin; DEC="--model standin --standin-dir $SD --batches 32 1 8 128 --prompt-len 64 --new 8 --threads 2"
     COSTEP="--model $SD --threads 2"; GMODEL="--model $SD"; GSIZE="--groups 2 --k 4"
-else SD=/tmp/fairneg-qwen3-8b-standin; DEC="--model qwen3-8b-standin --standin-dir $SD --batches 1 8 32 128 --prompt-len 256 --new 24"
+else SD=/tmp/fairneg-qwen3-8b-standin; DEC="--model qwen3-8b-standin --standin-dir $SD --batches 32 1 8 128 --prompt-len 256 --new 24"
     COSTEP="--model $SD --threads 16"; GMODEL="--model qwen3-8b-standin --standin-dir $SD"; GSIZE="--groups 4 --k 8"; fi
 
 cat > "$WORK/imports.py" <<'PY'

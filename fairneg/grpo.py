@@ -16,7 +16,7 @@ from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
-                         default_dtype, NonFiniteLogitsError, DECODES)
+                         default_dtype, NonFiniteLogitsError, DECODES, release_decode_caches)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
@@ -405,6 +405,7 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
+    release_decode_caches(model)                                   # the rollout's static caches: the update needs the memory
     share = 0 if is_checkpointing(model) else cfg.share_prefix    # checkpointing drops a passed cache: run sequences whole
     for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget, share): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res)
     res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
@@ -606,9 +607,10 @@ class GRPOTrainer:
             self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
             self.opt, self.sch = make_optimizer(self.model, cfg)
+        self.model.eval()
+        self.policy = self._policy()                   # first: vLLM's engine takes its share of the GPU before the plan reads what is free
         self.checkpointing, self.checkpointing_why = use_gradient_checkpointing(self.model, cfg)
         self.model.eval()
-        self.policy = self._policy()
         self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
         self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
         self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one

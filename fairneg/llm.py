@@ -24,11 +24,11 @@ __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QW
            'standin_model', 'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'right_pad',
            'vocab_size', 'stop_ids', 'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache',
            'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'sample_batch', 'bucket',
-           'static_cache', 'graphed_forward', 'sample_static', 'unpack_bitmask', 'span_logprobs', 'sequence_logprobs',
-           'prefix_groups', 'is_checkpointing', 'deal_schema', 'text_schema', 'legal_action_schema', 'grammar_text',
-           'compiled_ebnf', 'compiled_grammar', 'constrained_masks', 'constrain_mode', 'policy_answer', 'count_call',
-           'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy', 'same_action',
-           'evaluate_model', 'eval_text']
+           'static_cache', 'release_decode_caches', 'graphed_forward', 'sample_static', 'unpack_bitmask',
+           'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'is_checkpointing', 'deal_schema', 'text_schema',
+           'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
+           'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm',
+           'engine_kwargs', 'VLLMPolicy', 'same_action', 'evaluate_model', 'eval_text']
 
 # %% ../nbs/07_llm.ipynb #2048b80f
 def model_path(spec)->str:
@@ -470,21 +470,27 @@ def bucket(n:int, lo:int=1)->int:
     return max(lo, 1 << max(n - 1, 0).bit_length())
 
 def static_cache(model, B:int, L:int):
-    "The model's static KV cache of `B` rows by `L` columns: allocated once per shape and zeroed on reuse (the two last shapes kept)."
+    "`(columns, cache)`: a static KV cache of `B` rows and at least `L` columns; per width one is kept and zeroed for reuse, its length only growing (two widths kept)."
     from transformers import StaticCache
-    kept = model.__dict__.setdefault("_fairneg_static", {})
-    c = kept.pop((B, L), None)
-    if c is None: c = StaticCache(config=_base(model).config, max_cache_len=L)
-    elif c.is_initialized: c.reset()
-    kept[(B, L)] = c                                                       # the most recent last
+    kept = model.__dict__.setdefault("_fairneg_static", {})                # width -> (columns, cache)
+    n, c = kept.pop(B, (0, None))
+    if n >= L: c.reset()                                                   # reset: also after a forward that failed midway
+    else: c = None; n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)   # the old one freed before the new
+    kept[B] = (n, c)                                                       # the most recent last
     while len(kept) > 2: kept.pop(next(iter(kept)))
-    return c
+    return n, c
+
+def release_decode_caches(model)->None:
+    "Free the static caches a model's decoding keeps (before an update needs the memory, or when a graphed path is left)."
+    import torch
+    if model.__dict__.pop("_fairneg_static", None) and torch.cuda.is_available(): torch.cuda.empty_cache()
 
 def graphed_forward(model):
     "The model's forward compiled once for CUDA graphs (`torch.compile`, mode `reduce-overhead`; on a CPU, compiled only)."
     f = model.__dict__.get("_fairneg_graphed")
     if f is None:
-        import torch
+        import torch, torch._dynamo.config as dc
+        dc.recompile_limit = max(getattr(dc, "recompile_limit", 8), 64)     # a rollout meets a few widths and lengths
         f = model.__dict__["_fairneg_graphed"] = torch.compile(lambda **kw: model(**kw), mode="reduce-overhead")
     return f
 
@@ -512,7 +518,7 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     x, m, pos = left_pad(list(prompts) + [[pad_id]] * (W - B), pad_id, dev)
     P = x.shape[1]
     L = bucket(P + max(max_new, default=0), 256)                           # the cache's columns
-    cache = static_cache(model, W, L)
+    L, cache = static_cache(model, W, L)                                   # a longer kept cache serves as it is
     mask = torch.zeros((W, L), dtype=torch.long, device=dev); mask[:, :P] = m
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
     gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B), vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
@@ -901,6 +907,7 @@ def _sample(self:HFPolicy, *args, **kw)->list:
         if not (self.decode == "graphed" and self.decode_auto): raise
         import warnings
         self.decode, self.decode_fallback = "dynamic", f"{type(e).__name__}: {e}"[:500]
+        release_decode_caches(self.model)
         warnings.warn(f"{self.name}: graphed decoding failed ({self.decode_fallback}); decoding with a dynamic cache from now on")
         return sample_batch(*args, decode=self.decode, **kw)
 

@@ -29,7 +29,7 @@ def test_dry_run(tmp_path):
         rc, secs, limit = rows[name]
         assert rc == 0 and secs <= limit, (name, rows[name], summary)
     dec = json.loads((out / "decode.json").read_text())
-    assert [(r["batch"], r["decode"]) for r in dec["rows"]] == [(b, d) for b in (1, 8, 32, 128) for d in ("dynamic", "graphed")]
+    assert [(r["batch"], r["decode"]) for r in dec["rows"]] == [(b, d) for b in (32, 1, 8, 128) for d in ("dynamic", "graphed")]
     for r in dec["rows"]: _numbers(r, "ms_per_step", "forward_ms_per_step", "tok_per_s", "prefill_s", "warmup_s")
     assert dec["target"] == "not judged"                 # on a CPU: no bandwidth bound
     assert "rollouts decode: graphed" in summary          # the GRPO stage decodes as the decode stage showed it can
