@@ -16,7 +16,7 @@ from .protocol import CONTEXTS
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games, read_yaml
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
-                         default_dtype, NonFiniteLogitsError, DECODES, release_decode_caches)
+                         default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
@@ -143,7 +143,7 @@ def _check_config(cfg:GRPOConfig):
         raise ValueError(f"flat_groups must be kl_only or drop, got {cfg.flat_groups!r}")
     if cfg.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {cfg.context!r}")
     if cfg.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
-    if cfg.decode not in ("auto", *DECODES): raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {cfg.decode!r}")
+    decode_mode(cfg.decode)                            # auto, dynamic, static or graphed: its error names the field
     if cfg.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
         raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {cfg.dtype!r}")
 
@@ -607,7 +607,6 @@ class GRPOTrainer:
             self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
             self.opt, self.sch = make_optimizer(self.model, cfg)
-        self.model.eval()
         self.policy = self._policy()                   # first: vLLM's engine takes its share of the GPU before the plan reads what is free
         self.checkpointing, self.checkpointing_why = use_gradient_checkpointing(self.model, cfg)
         self.model.eval()

@@ -23,8 +23,8 @@ __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QW
            'default_dtype', 'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape',
            'standin_model', 'chat_text', 'encode_request', 'turn_frame', 'next_turn_ids', 'left_pad', 'right_pad',
            'vocab_size', 'stop_ids', 'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache',
-           'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'sample_batch', 'bucket',
-           'static_cache', 'release_decode_caches', 'graphed_forward', 'sample_static', 'unpack_bitmask',
+           'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'decode_mode', 'sample_batch',
+           'bucket', 'static_cache', 'release_decode_caches', 'graphed_forward', 'sample_static', 'unpack_bitmask',
            'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'is_checkpointing', 'deal_schema', 'text_schema',
            'legal_action_schema', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks',
            'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy', 'vllm_on_cpu', 'check_xgrammar', 'require_vllm',
@@ -375,11 +375,18 @@ class _Rows:
         "`[{completion_ids, logprobs, truncated}]`, one per row."
         return [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(self.out, self.lps, self.trunc)]
 
-def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dict):
+def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dict,
+                  graphed:bool=False, # `model` replays CUDA graphs: mark the step, and copy the logits out of the graph's memory
+                  **extra, # more forward arguments (a static cache's `cache_position`)
+                 ):
     "One forward pass over the new ids: the last position's logits (float32); its time and count go to `stats`."
     t0 = time.perf_counter()
-    kw = {cache_kw: cache, **({"logits_to_keep": 1} if keep else {})}
+    if graphed and x.device.type == "cuda":
+        import torch
+        torch.compiler.cudagraph_mark_step_begin()
+    kw = {cache_kw: cache, **({"logits_to_keep": 1} if keep else {}), **extra}
     logits = model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **kw).logits[:, -1].float()
+    if graphed: logits = logits.clone()                                   # the next replay overwrites the graph's output
     stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
     stats["steps"] = stats.get("steps", 0) + 1
     return logits
@@ -423,6 +430,12 @@ def decode_rows(step, # `step(nxt)`: the next logits (float32, `[B, V]`) after t
 # %% ../nbs/07_llm.ipynb #b4adb8e5
 DECODES = ("dynamic", "static", "graphed")   # a growing cache; a preallocated one; a preallocated one with CUDA graphs
 
+def decode_mode(decode:str="auto", device=None)->str:
+    "`dynamic`, `static` or `graphed` from a `decode` option; `auto`: graphed on a CUDA device, dynamic elsewhere."
+    if decode == "auto": return "graphed" if getattr(device, "type", device) == "cuda" else "dynamic"
+    if decode not in DECODES: raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {decode!r}")
+    return decode
+
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
                  max_new:list, # per-row token caps
@@ -438,7 +451,7 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                 )->list:
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
-    if decode not in DECODES: raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
+    decode = decode_mode(decode, _device(model))
     if decode != "dynamic" and not keep_cache and not any(prefixes or []):        # a conversation's cache grows: dynamic
         return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id, grammars, stats, vocab,
                              graphed=decode == "graphed")
@@ -495,18 +508,6 @@ def graphed_forward(model):
     return f
 
 # %% ../nbs/07_llm.ipynb #9b377fab
-def _forward_static(fwd, x, mask, pos, cp, cache, stats:dict, graphed:bool=False):
-    "One forward over the new ids on a static cache: the last position's logits (float32, a copy a graph replay cannot overwrite)."
-    import torch
-    t0 = time.perf_counter()
-    if graphed and x.device.type == "cuda": torch.compiler.cudagraph_mark_step_begin()
-    out = fwd(input_ids=x, attention_mask=mask, position_ids=pos, cache_position=cp, past_key_values=cache, use_cache=True,
-              logits_to_keep=1)
-    logits = out.logits[:, -1].float().clone()
-    stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
-    stats["steps"] = stats.get("steps", 0) + 1
-    return logits
-
 def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:float=1.0, top_p:float=1.0, eos_ids=(),
                   pad_id:int=0, grammars:list|None=None, stats:dict|None=None, vocab:int|None=None, # as in `sample_batch`
                   graphed:bool=False, # decode steps through `graphed_forward` (CUDA graphs on a GPU)
@@ -523,11 +524,12 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
     gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B), vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
     stats, fwd, st = stats if stats is not None else {}, graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
-    def step(nxt):
-        if nxt is None: return _forward_static(model, x, mask, pos, torch.arange(P, device=dev), cache, stats)
+    cache_kw, keep = _forward_params(type(_base(model)))
+    def step(nxt):                                                         # the prompt's forward (uncompiled), then the steps
+        if nxt is None: return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats, cache_position=torch.arange(P, device=dev))
         mask[:, st["col"]] = 1; st["pos"] = st["pos"][:, -1:] + 1
         cp = torch.tensor([st["col"]], device=dev); st["col"] += 1
-        return _forward_static(fwd, nxt[:, None], mask, st["pos"], cp, cache, stats, graphed)
+        return _forward_last(fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed, cache_position=cp)
     with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
     return rows.results()[:B]
 
@@ -828,9 +830,8 @@ class HFPolicy:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
-        self.decode = decode if decode != "auto" else "graphed" if _device(self.model).type == "cuda" else "dynamic"
+        self.decode = decode_mode(decode, _device(self.model))
         self.decode_auto, self.decode_fallback = decode == "auto", None   # why an auto-chosen graphed path was left, if it was
-        if self.decode not in DECODES: raise ValueError(f"decode must be auto or one of {', '.join(DECODES)}, got {decode!r}")
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)
