@@ -6,10 +6,11 @@
 from __future__ import annotations
 import warnings
 import numpy as np
+from scipy.stats import t as student_t
 
 # %% auto #0
-__all__ = ['VERDICTS', 'cluster_sums', 'resample_counts', 'percentile_interval', 'cluster_bootstrap', 'verdict',
-           'intervals_separated']
+__all__ = ['VERDICTS', 'cluster_sums', 'resample_counts', 'percentile_interval', 'cluster_bootstrap', 'ratio_influence',
+           'cluster_se', 't_interval', 'verdict', 'intervals_separated']
 
 # %% ../nbs/06a_stats.ipynb #aa1b670d
 def cluster_sums(values, clusters):
@@ -47,6 +48,27 @@ def cluster_bootstrap(values, clusters, B:int=10_000, seed:int=0, level:float=0.
         draws = (W @ S) / (W @ C)
     lo, hi = percentile_interval(draws, level)
     return dict(estimate=est, lo=lo, hi=hi, draws=draws, n_clusters=len(ids), n=C.sum(0).astype(int))
+
+# %% ../nbs/06a_stats.ipynb #d9d8554f
+def ratio_influence(S, C)->np.ndarray:
+    "`(G, K)` influence of each cluster on the ratio mean `ΣS / ΣC` of each column: `(S_g − m·C_g) / ΣC` (delta method)."
+    S, C = np.asarray(S, float), np.asarray(C, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        N = C.sum(0)
+        return (S - S.sum(0) / N * C) / N
+
+def cluster_se(influence)->np.ndarray:
+    "CR1 cluster-robust standard error of each column: `sqrt(G/(G−1) · Σ_g influence²)`; NaN below 2 clusters."
+    I = np.asarray(influence, float)
+    G = I.shape[0]
+    if G < 2: return np.full(I.shape[1:], np.nan)
+    return np.sqrt(G / (G - 1) * (I ** 2).sum(0))
+
+def t_interval(estimate, se, n_clusters:int, level:float=0.95)->tuple:
+    "`estimate ± t_{G−1}·se`: the cluster-robust t interval; NaN bounds below 2 clusters or without an se."
+    c = student_t.ppf(0.5 + level / 2, n_clusters - 1) if n_clusters >= 2 else np.nan
+    est, se = np.asarray(estimate, float), np.asarray(se, float)
+    return est - c * se, est + c * se
 
 # %% ../nbs/06a_stats.ipynb #19e369e1
 VERDICTS = ("favourable", "unfavourable", "spans_zero")
