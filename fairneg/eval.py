@@ -19,24 +19,25 @@ from .metrics import GOOD_DIRECTION
 from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
 from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
-from .stats import cluster_sums, percentile_interval, resample_counts, verdict
+from .stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval
 from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS',
-           'SPEC_FIELDS', 'UNDEFINED_MAX_FRAC', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError',
-           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
-           'condition_seats', 'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key',
-           'run_eval_cell', 'executor_params', 'cell_done', 'read_squeue', 'slurm_states', 'launched', 'queued_cells',
-           'job_error', 'wait_jobs', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values',
-           'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable',
-           'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_many_undefined',
-           'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'simulate_pairs', 'coverage_study',
-           'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
-           'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell',
-           'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells',
-           'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd',
-           'analyze', 'gate']
+           'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS', 'UNDEFINED_MAX_FRAC', 'MIN_GAMES', 'COVERAGE_ENDPOINTS',
+           'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError', 'PairingError', 'PreregError',
+           'crossgame_games', 'check_condition', 'condition_games', 'condition_framing', 'condition_seats',
+           'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_eval_cell',
+           'executor_params', 'cell_done', 'read_squeue', 'slurm_states', 'launched', 'queued_cells', 'job_error',
+           'wait_jobs', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums',
+           'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name',
+           'cell_identity', 'resampling_note', 'prepare_cell', 'too_few_games', 'too_many_undefined',
+           'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'CoverageDesign', 'design_truth',
+           'simulate_design', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard',
+           'deal_floor', 'guard_weakness', 'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate',
+           'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs',
+           'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig',
+           'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -503,7 +504,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
 EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
                   *(f"{k}_given_deal" for k in ("nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs")))
 ON_CLOSED_DEALS = ("gini", "max_share")   # undefined unless a deal split some surplus: closure-conditional as they stand
-EVAL_VERDICTS = ("favourable", "unfavourable", "spans_zero", "VOID", "undefined")
+EVAL_VERDICTS = ("favourable", "unfavourable", "spans_zero", "VOID", "undefined", "too_few_games")
 SPEC_FIELDS = ("instance_id", "episode_seed", "protocol_version", "deal")
 
 def closure_conditional(endpoint:str)->bool:
@@ -529,17 +530,23 @@ def endpoint_values(rows:list[dict], endpoints=EVAL_ENDPOINTS)->np.ndarray:
     return out
 
 # %% ../nbs/09_eval.ipynb #761b7f62
+VERDICT_INTERVAL = "cluster_t"
+INTERVALS = {"cluster_t": "cluster-robust t: the contrast ± t(G−1) × its CR1 game-cluster standard error (verdicts and gates read it)",
+             "percentile": "game-cluster percentile bootstrap (the seeds' method, kept for comparison)"}
+
 def contrast_from_sums(ST, CT, SB, CB, # per-cluster sums and counts, trained and untrained, each (G, K)
                        P, # `W @ [ST CT SB CB]`: the resampled sums and counts, (B, 4K)
                        level:float=0.95)->dict:
-    "Point contrast, percentile interval and draws from per-cluster sums and their resampled totals."
-    K = ST.shape[1]
+    "Point contrast, the verdict interval (`lo`, `hi`, `se`: cluster-robust t), the percentile interval and the draws."
+    K, G = ST.shape[1], ST.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         mt, mb = ST.sum(0) / CT.sum(0), SB.sum(0) / CB.sum(0)
         draws = P[:, :K] / P[:, K:2 * K] - P[:, 2 * K:3 * K] / P[:, 3 * K:]
-    lo, hi = percentile_interval(draws, level)
-    return dict(estimate=mt - mb, trained=mt, base=mb, lo=lo, hi=hi, draws=draws, undefined=np.isnan(draws).sum(0),
-                n_trained=CT.sum(0).astype(int), n_base=CB.sum(0).astype(int))
+    se = cluster_se(ratio_influence(ST, CT) - ratio_influence(SB, CB))
+    lo, hi = t_interval(mt - mb, se, G, level)
+    pct_lo, pct_hi = percentile_interval(draws, level)
+    return dict(estimate=mt - mb, trained=mt, base=mb, lo=lo, hi=hi, se=se, pct_lo=pct_lo, pct_hi=pct_hi, draws=draws,
+                undefined=np.isnan(draws).sum(0), n_trained=CT.sum(0).astype(int), n_base=CB.sum(0).astype(int))
 
 def paired_bootstrap(trained, # (E,) or (E, K) trained values, NaN = undefined
                      base, # the untrained values of the same episodes, same shape
@@ -657,6 +664,13 @@ def _num(x):
 
 # %% ../nbs/09_eval.ipynb #9e1a0c01
 UNDEFINED_MAX_FRAC = 0.01   # SPEC §7: an endpoint with more undefined bootstrap draws than this is `undefined`
+MIN_GAMES = 8               # SPEC §7: a game-cluster verdict needs at least this many games
+
+def too_few_games(cluster:str|None, # the cell's cluster unit (`instance_id`, or `episode` for a single game)
+                  n_games:int|None, min_games:int=MIN_GAMES)->str|None:
+    "Why a cell's game-cluster verdicts cannot stand (fewer than `min_games` games), else None; single-game cells are exempt."
+    if cluster != "instance_id" or n_games is None or n_games >= min_games: return None
+    return f"{n_games} games, fewer than the {min_games} a verdict needs (SPEC §7)"
 
 def too_many_undefined(undefined:int, B:int, max_frac:float=UNDEFINED_MAX_FRAC)->bool:
     "SPEC §7's rule: more than `max_frac` of the B bootstrap draws undefined."
@@ -679,23 +693,31 @@ def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interva
     return iv, iv, None
 
 # %% ../nbs/09_eval.ipynb #9e1a0c03
-def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC)->dict:
-    "The cell's record: per endpoint the contrast, interval, verdicts and counts; the viability screen applied."
+def _reading(lo, hi, good:int)->str: return verdict(lo, hi, good) if np.isfinite(lo) and np.isfinite(hi) else "undefined"
+
+def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC,
+                min_games:int=MIN_GAMES)->dict:
+    "The cell's record: per endpoint the contrast, both intervals, verdicts and counts; the screen and the game minimum applied."
     deal_delta = prep["deal_trained"] - prep["deal_base"]
     viable = not deal_delta < -viability_drop - 1e-12
+    few = too_few_games(prep["cluster"], prep["n_games"], min_games)
     B, eps = res["draws"].shape[0], {}
     for k, ep in enumerate(prep["endpoints"]):
         g, est, lo, hi, cc, nu = GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k], closure_conditional(ep), int(res["undefined"][k])
         iv, final, why = endpoint_verdict(est, lo, hi, g, cc, viable, nu, B, max_undefined)
+        if few and np.isfinite(est): final = "too_few_games"        # a contrast with no value stays `undefined`
         eps[ep] = dict(endpoint=ep, good_direction=g, trained=_num(res["trained"][k]), base=_num(res["base"][k]),
-                       delta=_num(est), lo=_num(lo), hi=_num(hi), interval_verdict=iv, verdict=final,
+                       delta=_num(est), lo=_num(lo), hi=_num(hi), se=_num(res["se"][k]), interval=VERDICT_INTERVAL,
+                       interval_verdict=iv, verdict=final,
+                       percentile_lo=_num(res["pct_lo"][k]), percentile_hi=_num(res["pct_hi"][k]),
+                       percentile_verdict=_reading(res["pct_lo"][k], res["pct_hi"][k], g),
                        void_reason=(f"trained deal rate {deal_delta:+.3f} vs untrained, more than {viability_drop:.2f} below"
-                                    if final == "VOID" else None), undefined_reason=why,
+                                    if final == "VOID" else None), undefined_reason=why, few_games_reason=few,
                        closure_conditional=cc, n_trained=int(res["n_trained"][k]), n_base=int(res["n_base"][k]),
                        undefined_draws=nu, cluster=prep["cluster"], resampling_note=prep["resampling_note"])
     keep = ("cell", "checkpoint", "condition", "n_games", "n_episodes", "cluster", "n_clusters", "resampling_note",
             "protocol_versions", "turn_token_budgets", "deal_trained", "deal_base")
-    return {**{k: prep[k] for k in keep}, "deal_delta": deal_delta,
+    return {**{k: prep[k] for k in keep}, "deal_delta": deal_delta, "too_few_games": few,
             "viability": dict(deal_delta=deal_delta, max_drop=viability_drop, viable=viable), "endpoints": eps}
 
 # %% ../nbs/09_eval.ipynb #9e1a0c04
@@ -704,10 +726,12 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                   B:int=10_000, seed:int=0, level:float=0.95,
                   viability_drop:float=0.10, # closure-conditional endpoints are VOID below this deal-rate drop
                   max_undefined:float=UNDEFINED_MAX_FRAC, # an endpoint is `undefined` past this share of undefined draws
+                  min_games:int=MIN_GAMES, # fewer games than this: every verdict of the cell is `too_few_games`
                   )->dict:
     "Paired game-cluster contrasts of every cell; cells with equal cluster counts share one resample matrix and one product."
     endpoints = check_endpoints(endpoints)
     if B < 1: raise EvalError("B must be at least 1")
+    if min_games < 2: raise EvalError(f"min_games must be at least 2 (a t interval needs two games), got {min_games}")
     if not cells: raise EvalError("no cells to analyze")
     preps = [prepare_cell(c["trained"], c["base"], name, endpoints) for name, c in cells.items()]
     by_g = defaultdict(list)
@@ -718,9 +742,10 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
         for j, p in enumerate(ps):
             S = p["S"]
             res = contrast_from_sums(S[:, :K], S[:, K:2 * K], S[:, 2 * K:3 * K], S[:, 3 * K:], P[:, 4 * K * j:4 * K * (j + 1)], level)
-            out[p["cell"]] = finish_cell(p, res, viability_drop, max_undefined)
+            out[p["cell"]] = finish_cell(p, res, viability_drop, max_undefined, min_games)
     return dict(tool="fairneg eval analyze", analyzed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                B=B, seed=seed, level=level, viability_drop=viability_drop, max_undefined=max_undefined, endpoints=list(endpoints),
+                interval=VERDICT_INTERVAL, intervals=INTERVALS, B=B, seed=seed, level=level, viability_drop=viability_drop,
+                max_undefined=max_undefined, min_games=min_games, endpoints=list(endpoints),
                 cells={n: out[n] for n in cells})
 
 def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
@@ -730,34 +755,75 @@ def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
         facts = {k: c[k] for k in ("checkpoint", "condition", "n_games", "n_episodes", "cluster", "protocol_versions",
                                    "turn_token_budgets", "deal_delta")}
         for ep, e in c["endpoints"].items():
-            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"], seed=result["seed"], max_undefined=result.get("max_undefined"),
+            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"], seed=result["seed"], max_undefined=result.get("max_undefined"), min_games=result.get("min_games"),
                              level=result["level"], viability_drop=result["viability_drop"], analyzed_at=result["analyzed_at"]))
     return rows
 
 # %% ../nbs/09_eval.ipynb #c54a052f
-def simulate_pairs(n_reps:int=1000, # replications
-                   n_games:int=24, n_episodes:int=8,
-                   effect:float=0.1, # the true mean trained-minus-untrained difference
-                   game_sd:float=0.3, # spread of game baselines (shared by both sides)
-                   effect_sd:float=0.15, # spread of the effect across games
-                   noise_sd:float=0.2, # episode noise, each side
-                   seed:int=0)->tuple:
-    "Synthetic paired episodes: trained and untrained values `(G*E, reps)` and the game of each episode."
-    rng = np.random.default_rng(seed)
-    cl = np.repeat(np.arange(n_games), n_episodes)
-    a = rng.normal(0, game_sd, (n_games, n_reps)); d = rng.normal(effect, effect_sd, (n_games, n_reps))
-    base = a[cl] + rng.normal(0, noise_sd, (len(cl), n_reps))
-    return base + d[cl] + rng.normal(0, noise_sd, (len(cl), n_reps)), base, cl
+COVERAGE_ENDPOINTS = ("nnw", "deal", "nnw_given_deal")   # a mean, a rate and a closure-conditional ratio
 
-def coverage_study(n_reps:int=1000, B:int=2000, seed:int=0, level:float=0.95, **sim_kw)->dict:
-    "Coverage and mean width of game-cluster and episode-level intervals on `simulate_pairs` data with a known effect."
-    effect = sim_kw.get("effect", 0.1)
-    t, b, cl = simulate_pairs(n_reps, seed=seed, **sim_kw)
-    out = {}
-    for unit, clusters in (("game", cl), ("episode", np.arange(len(cl)))):
-        r = paired_bootstrap(t, b, clusters, B, seed + 1, level)
-        out[unit] = dict(coverage=float(np.mean((r["lo"] <= effect) & (effect <= r["hi"]))), width=float(np.mean(r["hi"] - r["lo"])))
-    return dict(n_reps=n_reps, B=B, level=level, truth=effect, **out)
+@dataclass(frozen=True)
+class CoverageDesign:
+    "A synthetic paired design with known contrasts: games drawn from a population, effects equal or varying by game."
+    n_games:int=12; n_episodes:int=4                  # games x paired episodes (seeds)
+    varying:bool=True                                 # effects vary from game to game (else one effect for all)
+    deal_base:float=0.8; deal_sd:float=0.8            # untrained deal rate of the median game; spread of games' logits
+    deal_effect:float=0.3; deal_effect_sd:float=0.4   # trained shift of the deal logit; its spread across games (varying)
+    fair_base:float=0.45; fair_sd:float=0.12          # closed-deal nnw of games
+    fair_effect:float=0.05; fair_effect_sd:float=0.08 # trained change of closed-deal nnw; its spread across games (varying)
+    seed_sd:float=0.03; noise_sd:float=0.03           # seed effect a pair shares; episode noise on each side
+
+    @property
+    def label(self)->str: return f"{self.n_games}x{self.n_episodes} {'varying' if self.varying else 'equal'}"
+
+def _expit_mean(mu:float, sd:float)->float:
+    "`E[expit(mu + sd·Z)]` for standard normal `Z` (Gauss–Hermite, 80 nodes)."
+    x, w = np.polynomial.hermite_e.hermegauss(80)
+    return float(w @ (1 / (1 + np.exp(-(mu + sd * x)))) / w.sum())
+
+def design_truth(d:CoverageDesign)->dict:
+    "The population contrast of each of `COVERAGE_ENDPOINTS` under a design (over games, by quadrature)."
+    mu, esd = np.log(d.deal_base / (1 - d.deal_base)), d.deal_effect_sd if d.varying else 0.0
+    pb, pt = _expit_mean(mu, d.deal_sd), _expit_mean(mu + d.deal_effect, float(np.hypot(d.deal_sd, esd)))
+    return dict(nnw=pt * (d.fair_base + d.fair_effect) - pb * d.fair_base, deal=pt - pb, nnw_given_deal=d.fair_effect)
+
+# %% ../nbs/09_eval.ipynb #fc454000
+def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0)->tuple:
+    "Trained and untrained values `(E, n_reps, 3)` of `COVERAGE_ENDPOINTS` (NaN: no deal), and each episode's game."
+    rng, on = np.random.default_rng(seed), float(d.varying)
+    G, R = d.n_games, n_reps
+    cl = np.repeat(np.arange(G), d.n_episodes); E = len(cl)
+    logit = rng.normal(np.log(d.deal_base / (1 - d.deal_base)), d.deal_sd, (G, R)); fair = rng.normal(d.fair_base, d.fair_sd, (G, R))
+    shift = rng.normal(d.deal_effect, d.deal_effect_sd * on, (G, R)); gain = rng.normal(d.fair_effect, d.fair_effect_sd * on, (G, R))
+    pair = rng.normal(0, d.seed_sd, (E, R))
+    sides = []
+    for lg, f in ((logit + shift, fair + gain), (logit, fair)):
+        deal = rng.random((E, R)) < 1 / (1 + np.exp(-lg[cl]))
+        q = f[cl] + pair + rng.normal(0, d.noise_sd, (E, R))
+        sides.append(np.stack([np.where(deal, q, 0.0), deal.astype(float), np.where(deal, q, np.nan)], -1))
+    return sides[0], sides[1], cl
+
+def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, hi)->dict:
+    n = len(lo); hit = int(np.sum((lo <= truth) & (truth <= hi))); c = hit / n
+    return dict(design=d.label, endpoint=endpoint, method=method, truth=truth, coverage=c, mc_se=float(np.sqrt(c * (1 - c) / n)),
+                covered=hit, n_reps=n, undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))), median_width=float(np.nanmedian(hi - lo)))
+
+def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:int=1000, seed:int=0, level:float=0.95,
+                   unit:str="game", # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
+                   chunk:int=250)->list[dict]:
+    "Coverage of the verdict (`cluster_t`) and `percentile` intervals over simulated replications of a design, per endpoint."
+    truth = design_truth(design); T, U, cl = simulate_design(design, n_reps, seed)
+    clusters, K = (cl if unit == "game" else np.arange(len(cl))), len(COVERAGE_ENDPOINTS)
+    W = resample_counts(len(np.unique(clusters)), B, seed + 1)
+    bounds = {m: ([], []) for m in INTERVALS}
+    for j in range(0, n_reps, chunk):
+        t, u = (x[:, j:j + chunk].reshape(len(cl), -1) for x in (T, U))      # column = replication * K + endpoint
+        ST, CT, _ = cluster_sums(t, clusters); SB, CB, _ = cluster_sums(u, clusters)
+        r = contrast_from_sums(ST, CT, SB, CB, W @ np.hstack([ST, CT, SB, CB]), level)
+        for m, (lo, hi) in (("cluster_t", ("lo", "hi")), ("percentile", ("pct_lo", "pct_hi"))):
+            bounds[m][0].append(r[lo].reshape(-1, K)); bounds[m][1].append(r[hi].reshape(-1, K))
+    return [_coverage_row(design, ep, m, truth[ep], np.vstack(bounds[m][0])[:, k], np.vstack(bounds[m][1])[:, k])
+            for k, ep in enumerate(COVERAGE_ENDPOINTS) for m in INTERVALS]
 
 # %% ../nbs/09_eval.ipynb #aa929076
 GATE_VERDICTS = ("POSITIVE", "NEGATIVE", "VOID")
@@ -815,7 +881,14 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
     an = p.get("analysis") or {}
     return dict(name=p.get("name", Path(src).stem), checkpoint=p.get("checkpoint"), directions=directions, clauses=clauses,
                 analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
-                              viability_drop=float(an.get("viability_drop", 0.10))), source=src)
+                              viability_drop=float(an.get("viability_drop", 0.10)), min_games=_min_games(an, src)), source=src)
+
+def _min_games(an:dict, src:str)->int:
+    "The declared game minimum of a preregistration's analysis (default and floor: SPEC §7's `MIN_GAMES`)."
+    v = an.get("min_games", MIN_GAMES)
+    if not isinstance(v, int) or isinstance(v, bool) or v < MIN_GAMES:
+        raise PreregError(f"{src}: analysis: min_games must be a whole number of at least {MIN_GAMES} (SPEC §7), not {v!r}")
+    return v
 
 def load_prereg(path)->dict:
     "Read and validate a preregistration YAML."
@@ -876,6 +949,8 @@ def judge_term(t:dict, e:dict)->tuple[str, str]:
     return status, why + (f" [{e['resampling_note']}]" if e.get("resampling_note") else "")
 
 def _judge(t:dict, e:dict)->tuple[str, str]:
+    few = too_few_games(e.get("cluster"), e.get("n_games"), max(e.get("min_games") or MIN_GAMES, MIN_GAMES))
+    if few or e["verdict"] == "too_few_games": return "VOID", f"{_fmt(e)} has too few games: {few or e.get('few_games_reason')}"
     if e["verdict"] == "VOID": return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
     nu, B = e.get("undefined_draws") or 0, e.get("B")
     many = bool(B) and too_many_undefined(nu, B)
@@ -903,19 +978,25 @@ def combine(statuses)->str:
     statuses = list(statuses)
     return "FAIL" if "FAIL" in statuses else "VOID" if "VOID" in statuses else "PASS"
 
-def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str)->dict:
+def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:int=MIN_GAMES)->dict:
     cells = [c for c in result["cells"].values() if c["checkpoint"] == checkpoint and c["condition"] == condition]
     if not cells:
         have = ", ".join(f"{c['checkpoint']}/{c['condition']}" for c in result["cells"].values())
         raise EvalError(f"the eval results hold no cell for checkpoint `{checkpoint}` on `{condition}` (have: {have})")
     if len(cells) > 1: raise EvalError(f"the eval results hold {len(cells)} cells for checkpoint `{checkpoint}` on `{condition}`")
     if endpoint not in cells[0]["endpoints"]: raise EvalError(f"cell {cells[0]['cell']} has no `{endpoint}` contrast (analyze with that endpoint)")
-    e = cells[0]["endpoints"][endpoint]            # B and the resampling note travel with it (older eval.json: from `cluster`)
-    return {**e, "B": result["B"], "resampling_note": e.get("resampling_note") or resampling_note(cells[0].get("cluster"))}
+    c = cells[0]; e = c["endpoints"][endpoint]     # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
+    return {**e, "B": result["B"], "n_games": c.get("n_games"), "cluster": c.get("cluster"), "min_games": min_games,
+            "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster"))}
 
 def check_analysis(prereg:dict, result:dict):
     "Refuse results computed with another analysis than the one the gate was declared for."
     a = prereg["analysis"]
+    if result.get("interval") != VERDICT_INTERVAL:
+        raise EvalError(f"the eval's lo/hi are {result.get('interval') or 'percentile'} bounds, not SPEC §7's verdict interval "
+                        f"({VERDICT_INTERVAL}): it was analysed by an older fairneg; re-run `fairneg eval analyze` on its runs")
+    if result.get("min_games", 0) < a["min_games"]:
+        raise EvalError(f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares min_games = {a['min_games']}")
     if result["B"] < a["B"]: raise EvalError(f"the eval used B = {result['B']} resamples; {prereg['source']} declares B = {a['B']}")
     for k in ("level", "viability_drop"):
         if abs(result[k] - a[k]) > 1e-12: raise EvalError(f"the eval used {k} = {result[k]}; {prereg['source']} declares {k} = {a[k]}")
@@ -938,8 +1019,9 @@ def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
     for ck in cks:
         clauses = []
         for c in prereg["clauses"]:
-            main = judge_term(c, _lookup(result, ck, c["condition"], c["endpoint"]))
-            terms = [(t, judge_term(t, _lookup(result, ck, t["condition"], t["endpoint"]))) for t in c["with"]]
+            look = lambda t: _lookup(result, ck, t["condition"], t["endpoint"], prereg["analysis"]["min_games"])
+            main = judge_term(c, look(c))
+            terms = [(t, judge_term(t, look(t))) for t in c["with"]]
             status = combine([main[0], *(s for _, (s, _) in terms)])
             reason = main[1]
             for t, (s, why) in terms:
@@ -1215,13 +1297,14 @@ def analyze(
     seed:Annotated[int, typer.Option(help="Bootstrap seed.")]=0,
     level:Annotated[float, typer.Option(help="Interval level.")]=0.95,
     viability_drop:Annotated[float, typer.Option(help="Closure-conditional endpoints are VOID when the deal rate falls by more.")]=0.10,
+    min_games:Annotated[int, typer.Option(help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; single-game cells exempt).")]=MIN_GAMES,
     endpoints:Annotated[list[str], typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, max_share, dist_nbs and their *_given_deal forms).")]=[],
     experiment_prefix:Annotated[str, typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
-    "Paired trained-minus-untrained contrasts with game-cluster bootstrap intervals, verdicts and the viability screen."
+    "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict and percentile), verdicts and the viability screen."
     if (run_dir is None) == (baseline is None): raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
     if trained and run_dir is not None: raise EvalError("--trained goes with --baseline, not with --run-dir")
     cells = discover_cells(run_dir) if run_dir is not None else glob_cells(baseline, trained)
-    res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop)
+    res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop, min_games=min_games)
     o, c = write_eval(res, out, contrasts, experiment_prefix)
     typer.echo(contrast_text(res))
     typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {c}")

@@ -13,7 +13,7 @@ from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
 from .rollout import run_cell, run_tournament, soundness
 from .grpo import GRPOConfig, make_config, train
-from .eval import launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .eval import MIN_GAMES, launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .commands import config_section
@@ -240,7 +240,8 @@ def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     out = run / "eval.json"
     def go():
         (run / "eval_contrasts.jsonl").unlink(missing_ok=True)   # the rows of this analysis (a fresh pilot run appends anew)
-        write_eval(analyze_cells(discover_cells(run / "eval"), B=get(params, "analysis.B", 10_000)), out)
+        write_eval(analyze_cells(discover_cells(run / "eval"), B=get(params, "analysis.B", 10_000),
+                                 min_games=get(params, "analysis.min_games", MIN_GAMES)), out)
     run_stage("analyze", out, go, force, only)
     return out
 

@@ -30,15 +30,15 @@ __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTI
            'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix',
            'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note', 'badge',
            'vega_bundle', 'report_head', 'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts',
-           'contrast_table', 'contrast_matrix', 'resampling_notes', 'undefined_notes', 'viability_notes', 'plot_forest',
-           'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game',
-           'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table',
-           'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details',
-           'training_section', 'ladder_section', 'frontier_section', 'contrast_section', 'share_section',
-           'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table',
-           'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section',
-           'gate_section', 'soundness_section', 'banks_section', 'what_happened', 'what_happened_section',
-           'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'contrast_table', 'contrast_matrix', 'resampling_notes', 'undefined_notes', 'few_games_notes',
+           'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
+           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands',
+           'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary',
+           'header', 'footer', 'details', 'training_section', 'ladder_section', 'frontier_section', 'contrast_section',
+           'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints',
+           'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section',
+           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'what_happened',
+           'what_happened_section', 'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -234,6 +234,7 @@ DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12", endpoints=dict(nn
 # %% ../nbs/11_report.ipynb #c21807f5
 def demo_run(out, # the run directory to write (must not exist yet, or be empty)
              episodes:int=2, # eval episodes per game
+             eval_games:int=8, # held-out games (SPEC §7: a verdict needs 8)
              B:int=500, # bootstrap resamples
              steps:int=12, # training steps per arm
              checkpoints=DEMO_CHECKPOINTS, # `<arm>_step<N>=SPEC`; computable agents stand in for checkpoints
@@ -243,7 +244,7 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
     out = Path(out)
     if out.exists() and any(out.iterdir()): raise ReportError(f"{out}: not empty; demo_run writes a fresh run directory")
     write_bank([generate_game(s) for s in (40000, 40001, 40002)], out / "banks" / "train")
-    write_bank([generate_game(s) for s in (41000, 41001, 41002)], out / "banks" / "eval")
+    write_bank([generate_game(41000 + s) for s in range(eval_games)], out / "banks" / "eval")
     cells = plan_cells(checkpoints, conditions, out / "eval", base=base, bank=out / "banks" / "eval", episodes=episodes)
     launch(cells, echo=lambda *a: None)
     res = analyze_cells(discover_cells(out / "eval"), B=B)
@@ -268,7 +269,7 @@ MODES = ("svg", "interactive")
 OPTIONS = dict(mode="svg")   # the figure mode of this process; `report_head` sets it
 
 VERDICT_COLORS = {"favourable": "#1a9850", "unfavourable": "#d73027", "spans_zero": "#8c8c8c", "VOID": "#7b3294",
-                  "undefined": "#c7c7c7"}
+                  "undefined": "#c7c7c7", "too_few_games": "#b8860b"}
 STATUS_COLORS = {"PASS": "#1a9850", "FAIL": "#d73027", "VOID": "#7b3294", "POSITIVE": "#1a9850", "NEGATIVE": "#d73027",
                  "holds": "#1a9850", "does not hold": "#d73027"}
 
@@ -434,7 +435,8 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
     get = lambda c: df[c] if c in df else [None] * len(df)
     t = pd.DataFrame({"cell": df.cell, "endpoint": df.endpoint,
                       "trained": [_num(x, "{:.3f}") for x in get("trained")], "untrained": [_num(x, "{:.3f}") for x in get("base")],
-                      "Δ": [_num(x) for x in df.delta], f"{level:.0%} interval": [f"[{_num(a)}, {_num(b)}]" for a, b in zip(df.lo, df.hi)],
+                      "Δ": [_num(x) for x in df.delta], f"{level:.0%} verdict interval": [f"[{_num(a)}, {_num(b)}]" for a, b in zip(df.lo, df.hi)],
+                      f"{level:.0%} percentile (seeds')": [f"[{_num(a)}, {_num(b)}]" for a, b in zip(get("percentile_lo"), get("percentile_hi"))],
                       "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes"),
                       "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games" for n in get("resampling_note")]})
     colour = lambda v: f"background-color: {VERDICT_COLORS.get(v, '#555')}; color: white; font-weight: 600; text-align: center"
@@ -447,12 +449,13 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
 RESAMPLED_EPISODES = "episodes (single game)"
 SINGLE_GAME_MARK = " †"                     # beside an interval that resamples one game's episodes, not games
 
-VERDICT_TINTS = {"favourable": "#d9f0d3", "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2"}
-VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": ""}
+VERDICT_TINTS = {"favourable": "#d9f0d3", "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2",
+                 "too_few_games": "#f5ecd0"}
+VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": "", "too_few_games": ""}
 
 def _matrix_text(r)->str:
     "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, and † when the interval resamples one game's episodes."
-    flag = r.verdict if r.verdict in ("VOID", "undefined") else ""
+    flag = r.verdict.replace("_", " ") if r.verdict in ("VOID", "undefined", "too_few_games") else ""
     num = f"{_num(r.delta)} [{_num(r.lo)}, {_num(r.hi)}]" if r.delta is not None and r.delta == r.delta else ""
     return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
         (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
@@ -473,8 +476,9 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
     text = text.fillna("—").rename(columns=size).rename_axis(index=None, columns=None)
     tint.columns = text.columns
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
-    cap = caption or (f"{condition}: Δ trained − untrained [{level:.0%} interval] per endpoint (rows) and checkpoint "
-                      f"(columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, purple VOID"
+    cap = caption or (f"{condition}: Δ trained − untrained [{level:.0%} verdict interval] per endpoint (rows) and checkpoint "
+                      f"(columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, purple VOID, "
+                      f"ochre too few games (under 8: no verdict)"
                       + (f";{SINGLE_GAME_MARK} single game: the interval resamples its episodes, not games"
                          if df.get("resampling_note") is not None and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
     return (text.style.apply(lambda _: tint, axis=None).set_caption(cap).set_table_attributes('class="fairneg-table fairneg-matrix"'))
@@ -494,6 +498,13 @@ def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
         f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
     return [f"{r.cell}: {r.endpoint} undefined — {why(r)}" for r in df.itertuples()]
+
+def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+    "One line per cell of too few games for a verdict (SPEC §7), with its game count."
+    df = select_contrasts(contrasts, conditions=conditions)
+    df = df[df.verdict == "too_few_games"].drop_duplicates("cell")
+    why = lambda r: r.few_games_reason if isinstance(getattr(r, "few_games_reason", None), str) else "too few games"
+    return [f"{r.cell}: no verdicts — {why(r)}; its intervals are shown, not judged" for r in df.itertuples()]
 
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per cell whose closure-conditional endpoints the viability screen voided, with the reason."
@@ -527,7 +538,10 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
     txt = base.mark_text(align="left", dx=6, fontSize=9, color=VERDICT_COLORS["VOID"], fontWeight="bold").encode(
         x="hi:Q", text="void:N")
     h = 16 * len(eps) + 10
-    ch = alt.layer(zero, bars, pts, txt, data=df).properties(width=width, height=h).facet(
+    layers = [zero, bars, pts, txt]
+    if "percentile_lo" in df and df.percentile_lo.notna().any():   # the seeds' interval, a grey band behind the verdict interval
+        layers.insert(1, base.mark_rule(strokeWidth=7, color="#bbbbbb", opacity=0.5).encode(x="percentile_lo:Q", x2="percentile_hi:Q"))
+    ch = alt.layer(*layers, data=df).properties(width=width, height=h).facet(
         facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
     return ch.properties(title=title) if title else ch
 
@@ -901,11 +915,12 @@ def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
     for cond in conds:
         out.append(Html(f"<h3>{_html.escape(str(cond))}</h3>"))
         out += _guard(lambda: [figure(plot_forest(run.contrasts, endpoints, [cond]),
-                                      f"{cond}: trained − untrained per endpoint and cell; colour = verdict; VOID = voided by the viability screen."),
+                                      f"{cond}: trained − untrained per endpoint and cell, with its verdict interval (cluster t; the grey band behind it: the seeds' percentile interval); colour = verdict; VOID = voided by the viability screen."),
                                contrast_matrix(run.contrasts, cond, endpoints),
                                *[note(t) for t in viability_notes(run.contrasts, [cond])],
                                *[note(t) for t in resampling_notes(run.contrasts, [cond])],
                                *[note(t) for t in undefined_notes(run.contrasts, [cond])],
+                               *[note(t) for t in few_games_notes(run.contrasts, [cond])],
                                details(f"Every contrast row of {cond} (means of both sides, games, episodes)",
                                        contrast_table(run.contrasts, endpoints, [cond]))])
     return out
