@@ -51,7 +51,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
-	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	PY=$(BIN)/python tools/bench_all.sh
 
 export: $(STAMP)
 	$(BIN)/nbdev-clean && $(BIN)/nbdev-export
