@@ -58,6 +58,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
 SlurmctldTimeout=30
+MinJobAge=3600
 SlurmdTimeout=30
 StateSaveLocation=$D/state
 SlurmdSpoolDir=$D/spool
