@@ -88,6 +88,7 @@ class _Objective(_Model):
     kl_coef: float = 0.02               # β of the KL to the frozen base
     clip_low: float = 0.2               # ratio clip 1 - clip_low
     clip_high: float = 0.28             # ratio clip 1 + clip_high (DAPO's clip-higher)
+    num_iterations: int = 1             # optimizer steps on each rollout (TRL's num_iterations); the clip can only bind from the second on
     std_normalize: bool = False         # divide advantages by the group std
     flat_groups: str = "kl_only"        # tokens of zero-spread groups: `kl_only` (in the token mean, KL term only) or `drop` (DAPO: left out of the step)
     importance_correction: str = "auto" # `tis`: ratio against the trainer's own log-probs, times min(exp(trainer - sampler), tis_cap); `none`: ratio against the sampler's log-probs; `auto`: tis on vllm, none on hf
@@ -143,6 +144,7 @@ def _check_config(cfg:GRPOConfig):
         raise ValueError(f"flat_groups must be kl_only or drop, got {cfg.flat_groups!r}")
     if cfg.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {cfg.context!r}")
     if cfg.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
+    if cfg.num_iterations < 1: raise ValueError(f"num_iterations must be at least 1, got {cfg.num_iterations}")
     decode_mode(cfg.decode)                            # auto, dynamic, static or graphed: its error names the field
     if cfg.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
         raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {cfg.dtype!r}")
@@ -296,14 +298,17 @@ def pack_samples(samples:list, pack:bool=True)->list:
     return out
 
 # %% ../nbs/08_grpo.ipynb #8973656a
-def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int, cfg:GRPOConfig)->tuple:
+def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int, cfg:GRPOConfig,
+              anchor_lp:list|None=None, # the trainer's log-probs under the rollout's weights (default: `new`, detached)
+              )->tuple:
     "Token-level clipped policy-gradient loss plus β·KL for a micro-batch, normalized by the step's token count."
     import torch
     new = torch.cat(new_lp)
     sampler = torch.cat([torch.as_tensor(o, dtype=new.dtype, device=new.device) for o in old_lp])
     A = torch.cat([torch.full((len(o),), float(a), dtype=new.dtype, device=new.device) for o, a in zip(old_lp, adv)])
-    gap = new.detach() - sampler
-    old = new.detach() if cfg.importance_correction == "tis" else sampler
+    anchor = new.detach() if anchor_lp is None else torch.cat(anchor_lp).detach()
+    gap = anchor - sampler
+    old = anchor if cfg.importance_correction == "tis" else sampler
     ratio = torch.exp(new - old)
     surr = torch.minimum(ratio * A, torch.clamp(ratio, 1 - cfg.clip_low, 1 + cfg.clip_high) * A)
     stats = dict(gap_sum=float(gap.abs().sum()), gap_max=float(gap.abs().max()))
@@ -314,7 +319,8 @@ def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int
         stats.update(tis_w_sum=float(w.sum()), tis_capped=float((w_raw > cfg.tis_cap).float().sum()))
     loss = -surr.sum() / n_tokens
     r = ratio.detach()
-    stats.update(clipped=float(((r < 1 - cfg.clip_low) | (r > 1 + cfg.clip_high)).float().sum()), ratio_max=float(r.max()))
+    binds = ((A > 0) & (r > 1 + cfg.clip_high)) | ((A < 0) & (r < 1 - cfg.clip_low))   # the clipped term is the min: no gradient
+    stats.update(clipped=float(binds.float().sum()), ratio_max=float(r.max()))
     if ref_lp is not None and cfg.kl_coef:
         ref = torch.cat(ref_lp).detach()
         d = ref - new
@@ -367,26 +373,31 @@ def allowed_bitmask(allowed:list, vocab:int):
     return torch.from_numpy(m.view(np.int32).copy())
 
 # %% ../nbs/08_grpo.ipynb #d48a9b8e
-def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int, res:dict):
-    "One micro-batch of `update`: the reference and policy passes, the loss's backward pass; its numbers go into `res`."
+def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int, res:dict,
+                kept:dict, # this micro-batch's reference and rollout-weight log-probs, filled by the first pass and reused
+                ):
+    "One micro-batch of one optimizer pass: the reference pass (first pass only), the policy pass, the loss's backward pass."
     import torch
     V, pad = vocab_size(model), tokenizer.pad_token_id or 0
-    res["train_tokens_shared"] += shared_tokens(mb, share)
+    first = not kept
     batch = [s for p in mb for s in p.samples]
     seqs, spans = [p.ids for p in mb], [p.spans for p in mb]
     masks = _masks(batch, tokenizer, V)
     t0 = time.perf_counter()
-    ref = None
-    if cfg.kl_coef:
-        model.eval()                                       # the reference pass: dropout off
-        with torch.no_grad(), model.disable_adapter():
-            ref = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share,
-                                vocab=len(tokenizer))
+    if first:
+        res["train_tokens_shared"] += shared_tokens(mb, share)
+        kept["ref"] = None
+        if cfg.kl_coef:
+            model.eval()                                       # the reference pass: dropout off
+            with torch.no_grad(), model.disable_adapter():
+                kept["ref"] = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad,
+                                            share_prefix=share, vocab=len(tokenizer))
     model.train()                                          # the policy pass: train mode
     t1 = time.perf_counter()
     new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share, vocab=len(tokenizer))
-    _count_nonfinite(new, ref, res)
-    loss, st = grpo_loss(new, [s.old_logprobs for s in batch], ref, [s.advantage for s in batch], n_tok, cfg)
+    if first: kept["anchor"] = [n.detach() for n in new]   # the trainer under the rollout's weights: later passes' ratios start here
+    _count_nonfinite(new, kept["ref"], res)
+    loss, st = grpo_loss(new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok, cfg, kept["anchor"])
     loss.backward()
     res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
     res["loss"] += float(loss.detach())
@@ -395,23 +406,33 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
 
 # %% ../nbs/08_grpo.ipynb #bb263e0c
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
-    "One optimizer step on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
+    "`num_iterations` optimizer steps on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
     import torch
     n_tok = sum(len(s.completion_ids) for s in samples)      # the loss is a mean over every one of these tokens
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
                n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
                kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0),
-               nonfinite=None, nonfinite_tokens=0, nonfinite_new=0, nonfinite_ref=0)
+               nonfinite=None, nonfinite_tokens=0, nonfinite_new=0, nonfinite_ref=0, optimizer_steps=0)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
     release_decode_caches(model)                                   # the rollout's static caches: the update needs the memory
     share = 0 if is_checkpointing(model) else cfg.share_prefix    # checkpointing drops a passed cache: run sequences whole
-    for mb in micro_batches(packs, cfg.micro_batch, cfg.token_budget, share): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res)
+    mbs = list(micro_batches(packs, cfg.micro_batch, cfg.token_budget, share))
+    kept = [{} for _ in mbs]
+    params = [p for p in model.parameters() if p.requires_grad]
+    for it in range(cfg.num_iterations):
+        for mb, k in zip(mbs, kept): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res, k)
+        t1 = time.perf_counter()
+        norm = res["grad_norm"]
+        guarded_step(optimizer, scheduler, params, cfg.max_grad_norm, res)
+        if math.isfinite(res["grad_norm"]): res["grad_norm"] = max(norm, res["grad_norm"])   # the largest of the passes
+        res["update_s"] += time.perf_counter() - t1
+        if res["nonfinite"]: break                          # the rest of the passes would meet the same numbers
+        res["optimizer_steps"] += 1
+    res["passes"] = passes = it + 1
+    for k in ("loss", "kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] /= passes   # per pass
     res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
-    t1 = time.perf_counter()
-    guarded_step(optimizer, scheduler, [p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm, res)
-    res["update_s"] += time.perf_counter() - t1
     model.eval()
     return res
 
@@ -717,6 +738,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                 kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
                 nonfinite=up["nonfinite"], nonfinite_tokens=up["nonfinite_tokens"],
                 clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
+                optimizer_steps=up["optimizer_steps"],
                 sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
                 importance_correction=c.importance_correction,
                 tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok if tis else None,

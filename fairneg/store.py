@@ -93,7 +93,9 @@ _STEP_UPDATE = {   # the GRPO update: advantages, the tokens it trained and the 
     "loss": "the update's loss", "grad_norm": "gradient norm before clipping",
     "nonfinite": "what was not finite (logprobs, ref_logprobs, loss, grad_norm), so the optimizer did not step; None when all were",
     "nonfinite_tokens": "completion tokens whose policy or reference log-prob was not finite",
-    "clipped_frac": "share of tokens clipped", "ratio_max": "largest importance ratio", "lr": "learning rate",
+    "clipped_frac": "share of tokens whose clip binds (A > 0 above 1 + clip_high, A < 0 below 1 − clip_low), mean over the passes",
+    "ratio_max": "largest importance ratio", "lr": "learning rate",
+    "optimizer_steps": "optimizer steps taken on the step's rollout (num_iterations; fewer when one was not finite)",
     "sampler_gap": "mean |sampler − trainer| log-prob", "sampler_gap_max": "its maximum",
     "importance_correction": "the correction used (none, tis)", "tis_weight_mean": "mean truncated importance weight",
     "tis_capped_frac": "share of weights at the cap",
@@ -134,7 +136,7 @@ _STEP_RUN = {   # the run's provenance, and a DPO step's own figures
 }
 
 # %% ../nbs/00b_store.ipynb #e489cf16
-STEP_FIELDS = {**_STEP_PLAY, **_STEP_UPDATE, **_STEP_TURNS, **_STEP_RUN}   # training_steps.jsonl: one row per optimizer step of an arm
+STEP_FIELDS = {**_STEP_PLAY, **_STEP_UPDATE, **_STEP_TURNS, **_STEP_RUN}   # training_steps.jsonl: one row per training step (rollout and update) of an arm
 
 def step_row(**fields)->dict:
     "A `training_steps.jsonl` row: every field of `STEP_FIELDS`, in its order, `None` where not given."

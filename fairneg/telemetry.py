@@ -52,7 +52,7 @@ def matmul_params(model)->int:
     tied = emb is not None and out is not None and out.weight is emb       # a tied output layer multiplies with it
     return sum(p.numel() for p in model.parameters()) - (0 if emb is None or tied else emb.numel())
 
-def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`
+def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`, `passes` (default 1)
                device_name:str|None=None, # the GPU (default: this process's, on CUDA)
               )->dict:
     "`ref_tflops`, `train_tflops` and `mfu` (train's share of the card's bf16 rate) of an update."
@@ -61,7 +61,7 @@ def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed p
     if not flops: return dict(ref_tflops=None, train_tflops=None, mfu=None)
     name = device_name or (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
     ref = flops / up["ref_s"] / 1e12 if up.get("ref_s") else None
-    train = 2 * flops / up["update_s"] / 1e12 if up.get("update_s") else None
+    train = 2 * flops * up.get("passes", 1) / up["update_s"] / 1e12 if up.get("update_s") else None   # every optimizer pass
     peak = peak_flops(name)
     return dict(ref_tflops=ref and round(ref, 3), train_tflops=train and round(train, 3),
                 mfu=round(train * 1e12 / peak, 4) if train and peak else None)
