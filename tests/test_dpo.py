@@ -72,3 +72,38 @@ def test_dpo_refusals(pairs, tmp_path):
     r = cli("dpo", "train", "--model", "tiny-test", "--out", tmp_path / "x")
     assert r.exit_code == 2 and "no pairs" in r.output
     assert not (tmp_path / "x" / "training_steps.jsonl").exists()
+
+
+def test_dpo_learns_a_hand_made_preference(pairs, tmp_path):
+    """Hand-made pairs with a known preferred action: at every ballot of tiny-test's own episodes, `vote no` is chosen and
+    `vote yes` rejected. The base model prefers yes at every one of them (log π(no) − log π(yes) < 0, about −2.4 nats);
+    DPO through TRL must reverse that on every pair: the adapter comes to prefer no (the log-ratio crosses 0, so it moves
+    by more than the base's whole preference)."""
+    import numpy as np, torch
+    from fairneg.dpo import DPOTrainConfig, train_dpo, training_pairs, pair_ids
+    from fairneg.llm import load_model, sequence_logprobs
+    from fairneg.pairs import load_pairs
+    from fairneg.policies import resolve_model
+    from fairneg.store import append_jsonl
+    ballots = [r for r in load_pairs(pairs / "ann") if r["counterfactual_type"] == "rational_private" and r["phase"] == "vote"]
+    assert len(ballots) >= 8, len(ballots)
+    hand = [{**r, "chosen_action": {**r["rejected_action"], "vote": "no"}, "rejected_action": {**r["rejected_action"], "vote": "yes"},
+             "rejected_legality": "ok", "diverges": True} for r in ballots]
+    (tmp_path / "hand").mkdir(); append_jsonl(hand, tmp_path / "hand" / "pairs.jsonl")
+    cfg = DPOTrainConfig(pairs=str(tmp_path / "hand"), type="rational_private", model="tiny-test", steps=16, batch_size=4,
+                         weighting="uniform", lr=1e-3, out=str(tmp_path / "arm"))
+    rows = train_dpo(cfg, progress=False)
+    assert len(rows) == 16 and rows[-1]["reward_accuracy"] == 1.0 and rows[-1]["reward_margin"] > 0, rows[-1]
+    base, tok = load_model(resolve_model("tiny-test"))
+    tuned, _ = load_model(resolve_model("tiny-test"), adapter=tmp_path / "arm" / "checkpoint-16")
+    ids = [pair_ids(tok, x) for x in training_pairs(cfg)]
+    def margins(m):
+        P = [x["prompt_ids"] for x in ids]
+        with torch.no_grad():
+            c = sequence_logprobs(m, P, [x["chosen_ids"] for x in ids]); r = sequence_logprobs(m, P, [x["rejected_ids"] for x in ids])
+        return np.array([float(a.sum() - b.sum()) for a, b in zip(c, r)])
+    before, after = margins(base), margins(tuned)
+    print(f"log π(no) − log π(yes) on {len(ids)} ballots: base {before.min():+.2f}..{before.max():+.2f}, "
+          f"after DPO {after.min():+.2f}..{after.max():+.2f}")
+    assert (before < 0).all(), before          # the preference DPO must reverse is there to begin with
+    assert (after > 0).all(), after            # and it is reversed on every pair

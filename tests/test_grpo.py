@@ -137,6 +137,22 @@ def test_vllm_backend_without_vllm_fails_before_loading_the_model(bank, tmp_path
     cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, backend="vllm")
     with pytest.raises(RuntimeError, match=r"--backend vllm needs vLLM.*--backend hf"): train(cfg, progress=False)
 
+def bf16_gap_bound(bank)->float:
+    """The largest sampler/trainer log-prob gap bf16 rounding explains: two passes over the same bf16 weights round each logit
+    to a neighbouring bf16 value, one unit in the last place (ulp) apart at most, and a log-softmax moves by at most twice
+    the largest logit difference. So 2 ulp at the model's largest logit, read on a decision point of the bank."""
+    import math
+    from fairneg.bank import bank_games
+    from fairneg.llm import load_model, chat_text
+    from fairneg.policies import resolve_model
+    from fairneg.prompts import render_prompt
+    from fairneg.protocol import new_episode, decision_point, current_seats
+    m, tok = load_model(resolve_model("tiny-test"), dtype="bfloat16")
+    st = new_episode(bank_games(bank)[0], seed=0)
+    ids = tok(chat_text(tok, render_prompt(decision_point(st, current_seats(st)[0]))), return_tensors="pt")["input_ids"]
+    with torch.no_grad(): top = float(m(input_ids=ids).logits.abs().max())
+    return 2 * 2.0 ** (math.floor(math.log2(top)) - 7)      # bf16 keeps 8 significant bits: an ulp is 2^(e - 7) in [2^e, 2^(e+1))
+
 def test_bf16_base_on_cpu(bank, tmp_path):
     "The GPU default (a bf16 base) trains: LoRA weights stay float32 and the sampler/trainer gap is reported and small."
     cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=3, groups=2, k=2, max_new_tokens=80,
@@ -149,10 +165,13 @@ def test_bf16_base_on_cpu(bank, tmp_path):
     g = [r for r in t if r["tokens_trained"] > r["kl_only_tokens"]]
     assert g and all(r["grad_norm"] > 0 for r in g), [(r["step"], r["tokens_trained"], r["kl_only_tokens"], r["grad_norm"]) for r in t]
     # bf16 kernels: incremental decoding and one teacher-forced pass may differ a little. The gap is reported on every
-    # trained row and bounded above; no lower bound (a step can match to float32 precision by luck: 1.2e-7 was seen).
+    # trained row and bounded above by what bf16 rounding explains (bf16_gap_bound; measured: max 0.027 against 0.125);
+    # no lower bound (a step can match to float32 precision by luck: 1.2e-7 was seen).
     assert all(r["base_dtype"] == "bfloat16" for r in rows)
     assert all(r["sampler_gap"] is not None and 0 <= r["sampler_gap"] <= r["sampler_gap_max"] for r in t), t
-    assert all(r["sampler_gap"] < 1e-2 and r["sampler_gap_max"] < 0.1 for r in t), [(r["sampler_gap"], r["sampler_gap_max"]) for r in t]
+    bound = bf16_gap_bound(bank)
+    print(f"bf16 sampler gaps (mean, max) per trained step: {[(r['sampler_gap'], r['sampler_gap_max']) for r in t]}; bound {bound}")
+    assert all(r["sampler_gap_max"] <= bound for r in t), ([(r["sampler_gap"], r["sampler_gap_max"]) for r in t], bound)
     ad = _adapter(checkpoints(tmp_path / "run")[-1][1])
     assert {v.dtype for v in ad.values()} == {torch.float32}
 

@@ -2,6 +2,8 @@
 import json, re
 
 import pytest
+from collections import Counter
+from fairneg.answers import parse_action
 from typer.testing import CliRunner
 
 from fairneg.agents import AGENT_NAMES
@@ -86,6 +88,15 @@ def test_play_small_model_with_and_without_the_constraint(bank, tmp_path):
         quality[c] = json.loads((tmp_path / c / "quality_report.json").read_text())
     assert quality["legal"]["illegal"] == quality["legal"]["fabrication"] == 0 and quality["legal"]["parse_ok_rate"] == 1
     assert quality["legal"]["lenient_attempts"] == 0 and quality["legal"]["strict_legal_rate"] == 1   # the grammar is the exact format
-    assert quality["none"]["attempts"] > 0
+    # unconstrained: the quality report must say what the transcripts show, and each transcript's verdict must agree with
+    # an independent re-read of its raw text (parse_action), turn by turn
+    tr = rows(tmp_path / "none" / "rollout_transcripts.jsonl")
+    q, tally = quality["none"], Counter(t["legality"] for t in tr)
+    assert q["attempts"] == len(tr) > 0 and set(tally) <= {"ok", "parse_error", "illegal", "fabrication"}, tally
+    assert (q["illegal"], q["fabrication"]) == (tally["illegal"], tally["fabrication"])
+    assert q["parse_ok_rate"] == pytest.approx(1 - tally["parse_error"] / len(tr))
+    assert q["legal_rate"] == pytest.approx(tally["ok"] / len(tr))
+    assert all((parse_action(t["raw"])["action"] is None) == (t["legality"] == "parse_error") for t in tr), \
+        [(t["legality"], t["raw"][:80]) for t in tr if (parse_action(t["raw"])["action"] is None) != (t["legality"] == "parse_error")]
     r = runner.invoke(play_app, ["--bank", str(bank), "--model", "tiny-test", "--constrain", "maybe", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "legal or none" in flat(r.output)
