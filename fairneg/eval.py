@@ -63,7 +63,7 @@ CONDITIONS = {
 }
 NEEDS_BANK = ("primary", "framing", "rational_guard")
 
-def crossgame_games(n:int=6, # how many games
+def crossgame_games(n:int=9, # how many games (a verdict needs MIN_GAMES = 8: three of each size)
                     first_seed:int=42000, # seed of the first game
                     sizes=(4, 5, 7), # table sizes, cycled
                     )->list[Game]:
