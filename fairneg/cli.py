@@ -10,11 +10,12 @@ from typing import Annotated
 import typer
 from . import __version__
 from .commands import CliGroup
-from .game import load_game
-from .geometry import geometry_summary, solve
+from .bank import bank_games
+from .game import GameError
+from .geometry import bank_geometry, geometry_summary, geometry_text, solve
 
 # %% auto #0
-__all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry_text', 'geometry']
+__all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry']
 
 # %% ../nbs/90_cli.ipynb #48178248
 SUBAPPS = {  # verb -> `module` defining `app = typer.Typer(...)`, or `module:attr`; one line per chapter that adds commands
@@ -53,23 +54,26 @@ def main(version:Annotated[bool, typer.Option("--version", callback=_version, is
     "A group callback, so that `fairneg` is always a group of verbs (typer collapses a one-command app)."
 
 # %% ../nbs/90_cli.ipynb #cdb996ea
-def geometry_text(s:dict)->str:
-    "A readable summary of `geometry_summary`."
-    spread = "—" if s["nnw_spread"] is None else f"{s['nnw_spread']:.3f} (std {s['nnw_std']:.3f})"
-    lines = [f"{s['name']}: {s['n_parties']} parties, {s['n_deals']} deals, {s['n_ir']} individually rational, "
-             f"{s['n_passable']} passable",
-             *[f"  {k.upper():5} {s[k] or '— (no IR deal)'}" for k in ("nbs", "ks", "egal", "util")],
-             f"  nnw spread over IR  {spread}",
-             f"  ideal  {' '.join(f'{x:g}' for x in s['ideal'])}",
-             f"  sheet_fp {s['sheet_fp']}  solution_fp {s['solution_fp']}"]
-    return "\n".join(lines)
+def _pick_game(games:list, name:str|None, path)->list:
+    "The games to show: all of them, or the one called `name` (a `GameError` naming the bank's games otherwise)."
+    if name is None: return games
+    hit = [g for g in games if g.name == name]
+    if not hit: raise GameError(path, "--game", f"no game `{name}` here (games: {', '.join(g.name for g in games[:12])}"
+                                + (", ..." if len(games) > 12 else "") + ")")
+    return hit
 
 @app.command()
-def geometry(game:Annotated[Path, typer.Argument(help="A game JSON file or an LLM-Deliberation game folder.")],
-             json_:Annotated[bool, typer.Option("--json", help="Print one JSON object.")]=False):
-    "Print the exact geometry of one game: IR and passable deals, NBS, KS, EGAL, UTIL, nnw spread, fingerprints."
-    s = geometry_summary(solve(load_game(game)))
-    typer.echo(json.dumps(s) if json_ else geometry_text(s))
+def geometry(game:Annotated[Path, typer.Argument(help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a folder of games or `@llm_deliberation`.")],
+             name:Annotated[str|None, typer.Option("--game", help="Of a bank: the game to show in full.")]=None,
+             json_:Annotated[bool, typer.Option("--json", help="Print JSON: one object for a game, a list for several.")]=False):
+    "Print a game's exact geometry (each solution's deal and nnw, each party's u and z there), or one row per game of a bank."
+    games = _pick_game(bank_games(game), name, game)
+    geos = [solve(g) for g in games]
+    if json_: typer.echo(json.dumps(geometry_summary(geos[0]) if len(geos) == 1 else [geometry_summary(g) for g in geos]))
+    elif len(geos) == 1: typer.echo(geometry_text(geos[0]))
+    else:
+        typer.echo(f"{game}: {len(geos)} games; `--game NAME` shows one in full")
+        typer.echo(bank_geometry(geos).to_string(index=False))
 
 # %% ../nbs/90_cli.ipynb #9f315b30
 if __name__ == "__main__" and "ipykernel" not in sys.modules: app(prog_name="fairneg")

@@ -4,17 +4,31 @@
 
 # %% ../nbs/00a_commands.ipynb #bccbf6e9
 from __future__ import annotations
-import dataclasses, inspect, types, typing
+import dataclasses, difflib, inspect, os, platform, sys, time, traceback, types, typing
+from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
 from fastcore.docments import docments
 from typer.core import TyperCommand, TyperGroup
+try: from typer._click import exceptions as click_exceptions   # typer >= 0.2x carries its own click
+except ImportError: from click import exceptions as click_exceptions
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'user_error', 'CliGroup', 'expand_multi', 'MultiValueCommand', 'field_docs', 'config_params',
-           'config_command', 'extra_option', 'config_section', 'key_values']
+__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'user_error', 'one_line', 'crash_dir', 'write_crash_log',
+           'usage_line', 'crash_line', 'CliGroup', 'nearest', 'unknown_names', 'expand_multi', 'MultiValueCommand',
+           'field_docs', 'config_params', 'config_command', 'extra_option', 'config_section', 'key_values']
 
 # %% ../nbs/00a_commands.ipynb #99a45f25
+EXIT_CODES = {   # what every exit status of `fairneg` means, documented once (the README's table is this one)
+    0: "done; a gate POSITIVE; a check that passed",
+    1: "a verdict or check that failed: a gate NEGATIVE, soundness FAIL, a bank check with problems",
+    2: "a user error: one line `error: <where>: <what>` (a bad file, field, option or value)",
+    3: "a gate VOID (a clause that cannot be judged)",
+    4: "a crash: one line names the log file that holds the traceback",
+    130: "interrupted (Ctrl-C)",
+}
+EXIT_USER, EXIT_CRASH = 2, 4
+
 USER_ERRORS = []   # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
 
 def user_error(cls:type)->type:
@@ -22,13 +36,78 @@ def user_error(cls:type)->type:
     if cls not in USER_ERRORS: USER_ERRORS.append(cls)
     return cls
 
+def one_line(text)->str:
+    "A message on one line: every run of whitespace (newlines included) becomes one space."
+    return " ".join(str(text).split())
+
+# %% ../nbs/00a_commands.ipynb #776f6e8b
+def crash_dir()->Path:
+    "Where crash logs go: `$FAIRNEG_CRASH_DIR`, else `$XDG_CACHE_HOME/fairneg/crashes` (`~/.cache/fairneg/crashes`)."
+    if os.environ.get("FAIRNEG_CRASH_DIR"): return Path(os.environ["FAIRNEG_CRASH_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fairneg" / "crashes"
+
+def write_crash_log(exc:BaseException, # the exception that ended the command
+                    argv=None, # the command line (default: `sys.argv`)
+                   )->Path:
+    "Save a crash's command line, versions and traceback to a new file under `crash_dir()`; returns its path."
+    from importlib.metadata import version
+    d = crash_dir(); d.mkdir(parents=True, exist_ok=True)
+    path = d / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    head = [f"command: {' '.join(map(str, sys.argv if argv is None else argv))}", f"cwd: {os.getcwd()}",
+            f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}", f"fairneg {version('fairneg')}, Python {platform.python_version()}, {platform.platform()}"]
+    path.write_text("\n".join(head) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8")
+    return path
+
+# %% ../nbs/00a_commands.ipynb #7329b548
+def usage_line(e:click_exceptions.ClickException)->str:
+    "A usage error (missing option, bad value, unknown flag) as one line: `error: <command>: <what>`."
+    ctx = getattr(e, "ctx", None)
+    return f"error: {ctx.command_path if ctx is not None else 'fairneg'}: {one_line(e.format_message())}"
+
+def crash_line(e:BaseException, log:Path)->str:
+    "The one line a crash prints: what went wrong and the log file that holds its traceback."
+    return f"crash: {type(e).__name__}: {one_line(e)[:300]} (a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})"
+
+# %% ../nbs/00a_commands.ipynb #bd2be009
+_PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)   # handled by `CliGroup.main`/typer
+
 class CliGroup(TyperGroup):
-    "A typer group that reports user errors as `error: <message>` on stderr with exit code 2."
+    "A typer group with the CLI's error convention (`EXIT_CODES`): user and usage errors one line and 2, a crash 4 and a log."
     def invoke(self, ctx):
-        try: return super().invoke(ctx)
+        try: rv = super().invoke(ctx)
         except tuple(USER_ERRORS) as e:
-            typer.echo("error: " + " ".join(str(e).split()), err=True)
-            raise typer.Exit(2)
+            typer.echo("error: " + one_line(e), err=True); raise typer.Exit(EXIT_USER)
+        except _PASS: raise
+        except Exception as e:
+            typer.echo(crash_line(e, write_crash_log(e)), err=True); raise typer.Exit(EXIT_CRASH)
+        return None if ctx.parent is None else rv   # a command's return value is not an exit status
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode:bool=True, **extra):
+        "Run the group; standalone, a usage error is one line with exit code 2 (typer would draw a box)."
+        if not standalone_mode: return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try: code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.NoArgsIsHelpError as e: typer.echo(e.ctx.get_help()); sys.exit(0)
+        except click_exceptions.ClickException as e: typer.echo(usage_line(e), err=True); sys.exit(EXIT_USER)
+        except typer.Abort: typer.echo("aborted", err=True); sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+# %% ../nbs/00a_commands.ipynb #84a31557
+def nearest(word, # a name the user gave
+            known, # the names it should have been one of
+           )->str|None:
+    "The known name closest to `word` (difflib's ratio of at least 0.6, case ignored), or None."
+    low = {str(k).lower(): k for k in known}
+    hit = difflib.get_close_matches(str(word).lower(), list(low), n=1, cutoff=0.6)
+    return low[hit[0]] if hit else None
+
+def unknown_names(bad, # the names that are not known
+                  known, # the names that are
+                  what:str="key", # what they are, for the message
+                 )->str:
+    "`unknown key `threshholds` (did you mean `thresholds`?; known: ...)`, for one or more unknown names."
+    bad = list(bad)
+    guesses = [f"`{b}`" + (f" (did you mean `{n}`?)" if (n := nearest(b, known)) is not None else "") for b in bad]
+    return f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(guesses)} (known: {', '.join(map(str, known))})"
 
 # %% ../nbs/00a_commands.ipynb #d6682ef5
 def expand_multi(args:list[str], flags:set[str])->list[str]:
@@ -118,7 +197,7 @@ def config_section(d, # a parsed parameter file
     if not isinstance(d, dict): raise error(f"{source}: `{section}:` must be a mapping")
     known = {f.name for f in dataclasses.fields(cls)}
     bad = sorted(set(d) - known)
-    if bad: raise error(f"{source}: unknown {what or section} parameter(s) {', '.join(map(str, bad))} (known: {', '.join(sorted(known))})")
+    if bad: raise error(f"{source}: {unknown_names(bad, sorted(known), f'{what or section} parameter')}")
     return dict(d)
 
 def key_values(items, # `KEY=VALUE` command-line items

@@ -8,14 +8,15 @@ import itertools, json, re, string
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
-from .commands import user_error
+from .commands import user_error, nearest
 
 # %% auto #0
-__all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game',
-           'issue_letter', 'issue_index', 'label_option', 'label_options', 'deal_key', 'option_label', 'deal_label',
-           'parse_deal_label', 'utility', 'accepts', 'validate_game', 'ReadError', 'read_text', 'read_json',
-           'json_lines', 'game_to_dict', 'game_from_dict', 'save_game', 'load_game', 'llmdel_games_dir',
-           'import_llm_deliberation', 'generate_game', 'ultimatum_game', 'divide_dollar_game']
+__all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES',
+           'GameError', 'Game', 'issue_letter', 'issue_index', 'label_option', 'label_options', 'deal_key',
+           'option_label', 'deal_label', 'parse_deal_label', 'utility', 'accepts', 'validate_game', 'PartyError',
+           'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'json_kind', 'game_to_dict',
+           'game_from_dict', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game',
+           'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -177,6 +178,22 @@ def validate_game(g:Game, source="<game>")->Game:
     _check(g.protocol in PROTOCOLS, source, "protocol", f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})")
     return g
 
+# %% ../nbs/00_game.ipynb #ef4983ca
+@user_error
+class PartyError(ValueError):
+    "A party given by a name the game does not have, or an index out of its range."
+
+def party_index(g:Game, # the game
+                p, # a party's name (`SportCo`) or index (0-based; negative counts from the end)
+               )->int:
+    "The index of party `p` in `g.parties`, given its name or its index."
+    if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
+        if -g.n <= p < g.n: return int(p) % g.n
+        raise PartyError(f"{g.name}: party index {p} is out of range: the game has {g.n} parties (0..{g.n - 1})")
+    if p in g.parties: return g.parties.index(p)
+    near = nearest(p, g.parties)
+    raise PartyError(f"{g.name}: no party `{p}`" + (f" (did you mean `{near}`?)" if near else "") + f" (parties: {', '.join(g.parties)})")
+
 # %% ../nbs/00_game.ipynb #82993755
 @user_error
 class ReadError(ValueError):
@@ -212,18 +229,53 @@ def json_lines(path, error:type=ReadError)->list[tuple[int, object]]:
     return out
 
 # %% ../nbs/00_game.ipynb #20418b66
+_is_text = lambda v: isinstance(v, str)
+_is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+_is_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+_list_of = lambda ok: lambda v: isinstance(v, list) and all(ok(x) for x in v)
+_or_null = lambda ok: lambda v: v is None or ok(v)
+
+FIELD_TYPES = {   # a game file's fields: what each must be (its JSON type, in words) and the check; values are checked by `validate_game`
+    "name": ("a string", _is_text), "parties": ("a list of strings", _list_of(_is_text)),
+    "roles": ("a list of strings", _list_of(_is_text)), "issues": ("a list of strings", _list_of(_is_text)),
+    "options": ("a list of lists (one per issue)", _list_of(lambda v: isinstance(v, list))),
+    "scores": ("a list of score sheets (lists)", _list_of(lambda v: isinstance(v, list))),
+    "thresholds": ("a list", lambda v: isinstance(v, list)),
+    "veto": ("a list of integers (party indices) or null", _or_null(_list_of(_is_int))),
+    "quorum": ("an integer or null", _or_null(_is_int)), "unanimity_bonus": ("a number", _is_number),
+    "strict": ("true or false", lambda v: isinstance(v, bool)), "info_mode": ("a string", _is_text),
+    "protocol": ("a string", _is_text), "pie": ("a number or null", _or_null(_is_number)),
+    "prose": ("an object or null", _or_null(lambda v: isinstance(v, dict))), "meta": ("an object", lambda v: isinstance(v, dict)),
+}
+
+def json_kind(v)->str:
+    "A JSON value's type in words, with the value when short: `a string (\"five\")`."
+    kind = ("null" if v is None else "true/false" if isinstance(v, bool) else "an integer" if isinstance(v, int)
+            else "a number" if isinstance(v, float) else "a string" if isinstance(v, str) else "a list" if isinstance(v, list)
+            else "an object" if isinstance(v, dict) else type(v).__name__)
+    shown = json.dumps(v, ensure_ascii=False) if not isinstance(v, (list, dict)) else ""
+    return kind + (f" ({shown})" if shown and len(shown) <= 40 and v is not None else "")
+
+# %% ../nbs/00_game.ipynb #4b466fab
 _FIELDS = [f for f in Game.__dataclass_fields__]
 _REQUIRED = ["name", "parties", "roles", "issues", "options", "scores", "thresholds"]
 
 def game_to_dict(g:Game)->dict: return asdict(g)
 
+def _check_fields(d, source):
+    "Unknown fields (with the nearest known one) first, then missing ones, then each field's JSON type."
+    _check(isinstance(d, dict), source, "<root>", f"a game file must hold a JSON object, not {json_kind(d)}")
+    for f in d:
+        near = nearest(f, _FIELDS)
+        _check(f in _FIELDS, source, f, "unknown field" + (f" (did you mean `{near}`?)" if near else "") + f" (known: {', '.join(_FIELDS)})")
+    for f in _REQUIRED: _check(f in d, source, f, "missing required field")
+    for f, v in d.items():
+        kind, ok = FIELD_TYPES[f]
+        _check(ok(v), source, f, f"must be {kind}, got {json_kind(v)}")
+
 def game_from_dict(d:dict, source="<dict>")->Game:
     "Build and validate a game from a dict, naming `source` in errors."
-    _check(isinstance(d, dict), source, "<root>", "a game file must hold a JSON object")
-    for f in _REQUIRED: _check(f in d, source, f, "missing required field")
-    for f in d: _check(f in _FIELDS, source, f, f"unknown field (known: {', '.join(_FIELDS)})")
-    for f in ["parties", "roles", "issues", "options", "scores", "thresholds"]:
-        _check(isinstance(d[f], list), source, f, f"must be a list, got {type(d[f]).__name__}")
+    _check_fields(d, source)
     try: g = Game(**d)
     except (TypeError, ValueError) as e: raise GameError(source, "<root>", str(e)) from None
     return validate_game(g, source)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import hashlib, itertools, json, math
 from dataclasses import dataclass
 import numpy as np
-from .game import Game, accepts, deal_label, validate_game, _grid_sums
+from .game import Game, accepts, deal_label, validate_game, _grid_sums, party_index
 
 # %% auto #0
 __all__ = ['SOLUTIONS', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z', 'pareto_mask', 'Geometry', 'solve',
-           'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel', 'geometry_summary', 'deal_sets',
-           'plot_deals', 'struck_points']
+           'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel', 'party_rows', 'geometry_summary',
+           'geometry_headline', 'party_frame', 'geometry_text', 'geometry_html', 'bank_geometry', 'deal_sets',
+           'solution_marks', 'plot_deals', 'struck_points']
 
 # %% ../nbs/01_geometry.ipynb #b6a7b918
 def enumerate_deals(g:Game)->np.ndarray:
@@ -130,6 +131,9 @@ class Geometry:
         return int(pos)
     def z(self, deal): return None if deal is None else self.Z[:, self.position(deal)]
     def solution(self, name): return getattr(self, name)
+    def party(self, p)->int: return party_index(self.game, p)   # a party's index, given its name or index
+    def __repr__(self): return geometry_headline(self)          # one line, not the arrays (a cell shows this)
+    def _repr_html_(self): return geometry_html(self)           # JupyterLab: the headline and the party table
 
 # %% ../nbs/01_geometry.ipynb #33a2085b
 def _ks_objective(U, tau, ir):
@@ -263,12 +267,73 @@ def relabel(g:Game, party_perm, issue_perm, option_perms, rename:str="x")->Game:
         strict=g.strict, info_mode=g.info_mode, protocol=g.protocol, pie=g.pie))
 
 # %% ../nbs/01_geometry.ipynb #e5f8c8b4
+def party_rows(geo:Geometry)->list[dict]:
+    "One row per party: name, role, threshold, ideal, and its utility `u` and normalized surplus `z` at each solution."
+    g, rows = geo.game, []
+    for i, name in enumerate(g.parties):
+        row = dict(party=name, role=g.roles[i], threshold=float(geo.tau[i]), ideal=float(geo.ideal[i]))
+        for s in SOLUTIONS:
+            pos = geo.solution(s)
+            row[f"{s}_u"] = None if pos is None else float(geo.U[i, pos])
+            row[f"{s}_z"] = None if pos is None else round(float(geo.Z[i, pos]), 4)
+        rows.append(row)
+    return rows
+
 def geometry_summary(geo:Geometry)->dict:
-    "The JSON summary of a game's geometry printed by `fairneg geometry --json`."
+    "The JSON summary of a game's geometry printed by `fairneg geometry --json`: counts, solutions, each party at each."
     return dict(name=geo.game.name, n_parties=geo.game.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
                 n_passable=int(geo.passable.sum()), ideal=[float(x) for x in geo.ideal],
                 **{s: geo.label(geo.solution(s)) for s in SOLUTIONS},
+                nnw_at={s: None if geo.solution(s) is None else round(float(geo.nnw[geo.solution(s)]), 4) for s in SOLUTIONS},
+                parties=party_rows(geo),
                 nnw_spread=geo.nnw_spread, nnw_std=geo.nnw_std, sheet_fp=geo.sheet_fp, solution_fp=geo.solution_fp)
+
+# %% ../nbs/01_geometry.ipynb #dcdf90fc
+def geometry_headline(geo:Geometry)->str:
+    "One line: the game, its counts and its NBS and KS deals (a `Geometry`'s repr)."
+    sols = "; ".join(f"{s.upper()} {geo.label(geo.solution(s)) or '—'}" for s in ("nbs", "ks"))
+    return (f"Geometry({geo.game.name}: {geo.game.n} parties, {geo.n_deals} deals, {int(geo.ir.sum())} IR, "
+            f"{int(geo.passable.sum())} passable; {sols})")
+
+def _u_z(u, z)->str: return "—" if u is None else f"{u:g} ({z:+.2f})"
+
+def party_frame(geo:Geometry):
+    "`party_rows` as a table a person reads: one row per party, `u (z)` under each solution."
+    import pandas as pd
+    return pd.DataFrame([{"party": r["party"], "role": r["role"], "threshold": f"{r['threshold']:g}", "ideal": f"{r['ideal']:g}",
+                          **{f"{s.upper()} u (z)": _u_z(r[f"{s}_u"], r[f"{s}_z"]) for s in SOLUTIONS}} for r in party_rows(geo)])
+
+# %% ../nbs/01_geometry.ipynb #53da8cf8
+def geometry_text(geo:Geometry)->str:
+    "A game's geometry for a terminal: counts, each solution's deal and nnw, each party's utility and z at each solution."
+    s = geometry_summary(geo)
+    spread = "—" if s["nnw_spread"] is None else f"{s['nnw_spread']:.3f} (std {s['nnw_std']:.3f})"
+    sols = [f"  {k.upper():5} {s[k] or '— (no IR deal)':<{max(len(s[k] or '') for k in SOLUTIONS) + 2}}"
+            + ("" if s["nnw_at"][k] is None else f"nnw {s['nnw_at'][k]:.3f}") for k in SOLUTIONS]
+    table = party_frame(geo).to_string(index=False)
+    return "\n".join([f"{s['name']}: {s['n_parties']} parties, {s['n_deals']} deals, {s['n_ir']} individually rational, "
+                      f"{s['n_passable']} passable; nnw spread over IR {spread}", *sols,
+                      "  each party's utility u and normalized surplus z = (u - threshold) / (ideal - threshold):",
+                      *("  " + line for line in table.split("\n")),
+                      f"  sheet_fp {s['sheet_fp']}  solution_fp {s['solution_fp']}"])
+
+def geometry_html(geo:Geometry)->str:
+    "The headline and the party table as HTML (a `Geometry` in JupyterLab)."
+    import html
+    return f"<p><b>{html.escape(geometry_headline(geo))}</b></p>" + party_frame(geo).to_html(index=False)
+
+# %% ../nbs/01_geometry.ipynb #d71a6747
+def bank_geometry(geos:list[Geometry]):
+    "One row per game of a bank: counts, the NBS deal, nnw and the worst-off party's z there, and the nnw spread."
+    import pandas as pd
+    def row(geo):
+        p = geo.nbs
+        worst = None if p is None else int(np.argmin(geo.Z[:, p]))
+        return dict(game=geo.game.name, parties=geo.game.n, deals=geo.n_deals, IR=int(geo.ir.sum()), passable=int(geo.passable.sum()),
+                    NBS=geo.label(p) or "—", nnw_at_NBS=None if p is None else round(float(geo.nnw[p]), 3),
+                    worst_off_at_NBS="—" if p is None else f"{geo.game.parties[worst]} ({geo.Z[worst, p]:+.2f})",
+                    KS_is_NBS=geo.ks == geo.nbs, nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 3))
+    return pd.DataFrame([row(g) for g in geos])
 
 # %% ../nbs/01_geometry.ipynb #47d56895
 def deal_sets(geo:Geometry)->np.ndarray:
@@ -279,6 +344,14 @@ def _deal_frame(geo:Geometry, i:int, j:int):
     import pandas as pd
     return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=deal_sets(geo),
                              pareto=geo.pareto_ir, nnw=np.round(geo.nnw, 4)))
+
+# %% ../nbs/01_geometry.ipynb #973d961d
+def solution_marks(geo:Geometry, i:int, j:int)->list[dict]:
+    "The NBS and KS points on parties i and j's axes, one mark labelled `NBS = KS` where they are the same deal."
+    pos = {s: geo.solution(s) for s in ("nbs", "ks") if geo.solution(s) is not None}
+    by_deal = {}
+    for s, p in pos.items(): by_deal.setdefault(p, []).append(s.upper())
+    return [dict(solution=" = ".join(names), deal=geo.label(p), zi=float(geo.Z[i, p]), zj=float(geo.Z[j, p])) for p, names in by_deal.items()]
 
 # %% ../nbs/01_geometry.ipynb #b9ac40f1
 def _density(zi, zj, bins:int):
@@ -291,11 +364,12 @@ def _density(zi, zj, bins:int):
     n = pd.DataFrame(dict(ci=ci, cj=cj)).value_counts().reset_index(name="deals")
     return pd.DataFrame(dict(zi=ei[n.ci], zi2=ei[n.ci + 1], zj=ej[n.cj], zj2=ej[n.cj + 1], deals=n.deals))
 
-def plot_deals(geo:Geometry, i:int=0, j:int=1, struck=None, width:int=420, height:int=380,
+def plot_deals(geo:Geometry, i:int|str=0, j:int|str=1, struck=None, width:int=420, height:int=380,
                bins:int=24, # cells per axis of the density of the deals that are neither IR nor passable
                ):
     "Altair chart of the deals on parties i and j's normalized surplus, with IR, Pareto frontier, NBS and KS."
     import altair as alt, pandas as pd
+    i, j = geo.party(i), geo.party(j)
     df = _deal_frame(geo, i, j)
     names = geo.game.parties
     x = alt.X("zi:Q", title=f"z of {names[i]}"); y = alt.Y("zj:Q", title=f"z of {names[j]}")
@@ -308,8 +382,7 @@ def plot_deals(geo:Geometry, i:int=0, j:int=1, struck=None, width:int=420, heigh
         x, y, color=alt.Color("set:N", scale=alt.Scale(domain=["IR", "passable"], range=["#2a7ab0", "#9ecae1"])),
         tooltip=["deal", "set", "nnw", "zi", "zj"])
     front = alt.Chart(df[df.pareto]).mark_point(shape="diamond", size=60, filled=False, color="#08306b").encode(x, y, tooltip=["deal", "nnw"])
-    pts = [dict(solution=s.upper(), deal=geo.label(geo.solution(s)), zi=geo.Z[i, geo.solution(s)], zj=geo.Z[j, geo.solution(s)])
-           for s in ("nbs", "ks") if geo.solution(s) is not None]
+    pts = solution_marks(geo, i, j)
     layers = [cloud, base, front]
     if pts:
         sp = alt.Chart(pd.DataFrame(pts))
@@ -322,6 +395,7 @@ def plot_deals(geo:Geometry, i:int=0, j:int=1, struck=None, width:int=420, heigh
     return alt.layer(*layers).properties(width=width, height=height, title=f"{geo.game.name}: deals in normalized-surplus space")
 
 # %% ../nbs/01_geometry.ipynb #e960043c
-def struck_points(geo:Geometry, deals, i:int=0, j:int=1, label:str="struck")->list[dict]:
-    "Rows for `plot_deals(struck=...)` from deals (option-index tuples) that policies closed."
+def struck_points(geo:Geometry, deals, i:int|str=0, j:int|str=1, label:str="struck")->list[dict]:
+    "Rows for `plot_deals(struck=...)` from deals (option-index tuples) that policies closed; parties by name or index."
+    i, j = geo.party(i), geo.party(j)
     return [dict(policy=label, deal=deal_label(d), zi=float(geo.Z[i, geo.position(d)]), zj=float(geo.Z[j, geo.position(d)])) for d in deals]

@@ -244,7 +244,7 @@ def test_binary_train_params(tmp_path):
                           tmp_path / "t.yaml", "not UTF-8 text (byte 0x89 at offset 0)")
     (tmp_path / "t.yaml").write_text("train:\n  stepz: 3\n")
     assert_one_line_error(fairneg("train", "--params", tmp_path / "t.yaml", "--steps", 1), tmp_path / "t.yaml",
-                          "unknown training parameter(s) stepz")
+                          "unknown training parameter `stepz` (did you mean `steps`?)")
 
 
 def test_pilot_force_retrains(tmp_path):
