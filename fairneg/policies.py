@@ -10,21 +10,23 @@ from pathlib import Path
 from typing import Annotated, Optional
 import typer
 from .agents import AGENT_NAMES, AGENT_ALIASES
-from .commands import CliGroup, MultiValueCommand, config_command, user_error
+from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
 from .bank import adapter_config, bank_games
 from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
-                             max_budget, run_cell, summary_table, quality_report, merge_cmd)
+                             max_budget, run_cell, summary_table, quality_report, merge_cmd,
+                             cell_identity, held_episodes, missing_runs)
 from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .game import INFO_MODES
 from .prompts import FRAMINGS
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
-from .store import write_json
+from .store import write_json, out_folder, fresh_folder, episode_rows, EPISODES, QUALITY
+from .game import read_json
 from .protocol import CONTEXTS
 
 # %% auto #0
-__all__ = ['play_app', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy', 'PolicyError',
-           'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy', 'model_spec', 'seat_policies',
-           'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
+__all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy',
+           'PolicyError', 'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy', 'model_spec',
+           'seat_policies', 'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
 
 # %% ../nbs/07b_policies.ipynb #b7479128
 def is_llm_seat(name:str)->bool:
@@ -176,9 +178,8 @@ def _play_seats(seats:str|None, model:str|None, games:list)->list[str]:
     except (ValueError, PolicyError) as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
     return names
 
-def _play_line(res:dict, out:Path)->str:
-    "The closing line of `fairneg play`: episodes, parse and legality counts, unique keys, protocols and the folder."
-    q = quality_report(res["rows"], res["transcripts"])
+def _play_line(q:dict, out:Path)->str:
+    "The closing line of `fairneg play`: the folder's episodes, parse and legality counts, unique keys, protocols."
     return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
             f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
             f"protocol {', '.join(q['protocol_versions'])} -> {out}")
@@ -214,32 +215,64 @@ def _check_play_config(c:PlayConfig):
                                  ("framing", c.framing, FRAMINGS), ("info_mode", c.info_mode, (None, *INFO_MODES))):
         if value not in choices: raise ValueError(f"{name} must be {' or '.join(filter(None, choices))}, got {value!r}")
     if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
+    twice = sorted({s for s in c.seeds if c.seeds.count(s) > 1})
+    if twice: raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: each (game, seed) episode is played once")
 
 # %% ../nbs/07b_policies.ipynb #b23e430d
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
     "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
     "command); merge chunks of a cell (`fairneg play merge`).")
 
-def play(**kw):
-    "Run a tournament; write episodes.jsonl, rollout_transcripts.jsonl, states.jsonl, cell.jsonl and quality_report.json."
+TABLE_LEVEL_NOTE = ("  deal_rate, mean_nnw, below_threshold_rate and worst_off_z are the table's, the same for every seat of a "
+                    "mixed table; own_z is the policy's own seats'")
+
+def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
+    "What a run into `out` will do: start over, resume, or nothing (None: a new cell)."
+    if force: return f"{out}: --force: playing all {len(wanted)} episodes into a new folder that replaces it when complete"
+    have = len(wanted & held)
+    if have == len(wanted): return f"{out}: already holds all {len(wanted)} episodes of this cell; nothing played (--force plays it again)"
+    return f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}" if held else None
+
+def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|None]:
+    "The (games, seeds) blocks to play into `out` and the line that says so (refusing a folder of another cell)."
+    wanted = {(g.name, s) for g in games for s in c.seeds}
+    held = set() if force else held_episodes(out, identity)
+    blocks = [(games, list(c.seeds))] if force else missing_runs(games, c.seeds, held)
+    return blocks, _plan_line(out, wanted, held, force)
+
+# %% ../nbs/07b_policies.ipynb #6d49cda8
+def play(force:bool=False, **kw):
+    "Play a campaign cell into its folder: what the folder lacks of it, nothing when it is complete, all again with --force."
     try: c = PlayConfig(**{k: v for k, v in kw.items() if v is not None})
     except ValueError as e: raise typer.BadParameter(str(e)) from None
     games = bank_games(c.bank)
     names = _play_seats(c.seats, c.model, games)
     experiment_name = c.experiment_name or f"play__{','.join(names)}"
-    out = c.out or Path("runs") / experiment_name
+    out = out_folder(c.out or Path("runs") / experiment_name, "cell folder")
     cap = max_budget(games, c.turn_max_tokens, c.info_mode, c.max_turns)
-    pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)
     llm = any(not is_agent_seat(n) for n in names)
     cell = dict(model=c.model, model_thinking=c.model_thinking if llm else None, constrain=c.constrain,
                 turn_max_tokens=c.turn_max_tokens, max_new_tokens=cap if llm else None, bank=str(c.bank))
-    res = run_cell(games, names, c.seeds, out=out, experiment_name=experiment_name, width=c.width, framing=c.framing,
-                   extra_policies=pols, progress=c.progress, cell=cell, info_mode=c.info_mode, max_turns=c.max_turns,
-                   turn_max_tokens=c.turn_max_tokens, context=c.context)
-    typer.echo(summary_table(res["rows"]).to_string())
-    typer.echo(_play_line(res, out))
+    spec = dict(info_mode=c.info_mode, max_turns=c.max_turns, turn_max_tokens=c.turn_max_tokens, context=c.context)
+    blocks, line = _play_blocks(force, c, games, names, out, cell_identity({**spec, **cell, "experiment_name": experiment_name,
+                                                                                 "seats": names, "framing": c.framing}))
+    if line: typer.echo(line)
+    if blocks:
+        pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)   # only now: a model loads
+        run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name, width=c.width, framing=c.framing,
+                                         extra_policies=pols, progress=c.progress, cell=cell, **spec)
+        if force:
+            with fresh_folder(out) as new: run(new, games, list(c.seeds))
+        else:
+            for gs, ss in blocks: run(out, gs, ss)
+    wanted = {(g.name, s) for g in games for s in c.seeds}
+    rows = [r for r in episode_rows(out / EPISODES) if (r["instance_id"], r["episode_seed"]) in wanted]
+    typer.echo(summary_table(rows).to_string())
+    if len(set(names)) > 1: typer.echo(TABLE_LEVEL_NOTE)
+    typer.echo(_play_line(read_json(out / QUALITY), out))
 
-play_app.command("run", cls=MultiValueCommand)(config_command(PlayConfig, play))
+play_app.command("run", cls=MultiValueCommand)(config_command(PlayConfig, play, extra=[extra_option(
+    "force", bool, False, "Start the cell over: play every episode into a new folder that replaces --out when complete.")]))
 play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
 # %% ../nbs/07b_policies.ipynb #555254b1

@@ -13,8 +13,10 @@ from tqdm import tqdm
 import fairneg
 from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
 from .game import Game, option_label
-from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, append_jsonl, read_jsonl,
-                           write_json)
+from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError,
+                           append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows, refuse_duplicates, out_folder,
+                           is_empty_folder)
+from .commands import user_error, nearest
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
@@ -24,12 +26,13 @@ from .protocol import (new_episode, current_seats, apply_action, decision_point,
 from .prompts import render_prompt, render_conversation
 
 # %% auto #0
-__all__ = ['RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'request_messages', 'turn_seed', 'ScriptedPolicy',
-           'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step', 'episode_row',
-           'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report', 'write_cell_tables', 'seat_names',
-           'run_tournament', 'summary_table', 'episode_table_rewards', 'soundness', 'view_ref', 'is_agent_seat',
-           'llm_seats', 'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats',
-           'max_budget', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
+__all__ = ['CELL_IDENTITY', 'RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'request_messages', 'turn_seed',
+           'ScriptedPolicy', 'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step',
+           'episode_row', 'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report', 'write_cell_tables',
+           'cell_identity', 'drop_unfinished', 'held_episodes', 'missing_runs', 'seat_names', 'run_tournament',
+           'summary_table', 'episode_table_rewards', 'SoundnessError', 'parse_expectation', 'soundness', 'view_ref',
+           'is_agent_seat', 'llm_seats', 'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line',
+           'resolve_seats', 'max_budget', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
 
 # %% ../nbs/06_rollout.ipynb #59845bc1
 @dataclass
@@ -238,12 +241,66 @@ def write_cell_tables(out, # the cell folder (made when missing)
     out = Path(out)
     unknown = sorted(set(tables) - set(CELL_TABLES))
     if unknown: raise ValueError(f"not tables of a cell folder: {', '.join(unknown)} (known: {', '.join(CELL_TABLES)})")
+    new = tables.get(EPISODES) or []
+    refuse_duplicates(new, f"{out}: the rows to write", RunFolderError)
+    if new and (out / EPISODES).is_file():
+        held = {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)}
+        twice = [k for k in (tuple(r[f] for f in EPISODE_KEY) for r in new) if k in held]
+        if twice: raise RunFolderError(f"{out / EPISODES}: already holds {len(twice)} of these episodes "
+                                       f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}{', ...' if len(twice) > 3 else ''}): nothing written")
     out.mkdir(parents=True, exist_ok=True)
     for name in CELL_TABLES:
         if name != EPISODES and tables.get(name): append_jsonl(tables[name], out / name)
     if quality is not None: write_json(out / QUALITY, quality)
     if tables.get(EPISODES): append_jsonl(tables[EPISODES], out / EPISODES)
     return out
+
+# %% ../nbs/06_rollout.ipynb #faa2b96d
+CELL_IDENTITY = ("experiment_name", "seats", "framing", "context", "info_mode", "max_turns", "turn_max_tokens",
+                 "model", "model_thinking", "constrain")   # cell.jsonl fields that make a cell: one folder holds one value of each
+
+def cell_identity(line:dict)->dict:
+    "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or of a cell about to be played)."
+    return {k: line.get(k) for k in CELL_IDENTITY}
+
+def _refuse_other_cell(out:Path, identity:dict):
+    "Raise `RunFolderError` when a line of the folder's `cell.jsonl` is another cell, naming the fields that differ."
+    for line in read_jsonl(out / CELL):
+        diff = [k for k in CELL_IDENTITY if line.get(k) != identity.get(k)]
+        if diff: raise RunFolderError(f"{out}: holds another cell (" + "; ".join(f"{k} {line.get(k)!r} there, {identity.get(k)!r} now" for k in diff)
+                                      + "): give another --out, or --force to start it over")
+
+# %% ../nbs/06_rollout.ipynb #0762d878
+def drop_unfinished(out:Path)->int:
+    "Remove the transcript and state rows of episodes without an `episodes.jsonl` row (a write cut short); returns how many."
+    keys = {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    dropped = 0
+    for name in (TRANSCRIPTS, STATES):
+        if not (out / name).is_file(): continue
+        rows = read_jsonl(out / name)
+        keep = [r for r in rows if tuple(r.get(f) for f in EPISODE_KEY) in keys]
+        if len(keep) < len(rows): write_jsonl(out / name, keep); dropped += len(rows) - len(keep)
+    return dropped
+
+def held_episodes(out, # a cell folder (missing or empty: a new cell)
+                  identity:dict, # `cell_identity` of the cell to play into it
+                 )->set:
+    "The (instance_id, episode_seed) keys the folder holds of this cell; `RunFolderError` for a file or a folder of other work."
+    out = out_folder(out, "cell folder")
+    if is_empty_folder(out): return set()
+    if not (out / CELL).is_file(): raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or --force to replace it")
+    _refuse_other_cell(out, identity)
+    drop_unfinished(out)
+    return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+
+def missing_runs(games:list, seeds, held:set)->list[tuple[list, list]]:
+    "The (games, seeds) blocks still to play: games that lack the same seeds grouped, in the games' and seeds' order."
+    todo = {}
+    for s in seeds:
+        names = tuple(g.name for g in games if (g.name, s) not in held)
+        if names: todo.setdefault(names, []).append(s)
+    by_name = {g.name: g for g in games}
+    return [([by_name[n] for n in names], list(ss)) for names, ss in todo.items()]
 
 # %% ../nbs/06_rollout.ipynb #804626ac
 def seat_names(seats, games)->dict:
@@ -279,19 +336,35 @@ def episode_table_rewards(rows:list, eps:float=0.01, g_floor:float|None=None)->n
     "`R_table` of each episode row, from its logged per-party `z`."
     return np.array([float(table_reward(np.asarray(r["z"], float), eps=eps, g_floor=g_floor)) for r in rows])
 
+@user_error
+class SoundnessError(ValueError):
+    "A soundness check that cannot be run as asked: an expected order that is not `A>B` of two campaigns, an empty campaign."
+
+def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above campaign B's
+                      names, # the campaigns' names
+                     )->tuple[str, str]:
+    "The two campaign names of an expected order `A>B`, checked against `names`."
+    parts = [x.strip() for x in str(exp).split(">")]
+    if len(parts) != 2 or not all(parts):
+        raise SoundnessError(f"--expect-above `{exp}`: expected `A>B` (campaign A above campaign B), e.g. `rational>llm`")
+    for nm in parts:
+        if nm not in names:
+            near = nearest(nm, names)
+            raise SoundnessError(f"--expect-above `{exp}` names `{nm}`, which is not a campaign" + (f" (did you mean `{near}`?)" if near else "")
+                                 + f" (campaigns: {', '.join(names)})")
+    return parts[0], parts[1]
+
 def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_floor:float|None=None)->dict:
     "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes when each `A>B` holds without overlap."
+    orders = [(exp, *parse_expectation(exp, list(campaigns))) for exp in expect_above]   # refused before any bootstrap
     stats = {}
     for name, rows in campaigns.items():
-        if not rows: raise ValueError(f"campaign `{name}` has no episodes")
+        if not rows: raise SoundnessError(f"campaign `{name}` has no episodes")
         cb = cluster_bootstrap(episode_table_rewards(rows, g_floor=g_floor), [r["instance_id"] for r in rows], B=B, seed=seed)
         stats[name] = dict(mean_r_table=float(cb["estimate"][0]), lo=float(cb["lo"][0]), hi=float(cb["hi"][0]),
                            n_games=int(cb["n_clusters"]), n_episodes=len(rows))
     checks = []
-    for exp in expect_above:
-        a, b = [x.strip() for x in exp.split(">")]
-        for nm in (a, b):
-            if nm not in stats: raise ValueError(f"--expect-above `{exp}` names `{nm}`, which is not a campaign ({', '.join(stats)})")
+    for exp, a, b in orders:
         checks.append(dict(expect=exp, holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"], stats[b]["hi"]))))
     return dict(campaigns=stats, checks=checks, passed=all(c["holds"] for c in checks), B=B, seed=seed)
 
@@ -439,8 +512,10 @@ def run_cell(games, # the games
                     seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
                     protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
                     **{**spec_kw, **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        old_rows = episode_rows(Path(out) / EPISODES, RunFolderError) if (Path(out) / EPISODES).is_file() else []
+        old_trans = read_jsonl(Path(out) / TRANSCRIPTS) if old_rows and (Path(out) / TRANSCRIPTS).is_file() else []
         write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"], STATES: res["states"], CELL: [line]},
-                          quality_report(res["rows"], res["transcripts"]))
+                          quality_report(old_rows + res["rows"], old_trans + res["transcripts"]))   # the report covers the whole folder
     return res
 
 # %% ../nbs/06_rollout.ipynb #3c24e6ad
@@ -512,7 +587,7 @@ def _campaign_rows(spec:str)->tuple:
     name, d = spec.split("=", 1)
     p = Path(d); p = p / EPISODES if p.is_dir() else p
     if not p.exists(): raise typer.BadParameter(f"campaign `{name}`: no episodes file at {p}")
-    return name, read_jsonl(p)
+    return name, episode_rows(p, SoundnessError)     # an episode twice is refused, naming the file and lines
 
 @soundness_app.command("soundness")
 def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/episodes.jsonl; repeat per campaign"),
@@ -521,7 +596,10 @@ def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/e
                   b:int=typer.Option(10_000, "--b", help="bootstrap resamples"), seed:int=typer.Option(0, help="bootstrap seed"),
                   g_floor:float=typer.Option(None, help="reward floor (e.g. -17.5)")):
     "The offline reward soundness gate: exit 0 only when every expected order holds with non-overlapping intervals."
-    res = soundness(dict(_campaign_rows(c) for c in campaign), expect_above, B=b, seed=seed, g_floor=g_floor)
+    camps = [_campaign_rows(c) for c in campaign]
+    twice = sorted({n for n, _ in camps if [m for m, _ in camps].count(n) > 1})
+    if twice: raise typer.BadParameter(f"campaign name(s) {', '.join(twice)} given more than once", param_hint="--campaign")
+    res = soundness(dict(camps), expect_above, B=b, seed=seed, g_floor=g_floor)
     write_json(out, res)
     for nm, s in res["campaigns"].items():
         typer.echo(f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} games, {s['n_episodes']} episodes)")

@@ -4,14 +4,18 @@
 
 # %% ../nbs/00b_store.ipynb #9e6ad300
 from __future__ import annotations
-import hashlib, json, os
+import hashlib, json, os, shutil
+from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
+from .commands import user_error
 from .game import ReadError, json_lines
 
 # %% auto #0
-__all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'STEP_FIELDS',
-           'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'episode_rows',
+__all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
+           'RunFolderError', 'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl',
+           'duplicate_keys', 'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'fresh_folder',
            'file_sha256', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
@@ -24,9 +28,16 @@ TRAINING_STEPS = "training_steps.jsonl"      # one row per GRPO step
 CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)   # the tables of a campaign cell
 
 # %% ../nbs/00b_store.ipynb #7203e241
+@user_error
+class RunFolderError(ValueError):
+    "An output path that cannot take this command's output: a file where a folder goes, or a folder that holds other work."
+
 def write_text_atomic(path, text:str)->Path:
     "Write a text file atomically (a temporary file renamed into place), creating its folder."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    if path.is_dir(): raise RunFolderError(f"{path}: is a folder; give a file name to write")
+    if path.parent.exists() and not path.parent.is_dir(): raise RunFolderError(f"{path.parent}: is a file, not a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text, encoding="utf-8"); os.replace(tmp, path)
     return path
 
@@ -50,13 +61,59 @@ def read_jsonl(path)->list:
     "Rows of a JSON Lines file, naming the file and line of a bad row."
     return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
 
+EPISODE_KEY = ("instance_id", "episode_seed")   # what names an episode in a table: one row each (SPEC §8)
+
+def duplicate_keys(rows, key=EPISODE_KEY)->dict:
+    "`{key: [line, ...]}` for every key held by more than one row (rows without the key's fields are not counted)."
+    seen = defaultdict(list)
+    for n, r in enumerate(rows, 1):
+        if all(f in r for f in key): seen[tuple(r[f] for f in key)].append(str(r.get("_source", n)).rpartition(":")[2] or n)
+    return {k: v for k, v in seen.items() if len(v) > 1}
+
+def refuse_duplicates(rows, source, error:type=ReadError, key=EPISODE_KEY):
+    "Raise `error` naming `source`, the first duplicated keys and their lines, when a table holds a key twice."
+    dups = duplicate_keys(rows, key)
+    if not dups: return rows
+    shown = "; ".join(f"{'/'.join(map(str, k))} on lines {', '.join(map(str, v))}" for k, v in list(dups.items())[:3])
+    raise error(f"{source}: {len(dups)} ({', '.join(key)}) key(s) appear more than once ({shown}{'; ...' if len(dups) > 3 else ''}): "
+                f"a table holds each episode once (was a command run twice into one folder?)")
+
 def episode_rows(path, error:type=ReadError)->list[dict]:
-    "The rows of one `episodes.jsonl`, each with `_source` = file:line; a bad file or row is an `error` naming it."
+    "The rows of one `episodes.jsonl`, each with `_source` = file:line; a bad file or row, or an episode twice, is an `error` naming it."
     rows = []
     for i, r in json_lines(path, error):              # one-line errors for unreadable, non-UTF-8 or bad-JSON files
         if not isinstance(r, dict): raise error(f"{path}:{i}: an episode row must be a JSON object")
         rows.append({**r, "_source": f"{path}:{i}"})
-    return rows
+    return refuse_duplicates(rows, path, error)
+
+# %% ../nbs/00b_store.ipynb #07d9989c
+def out_folder(path, # the output folder a command is given
+               what:str="output folder", # what it is, for the message
+              )->Path:
+    "`path` as a `Path`, refusing a path that exists and is not a folder (before any work is done)."
+    path = Path(path)
+    if path.exists() and not path.is_dir(): raise RunFolderError(f"{path}: is a file, not a folder (the {what}); give a folder")
+    return path
+
+def is_empty_folder(path)->bool:
+    "Whether `path` is missing or an empty folder."
+    path = Path(path)
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+@contextmanager
+def fresh_folder(out, # the folder to replace (or create)
+                ):
+    "Yield a new empty folder beside `out`; when the block ends without an error, it replaces `out` (else it is removed)."
+    out = out_folder(out); out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f"{out.name}.new-*"): shutil.rmtree(stale, ignore_errors=True)   # a start-over killed earlier
+    new, old = out.with_name(f"{out.name}.new-{os.getpid()}"), out.with_name(f"{out.name}.old-{os.getpid()}")
+    new.mkdir()
+    try: yield new
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True); raise
+    if out.exists(): os.rename(out, old)
+    os.rename(new, out)
+    shutil.rmtree(old, ignore_errors=True)
 
 # %% ../nbs/00b_store.ipynb #bfceb4db
 def file_sha256(path, chunk:int=1 << 20)->str:
