@@ -12,9 +12,9 @@ import typer, yaml
 from .commands import CliGroup, MultiValueCommand, user_error
 from tqdm import tqdm
 from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
-                          llmdel_games_dir, load_game, read_json, read_text, save_game)
+                          llmdel_games_dir, load_game, read_json, read_text, save_game, game_text)
 from .geometry import Geometry, solve
-from .store import write_jsonl, write_json
+from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
@@ -69,6 +69,7 @@ def adapter_config(folder, error:type=ReadError)->dict:
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # ids and names that are safe file names
 
 def _check_ids(games:list[Game], out):
+    if not games: raise BankError(f"{out}: no games to write (a bank holds at least one)")
     seen = {}
     for g in games:
         if not SAFE_ID.fullmatch(g.name):
@@ -76,15 +77,36 @@ def _check_ids(games:list[Game], out):
         if g.name in seen: raise BankError(f"{out}: two games share the id `{g.name}`")
         seen[g.name] = g
 
-def write_bank(games:list[Game], out, geos:list[Geometry]|None=None, progress:bool=False)->list[dict]:
-    "Write games as `<id>.json` and then the manifest; return the manifest rows."
-    out = Path(out); _check_ids(games, out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for g, geo in tqdm(list(zip(games, geos or [None] * len(games))), desc=f"writing {out.name}", disable=not progress):
-        save_game(g, out / f"{g.name}.json")
-        rows.append(manifest_row(g, geo))
-    write_jsonl(out / MANIFEST, rows)
+def _no_bank_yet(out:Path)->bool:
+    "A folder to write a bank into without asking: missing, empty, or holding only the log of an eval bank that failed."
+    return is_empty_folder(out) or (out.is_dir() and {p.name for p in out.iterdir()} <= {REJECTIONS})
+
+def _holds_same_bank(out:Path, texts:dict)->bool:
+    "Whether `out` already holds exactly these files' texts (a bank written before by the same command); refuses other work."
+    if _no_bank_yet(out): return False
+    if not (out / MANIFEST).is_file():
+        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
+    if all((out / n).is_file() and (out / n).read_text(encoding="utf-8") == t for n, t in texts.items()): return True
+    old = read_manifest(out)
+    raise BankError(f"{out}: holds another bank ({len(old)} games: {', '.join(r['id'] for r in old[:3])}{', ...' if len(old) > 3 else ''}): "
+                    "give another --out, or --force to replace it")
+
+# %% ../nbs/03a_bank.ipynb #3d451abd
+def write_bank(games:list[Game], # the games
+               out, # the bank folder
+               geos:list[Geometry]|None=None, # their geometries, when already solved
+               progress:bool=False, # show a progress bar
+               force:bool=False, # replace a folder that holds another bank (or other files)
+               extra:dict|None=None, # more files of the bank: name -> text (the eval bank's guard and rejections)
+              )->list[dict]:
+    "Write games as `<id>.json` and the manifest into a new folder that replaces `out` whole; return the manifest rows."
+    out = out_folder(out, "bank folder"); _check_ids(games, out)
+    rows = [manifest_row(g, geo) for g, geo in tqdm(list(zip(games, geos or [None] * len(games))), desc=f"solving {out.name}",
+                                                    disable=not progress)]
+    texts = {**{f"{g.name}.json": game_text(g) for g in games}, **(extra or {}), MANIFEST: jsonl_text(rows)}
+    if not force and _holds_same_bank(out, texts): return rows        # the same bank: nothing to write
+    with fresh_folder(out) as new:                                    # no stale game file survives a rewrite
+        for name, text in texts.items(): (new / name).write_text(text, encoding="utf-8")
     return rows
 
 # %% ../nbs/03a_bank.ipynb #ef39f3ae
@@ -182,6 +204,7 @@ def generate_games(n_games:int=24, # how many base games (seeds)
                    )->list[Game]:
     "Generated games, every seed in every mode."
     modes = check_modes(modes)
+    if not (isinstance(n_games, int) and n_games >= 1): raise BankError(f"n_games must be at least 1, got {n_games}")
     return [twin(base, m) for s in range(seed_offset, seed_offset + n_games) for base in [make_game(s)] for m in modes]
 
 def generate_bank(n_games:int=24, # how many base games (seeds)
@@ -189,9 +212,10 @@ def generate_bank(n_games:int=24, # how many base games (seeds)
                   modes=("full", "private"), # information modes: one game per mode per seed
                   out="bank", # the bank folder
                   progress:bool=True, # show a progress bar
+                  force:bool=False, # replace a folder that holds another bank
                   )->list[dict]:
     "Write a training bank of generated games; return its manifest rows."
-    return write_bank(generate_games(n_games, seed_offset, modes), out, progress=progress)
+    return write_bank(generate_games(n_games, seed_offset, modes), out, progress=progress, force=force)
 
 # %% ../nbs/03a_bank.ipynb #0be75192
 def _safe_name(g:Game)->Game:
@@ -202,10 +226,11 @@ def _safe_name(g:Game)->Game:
 def import_bank(paths:Iterable, # game JSON files, LLM-Deliberation folders, folders of those, or banks
                 out, # the bank folder to write
                 progress:bool=False, # show a progress bar
+                force:bool=False, # replace a folder that holds another bank
                 )->list[dict]:
     "Write the games found under `paths` as a bank; return its manifest rows."
     games = [_safe_name(g) for p in paths for g in bank_games(p)]
-    return write_bank(games, out, progress=progress)
+    return write_bank(games, out, progress=progress, force=force)
 
 # %% ../nbs/03a_bank.ipynb #c6161018
 REASONS = ("collision_known", "collision_earlier", "empty_ir", "no_nbs", "low_spread")
@@ -275,9 +300,13 @@ def make_eval_bank(out, # the bank folder to write
                    make_game:Callable=generate_game, # seed -> Game (in `full` mode)
                    progress:bool=True, # show a progress bar
                    verbose:bool=True, # print the rejection summary
+                   force:bool=False, # replace a folder that holds another bank
                    )->list[dict]:
     "Write a held-out bank guarded against known banks and screened for discriminativeness; return its manifest rows."
-    out, modes = Path(out), check_modes(modes)
+    out, modes = out_folder(out, "bank folder"), check_modes(modes)
+    if not (isinstance(n, int) and n >= 1): raise BankError(f"n must be at least 1, got {n}")
+    if not force and not _no_bank_yet(out) and not (out / MANIFEST).is_file():   # refused before the screening's work
+        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
     max_candidates = 100 * n if max_candidates is None else max_candidates
     known_banks = [str(k) for k in known_banks]
     known = bank_fingerprints(known_banks)
@@ -285,16 +314,15 @@ def make_eval_bank(out, # the bank folder to write
         games, geos, rejections, tried = _screen_seeds(n, first_seed, modes, max_candidates, known, min_spread, make_game, bar)
     n_acc = len(games) // len(modes)
     summary = _summary(n_acc, n, tried, first_seed, rejections)
-    out.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out / REJECTIONS, rejections)
-    if n_acc < n:
+    if n_acc < n:                    # the log goes into a new folder, else beside a bank that stays as it was
+        log = out / REJECTIONS if _no_bank_yet(out) else out.with_name(f"{out.name}.{REJECTIONS}")
+        write_jsonl(log, rejections)
         raise BankError(f"{out}: {summary}; the max-candidates limit ({max_candidates}) was reached — lower the "
-                        f"discriminativeness floor (min_spread={min_spread}) or raise max_candidates; see {out / REJECTIONS}")
+                        f"discriminativeness floor (min_spread={min_spread}) or raise max_candidates; see {log}")
     guard = dict(n=n, first_seed=first_seed, modes=list(modes), min_spread=min_spread, max_candidates=max_candidates,
                  known_banks=known_banks, n_candidates=tried, n_accepted=n_acc,
                  rejected=dict(Counter(r["reason"] for r in rejections)), summary=summary)
-    write_json(out / GUARD, guard)
-    rows = write_bank(games, out, geos)
+    rows = write_bank(games, out, geos, force=force, extra={GUARD: json_text(guard), REJECTIONS: jsonl_text(rejections)})
     if verbose: print(f"{out}: {summary}")
     return rows
 
@@ -324,24 +352,38 @@ app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help
     "Game banks: generate a training bank, import games, make a guarded held-out bank, check a bank for collisions.")
 
 _MODES_HELP = "Information modes, e.g. `--modes full private` (or the flag repeated)."
+_FORCE_HELP = "Replace a folder that holds another bank (or other files); the new bank is swapped in whole when written."
+
+def _manifest_text(out:Path)->str|None:
+    "The manifest's text of a bank folder (None when there is none): to tell a rewrite from a bank found done."
+    return (out / MANIFEST).read_text(encoding="utf-8") if (Path(out) / MANIFEST).is_file() else None
+
+def _bank_line(out:Path, rows:list, before:str|None, force:bool, what:str)->str:
+    "The closing line of a bank command: what it wrote, or that the folder already held this bank."
+    if before == jsonl_text(rows) and not force: return f"{out}: already holds these {len(rows)} games; nothing written (--force rewrites it)"
+    return f"{out}: {len(rows)} games {what}"
 
 @app.command(cls=MultiValueCommand)
 def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
              n_games:Annotated[int, typer.Option(help="Number of base games (seeds).")]=24,
              seed_offset:Annotated[int, typer.Option(help="The first seed.")]=40000,
              modes:Annotated[list[str], typer.Option(help=_MODES_HELP)]=["full", "private"],
-             progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
+             progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
+             force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Generate a training bank: every seed in every information mode."
-    rows = generate_bank(n_games, seed_offset, modes, out, progress=progress)
-    typer.echo(f"{out}: {len(rows)} games ({n_games} seeds × {len(check_modes(modes))} modes)")
+    before = _manifest_text(out)
+    rows = generate_bank(n_games, seed_offset, modes, out, progress=progress, force=force)
+    typer.echo(_bank_line(out, rows, before, force, f"({n_games} seeds × {len(check_modes(modes))} modes)"))
 
 # %% ../nbs/03a_bank.ipynb #fc06c01b
 @app.command("import")
 def import_(paths:Annotated[list[Path], typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
-            out:Annotated[Path, typer.Option(help="The bank folder to write.")]):
+            out:Annotated[Path, typer.Option(help="The bank folder to write.")],
+            force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Import games (LLM-Deliberation folders or game JSON files) as a bank."
-    rows = import_bank(paths, out)
-    typer.echo(f"{out}: {len(rows)} games imported")
+    before = _manifest_text(out)
+    rows = import_bank(paths, out, force=force)
+    typer.echo(_bank_line(out, rows, before, force, "imported"))
 
 @app.command("eval", cls=MultiValueCommand)
 def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
@@ -351,9 +393,12 @@ def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
           min_spread:Annotated[float, typer.Option(help="Discriminativeness floor on the nnw spread over IR.")]=0.2,
           modes:Annotated[list[str], typer.Option(help=_MODES_HELP)]=["full"],
           max_candidates:Annotated[int|None, typer.Option(help="Give up after this many seeds (default 100 × n).")]=None,
-          progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True):
+          progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
+          force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
-    make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress)
+    before = _manifest_text(out)
+    rows = make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress, verbose=False, force=force)
+    typer.echo(_bank_line(out, rows, before, force, f"accepted: {read_json(out / GUARD)['summary']}"))
 
 # %% ../nbs/03a_bank.ipynb #7ab15668
 @app.command()

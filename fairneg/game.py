@@ -15,8 +15,8 @@ __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'FIELD_TYPES
            'GameError', 'Game', 'issue_letter', 'issue_index', 'label_option', 'label_options', 'deal_key',
            'option_label', 'deal_label', 'parse_deal_label', 'utility', 'accepts', 'validate_game', 'PartyError',
            'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'json_kind', 'game_to_dict',
-           'game_from_dict', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game',
-           'ultimatum_game', 'divide_dollar_game']
+           'game_from_dict', 'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation',
+           'generate_game', 'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -280,10 +280,14 @@ def game_from_dict(d:dict, source="<dict>")->Game:
     except (TypeError, ValueError) as e: raise GameError(source, "<root>", str(e)) from None
     return validate_game(g, source)
 
+def game_text(g:Game)->str:
+    "A game's file: pretty JSON."
+    return json.dumps(game_to_dict(g), indent=1, ensure_ascii=False) + "\n"
+
 def save_game(g:Game, path)->Path:
     "Write a game as pretty JSON."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(game_to_dict(g), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(game_text(g), encoding="utf-8")
     return path
 
 def load_game(path)->Game:

@@ -14,9 +14,9 @@ from .game import ReadError, json_lines
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
-           'RunFolderError', 'write_text_atomic', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl',
-           'duplicate_keys', 'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'fresh_folder',
-           'file_sha256', 'step_row']
+           'RunFolderError', 'write_text_atomic', 'jsonl_text', 'json_text', 'write_jsonl', 'write_json',
+           'append_jsonl', 'read_jsonl', 'duplicate_keys', 'refuse_duplicates', 'episode_rows', 'out_folder',
+           'is_empty_folder', 'fresh_folder', 'file_sha256', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -41,13 +41,21 @@ def write_text_atomic(path, text:str)->Path:
     tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text, encoding="utf-8"); os.replace(tmp, path)
     return path
 
+def jsonl_text(rows:Iterable[dict])->str:
+    "Rows as the text of a JSON Lines file."
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+def json_text(obj, indent:int=1)->str:
+    "One JSON document as the text of its file."
+    return json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n"
+
 def write_jsonl(path, rows:Iterable[dict])->Path:
     "Write rows as JSON Lines atomically (a temporary file renamed into place)."
-    return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return write_text_atomic(path, jsonl_text(rows))
 
 def write_json(path, obj, indent:int=1)->Path:
     "Write one JSON document atomically."
-    return write_text_atomic(path, json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n")
+    return write_text_atomic(path, json_text(obj, indent))
 
 def append_jsonl(rows, path)->Path:
     "Append rows to a JSON Lines table in one write, flushed to disk (tables are appended, never rewritten)."
