@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable, Optional
 import numpy as np
 import typer
-from .commands import CliGroup, MultiValueCommand, user_error, config_command, config_section, key_values
+from .commands import CliGroup, MultiValueCommand, user_error, config_command, config_section, key_values, extra_option, unknown_names
 from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, read_yaml
 from .game import Game, ReadError, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
@@ -20,24 +20,24 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, epis
 from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval
-from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic
+from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, out_folder
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS',
            'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS', 'UNDEFINED_MAX_FRAC', 'MIN_GAMES', 'COVERAGE_ENDPOINTS',
            'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError', 'PairingError', 'PreregError',
            'crossgame_games', 'check_condition', 'condition_games', 'condition_framing', 'condition_seats',
-           'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key', 'run_eval_cell',
-           'executor_params', 'cell_done', 'read_squeue', 'slurm_states', 'launched', 'queued_cells', 'job_error',
-           'wait_jobs', 'launch', 'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums',
-           'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name',
-           'cell_identity', 'resampling_note', 'prepare_cell', 'too_few_games', 'too_many_undefined',
-           'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'CoverageDesign', 'design_truth',
-           'simulate_design', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard',
-           'deal_floor', 'guard_weakness', 'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate',
-           'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs',
-           'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig',
-           'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
+           'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key', 'cell_record',
+           'check_cell_folder', 'run_eval_cell', 'executor_params', 'cell_done', 'read_squeue', 'slurm_states',
+           'launched', 'queued_cells', 'job_error', 'wait_jobs', 'launch', 'closure_conditional', 'check_endpoints',
+           'endpoint_values', 'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets',
+           'check_comparable', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_few_games',
+           'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'CoverageDesign',
+           'design_truth', 'simulate_design', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim',
+           'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term', 'combine', 'check_analysis',
+           'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder',
+           'resolve_runs', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text',
+           'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -197,7 +197,7 @@ def _side_done(d:Path, expected:set)->bool:
     "Does the side folder already hold exactly the expected episodes? (Anything else there is an error.)"
     p = d / EPISODES
     if not p.exists(): return False
-    have = [(r["instance_id"], r["episode_seed"]) for r in read_jsonl(p)]
+    have = [(r["instance_id"], r["episode_seed"]) for r in episode_rows(p, EvalError)]   # an episode twice is refused
     if len(have) == len(expected) and set(have) == expected: return True
     raise EvalError(f"{p}: holds {len(have)} episodes, not the {len(expected)} of this cell; tables are appended, "
                     f"never rewritten: use a fresh --out-dir or remove {d}")
@@ -264,15 +264,38 @@ def _expected(cell:Cell, games:list)->set:
     "The `(game, seed)` pairs a complete side of the cell holds."
     return {(g.name, s) for g in games for s in cell.seeds}
 
-def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
-    "Write the cell's `cell.json`: its condition, policies and labels, games, seeds, framing and shared base."
-    (Path(cell.out) / "cell.json").write_text(json.dumps(dict(
+def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
+    "The cell's `cell.json`: its condition, policies and labels, games, seeds, framing and shared base."
+    return json.loads(json.dumps(dict(
         cell=cell.name, checkpoint=cell.checkpoint, condition=cell.condition, description=CONDITIONS[cell.condition],
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
         seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
         framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens, context=cell.context or "window",
-        shared_base=f"{SHARED_BASE}/{key}" if key else None), indent=1) + "\n")
+        shared_base=f"{SHARED_BASE}/{key}" if key else None)))
+
+def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
+    "Write the cell's `cell.json` (see `cell_record`)."
+    (Path(cell.out) / "cell.json").write_text(json.dumps(cell_record(cell, games, sides, key), indent=1) + "\n")
+
+# %% ../nbs/09_eval.ipynb #c6c7d6d6
+def _cell_sides(cell:Cell)->dict:
+    "The sides of a cell: `{side: (policy spec, seat label)}`."
+    return {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
+
+def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
+                      force:bool=False, # clear a folder that holds another cell's episodes (else refuse it)
+                     )->None:
+    "Refuse a cell folder whose `cell.json` names another cell while a side holds episodes; `force` clears it instead."
+    out = out_folder(cell.out, "cell folder"); p = out / "cell.json"
+    if not p.is_file() or not any((out / s / EPISODES).is_file() for s in ("trained", "base")): return
+    games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
+    new, old = cell_record(cell, games, _cell_sides(cell), base_key(cell, games) if cell.share_base else None), read_json(p, EvalError)
+    diff = [k for k in new if old.get(k) != new[k]]
+    if not diff: return
+    if force: shutil.rmtree(out); return
+    raise EvalError(f"{out}: holds another cell (" + "; ".join(f"{k} {old.get(k)!r} there, {new[k]!r} now" for k in diff[:4])
+                    + "): give another --out-dir, or --force to play it again")
 
 # %% ../nbs/09_eval.ipynb #d0ed285f
 def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
@@ -317,8 +340,9 @@ def _play_shared_base(cell:Cell, games:list, spec, label:str, key:str, engines:d
 def run_eval_cell(cell:Cell)->dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
+    check_cell_folder(cell)                         # before cell.json is written: it says what the folder holds
     out = Path(cell.out); out.mkdir(parents=True, exist_ok=True)
-    sides = {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
+    sides = _cell_sides(cell)
     key = base_key(cell, games) if cell.share_base else None
     _write_cell_json(cell, games, sides, key)
     expected = _expected(cell, games)
@@ -835,7 +859,7 @@ BOUNDED = ("deal", "walk", "below_threshold", "gini", "max_share")   # rates and
 def _check_term(t, src:str, where:str, directions:dict)->dict:
     if not isinstance(t, dict): raise PreregError(f"{src}: {where}: must be a mapping")
     bad = set(t) - _TERM_KEYS - {"id", "with"}
-    if bad: raise PreregError(f"{src}: {where}: unknown key(s) {', '.join(sorted(bad))}")
+    if bad: raise PreregError(f"{src}: {where}: {unknown_names(sorted(bad), sorted(_TERM_KEYS | {'id', 'with'}))}")
     for k in ("condition", "endpoint", "require"):
         if k not in t: raise PreregError(f"{src}: {where}: missing `{k}`")
     if t["require"] not in REQUIRES: raise PreregError(f"{src}: {where}: require `{t['require']}` is not one of {', '.join(REQUIRES)}")
@@ -1274,16 +1298,18 @@ def plan_launch(c:LaunchConfig, # the launch configuration
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
     "Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster contrasts, gate a preregistration.")
 
-def launch_cmd(params:Path|None=None, **fields):
+def launch_cmd(params:Path|None=None, force:bool=False, **fields):
     "Run eval cells: each plays the trained policy and its untrained base on identical (game, seed) pairs."
     c = launch_config(params, **fields)
     plan = plan_launch(c)
+    for cell in plan: check_cell_folder(cell, force)   # every cell refused (or cleared) before any plays
     params_ = executor_params(plan, c.timeout_min, c.gpus, c.cpus, c.mem_gb, key_values(c.slurm, "--slurm", EvalError)) if c.submit else None
     launch(plan, submit=c.submit, cluster=c.cluster, params=params_, wait=c.wait, echo=typer.echo)
 
 app.command("launch", cls=MultiValueCommand)(config_command(LaunchConfig, launch_cmd, [inspect.Parameter(
     "params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[Path], typer.Option(
-        help="YAML parameter set (its `eval:` section); the flags given override it.")])]))
+        help="YAML parameter set (its `eval:` section); the flags given override it.")]),
+    extra_option("force", bool, False, "Play a cell again whose folder holds another cell's episodes (its folder is cleared first).")]))
 
 # %% ../nbs/09_eval.ipynb #f51b271a
 @app.command(cls=MultiValueCommand)
