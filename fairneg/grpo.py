@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_grpo.ipynb #aeacb613
 from __future__ import annotations
-import contextlib, hashlib, json, math, random, time
+import contextlib, hashlib, json, math, random, shutil, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Optional
@@ -30,7 +30,7 @@ __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 
            'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
            'checkpointing_plan', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps',
            'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'load_train_params', 'make_config',
-           'run_arms', 'holds_arm', 'check_run_folder', 'train_cmd']
+           'run_arms', 'holds_arm', 'check_run_folder', 'continue_run', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -838,18 +838,38 @@ def check_run_folder(cfg:GRPOConfig):
 
 
 # %% ../nbs/08_grpo.ipynb #f99ab862
-def train_cmd(params:Path|None=None, resume:bool=False, progress:bool=True, **fields):
+def continue_run(cfg:GRPOConfig, # the run asked for
+                 resume:bool=False, # `--resume`: continue the folder's run even with changes (recorded)
+                 force:bool=False, # `--force`: discard the folder's run and start over
+                )->tuple[bool, str|None]:
+    "Whether to resume the run in `cfg.out`, and the line that says why: the same run resumes by itself, another is refused."
+    out = Path(cfg.out)
+    if force and out.exists():
+        shutil.rmtree(out); return False, f"{out}: --force: the run there was removed; training from step 0"
+    if resume or not holds_arm(out, cfg.arm): return resume, None
+    was = read_json(out / "config.json", ReadError) if (out / "config.json").is_file() else None
+    changed = ["no config.json there"] if was is None else _resume_changes(was, cfg)
+    if not changed: return True, f"{out}: holds this run (the same config): resuming it"
+    raise ReadError(f"{out}: holds a run of arm {cfg.arm} with another config ({'; '.join(changed[:4])}): "
+                    "--resume to continue it with these changes (recorded), or --force to start over")
+
+def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, progress:bool=True, **fields):
     "Train one arm with GRPO self-play; writes checkpoints, training_steps.jsonl and transcripts to --out."
     try: cfg = make_config(str(params) if params else None, **fields)
     except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
+    check_run_folder(cfg)
+    resume, line = continue_run(cfg, resume, force)
+    if line: typer.echo(line)
     rows = train(cfg, resume=resume, progress=progress)
-    typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: "
-               f"{', '.join(str(s) for s, _ in checkpoints(cfg.out))}")
+    done = [s for s, _ in checkpoints(cfg.out)]
+    if not rows and done and done[-1] >= cfg.steps: typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
+    else: typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: {', '.join(map(str, done))}")
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
     extra_option("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
-    extra_option("resume", bool, False, "Continue from the newest complete checkpoint."),
+    extra_option("resume", bool, False, "Continue from the newest complete checkpoint, even with a changed config (recorded)."),
+    extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
     extra_option("progress", bool, True, "Show a progress bar.")]))

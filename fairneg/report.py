@@ -21,24 +21,25 @@ from .game import SHARES, ReadError, generate_game, label_options, parse_deal_la
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
 from .eval import resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
-from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row
+from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row, episode_rows
 
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
            'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS',
            'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG',
-           'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'load_run', 'synthetic_steps', 'DemoMix',
-           'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note', 'badge',
-           'vega_bundle', 'report_head', 'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts',
-           'contrast_table', 'contrast_matrix', 'resampling_notes', 'undefined_notes', 'few_games_notes',
-           'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
-           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands',
-           'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary',
-           'header', 'footer', 'details', 'training_section', 'ladder_section', 'frontier_section', 'contrast_section',
-           'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints',
-           'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section',
-           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section', 'what_happened',
-           'what_happened_section', 'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run',
+           'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg',
+           'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves', 'training_summary',
+           'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix', 'resampling_notes',
+           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal',
+           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
+           'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks',
+           'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_section',
+           'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section',
+           'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section',
+           'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section',
+           'banks_section', 'what_happened', 'what_happened_section', 'venv_kernel', 'check_self_contained',
+           'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -102,6 +103,9 @@ def _contrasts_frame(rows:list):
     if "resampling_note" not in df: df["resampling_note"] = None
     if "cluster" in df:                                            # rows written before the note was: derive it
         df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c) for n, c in zip(df.resampling_note, df.cluster)]
+    if "analyzed_at" in df:                    # each cell as its latest analysis left it, never an endpoint an earlier one left
+        latest = df.groupby("cell")["analyzed_at"].transform(lambda s: s.dropna().max() if s.notna().any() else None)
+        df = df[(df.analyzed_at == latest) | latest.isna()]
     return df.drop_duplicates(["cell", "endpoint"], keep="last").reset_index(drop=True)
 
 # %% ../nbs/11_report.ipynb #f4da2b50
@@ -140,7 +144,8 @@ def rows(self:Run, cell:str, side:str, table:str=EPISODES)->list:
     key = (cell, side, table)
     if key not in self._cache:
         p = self.cells[cell]["dir"] / side / table
-        self._cache[key] = read_jsonl(p) if p.is_file() else []
+        read = (lambda q: episode_rows(q, ReportError)) if table == EPISODES else read_jsonl   # an episode twice is refused
+        self._cache[key] = read(p) if p.is_file() else []
     return self._cache[key]
 
 # %% ../nbs/11_report.ipynb #e6fc23db
@@ -155,6 +160,16 @@ def games(self:Run)->dict:
         for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]: gs.setdefault(g.name, g)
         self._cache["games"] = gs
     return self._cache["games"]
+
+# %% ../nbs/11_report.ipynb #4c3dcd44
+def check_run_dir(root:Path)->dict:
+    "`find_inputs` of a run directory, refusing a folder that holds none of them (not a run: nothing to report)."
+    if not root.is_dir(): raise ReportError(f"{root}: no such run directory")
+    f = find_inputs(root)
+    if not any(f.values()):
+        raise ReportError(f"{root}: not a run folder: none of a run's inputs is here "
+                          f"({', '.join(sorted({p for ps in LAYOUT.values() for p in ps}))})")
+    return f
 
 # %% ../nbs/11_report.ipynb #c12bad67
 def load_run(run_dir)->Run:
@@ -1225,8 +1240,7 @@ def render_report(run_dir, # the run directory (see `LAYOUT`)
                   )->Path:
     "Execute the report notebook on a run directory with papermill and write it as a self-contained HTML page."
     import papermill as pm
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir(): raise ReportError(f"{run_dir}: no such run directory")
+    run_dir = Path(run_dir); check_run_dir(run_dir)            # before the notebook starts: a folder that is not a run
     out = Path(out) if out else Path("reports") / f"{run_dir.resolve().name}.html"
     if out.suffix != ".html": raise ReportError(f"--out {out}: expected a .html file")
     nb = Path(notebook) if notebook else REPORT_NOTEBOOK
