@@ -20,7 +20,7 @@ from .policies import resolve_model
 from .grpo import LORA_TARGETS, checkpoints, lora_config
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option, user_error
-from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256
+from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder
 from .telemetry import memory_reading
 
 # %% auto #0
@@ -194,7 +194,7 @@ def finished_run(cfg:DPOTrainConfig)->list|None:
     if last.get("config_hash") == dpo_config_hash(cfg) and last.get("step") == cfg.steps and rows_path.exists():
         return read_jsonl(rows_path)
     raise DPOTrainError(f"{out}: holds another or an unfinished run (steps {[s for s, _ in ck]}, config hash "
-                        f"{last.get('config_hash')} against {dpo_config_hash(cfg)}): delete it or pick another --out")
+                        f"{last.get('config_hash')} against {dpo_config_hash(cfg)}): --force to train it again, or pick another --out")
 
 # %% ../nbs/10a_dpo.ipynb #802f0798
 _READINGS = {"reward_chosen": "rewards/chosen", "reward_rejected": "rewards/rejected", "reward_margin": "rewards/margins",
@@ -268,12 +268,15 @@ def make_dpo_config(params:str|None=None, **overrides)->DPOTrainConfig:
     d.update({k: v for k, v in overrides.items() if v is not None})
     return DPOTrainConfig(**d)
 
-def train_cmd(params:Path|None=None, progress:bool=True, **fields):
+def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fields):
     "Train one DPO arm on counterfactual pairs; writes PEFT checkpoints and training_steps.jsonl to --out."
     try: cfg = make_dpo_config(str(params) if params else None, **fields)
     except ReadError: raise
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.pairs: raise typer.BadParameter("no pairs: pass --pairs DIR or set dpo.pairs in --params")
+    out_folder(cfg.out, "run folder")
+    if force: shutil.rmtree(cfg.out, ignore_errors=True)
+    elif finished_run(cfg) is not None: typer.echo(f"{cfg.out}: holds this run, complete: nothing trained (--force trains it again)")
     rows = train_dpo(cfg, progress)
     last = rows[-1] if rows else {}
     typer.echo(f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} ({last.get('pairs_available')} pairs, effective "
@@ -286,4 +289,5 @@ def _group():
     "DPO on counterfactual pairs (a group callback, so that `fairneg dpo train` stays a verb of its own)."
 app.command("train", cls=MultiValueCommand)(config_command(DPOTrainConfig, train_cmd, [
     extra_option("params", Optional[Path], None, "YAML parameter set (its `dpo:` section); the flags given override it."),
+    extra_option("force", bool, False, "Discard the run in --out and train again."),
     extra_option("progress", bool, True, "Show a progress bar.")]))

@@ -81,9 +81,9 @@ def stage_banks(params:dict, run:Path, force:bool, only, progress:bool)->tuple:
     known = [str(k) for k in ev("known_banks")]
     if not any(Path(k) == train for k in known): known.append(str(train))
     run_stage("train-bank", train / MANIFEST, lambda: generate_bank(tr("n_games"), tr("seed_offset"), tr("modes"), train,
-                                                                    progress=progress), force, only)
+                                                                    progress=progress, force=force), force, only)
     run_stage("eval-bank", evalb / MANIFEST, lambda: make_eval_bank(evalb, ev("n"), ev("first_seed"), known, ev("min_spread"),
-              ev("modes"), ev("max_candidates"), progress=progress, verbose=False), force, only)
+              ev("modes"), ev("max_candidates"), progress=progress, verbose=False, force=force), force, only)
     return train, evalb
 
 def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
@@ -110,6 +110,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
     "Play rational and all-LLM campaigns on training games and run the soundness gate; stop the pilot if it fails."
     out = run / "reward_soundness.json"
     def go():
+        shutil.rmtree(run / "soundness", ignore_errors=True)   # an interrupted (or forced) stage starts over: cells are never doubled
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
         kw = dict(max_turns=get(params, "train.max_turns"), progress=progress)
@@ -219,7 +220,7 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
 def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool,
                rungs:dict|None=None, # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
                )->Path:
-    "Every (checkpoint, condition) cell against the untrained base, and the ladder's earlier rungs; complete sides are kept."
+    "Every (checkpoint, condition) cell against the untrained base, and the ladder's earlier rungs; complete sides are kept (not under force)."
     out = run / "eval" / "done.json"
     def plan(cks:dict, **kw):
         lc = launch_config(params["_source"], checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
@@ -227,6 +228,7 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
                            context=None if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
         return plan_launch(lc, llm_kw=_model_kw(params))
     def go():
+        if force: shutil.rmtree(run / "eval", ignore_errors=True)   # retrained checkpoints keep their paths: never reuse their old sides
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
         cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
         res = launch(cells, echo=log)

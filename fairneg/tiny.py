@@ -370,7 +370,8 @@ def build_tiny(out, # the folder to write
     "Build a tiny model from its recipe into `out`; return the build report."
     import torch
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not overwrite: raise FileExistsError(f"{out} exists (pass overwrite=True to replace it)")
+    if out.exists() and not out.is_dir(): raise FileExistsError(f"{out}: is a file, not a folder")
+    if out.exists() and any(out.iterdir()) and not overwrite: raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
     rec = tiny_recipe(size, seed); data, tr = rec["data"], rec["train"]
     times, t0, c0 = {}, time.perf_counter(), time.process_time()
     threads = torch.get_num_threads(); torch.set_num_threads(tr["threads"])
