@@ -11,6 +11,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 from .game import Game, accepts, deal_label, label_options, option_label, parse_deal_label
 from .protocol import DecisionPoint, Offer, as_decision_point, resolve_game, game_sha, most_signed
+from .commands import UnknownName
 
 # %% auto #0
 __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
@@ -522,5 +523,5 @@ def get_agent(name:str, # one of AGENT_NAMES or an alias (`rational_private`)
     "The computable agent registered under `name`."
     base = AGENT_ALIASES.get(name, name)
     if base not in _SPECS:
-        raise KeyError(f"unknown agent `{name}` (known: {', '.join(AGENT_NAMES + tuple(AGENT_ALIASES))})")
+        raise UnknownName(f"unknown agent `{name}` (known: {', '.join(AGENT_NAMES + tuple(AGENT_ALIASES))})")
     return Agent(name, *_SPECS[base], prior_seed=prior_seed)

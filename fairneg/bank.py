@@ -124,6 +124,7 @@ def _manifest_lines(bank)->list[tuple[str, dict]]:
         if row["id"] in ids: raise GameError(src, "id", f"`{row['id']}` already on line {ids[row['id']]}")
         ids[row["id"]] = ln
         out.append((src, row))
+    if not out: raise GameError(path, "<file>", "holds no games (a bank has at least one)")
     return out
 
 def read_manifest(bank)->list[dict]:
@@ -205,6 +206,7 @@ def generate_games(n_games:int=24, # how many base games (seeds)
     "Generated games, every seed in every mode."
     modes = check_modes(modes)
     if not (isinstance(n_games, int) and n_games >= 1): raise BankError(f"n_games must be at least 1, got {n_games}")
+    if seed_offset < 0: raise BankError(f"seed_offset must be 0 or more (seeds are non-negative), got {seed_offset}")
     return [twin(base, m) for s in range(seed_offset, seed_offset + n_games) for base in [make_game(s)] for m in modes]
 
 def generate_bank(n_games:int=24, # how many base games (seeds)
@@ -305,6 +307,7 @@ def make_eval_bank(out, # the bank folder to write
     "Write a held-out bank guarded against known banks and screened for discriminativeness; return its manifest rows."
     out, modes = out_folder(out, "bank folder"), check_modes(modes)
     if not (isinstance(n, int) and n >= 1): raise BankError(f"n must be at least 1, got {n}")
+    if first_seed < 0: raise BankError(f"first_seed must be 0 or more (seeds are non-negative), got {first_seed}")
     if not force and not _no_bank_yet(out) and not (out / MANIFEST).is_file():   # refused before the screening's work
         raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
     max_candidates = 100 * n if max_candidates is None else max_candidates

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_commands.ipynb #bccbf6e9
 from __future__ import annotations
-import dataclasses, difflib, inspect, os, platform, sys, time, traceback, types, typing
+import dataclasses, difflib, inspect, json, os, platform, sys, time, traceback, types, typing
 from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
@@ -14,9 +14,10 @@ try: from typer._click import exceptions as click_exceptions   # typer >= 0.2x c
 except ImportError: from click import exceptions as click_exceptions
 
 # %% auto #0
-__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'user_error', 'one_line', 'crash_dir', 'write_crash_log',
-           'usage_line', 'crash_line', 'CliGroup', 'nearest', 'unknown_names', 'expand_multi', 'MultiValueCommand',
-           'field_docs', 'config_params', 'config_command', 'extra_option', 'config_section', 'key_values']
+__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'user_error', 'one_line', 'BadValue', 'UnknownName',
+           'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line', 'CliGroup', 'nearest',
+           'unknown_names', 'json_kind', 'type_problem', 'expand_multi', 'MultiValueCommand', 'field_docs',
+           'config_params', 'config_command', 'extra_option', 'config_section', 'key_values']
 
 # %% ../nbs/00a_commands.ipynb #99a45f25
 EXIT_CODES = {   # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -39,6 +40,18 @@ def user_error(cls:type)->type:
 def one_line(text)->str:
     "A message on one line: every run of whitespace (newlines included) becomes one space."
     return " ".join(str(text).split())
+
+# %% ../nbs/00a_commands.ipynb #2bfb7f92
+@user_error
+class BadValue(ValueError):
+    "A value a user gave (a flag, a parameter, a name) that the code cannot take; the message names it and says why."
+
+class UnknownName(KeyError, BadValue):
+    "A name missing from a registry (an agent, a type): a `KeyError` to the code that looks it up, a user error to the CLI."
+    def __str__(self): return str(self.args[0]) if self.args else ""
+
+class MissingInput(FileNotFoundError, BadValue):
+    "An input file or folder that is not there: a `FileNotFoundError` to the code, a user error to the CLI."
 
 # %% ../nbs/00a_commands.ipynb #776f6e8b
 def crash_dir()->Path:
@@ -108,6 +121,34 @@ def unknown_names(bad, # the names that are not known
     bad = list(bad)
     guesses = [f"`{b}`" + (f" (did you mean `{n}`?)" if (n := nearest(b, known)) is not None else "") for b in bad]
     return f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(guesses)} (known: {', '.join(map(str, known))})"
+
+# %% ../nbs/00a_commands.ipynb #b2187b53
+def json_kind(v)->str:
+    "A parsed JSON or YAML value's type in words, with the value when short: `a string (\"five\")`."
+    kind = ("null" if v is None else "true/false" if isinstance(v, bool) else "an integer" if isinstance(v, int)
+            else "a number" if isinstance(v, float) else "a string" if isinstance(v, str) else "a list" if isinstance(v, list)
+            else "an object" if isinstance(v, dict) else type(v).__name__)
+    shown = json.dumps(v, ensure_ascii=False, default=str) if not isinstance(v, (list, dict)) else ""
+    return kind + (f" ({shown})" if shown and len(shown) <= 40 and v is not None else "")
+
+_KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", Path: "a path (a string)",
+          list: "a list", dict: "a mapping"}
+
+def type_problem(v, hint)->str|None:
+    "What is wrong with value `v` for a field annotated `hint` (`int`, `float | None`, `list[int]`, ...), or None."
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        probs = [type_problem(v, a) for a in args if a is not type(None)]
+        return None if (v is None and type(None) in args) or any(p is None for p in probs) else \
+            f"must be {' or '.join(_KINDS.get(a, getattr(a, '__name__', str(a))) for a in args if a is not type(None))}" + (" or null" if type(None) in args else "") + f", got {json_kind(v)}"
+    if origin is list:
+        if not isinstance(v, list): return f"must be a list, got {json_kind(v)}"
+        bad = [(i, p) for i, x in enumerate(v) if (p := type_problem(x, args[0] if args else typing.Any))]
+        return f"item {bad[0][0]}: {bad[0][1]}" if bad else None
+    ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool), float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
+          bool: lambda: isinstance(v, bool), str: lambda: isinstance(v, str), Path: lambda: isinstance(v, (str, Path)),
+          dict: lambda: isinstance(v, dict)}.get(origin or hint)
+    return None if ok is None or ok() else f"must be {_KINDS[origin or hint]}, got {json_kind(v)}"
 
 # %% ../nbs/00a_commands.ipynb #d6682ef5
 def expand_multi(args:list[str], flags:set[str])->list[str]:
@@ -198,6 +239,9 @@ def config_section(d, # a parsed parameter file
     known = {f.name for f in dataclasses.fields(cls)}
     bad = sorted(set(d) - known)
     if bad: raise error(f"{source}: {unknown_names(bad, sorted(known), f'{what or section} parameter')}")
+    hints = typing.get_type_hints(cls)
+    for k, v in d.items():
+        if (p := type_problem(v, hints[k])): raise error(f"{source}: {what or section} parameter `{k}`: {p}")
     return dict(d)
 
 def key_values(items, # `KEY=VALUE` command-line items

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable, Optional
 import numpy as np
 import typer
-from .commands import CliGroup, MultiValueCommand, user_error, config_command, config_section, key_values, extra_option, unknown_names
+from .commands import CliGroup, MultiValueCommand, user_error, config_command, config_section, key_values, extra_option, unknown_names, type_problem
 from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, read_yaml
 from .game import Game, ReadError, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
@@ -25,19 +25,19 @@ from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS',
            'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS', 'UNDEFINED_MAX_FRAC', 'MIN_GAMES', 'COVERAGE_ENDPOINTS',
-           'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'app', 'EvalError', 'PairingError', 'PreregError',
-           'crossgame_games', 'check_condition', 'condition_games', 'condition_framing', 'condition_seats',
-           'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key', 'cell_record',
-           'check_cell_folder', 'run_eval_cell', 'executor_params', 'cell_done', 'read_squeue', 'slurm_states',
-           'launched', 'queued_cells', 'job_error', 'wait_jobs', 'launch', 'closure_conditional', 'check_endpoints',
-           'endpoint_values', 'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets',
-           'check_comparable', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_few_games',
-           'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'CoverageDesign',
-           'design_truth', 'simulate_design', 'coverage_study', 'check_prereg', 'load_prereg', 'below_threshold_claim',
-           'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term', 'combine', 'check_analysis',
-           'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder',
-           'resolve_runs', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text',
-           'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
+           'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'app', 'EvalError',
+           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
+           'condition_seats', 'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key',
+           'cell_record', 'check_cell_folder', 'run_eval_cell', 'executor_params', 'cell_done', 'read_squeue',
+           'slurm_states', 'launched', 'queued_cells', 'job_error', 'wait_jobs', 'launch', 'closure_conditional',
+           'check_endpoints', 'endpoint_values', 'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides',
+           'row_budgets', 'check_comparable', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell',
+           'too_few_games', 'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows',
+           'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study', 'check_prereg', 'load_prereg',
+           'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term',
+           'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame',
+           'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval',
+           'contrast_text', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -755,6 +755,8 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
     "Paired game-cluster contrasts of every cell; cells with equal cluster counts share one resample matrix and one product."
     endpoints = check_endpoints(endpoints)
     if B < 1: raise EvalError("B must be at least 1")
+    if not 0 < level < 1: raise EvalError(f"level must be between 0 and 1 (e.g. 0.95), got {level}")
+    if seed < 0: raise EvalError(f"seed must be 0 or more, got {seed}")
     if min_games < 2: raise EvalError(f"min_games must be at least 2 (a t interval needs two games), got {min_games}")
     if not cells: raise EvalError("no cells to analyze")
     preps = [prepare_cell(c["trained"], c["base"], name, endpoints) for name, c in cells.items()]
@@ -880,9 +882,18 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
     return {**t, "stat": stat, "margin": margin}
 
 # %% ../nbs/09_eval.ipynb #64c47751
+PREREG_KEYS = ("name", "checkpoint", "analysis", "endpoints", "clauses")   # a preregistration's top-level keys
+PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object}   # its `analysis:` keys and types (min_games: `_min_games`)
+
 def check_prereg(p:dict, src:str="<prereg>")->dict:
     "Validate a preregistration mapping; return it normalized (terms filled in)."
     if not isinstance(p, dict): raise PreregError(f"{src}: must hold a mapping")
+    if (bad := sorted(set(p) - set(PREREG_KEYS))): raise PreregError(f"{src}: {unknown_names(bad, PREREG_KEYS)}")
+    an = p.get("analysis") or {}
+    if not isinstance(an, dict): raise PreregError(f"{src}: `analysis:` must be a mapping")
+    for k, v in an.items():
+        if k not in PREREG_ANALYSIS: raise PreregError(f"{src}: analysis: {unknown_names([k], list(PREREG_ANALYSIS))}")
+        if (prob := type_problem(v, PREREG_ANALYSIS[k])): raise PreregError(f"{src}: analysis: `{k}`: {prob}")
     for k in ("endpoints", "clauses"):
         if k not in p: raise PreregError(f"{src}: missing `{k}:`")
     directions = {}

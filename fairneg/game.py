@@ -8,15 +8,15 @@ import itertools, json, re, string
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
-from .commands import user_error, nearest
+from .commands import user_error, nearest, json_kind
 
 # %% auto #0
 __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES',
            'GameError', 'Game', 'issue_letter', 'issue_index', 'label_option', 'label_options', 'deal_key',
            'option_label', 'deal_label', 'parse_deal_label', 'utility', 'accepts', 'validate_game', 'PartyError',
-           'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'json_kind', 'game_to_dict',
-           'game_from_dict', 'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation',
-           'generate_game', 'ultimatum_game', 'divide_dollar_game']
+           'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'game_to_dict', 'game_from_dict',
+           'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game',
+           'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -247,14 +247,6 @@ FIELD_TYPES = {   # a game file's fields: what each must be (its JSON type, in w
     "protocol": ("a string", _is_text), "pie": ("a number or null", _or_null(_is_number)),
     "prose": ("an object or null", _or_null(lambda v: isinstance(v, dict))), "meta": ("an object", lambda v: isinstance(v, dict)),
 }
-
-def json_kind(v)->str:
-    "A JSON value's type in words, with the value when short: `a string (\"five\")`."
-    kind = ("null" if v is None else "true/false" if isinstance(v, bool) else "an integer" if isinstance(v, int)
-            else "a number" if isinstance(v, float) else "a string" if isinstance(v, str) else "a list" if isinstance(v, list)
-            else "an object" if isinstance(v, dict) else type(v).__name__)
-    shown = json.dumps(v, ensure_ascii=False) if not isinstance(v, (list, dict)) else ""
-    return kind + (f" ({shown})" if shown and len(shown) <= 40 and v is not None else "")
 
 # %% ../nbs/00_game.ipynb #4b466fab
 _FIELDS = [f for f in Game.__dataclass_fields__]

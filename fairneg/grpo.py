@@ -20,7 +20,7 @@ from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpoint
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
-from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row
+from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row, out_folder
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
@@ -859,7 +859,7 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, progre
     except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
-    check_run_folder(cfg)
+    out_folder(cfg.out, "run folder"); check_run_folder(cfg)
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
     rows = train(cfg, resume=resume, progress=progress)

@@ -16,6 +16,7 @@ from .prompts import prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
 from fastcore.basics import patch
+from .commands import BadValue
 
 # %% auto #0
 __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'DECODES', 'NULL', 'CONSTRAIN',
@@ -778,7 +779,7 @@ def constrain_mode(constrain=None)->str:
     "`legal` or `none` from a `constrain` option (a name, a bool, or None: `none`)."
     if constrain in (None, "auto"): return "none"
     if constrain is True or constrain is False: return "legal" if constrain else "none"
-    if constrain not in CONSTRAIN: raise ValueError(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
+    if constrain not in CONSTRAIN: raise BadValue(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
     return constrain
 
 # %% ../nbs/07_llm.ipynb #df0e06eb

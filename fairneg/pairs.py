@@ -19,7 +19,8 @@ from .rollout import view_ref, llm_seats
 from .llm import chat_text
 from .bank import bank_games
 from .policies import resolve_model
-from .store import STATES, append_jsonl, read_jsonl, write_json
+from .store import STATES, append_jsonl, read_jsonl, write_json, writable_file
+from .commands import BadValue, MissingInput
 
 # %% auto #0
 __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS',
@@ -52,7 +53,7 @@ def read_states(paths)->list:
     lines = []
     for p in ([paths] if isinstance(paths, (str, Path)) else paths):
         p = Path(p); f = p / STATES if p.is_dir() else p
-        if not f.is_file(): raise FileNotFoundError(f"{p}: no states.jsonl (run the cell with `fairneg play`, which logs it)")
+        if not f.is_file(): raise MissingInput(f"{p}: no states.jsonl (run the cell with `fairneg play`, which logs it)")
         lines += read_jsonl(f)
     return sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
 
@@ -303,7 +304,7 @@ def _cap_points(lines:list, max_points:int|None)->tuple:
 
 def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, workers:int, st:Counter)->int:
     "Annotate contiguous chunks (in forked workers when asked) and append their rows to `out` in order; returns the row count."
-    out = Path(out); out.parent.mkdir(parents=True, exist_ok=True)
+    out = writable_file(out); out.parent.mkdir(parents=True, exist_ok=True)
     n, cost = len(lines), np.cumsum([_llm_turns(l) for l in lines])
     k = max(1, min(n, workers * 4))   # contiguous chunks of about equal numbers of decision points
     cuts = sorted({0, n, *(int(np.searchsorted(cost, cost[-1] * j / k, side="right")) for j in range(1, k) if n)})
@@ -337,7 +338,7 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
     if dup: raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` merges chunks and refuses duplicates")
     lines, limits = _cap_points(lines, max_points)
     bad = [t for t in types if t not in COUNTERFACTUAL_TYPES]
-    if bad: raise ValueError(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
+    if bad: raise BadValue(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
     t0, st = time.perf_counter(), Counter()
     if out is None and workers <= 1:
         rows = [r for j, l in enumerate(lines) for r in annotate_line(l, types, include_views, st, limits.get(j))]
@@ -463,7 +464,7 @@ def pairs_path(d, annotations_dirname:str="pairs")->Path:
     d = Path(d)
     for f in (d, d / "pairs.jsonl", d / annotations_dirname / "pairs.jsonl"):
         if f.is_file(): return f
-    raise FileNotFoundError(f"{d}: no pairs.jsonl (annotate the cell with `fairneg pairs annotate`)")
+    raise MissingInput(f"{d}: no pairs.jsonl (annotate the cell with `fairneg pairs annotate`)")
 
 def load_pairs(d, annotations_dirname:str="pairs")->list:
     "The rows of an annotation folder's pairs table (`pairs_path`)."
@@ -712,7 +713,9 @@ def package_cmd(run:Annotated[list[str], typer.Option(help="NAME=DIR of an annot
     runs = {}
     for spec in run:
         if "=" not in spec: raise typer.BadParameter(f"`{spec}`: expected NAME=DIR", param_hint="--run")
-        k, v = spec.split("=", 1); runs[k] = Path(v)
+        k, v = spec.split("=", 1)
+        if k in runs: raise typer.BadParameter(f"run name `{k}` given more than once", param_hint="--run")
+        runs[k] = Path(v)
     st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
     typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, {len(st['hazards'])} hazard warnings -> {out}")
 
@@ -741,7 +744,7 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
         tok = AutoTokenizer.from_pretrained(resolve_model(model))
     res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols, framing, games, tok,
                     model_thinking == "on", min_regret)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    writable_file(out).parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:
         for r in res: f.write(json.dumps(r, ensure_ascii=False) + "\n")
     typer.echo(f"{len(res):,} pairs ({type_}, mean weight {np.mean([r['weight'] for r in res]) if res else 0:.3f}) -> {out}")

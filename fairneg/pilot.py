@@ -13,18 +13,18 @@ from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
 from .rollout import run_cell, run_tournament, soundness
 from .grpo import GRPOConfig, make_config, train
-from .eval import MIN_GAMES, launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
-from .commands import config_section
+from .commands import config_section, unknown_names
 from .report import render_report
 from .store import write_jsonl, write_json, file_sha256
 
 # %% auto #0
-__all__ = ['STAGES', 'app', 'ParamsError', 'PilotStopped', 'load_params', 'need', 'get', 'log', 'run_stage', 'stage_banks',
-           'stage_geometry', 'stage_model', 'stage_soundness', 'arms', 'arm_configs', 'train_arm', 'stage_train',
-           'ladder_rungs', 'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate',
-           'stage_report', 'run_pilot', 'pilot']
+__all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
+           'get', 'log', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'stage_soundness', 'arms',
+           'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'dpo_arms', 'stage_pairs', 'stage_dpo',
+           'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report', 'run_pilot', 'pilot']
 
 # %% ../nbs/12_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -34,10 +34,36 @@ class PilotStopped(RuntimeError):
     "A gate the pilot must pass did not pass; the message says which and where its numbers are."
 
 # %% ../nbs/12_pilot.ipynb #b56a4146
+PARAM_KEYS = {   # the pilot's own sections and their keys (train, dpo and eval are the configs of their chapters)
+    "bank.train": ("n_games", "seed_offset", "modes", "out"),
+    "bank.eval": ("n", "first_seed", "min_spread", "modes", "max_candidates", "known_banks", "out"),
+    "geometry": ("out",), "soundness": ("games", "seeds", "required"), "analysis": ("B", "min_games"),
+    "gate": ("prereg",), "report": ("out", "title"),
+    "pilot": ("run_dir", "lams", "dpo_types", "ladder_conditions", "pairs_games", "pairs_seeds"),
+}
+CONFIG_SECTIONS = {"train": GRPOConfig, "dpo": DPOTrainConfig, "eval": LaunchConfig}
+
+def check_params(p:dict, src:str):
+    "Refuse an unknown section or key (naming the nearest known one) and a config value of the wrong type."
+    tops = sorted({k.split(".")[0] for k in PARAM_KEYS} | set(CONFIG_SECTIONS))
+    if (bad := sorted(set(p) - set(tops))): raise ParamsError(f"{src}: {unknown_names(bad, tops, 'section')}")
+    for sec, cls in CONFIG_SECTIONS.items():
+        if sec in p: config_section(p, sec, cls, src, ParamsError)
+    if "bank" in p:
+        if not isinstance(p["bank"], dict): raise ParamsError(f"{src}: `bank:` must be a mapping (train:, eval:)")
+        if (bad := sorted(set(p["bank"]) - {"train", "eval"})): raise ParamsError(f"{src}: bank: {unknown_names(bad, ['train', 'eval'], 'section')}")
+    for where, keys in PARAM_KEYS.items():
+        d = p
+        for part in where.split("."): d = d.get(part) if isinstance(d, dict) else None
+        if d is None: continue
+        if not isinstance(d, dict): raise ParamsError(f"{src}: `{where}:` must be a mapping")
+        if (bad := sorted(set(d) - set(keys))): raise ParamsError(f"{src}: {where}: {unknown_names(bad, keys)}")
+
 def load_params(path)->dict:
-    "Read a YAML parameters file; remember where it came from under `_source`."
+    "Read a YAML parameters file, checked (`check_params`); remember where it came from under `_source`."
     p = read_yaml(path, ParamsError)
     if not isinstance(p, dict): raise ParamsError(f"{path}: must hold a mapping of sections")
+    check_params(p, str(path))
     return {**p, "_source": str(path)}
 
 def need(params:dict, key:str):

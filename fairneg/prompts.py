@@ -8,6 +8,7 @@ import re
 from .game import Game, issue_letter, issue_index, label_option, label_options
 from .answers import ANSWER_FORMAT
 from .protocol import State, DecisionPoint, decision_point, vote_form
+from .commands import BadValue
 
 # %% auto #0
 __all__ = ['FRAMINGS', 'render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
@@ -267,7 +268,7 @@ def render_prompt(dp:DecisionPoint, framing:str="table", game:Game|None=None, hi
 
 def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str:
     "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
-    if framing not in FRAMINGS: raise ValueError(f"unknown framing `{framing}` ({' or '.join(FRAMINGS)})")
+    if framing not in FRAMINGS: raise BadValue(f"unknown framing `{framing}` ({' or '.join(FRAMINGS)})")
     key = (dp.game_ref["game_sha"], dp.seat, framing, dp.info_mode, dp.protocol_version)
     system = _SYSTEM.get(key)
     if system is None:

@@ -11,6 +11,7 @@ from fastcore.basics import patch
 from .game import (
     Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
+from .commands import BadValue
 
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'CONTEXTS', 'COUNTERS', 'LENIENT_FIELDS',
@@ -53,18 +54,18 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
                 )->Protocol:
     "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
     kind, info, n, context = game.protocol, info_mode or game.info_mode, game.n, context or "window"
-    if context not in CONTEXTS: raise ValueError(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
+    if context not in CONTEXTS: raise BadValue(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
     if turn_max_tokens is not None and (not isinstance(turn_max_tokens, int) or turn_max_tokens < 1):
-        raise ValueError(f"turn_max_tokens must be a positive int, got {turn_max_tokens!r}")
+        raise BadValue(f"turn_max_tokens must be a positive int, got {turn_max_tokens!r}")
     if kind == "table":
         if n == 6: base, open_base = "six-party", "six-party"
         elif n == 5 and info == "private": base, open_base = "five-seat-private", "five-seat"
         else: base = open_base = "table"
         default_t = 4 * n
         if max_turns is None: max_turns = default_t
-        if not isinstance(max_turns, int) or max_turns < 0: raise ValueError(f"max_turns must be an int >= 0, got {max_turns!r}")
+        if not isinstance(max_turns, int) or max_turns < 0: raise BadValue(f"max_turns must be an int >= 0, got {max_turns!r}")
     else:
-        if max_turns not in (None, 0): raise ValueError(f"max_turns does not apply to the {kind} protocol")
+        if max_turns not in (None, 0): raise BadValue(f"max_turns does not apply to the {kind} protocol")
         base = open_base = kind; default_t = max_turns = 0
     parts = [open_base, f"uncapped-turn{turn_max_tokens}"] if turn_max_tokens else [base]
     if max_turns != default_t: parts.append(f"turns{max_turns}")

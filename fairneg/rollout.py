@@ -16,7 +16,7 @@ from .game import Game, option_label
 from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError,
                            append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows, refuse_duplicates, out_folder,
                            is_empty_folder)
-from .commands import user_error, nearest
+from .commands import user_error, nearest, BadValue
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
@@ -139,6 +139,7 @@ def _apply_outputs(items, outs, policy_name):
 
 def co_step(specs, policies:dict, width:int=64, framing:str="table", progress:bool=True, geos:dict|None=None)->list:
     "Play every spec, `width` episodes live at a time, one `act_batch` call per policy per wave; returns finished episodes."
+    if not (isinstance(width, int) and width >= 1): raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
     pending, live, done = deque(specs), [], []
     geos = {} if geos is None else geos
     bar = tqdm(total=len(pending), desc="episodes", disable=not progress, leave=False)
@@ -352,11 +353,14 @@ def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above c
             near = nearest(nm, names)
             raise SoundnessError(f"--expect-above `{exp}` names `{nm}`, which is not a campaign" + (f" (did you mean `{near}`?)" if near else "")
                                  + f" (campaigns: {', '.join(names)})")
+    if parts[0] == parts[1]: raise SoundnessError(f"--expect-above `{exp}` compares a campaign with itself")
     return parts[0], parts[1]
 
 def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_floor:float|None=None)->dict:
     "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes when each `A>B` holds without overlap."
     orders = [(exp, *parse_expectation(exp, list(campaigns))) for exp in expect_above]   # refused before any bootstrap
+    if B < 1: raise SoundnessError(f"--b: the bootstrap needs at least 1 resample, got {B}")
+    if seed < 0: raise SoundnessError(f"--seed must be 0 or more, got {seed}")
     stats = {}
     for name, rows in campaigns.items():
         if not rows: raise SoundnessError(f"campaign `{name}` has no episodes")

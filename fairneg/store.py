@@ -14,9 +14,9 @@ from .game import ReadError, json_lines
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
-           'RunFolderError', 'write_text_atomic', 'jsonl_text', 'json_text', 'write_jsonl', 'write_json',
-           'append_jsonl', 'read_jsonl', 'duplicate_keys', 'refuse_duplicates', 'episode_rows', 'out_folder',
-           'is_empty_folder', 'fresh_folder', 'file_sha256', 'step_row']
+           'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text', 'json_text',
+           'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys', 'refuse_duplicates',
+           'episode_rows', 'out_folder', 'is_empty_folder', 'fresh_folder', 'file_sha256', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -32,11 +32,20 @@ CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)   # the tables of a campaign
 class RunFolderError(ValueError):
     "An output path that cannot take this command's output: a file where a folder goes, or a folder that holds other work."
 
-def write_text_atomic(path, text:str)->Path:
-    "Write a text file atomically (a temporary file renamed into place), creating its folder."
+def file_in_the_way(path)->Path|None:
+    "The nearest of `path`'s folders that exists as a file (so nothing can be written under it), or None."
+    return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
+
+def writable_file(path)->Path:
+    "`path` as a `Path`, refusing a folder there or a file where one of its folders should be (before anything is written)."
     path = Path(path)
     if path.is_dir(): raise RunFolderError(f"{path}: is a folder; give a file name to write")
-    if path.parent.exists() and not path.parent.is_dir(): raise RunFolderError(f"{path.parent}: is a file, not a folder")
+    if (f := file_in_the_way(path)) is not None: raise RunFolderError(f"{f}: is a file, not a folder (so {path} cannot be written)")
+    return path
+
+def write_text_atomic(path, text:str)->Path:
+    "Write a text file atomically (a temporary file renamed into place), creating its folder."
+    path = writable_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text, encoding="utf-8"); os.replace(tmp, path)
     return path
@@ -59,7 +68,7 @@ def write_json(path, obj, indent:int=1)->Path:
 
 def append_jsonl(rows, path)->Path:
     "Append rows to a JSON Lines table in one write, flushed to disk (tables are appended, never rewritten)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = writable_file(path); path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     with path.open("a", encoding="utf-8") as f:
         f.write(text); f.flush(); os.fsync(f.fileno())
@@ -101,6 +110,7 @@ def out_folder(path, # the output folder a command is given
     "`path` as a `Path`, refusing a path that exists and is not a folder (before any work is done)."
     path = Path(path)
     if path.exists() and not path.is_dir(): raise RunFolderError(f"{path}: is a file, not a folder (the {what}); give a folder")
+    if (f := file_in_the_way(path)) is not None: raise RunFolderError(f"{f}: is a file, not a folder (so the {what} {path} cannot be made)")
     return path
 
 def is_empty_folder(path)->bool:
