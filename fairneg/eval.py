@@ -275,8 +275,9 @@ def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
         shared_base=f"{SHARED_BASE}/{key}" if key else None)))
 
 def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
-    "Write the cell's `cell.json` (see `cell_record`)."
-    (Path(cell.out) / "cell.json").write_text(json.dumps(cell_record(cell, games, sides, key), indent=1) + "\n")
+    "Write the cell's `cell.json` (see `cell_record`), leaving it untouched when it already says the same."
+    p, text = Path(cell.out) / "cell.json", json.dumps(cell_record(cell, games, sides, key), indent=1) + "\n"
+    if not (p.is_file() and p.read_text() == text): p.write_text(text)
 
 # %% ../nbs/09_eval.ipynb #c6c7d6d6
 def _cell_sides(cell:Cell)->dict:

@@ -8,7 +8,7 @@ import json, math, os, time
 from collections import Counter
 from pathlib import Path
 import numpy as np
-from .game import Game, deal_key, game_from_dict, json_lines, label_options
+from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
 from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
                               DecisionPoint, Offer, field_names, read_decision_point, version_context)
@@ -493,6 +493,9 @@ def package(runs:dict, # experiment name -> annotation folder
         if not rs: raise PackageError(f"run {name}: {d} has no rows")
         new += [dict(r, experiment_name=name) for r in rs]
     old = read_jsonl(out / "pairs.jsonl") if (out / "pairs.jsonl").is_file() else []
+    held = {json.dumps(r, sort_keys=True) for r in old}
+    if old and (out / "card_stats.json").is_file() and all(json.dumps(r, sort_keys=True) in held for r in new):
+        return {**read_json(out / "card_stats.json", PackageError), "already": True}   # the same package run again: nothing to add
     check_rows(old + new, str(out))
     allrows = old + new
     pool = check_poolable(allrows, allow_mixed_protocols)
@@ -682,6 +685,8 @@ for _e in (PoolingError, PackageError, DPOError, ReplayError):
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False,
                   help="Counterfactual pairs: annotate logged LLM turns, package the dataset, export DPO pairs.")
 
+_ANNOTATION_ARGS = ("episodes", "types", "include_views", "max_points")   # what makes an annotation the same one again
+
 @app.command("annotate", cls=MultiValueCommand)
 def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders (with states.jsonl) or states.jsonl files.")],
                  out:Annotated[Path, typer.Option(help="Folder: pairs.jsonl is appended, annotation_report.json written.")],
@@ -695,9 +700,14 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
     if f.is_file():
         have = {(l["episode_id"]) for l in lines}
         clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
-        if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten)")
+        rep0 = read_json(out / "annotation_report.json", PackageError) if (out / "annotation_report.json").is_file() else {}
+        if clash and {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes], types=list(types),
+                                                                         include_views=include_views, max_points=max_points):
+            typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated"); return
+        if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten): "
+                                     "give another --out for another annotation of them")
     rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
-    rep.update(episodes=[str(e) for e in episodes], types=list(types), n_episodes=len(lines))
+    rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views, max_points=max_points, n_episodes=len(lines))
     write_json(out / "annotation_report.json", rep)
     typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in {rep['seconds']:.1f} s "
                f"(view mismatches {rep['view_mismatch']}) -> {f}")
@@ -717,6 +727,7 @@ def package_cmd(run:Annotated[list[str], typer.Option(help="NAME=DIR of an annot
         if k in runs: raise typer.BadParameter(f"run name `{k}` given more than once", param_hint="--run")
         runs[k] = Path(v)
     st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
+    if st.get("already"): typer.echo(f"{out}: already holds every row of these runs; nothing packaged"); return
     typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, {len(st['hazards'])} hazard warnings -> {out}")
 
 # %% ../nbs/10_pairs.ipynb #69336243

@@ -291,12 +291,18 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
              agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all",
              context:Annotated[str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]="window"):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
+    games = bank_games(bank)                       # a bad bank or value is refused before the model loads
+    for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width), ("--batch-size", batch_size),
+                    ("--max-new-tokens", max_new_tokens)):
+        if v < 1: raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
+    for flag, v, choices in (("--framing", framing, FRAMINGS), ("--context", context, CONTEXTS), ("--constrain", constrain, ("auto", *CONSTRAIN))):
+        if v not in choices: raise typer.BadParameter(f"`{v}`, not {' or '.join(choices)}", param_hint=flag)
     kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
     if not model.startswith("vllm:"): kw["batch_size"] = batch_size
     if adapter is not None: kw["adapter"] = adapter
     pol = make_policy(model, **kw)
     names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
-    res = evaluate_model(pol, bank_games(bank), episodes, names, width=width, framing=framing, max_turns=max_turns, context=context)
+    res = evaluate_model(pol, games, episodes, names, width=width, framing=framing, max_turns=max_turns, context=context)
     res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns)
     if out is None: out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
                                                       + ("-conversation" if context == "conversation" else "") + ".json")

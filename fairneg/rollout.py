@@ -542,7 +542,7 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
                 out, # the merged cell folder (its tables are appended to)
                )->dict:
     "Append chunk cells into one cell folder, refusing duplicate keys and mixed protocols; returns the merged quality report."
-    out = Path(out)
+    out = out_folder(out, "cell folder")
     twice = [c for c, n in Counter(map(str, chunks)).items() if n > 1]
     if twice: raise MergeError(f"chunk given more than once: {', '.join(twice)}")
     named = {str(c): _chunk_tables(c) for c in chunks}
@@ -576,9 +576,20 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
 # %% ../nbs/06_rollout.ipynb #b0073e2a
 soundness_app = typer.Typer(cls=CliGroup, add_completion=False, help="The reward soundness gate.")
 
+def _keys(d:Path)->set:
+    return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(Path(d) / EPISODES, RunFolderError)}
+
+def _merged_already(chunks, out)->bool:
+    "Whether `out` holds every episode of every chunk (the same merge run again)."
+    if not (Path(out) / EPISODES).is_file() or not all((Path(c) / EPISODES).is_file() for c in chunks): return False
+    held = _keys(out)
+    return all(_keys(c) <= held for c in chunks)
+
 def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
+    if _merged_already(chunks, out):
+        typer.echo(f"{out}: already holds every episode of these chunks; nothing merged"); return
     try: q = merge_cells(chunks, out)
     except MergeError as e:
         typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
