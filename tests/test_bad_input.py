@@ -168,3 +168,10 @@ def test_bad_input(work, argv, names, monkeypatch, tmp_path):
     assert "Traceback" not in r.output and not (tmp_path / "crashes").exists(), r.output
     for n in names: assert n in lines[0], (n, lines[0])
     assert snapshot(work) == before, "the failed command wrote or changed files"
+
+
+def test_readme_lists_the_exit_codes():
+    "The README's table of exit codes is `EXIT_CODES`, row for row."
+    from fairneg.commands import EXIT_CODES
+    readme = (ROOT / "README.md").read_text()
+    for code, meaning in EXIT_CODES.items(): assert f"| {code} | {meaning} |" in readme, code
