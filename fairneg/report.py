@@ -20,7 +20,7 @@ from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_man
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
-from .eval import resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
+from .eval import CONDITIONS, resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
 from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row, episode_rows
 
 # %% auto #0
@@ -38,8 +38,8 @@ __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTI
            'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section',
            'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section',
            'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section',
-           'banks_section', 'what_happened', 'what_happened_section', 'venv_kernel', 'check_self_contained',
-           'notebook_html', 'render_report', 'report']
+           'banks_section', 'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance',
+           'at_a_glance_section', 'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -1153,20 +1153,54 @@ def _gate_sentences(run:Run)->list[str]:
             for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: {run.gate.get('verdict', '?')}."]
 
 # %% ../nbs/11_report.ipynb #43e39740
-def what_happened(run:Run, condition:str="primary")->list[str]:
-    "Sentences generated from the run's measurements: training, each checkpoint's contrasts, the DPO arms, the gate."
+def report_conditions(run:Run)->list[str]:
+    "The conditions the run's contrasts hold, primary first, then in `fairneg.eval.CONDITIONS` order."
+    if not run.has("contrasts"): return []
+    held = set(run.contrasts.condition)
+    return [c for c in CONDITIONS if c in held] + sorted(held - set(CONDITIONS))
+
+def what_happened(run:Run, condition:str|None=None)->list[str]:
+    "Sentences generated from the run's measurements: training, each checkpoint's contrasts (every condition, or one), the DPO arms, the gate."
     out = []
     if run.has("train"): out += _training_sentences(run)
-    if run.has("contrasts"): out += _checkpoint_sentences(run, condition)
+    for cond in ([condition] if condition else report_conditions(run)): out += _checkpoint_sentences(run, cond)
     if run.has("dpo"): out += _dpo_sentences(run)
     if run.has("gate"): out += _gate_sentences(run)
     return out
 
-def what_happened_section(run:Run, condition:str="primary")->list:
+def what_happened_section(run:Run, condition:str|None=None)->list:
     "`what_happened` as a list, or a note when the run holds nothing to say."
     s = what_happened(run, condition)
     if not s: return [note(f"nothing measured yet in {run.root}")]
     return [Html("<ul>" + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")]
+
+# %% ../nbs/11_report.ipynb #877d7cac
+def _moved(run:Run, condition:str)->list[str]:
+    "Per checkpoint with a key endpoint that moved on `condition`: `checkpoint: endpoint Δ [lo, hi] better|worse, ...`."
+    c = run.contrasts[(run.contrasts.condition == condition) & run.contrasts.endpoint.isin(WHAT_ENDPOINTS)]
+    out = []
+    for ck in checkpoint_order(c.checkpoint):
+        m = [f"{r.endpoint} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] {'better' if r.verdict == 'favourable' else 'worse'}"
+             for r in c[c.checkpoint == ck].itertuples(index=False) if r.verdict in ("favourable", "unfavourable")]
+        if m: out.append(f"{ck}: {', '.join(m)}")
+    return out
+
+def at_a_glance(run:Run)->list[str]:
+    "The gate's verdict, then per condition what moved (or that nothing did): the report's opening lines."
+    out = []
+    if run.has("gate"):
+        out.append(f"Preregistered gate ({run.gate.get('prereg', '?')}): {run.gate.get('verdict', '?')}"
+                   + "".join(f"; {ck} {v['verdict']}" for ck, v in run.gate.get("checkpoints", {}).items()) + ".")
+    for cond in report_conditions(run):
+        m = _moved(run, cond)
+        out.append(f"On {cond}: " + ("; ".join(m) if m else "no key endpoint moved at any checkpoint") + ".")
+    return out
+
+def at_a_glance_section(run:Run)->list:
+    "`at_a_glance` as a list, or a note when the run holds neither a gate nor contrasts."
+    s = at_a_glance(run)
+    if not s: return [note(f"no gate verdict and no contrasts in {run.root} yet")]
+    return [Html('<ul class="fairneg-glance">' + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")]
 
 # %% ../nbs/11_report.ipynb #b89b36f4
 import fairneg as _fairneg
