@@ -21,25 +21,26 @@ from .game import SHARES, ReadError, generate_game, label_options, parse_deal_la
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
 from .eval import CONDITIONS, resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
-from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row, episode_rows
+from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, STEP_FIELDS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row, episode_rows
 
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
-           'REPORT_CSS', 'CURVES', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS',
-           'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG',
-           'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run',
+           'REPORT_CSS', 'CURVES', 'CURVE_LABELS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
+           'VERDICT_TINTS', 'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK',
+           'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run',
            'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg',
-           'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'plot_curves', 'training_summary',
-           'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix', 'resampling_notes',
-           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal',
-           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
-           'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks',
-           'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_section',
-           'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section',
-           'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section',
-           'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section',
-           'banks_section', 'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance',
-           'at_a_glance_section', 'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
+           'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'curve_label', 'coinciding_arms', 'plot_curves',
+           'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
+           'resampling_notes', 'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table',
+           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
+           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
+           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
+           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
+           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
+           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
+           'soundness_section', 'banks_section', 'report_conditions', 'what_happened', 'what_happened_section',
+           'at_a_glance', 'at_a_glance_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
+           'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -371,6 +372,24 @@ CURVES = {  # figure -> (telemetry columns, caption)
     "drift": (("kl", "logprob_drift"), "Drift from the frozen base: per-token KL estimate and log-probability drift."),
 }
 
+CURVE_LABELS = {  # telemetry column -> its panel's title in words, with its unit
+    "reward_mean": "mean reward of the policy seats", "worst_off_g": "worst-off seat's log utility g",
+    "deal_rate": "deal rate (share of episodes)", "walk_rate": "walk-away rate (share of episodes)",
+    "below_threshold_rate": "below-threshold rate (share of episodes)", "kl": "KL to the base (nats per token)",
+    "logprob_drift": "log-prob drift (nats per token)", "loss": "DPO loss", "reward_margin": "implicit reward margin (β × nats)",
+    "reward_accuracy": "pairs ranked right (share)",
+}
+
+def curve_label(col:str)->str:
+    "A telemetry column's panel title: `CURVE_LABELS`, else the step schema's words (`STEP_FIELDS`), else the name."
+    return CURVE_LABELS.get(col) or STEP_FIELDS.get(col) or col
+
+def coinciding_arms(steps, cols)->list[tuple[str, str]]:
+    "Pairs of arms whose lines are the same on every column in `cols` (drawn one over the other, so one would hide)."
+    arms = [str(a) for a in dict.fromkeys(steps["arm"].astype(str))]
+    series = {a: steps[steps["arm"].astype(str) == a].sort_values("step")[["step", *cols]].reset_index(drop=True) for a in arms}
+    return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:] if series[a].round(12).equals(series[b].round(12))]
+
 def plot_curves(steps, # training telemetry (`Run.steps`)
                 metrics:Iterable[str], # telemetry columns, one panel each
                 width:int=300, height:int=180, title:str|None=None,
@@ -382,12 +401,15 @@ def plot_curves(steps, # training telemetry (`Run.steps`)
     if not cols: return None
     arms = [str(a) for a in steps["arm"].cat.categories] if hasattr(steps["arm"], "cat") else list(dict.fromkeys(steps["arm"]))
     long = steps.assign(arm=steps["arm"].astype(str)).melt(id_vars=["arm", "step"], value_vars=cols, var_name="metric")
+    long["metric"] = long["metric"].map(curve_label)
     ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
         x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        y=alt.Y("value:Q", title="value (see the panel's title)", scale=alt.Scale(zero=False)),
         color=alt.Color("arm:N", sort=arms, title="arm"),
+        strokeDash=alt.StrokeDash("arm:N", sort=arms, title="arm"),      # coinciding arms stay visible one over the other
         tooltip=["arm", "step", "metric", alt.Tooltip("value:Q", format=".4g")]).properties(width=width, height=height)
-    ch = ch.facet(column=alt.Column("metric:N", sort=cols, title=None)).resolve_scale(y="independent")
+    ch = ch.facet(column=alt.Column("metric:N", sort=[curve_label(c) for c in cols], title=None,
+                                    header=alt.Header(labelLimit=width, labelFontSize=12))).resolve_scale(y="independent")
     return ch.properties(title=title) if title else ch
 
 def training_summary(steps)->object:
@@ -896,11 +918,18 @@ def details(summary:str, *items)->Html:
     return Html(f'<details class="fairneg-details"><summary>{_html.escape(summary)}</summary>{body}</details>')
 
 # %% ../nbs/11_report.ipynb #808fb60e
+def _coinciding_text(steps, cols)->str:
+    "A caption's sentence naming arms whose lines coincide on these panels (empty when none do)."
+    cols = [c for c in cols if c in steps]
+    pairs = coinciding_arms(steps, cols) if cols else []
+    return "".join(f" {a} and {b} coincide on every step of these panels (dashed lines, one over the other)." for a, b in pairs)
+
 def training_section(run:Run)->list:
     "Training curves (reward, rates, drift) and the per-arm summary."
     def go():
         if not run.has("train"): return [note(run.why_missing("train"))]
-        out = [figure(ch, cap) for cols, cap in CURVES.values() if (ch := plot_curves(run.steps, cols)) is not None]
+        out = [figure(ch, cap + _coinciding_text(run.steps, cols)) for cols, cap in CURVES.values()
+               if (ch := plot_curves(run.steps, cols)) is not None]
         summ = training_summary(run.steps).reset_index()
         return out + [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
     return _guard(go)
