@@ -98,7 +98,7 @@ def test_launch_analyze_gate(tmp_path, bank):
 
     r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "--base", "agent:oracle_omniscient",
             "--cells", "primary", "--bank", bank, "--episodes", 3, "--out-dir", out)
-    assert r.exit_code == 2 and "never rewritten" in r.output   # a different cell in a used folder is refused, not doubled
+    assert r.exit_code == 2 and "holds another cell (" in r.output and "episodes" in r.output, r.output   # another cell in a used folder is refused, not doubled
 
     solo = tmp_path / "solo"
     r = cli("launch", "--checkpoint", "fair_step1=agent:fairness_oracle", "--base", "agent:oracle_omniscient",

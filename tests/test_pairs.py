@@ -89,7 +89,8 @@ def test_merge_refuses_duplicates_and_mixed_protocols(games, tmp_path):
     r = runner.invoke(root, ["play", "merge", "--chunks", str(tmp_path / "b0s0"), str(tmp_path / "unc"), "--out", str(tmp_path / "m3")])
     assert r.exit_code == 2 and "mixed protocol versions" in flat(r.output) and "five-seat-uncapped-turn32768-v1" in flat(r.output)
     r = runner.invoke(root, ["play", "merge", "--chunks", str(tmp_path / "b0s0"), "--out", str(merged)])   # already merged there
-    assert r.exit_code == 2 and "duplicate" in flat(r.output)
+    assert r.exit_code == 0 and "already holds every episode of these chunks; nothing merged" in flat(r.output), r.output
+    assert len(read_jsonl(merged / "episodes.jsonl")) == 4
 
 
 # ---------------------------------------------------------------- the pooling guard
@@ -153,9 +154,13 @@ def test_annotate_scripted_llm_against_agents(cell, tmp_path):
     assert r0["chosen_action"] == get_agent("fairness_private").act(row_decision_point(r0), None)
     rep = json.loads((tmp_path / "ann" / "annotation_report.json").read_text())
     assert rep["view_mismatch"] == 0 and rep["decision_points"] == len(llm_turns)
-    # annotating the same episodes into the same folder again is refused (rows are appended, never duplicated)
+    # the same annotation again finds its rows there; another annotation of the same episodes into that folder is refused
+    n = len(read_jsonl(tmp_path / "ann" / "pairs.jsonl"))
     r = runner.invoke(root, ["pairs", "annotate", "--episodes", str(out), "--out", str(tmp_path / "ann")])
+    assert r.exit_code == 0 and "already holds the rows of this annotation" in flat(r.output), r.output
+    r = runner.invoke(root, ["pairs", "annotate", "--episodes", str(out), "--out", str(tmp_path / "ann"), "--types", "rational_private"])
     assert r.exit_code == 2 and "already holds" in flat(r.output)
+    assert len(read_jsonl(tmp_path / "ann" / "pairs.jsonl")) == n
 
 
 def test_round_trip_rerendered_prompt_equals_logged(cell):

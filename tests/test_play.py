@@ -52,9 +52,14 @@ def test_play_writes_and_appends_tables(bank, tmp_path):
     q = json.loads((tmp_path / "quality_report.json").read_text())
     assert (q["lenient_attempts"], q["strict_parse_ok_rate"], q["strict_legal_rate"]) == (0, 1, 1)
     assert "parse_ok 1.000 (0 read leniently)" in r.output
-    r = runner.invoke(play_app, args + ["--experiment-name", "again"])   # tables are appended, never rewritten
-    assert r.exit_code == 0, r.output
-    assert len(rows(tmp_path / "episodes.jsonl")) == 2 * len(eps)
+    r = runner.invoke(play_app, args[:5] + ["0", "1", "2"] + args[7:])   # more seeds: appended, only the new ones played
+    assert r.exit_code == 0 and "holds 8 of these 12 episodes; playing the other 4" in r.output, r.output
+    more = rows(tmp_path / "episodes.jsonl")
+    assert len(more) == 12 and more[:8] == eps and len({(e["instance_id"], e["episode_seed"]) for e in more}) == 12
+    assert json.loads((tmp_path / "quality_report.json").read_text())["episodes_done"] == 12
+    r = runner.invoke(play_app, args + ["--experiment-name", "again"])   # another cell into the folder: refused, nothing written
+    assert r.exit_code == 2 and "holds another cell" in r.output
+    assert rows(tmp_path / "episodes.jsonl") == more
 
 
 def test_play_one_policy_per_seat_on_a_folder_of_games(tmp_path):
