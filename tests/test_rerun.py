@@ -53,16 +53,20 @@ RUNS = [  # (id, argv, what the second run says (None: the same output written a
 ]
 
 
-@pytest.mark.parametrize("argv,says,kept", [r[1:] for r in RUNS], ids=[r[0] for r in RUNS])
-def test_run_twice(work, argv, says, kept):
+def test_every_command_twice(work):
+    "The cases build on each other's folders, so one test runs them in order (pytest-xdist would split parametrized cases)."
+    for case, argv, says, kept in RUNS: run_twice(case, work, argv, says, kept)
+
+
+def run_twice(case, work, argv, says, kept):
     first = invoke(*argv)
-    assert first.exit_code in (0, 1, 3), (first.exit_code, first.output)   # 1, 3: a verdict (soundness FAIL, gate NEGATIVE or VOID)
+    assert first.exit_code in (0, 1, 3), (case, first.exit_code, first.output)   # 1, 3: a verdict (soundness FAIL, gate NEGATIVE or VOID)
     before = {k: tree(work / k) for k in kept}
     outs = [a for a in argv if str(a).endswith((".json", ".jsonl", ".html"))]
     texts = {o: Path(o).read_text() for o in outs if Path(o).is_file() and not o.endswith(".html")}
     again = invoke(*argv)
-    assert again.exit_code == first.exit_code, (again.exit_code, again.output)
-    if says: assert says in again.output, again.output
+    assert again.exit_code == first.exit_code, (case, again.exit_code, again.output)
+    if says: assert says in again.output, (case, again.output)
     for k in kept: assert tree(work / k) == before[k], f"{k} changed on the second run"
     for o, t in texts.items():
         if o.endswith("eval.json"): t, now = json.loads(t), json.loads(Path(o).read_text()); t.pop("analyzed_at"); now.pop("analyzed_at")
