@@ -14,7 +14,7 @@ from tqdm import tqdm
 from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
                           llmdel_games_dir, load_game, read_json, read_text, save_game, game_text)
 from .geometry import Geometry, solve
-from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder
+from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder, check_replaceable
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
@@ -104,7 +104,8 @@ def write_bank(games:list[Game], # the games
     rows = [manifest_row(g, geo) for g, geo in tqdm(list(zip(games, geos or [None] * len(games))), desc=f"solving {out.name}",
                                                     disable=not progress)]
     texts = {**{f"{g.name}.json": game_text(g) for g in games}, **(extra or {}), MANIFEST: jsonl_text(rows)}
-    if not force and _holds_same_bank(out, texts): return rows        # the same bank: nothing to write
+    if force: check_replaceable(out, _no_bank_yet(out) or (out / MANIFEST).is_file(), "a bank")
+    elif _holds_same_bank(out, texts): return rows                    # the same bank: nothing to write
     with fresh_folder(out) as new:                                    # no stale game file survives a rewrite
         for name, text in texts.items(): (new / name).write_text(text, encoding="utf-8")
     return rows

@@ -62,14 +62,16 @@ def crash_dir()->Path:
 def write_crash_log(exc:BaseException, # the exception that ended the command
                     argv=None, # the command line (default: `sys.argv`)
                    )->Path:
-    "Save a crash's command line, versions and traceback to a new file under `crash_dir()`; returns its path."
-    from importlib.metadata import version
-    d = crash_dir(); d.mkdir(parents=True, exist_ok=True)
-    path = d / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    "Save a crash's command line, versions and traceback to a new file under `crash_dir()` (else the temp folder); returns its path."
+    import tempfile, fairneg
     head = [f"command: {' '.join(map(str, sys.argv if argv is None else argv))}", f"cwd: {os.getcwd()}",
-            f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}", f"fairneg {version('fairneg')}, Python {platform.python_version()}, {platform.platform()}"]
-    path.write_text("\n".join(head) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8")
-    return path
+            f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}", f"fairneg {fairneg.__version__}, Python {platform.python_version()}, {platform.platform()}"]
+    text = "\n".join(head) + "\n\n" + "".join(traceback.format_exception(exc))
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    for d in (crash_dir(), Path(tempfile.gettempdir())):              # a read-only home: the log still goes somewhere
+        try: d.mkdir(parents=True, exist_ok=True); (d / name).write_text(text, encoding="utf-8"); return d / name
+        except OSError: continue
+    return Path(tempfile.gettempdir()) / name
 
 # %% ../nbs/00a_commands.ipynb #7329b548
 def usage_line(e:click_exceptions.ClickException)->str:

@@ -20,7 +20,7 @@ from .policies import resolve_model
 from .grpo import LORA_TARGETS, checkpoints, lora_config
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option, user_error
-from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder
+from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder, check_replaceable
 from .telemetry import memory_reading
 
 # %% auto #0
@@ -274,9 +274,12 @@ def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fie
     except ReadError: raise
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.pairs: raise typer.BadParameter("no pairs: pass --pairs DIR or set dpo.pairs in --params")
-    out_folder(cfg.out, "run folder")
-    if force: shutil.rmtree(cfg.out, ignore_errors=True)
-    elif finished_run(cfg) is not None: typer.echo(f"{cfg.out}: holds this run, complete: nothing trained (--force trains it again)")
+    out = out_folder(cfg.out, "run folder")
+    if force:
+        check_replaceable(out, bool(checkpoints(out)) or (out / TRAINING_STEPS).is_file(), "a DPO run")
+        shutil.rmtree(out, ignore_errors=True)
+    elif (done := finished_run(cfg)) is not None:
+        typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): nothing trained (--force trains it again)"); return
     rows = train_dpo(cfg, progress)
     last = rows[-1] if rows else {}
     typer.echo(f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} ({last.get('pairs_available')} pairs, effective "

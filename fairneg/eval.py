@@ -23,21 +23,22 @@ from .stats import cluster_sums, percentile_interval, resample_counts, verdict, 
 from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, out_folder
 
 # %% auto #0
-__all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS',
-           'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS', 'UNDEFINED_MAX_FRAC', 'MIN_GAMES', 'COVERAGE_ENDPOINTS',
-           'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'app', 'EvalError',
-           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
-           'condition_seats', 'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'base_key',
-           'cell_record', 'check_cell_folder', 'run_eval_cell', 'executor_params', 'cell_done', 'read_squeue',
-           'slurm_states', 'launched', 'queued_cells', 'job_error', 'wait_jobs', 'launch', 'closure_conditional',
-           'check_endpoints', 'endpoint_values', 'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides',
-           'row_budgets', 'check_comparable', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell',
-           'too_few_games', 'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows',
-           'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study', 'check_prereg', 'load_prereg',
-           'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term',
-           'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell', 'arm_step', 'ladder_frame',
-           'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval',
-           'contrast_text', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
+__all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS',
+           'EVAL_VERDICTS', 'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS', 'UNDEFINED_MAX_FRAC', 'MIN_GAMES',
+           'COVERAGE_ENDPOINTS', 'GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS',
+           'app', 'EvalError', 'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games',
+           'condition_framing', 'condition_seats', 'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side',
+           'base_key', 'cell_record', 'check_cell_folder', 'run_eval_cell', 'executor_params', 'cell_done',
+           'read_squeue', 'slurm_states', 'launched', 'queued_cells', 'job_error', 'wait_jobs', 'launch',
+           'closure_conditional', 'check_endpoints', 'endpoint_values', 'contrast_from_sums', 'paired_bootstrap',
+           'check_rows', 'pair_sides', 'row_budgets', 'check_comparable', 'split_cell_name', 'cell_identity',
+           'resampling_note', 'prepare_cell', 'too_few_games', 'too_many_undefined', 'endpoint_verdict', 'finish_cell',
+           'analyze_cells', 'contrast_rows', 'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study',
+           'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
+           'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell',
+           'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells',
+           'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd',
+           'analyze', 'gate']
 
 # %% ../nbs/09_eval.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -284,15 +285,18 @@ def _cell_sides(cell:Cell)->dict:
     "The sides of a cell: `{side: (policy spec, seat label)}`."
     return {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
 
+CELL_RECORD_NOTES = ("description", "shared_base")   # cell.json fields that describe, not define, a cell: the condition's wording, and the shared base's key (it hashes the code version)
+
 def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
                       force:bool=False, # clear a folder that holds another cell's episodes (else refuse it)
+                      games:list|None=None, # the cell's games, when already read
                      )->None:
     "Refuse a cell folder whose `cell.json` names another cell while a side holds episodes; `force` clears it instead."
     out = out_folder(cell.out, "cell folder"); p = out / "cell.json"
     if not p.is_file() or not any((out / s / EPISODES).is_file() for s in ("trained", "base")): return
-    games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
-    new, old = cell_record(cell, games, _cell_sides(cell), base_key(cell, games) if cell.share_base else None), read_json(p, EvalError)
-    diff = [k for k in new if old.get(k) != new[k]]
+    games = condition_games(cell.condition, cell.bank, cell.crossgame_bank) if games is None else games
+    new, old = cell_record(cell, games, _cell_sides(cell), None), read_json(p, EvalError)
+    diff = [k for k in new if k not in CELL_RECORD_NOTES and old.get(k) != new[k]]
     if not diff: return
     if force: shutil.rmtree(out); return
     raise EvalError(f"{out}: holds another cell (" + "; ".join(f"{k} {old.get(k)!r} there, {new[k]!r} now" for k in diff[:4])
@@ -341,7 +345,7 @@ def _play_shared_base(cell:Cell, games:list, spec, label:str, key:str, engines:d
 def run_eval_cell(cell:Cell)->dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
-    check_cell_folder(cell)                         # before cell.json is written: it says what the folder holds
+    check_cell_folder(cell, games=games)            # before cell.json is written: it says what the folder holds
     out = Path(cell.out); out.mkdir(parents=True, exist_ok=True)
     sides = _cell_sides(cell)
     key = base_key(cell, games) if cell.share_base else None

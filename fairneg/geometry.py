@@ -332,7 +332,7 @@ def bank_geometry(geos:list[Geometry]):
         return dict(game=geo.game.name, parties=geo.game.n, deals=geo.n_deals, IR=int(geo.ir.sum()), passable=int(geo.passable.sum()),
                     NBS=geo.label(p) or "—", nnw_at_NBS=None if p is None else round(float(geo.nnw[p]), 3),
                     worst_off_at_NBS="—" if p is None else f"{geo.game.parties[worst]} ({geo.Z[worst, p]:+.2f})",
-                    KS_is_NBS=geo.ks == geo.nbs, nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 3))
+                    KS_is_NBS=p is not None and geo.ks == p, nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 3))
     return pd.DataFrame([row(g) for g in geos])
 
 # %% ../nbs/01_geometry.ipynb #47d56895

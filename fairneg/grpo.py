@@ -20,7 +20,7 @@ from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpoint
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
-from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row, out_folder
+from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row, out_folder, check_replaceable
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
@@ -845,6 +845,7 @@ def continue_run(cfg:GRPOConfig, # the run asked for
     "Whether to resume the run in `cfg.out`, and the line that says why: the same run resumes by itself, another is refused."
     out = Path(cfg.out)
     if force and out.exists():
+        check_replaceable(out, holds_arm(out, cfg.arm), f"a run of arm {cfg.arm}")
         shutil.rmtree(out); return False, f"{out}: --force: the run there was removed; training from step 0"
     if resume or not holds_arm(out, cfg.arm): return resume, None
     was = read_json(out / "config.json", ReadError) if (out / "config.json").is_file() else None

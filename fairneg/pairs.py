@@ -701,8 +701,9 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
         have = {(l["episode_id"]) for l in lines}
         clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
         rep0 = read_json(out / "annotation_report.json", PackageError) if (out / "annotation_report.json").is_file() else {}
-        if clash and {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes], types=list(types),
-                                                                         include_views=include_views, max_points=max_points):
+        same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes], types=list(types),
+                                                                   include_views=include_views, max_points=max_points)
+        if clash and same and rep0.get("n_episodes") == len(lines):   # the same annotation of the same episodes (none added since)
             typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated"); return
         if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten): "
                                      "give another --out for another annotation of them")

@@ -19,7 +19,7 @@ from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, ev
 from .game import INFO_MODES
 from .prompts import FRAMINGS
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
-from .store import write_json, out_folder, fresh_folder, episode_rows, EPISODES, QUALITY
+from .store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES, QUALITY, CELL
 from .game import read_json
 from .protocol import CONTEXTS
 
@@ -236,6 +236,7 @@ def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
 def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|None]:
     "The (games, seeds) blocks to play into `out` and the line that says so (refusing a folder of another cell)."
     wanted = {(g.name, s) for g in games for s in c.seeds}
+    if force: check_replaceable(out, (out / CELL).is_file(), "a campaign cell")
     held = set() if force else held_episodes(out, identity)
     blocks = [(games, list(c.seeds))] if force else missing_runs(games, c.seeds, held)
     return blocks, _plan_line(out, wanted, held, force)

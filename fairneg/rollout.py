@@ -581,6 +581,8 @@ def _keys(d:Path)->set:
 
 def _merged_already(chunks, out)->bool:
     "Whether `out` holds every episode of every chunk (the same merge run again)."
+    names = [str(c) for c in chunks]
+    if str(out) in names or len(set(names)) < len(names): return False   # `merge_cells` refuses these, naming them
     if not (Path(out) / EPISODES).is_file() or not all((Path(c) / EPISODES).is_file() for c in chunks): return False
     held = _keys(out)
     return all(_keys(c) <= held for c in chunks)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00b_store.ipynb #9e6ad300
 from __future__ import annotations
-import hashlib, json, os, shutil
+import glob, hashlib, json, os, shutil
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +16,8 @@ from .game import ReadError, json_lines
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
            'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text', 'json_text',
            'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys', 'refuse_duplicates',
-           'episode_rows', 'out_folder', 'is_empty_folder', 'fresh_folder', 'file_sha256', 'step_row']
+           'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder', 'file_sha256',
+           'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -118,12 +119,32 @@ def is_empty_folder(path)->bool:
     path = Path(path)
     return not path.exists() or (path.is_dir() and not any(path.iterdir()))
 
+def check_replaceable(out, # the folder `--force` would replace
+                      holds_this:bool, # whether it holds this command's kind of output
+                      what:str, # that kind, in words (`a campaign cell`)
+                     ):
+    "Refuse to start over in a folder that holds anything but this command's kind of output: `--force` replaces only that."
+    out = Path(out)
+    if not is_empty_folder(out) and not holds_this:
+        raise RunFolderError(f"{out}: holds other files, not {what}: --force replaces only {what}; give another --out")
+    if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
+        raise RunFolderError(f"{out}: is the working folder or holds it; give a folder below it")
+
+def _alive(pid:str)->bool:
+    "Whether a process of this id runs (so its `.new-` folder is in use)."
+    try: os.kill(int(pid), 0); return int(pid) != os.getpid()
+    except (ValueError, ProcessLookupError): return False
+    except PermissionError: return True
+
 @contextmanager
 def fresh_folder(out, # the folder to replace (or create)
                 ):
     "Yield a new empty folder beside `out`; when the block ends without an error, it replaces `out` (else it is removed)."
     out = out_folder(out); out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f"{out.name}.new-*"): shutil.rmtree(stale, ignore_errors=True)   # a start-over killed earlier
+    olds = sorted(out.parent.glob(f"{glob.escape(out.name)}.old-*"))
+    if not out.exists() and olds: os.rename(olds[-1], out)            # killed between its two renames: the old folder back
+    for stale in out.parent.glob(f"{glob.escape(out.name)}.new-*"):    # a start-over killed earlier (not one still running)
+        if not _alive(stale.name.rpartition("-")[2]): shutil.rmtree(stale, ignore_errors=True)
     new, old = out.with_name(f"{out.name}.new-{os.getpid()}"), out.with_name(f"{out.name}.old-{os.getpid()}")
     new.mkdir()
     try: yield new

@@ -44,6 +44,7 @@ def work(tmp_path_factory):
         r = invoke(["eval", "analyze", "--run-dir", "ev", "--out", "evout/eval.json", "--b", "200", "--min-games", "2"])
         assert r.exit_code == 0, r.output
         Path("run").mkdir(); shutil.copy("evout/eval.json", "run/eval.json")   # a run folder (its eval results only)
+        Path("notes").mkdir(); Path("notes/mine.txt").write_text("a folder of other files\n")
         Path("afile").write_text("a file, not a folder\n"); Path("bin").write_bytes(BINARY); Path("emptydir").mkdir()
         Path("emptybank").mkdir(); Path("emptybank/manifest.jsonl").write_text("")
         _game_file("typo.json"); t = json.loads(Path("typo.json").read_text()); t["threshholds"] = t.pop("thresholds")
@@ -76,6 +77,8 @@ CASES = [  # (id, argv, what the one line must name)
     ("bank-generate-out-file", ["bank", "generate", "--out", "afile", "--n-games", "1", "--no-progress"], ["afile", "is a file, not a folder"]),
     ("bank-generate-other-bank", ["bank", "generate", "--out", "b", "--n-games", "2", "--modes", "full", "--no-progress"],
      ["b: holds another bank", "--force"]),
+    ("bank-generate-force-not-a-bank", ["bank", "generate", "--out", "notes", "--n-games", "1", "--force", "--no-progress"],
+     ["notes: holds other files, not a bank"]),
     ("bank-generate-zero", ["bank", "generate", "--out", "nb", "--n-games", "0"], ["n_games must be at least 1, got 0"]),
     ("bank-generate-negative-seed", ["bank", "generate", "--out", "nb", "--n-games", "1", "--seed-offset", "-5"], ["seed_offset", "-5"]),
     ("bank-generate-mode", ["bank", "generate", "--out", "nb", "--modes", "secret"], ["secret", "full, private"]),
@@ -91,6 +94,7 @@ CASES = [  # (id, argv, what the one line must name)
     ("play-out-file", [*P, "--out", "afile"], ["afile", "is a file, not a folder"]),
     ("play-other-cell", ["play", "--bank", "b", "--seats", "bayes_rational", "--seeds", "0", "--out", "cellA", "--no-progress"],
      ["cellA: holds another cell", "seats ['greedy_anchor'] there, ['bayes_rational'] now", "--force"]),
+    ("play-force-not-a-cell", [*P, "--seeds", "0", "--out", "notes", "--force"], ["notes: holds other files, not a campaign cell"]),
     ("play-unknown-seat", ["play", "--bank", "b", "--seats", "nobody", "--out", "p1"], ["--seats", "unknown seat policy nobody"]),
     ("play-missing-bank", ["play", "--bank", "missingbank", "--seats", "greedy_anchor", "--out", "p1"], ["missingbank"]),
     ("play-empty-bank", [*P[:2], "emptybank", *P[3:], "--out", "p1"], ["emptybank", "holds no games"]),
@@ -101,6 +105,7 @@ CASES = [  # (id, argv, what the one line must name)
     ("play-seeds-not-numbers", [*P, "--seeds", "x", "--out", "p1"], ["fairneg play run", "--seeds"]),
     ("play-merge-missing", ["play", "merge", "--chunks", "missing", "--out", "m"], ["missing", "not a cell folder"]),
     ("play-merge-twice", ["play", "merge", "--chunks", "cellA", "cellA", "--out", "m"], ["cellA", "more than once"]),
+    ("play-merge-chunk-is-out", ["play", "merge", "--chunks", "cellA", "--out", "cellA"], ["cellA is both a chunk and the output"]),
     ("play-merge-out-file", ["play", "merge", "--chunks", "cellA", "--out", "afile"], ["afile", "is a file"]),
     ("soundness-unknown-campaign", [*S, "--expect-above", "a>c"], ["--expect-above `a>c`", "names `c`", "campaigns: a, b"]),
     ("soundness-not-an-order", [*S, "--expect-above", "a<b"], ["--expect-above `a<b`", "expected `A>B`"]),
@@ -126,6 +131,7 @@ CASES = [  # (id, argv, what the one line must name)
     ("train-params-key", ["train", "--params", "train-typo.yaml", "--bank", "b", "--out", "t1"], ["train-typo.yaml", "`stepz`", "did you mean `steps`?"]),
     ("train-params-type", ["train", "--params", "train-type.yaml", "--bank", "b", "--out", "t1"], ["train-type.yaml", "`steps`", "must be an integer"]),
     ("train-out-file", ["train", "--bank", "b", "--out", "afile"], ["afile", "is a file"]),
+    ("train-force-not-a-run", ["train", "--bank", "b", "--out", "notes", "--force"], ["notes: holds other files, not a run of arm"]),
     ("train-lam", ["train", "--bank", "b", "--out", "t1", "--lam", "2"], ["lam", "2"]),
     ("pilot-params-key", ["pilot", "--params", "pilot-typo.yaml"], ["pilot-typo.yaml", "unknown section `threshholds`"]),
     ("pilot-params-missing", ["pilot", "--params", "missing.yaml"], ["missing.yaml"]),
@@ -134,6 +140,7 @@ CASES = [  # (id, argv, what the one line must name)
     ("pairs-package-name-twice", ["pairs", "package", "--run", "a=x", "--run", "a=y", "--out", "pk"], ["--run", "`a` given more than once"]),
     ("pairs-dpo-missing", ["pairs", "dpo", "--pairs", "missing", "--out", "d.jsonl"], ["missing", "no pairs.jsonl"]),
     ("dpo-train-missing-pairs", ["dpo", "train", "--pairs", "missing", "--model", "tiny-test", "--out", "dt"], ["missing", "no pairs.jsonl"]),
+    ("dpo-train-force-not-a-run", ["dpo", "train", "--pairs", "missing", "--out", "notes", "--force"], ["notes: holds other files, not a DPO run"]),
     ("dpo-train-steps", ["dpo", "train", "--pairs", "missing", "--steps", "0", "--out", "dt"], ["steps must be at least 1"]),
     ("model-build-tiny-out-file", ["model", "build-tiny", "--out", "afile", "--size", "test"], ["afile", "is a file"]),
     ("model-build-tiny-size", ["model", "build-tiny", "--size", "huge"], ["--size", "unknown size `huge`"]),

@@ -1,6 +1,6 @@
 """Counterfactual pairs end to end: campaign cells (`fairneg play` with LLM seats, `play merge`), the annotator,
 the pooling guard, the packaged dataset and its card, and the DPO export."""
-import json, re
+import json, re, shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -161,6 +161,13 @@ def test_annotate_scripted_llm_against_agents(cell, tmp_path):
     r = runner.invoke(root, ["pairs", "annotate", "--episodes", str(out), "--out", str(tmp_path / "ann"), "--types", "rational_private"])
     assert r.exit_code == 2 and "already holds" in flat(r.output)
     assert len(read_jsonl(tmp_path / "ann" / "pairs.jsonl")) == n
+    grown = tmp_path / "grown"; shutil.copytree(out, grown)   # the cell played further since: not the same annotation
+    args = ["pairs", "annotate", "--episodes", str(grown), "--out", str(tmp_path / "ann2"), "--workers", "1"]
+    assert runner.invoke(root, args).exit_code == 0
+    line = json.loads((grown / "states.jsonl").read_text().splitlines()[0])
+    with (grown / "states.jsonl").open("a") as fh: fh.write(json.dumps({**line, "episode_id": line["episode_id"] + "-more"}) + "\n")
+    r = runner.invoke(root, args)
+    assert r.exit_code == 2 and "already holds" in flat(r.output), r.output
 
 
 def test_round_trip_rerendered_prompt_equals_logged(cell):
