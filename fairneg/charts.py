@@ -8,8 +8,9 @@ import re
 from importlib.util import find_spec
 
 # %% auto #0
-__all__ = ['EMBED_OPTIONS', 'RENDERER', 'round_geometry', 'drop_live_attributes', 'vl_version', 'spec_svg', 'has_widgets',
-           'widget_bundle', 'chart_bundle', 'enable', 'enable_default']
+__all__ = ['EMBED_OPTIONS', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geometry', 'drop_live_attributes', 'vl_version',
+           'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default', 'arm_colors',
+           'color_scale']
 
 # %% ../nbs/00c_charts.ipynb #fb672e72
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
@@ -73,3 +74,19 @@ def enable_default()->str:
     return enable() if alt.renderers.active in ("default", "html", RENDERER) else alt.renderers.active
 
 enable_default()
+
+# %% ../nbs/00c_charts.ipynb #2e88af13
+ARM_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")   # Tableau 10 without its grey
+BASE_COLOR = "#333333"   # the untrained base, in every figure that draws it
+
+def arm_colors(arms)->dict:
+    "One colour per arm, in the order given (the palette repeats past nine arms)."
+    return {a: ARM_PALETTE[k % len(ARM_PALETTE)] for k, a in enumerate(dict.fromkeys(arms))}
+
+def color_scale(names, # the names a figure draws, in legend order
+                colors:dict, # name -> colour (`arm_colors`); a name it lacks is drawn in `BASE_COLOR`
+               ):
+    "An altair colour scale giving each of these names its colour: the same name, the same colour in every figure."
+    import altair as alt
+    names = list(dict.fromkeys(names))
+    return alt.Scale(domain=names, range=[colors.get(n, BASE_COLOR) for n in names])

@@ -20,6 +20,7 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, epis
 from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval
+from .charts import arm_colors, color_scale
 from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, out_folder
 
 # %% auto #0
@@ -1164,27 +1165,43 @@ def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Call
     return tab
 
 # %% ../nbs/09_eval.ipynb #8cca4afc
-def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step, title:str|None=None):
-    "Altair figure: the endpoint's delta per checkpoint step and arm, with its interval as an error bar."
+def _ladder_panel(df, arms:list, colors:dict, x_title:str, y_title:str, width:int):
+    "One panel of the ladder: each arm's delta against its step, the arms dodged, an error bar each, on an axis from step 0."
     import altair as alt
-    df = ladder_frame(rows, endpoint, condition, arm_of)
-    arms = list(df["arm"].cat.categories)
-    df["arm"] = df["arm"].astype(str)
+    df = df.copy()
     steps = sorted(set(int(s) for s in df.step))
     gap = float(np.min(np.diff(steps))) if len(steps) > 1 else float(steps[0])
     df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap   # dodge the arms
     # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs: one rung is no zoom
-    x = alt.X("x:Q", title="checkpoint step", scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False),
-              axis=alt.Axis(values=[0] + steps, format="d"))
-    base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", sort=arms))
-    bars = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=f"{endpoint} Δ (trained − untrained)"), y2="hi:Q")
+    x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False), axis=alt.Axis(values=[0] + steps, format="d"))
+    base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", scale=color_scale(arms, colors), title="arm"))
+    bars = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q")
     pts = base.mark_point(filled=True, size=50).encode(
         y="delta:Q", shape=alt.Shape("verdict:N"),
         tooltip=["arm", "step", "checkpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
                  alt.Tooltip("hi:Q", format="+.3f"), "verdict", "n_games"])
     line = base.mark_line(opacity=0.4).encode(y="delta:Q")
     zero = alt.Chart(df).mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0))
-    return (zero + line + bars + pts).properties(width=520, height=260, title=title or f"{endpoint} Δ vs untrained, {condition}")
+    return (zero + line + bars + pts).properties(width=width, height=260)
+
+def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step, title:str|None=None,
+                colors:dict|None=None, # arm -> colour (`fairneg.charts.arm_colors`; default: those of the arms drawn)
+                own_axis:Iterable[str]=(), # arms drawn in a panel of their own on their own step axis (DPO arms: their steps are not GRPO steps)
+                own_title:str="DPO step", # that panel's x axis
+               ):
+    "Altair figure: the endpoint's delta per checkpoint step and arm, with its interval as an error bar."
+    import altair as alt
+    df = ladder_frame(rows, endpoint, condition, arm_of)
+    arms = list(df["arm"].cat.categories)
+    df["arm"] = df["arm"].astype(str)
+    colors = colors if colors is not None else arm_colors(arms)
+    own = [a for a in arms if a in set(own_axis)]
+    main = [a for a in arms if a not in own]
+    y_title, title = f"{endpoint} Δ (trained − untrained)", title or f"{endpoint} Δ vs untrained, {condition}"
+    panels = [_ladder_panel(df[df.arm.isin(main)], main, colors, "checkpoint step", y_title, 520 if not own else 440)] if main else []
+    if own: panels.append(_ladder_panel(df[df.arm.isin(own)], own, colors, own_title, y_title, 200 if main else 520))
+    if len(panels) == 1: return panels[0].properties(title=title)
+    return alt.hconcat(*panels, title=title).resolve_scale(y="shared")
 
 # %% ../nbs/09_eval.ipynb #4779e0c2
 def resolve_runs(pattern)->list[Path]:

@@ -9,13 +9,14 @@ import numpy as np
 from .bank import bank_games
 from .commands import user_error
 from .game import parse_deal_label
-from .geometry import Geometry, deal_sets, solve
+from .charts import ARM_PALETTE, BASE_COLOR, arm_colors, color_scale
+from .geometry import Geometry, SOLUTION_COLOR, deal_sets, solution_labels, solve
 from .store import EPISODES, episode_rows
 
 # %% auto #0
 __all__ = ['Z_DECIMALS', 'SET_COLORS', 'deal_table', 'solution_table', 'ExplorerError', 'episode_policy', 'closed_deal',
-           'deal_position', 'struck_table', 'inline', 'seat_labels', 'explorer_params', 'on_axes', 'deal_layers',
-           'caption_layer', 'explore', 'episodes_under', 'explorer']
+           'deal_position', 'struck_table', 'inline', 'seat_labels', 'explorer_params', 'on_axes', 'policy_colors',
+           'deal_layers', 'caption_layer', 'explore', 'episodes_under', 'explorer']
 
 # %% ../nbs/03b_explorer.ipynb #fc747849
 Z_DECIMALS = 4   # z is rounded in the chart's data (a 0.0001 change is far below a pixel)
@@ -30,10 +31,12 @@ def deal_table(geo:Geometry):
                              pareto=geo.pareto_ir, nnw=np.round(geo.nnw, Z_DECIMALS), **_z_columns(geo, slice(None))))
 
 def solution_table(geo:Geometry):
-    "The NBS and KS deals of a game (where defined), one row each, in `deal_table`'s columns."
+    "The NBS and KS deals of a game (where defined), one row per deal in `deal_table`'s columns: `NBS = KS` where they are one deal."
     import pandas as pd
-    return pd.DataFrame([dict(game=geo.game.name, solution=s.upper(), deal=geo.label(geo.solution(s)), **_z_columns(geo, geo.solution(s)))
-                         for s in ("nbs", "ks") if geo.solution(s) is not None])
+    by = {}
+    for s in ("nbs", "ks"):
+        if geo.solution(s) is not None: by.setdefault(geo.solution(s), []).append(s.upper())
+    return pd.DataFrame([dict(game=geo.game.name, solution=" = ".join(n), deal=geo.label(p), **_z_columns(geo, p)) for p, n in by.items()])
 
 # %% ../nbs/03b_explorer.ipynb #c30e033b
 class ExplorerError(ValueError):
@@ -105,8 +108,13 @@ def on_axes(chart):
     return (chart.transform_filter("datum.game == game")
             .transform_calculate(x="datum['z' + xseat]", y="datum['z' + yseat]").transform_filter("isValid(datum.x) && isValid(datum.y)"))
 
+# %% ../nbs/03b_explorer.ipynb #b5e6b37f
+def policy_colors(policies)->dict:
+    "A colour per policy in the order given (`fairneg.charts.arm_colors`); the untrained base is left to `BASE_COLOR`."
+    return arm_colors(p for p in policies if not str(p).startswith("untrained"))
+
 # %% ../nbs/03b_explorer.ipynb #4d20eca6
-def deal_layers(deals, sols, struck)->list:
+def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
     "The explorer's layers: the deals by set, the IR Pareto frontier, NBS and KS, and the struck deals."
     import altair as alt
     x, y = alt.X("x:Q", title="z of the x party"), alt.Y("y:Q", title="z of the y party")
@@ -118,12 +126,14 @@ def deal_layers(deals, sols, struck)->list:
                   x, y, tooltip=["deal:N", "nnw:Q"])]
     if len(sols):
         sp = on_axes(alt.Chart(inline(sols)))
-        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3, color="#d62728").encode(x, y, tooltip=["solution:N", "deal:N"]),
-                   sp.mark_text(dx=12, dy=-10, fontWeight="bold", color="#d62728").encode(x, y, text="solution:N")]
+        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3, color=SOLUTION_COLOR).encode(x, y, tooltip=["solution:N", "deal:N"]),
+                   *solution_labels(sp, x, y)]
     if len(struck):   # the size scale's domain is fixed: a game with no struck deal keeps a drawable legend
-        layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85, color="#ff7f0e").encode(
+        pols = list(dict.fromkeys(struck.policy))
+        layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85).encode(
             x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]), legend=alt.Legend(title="episodes that struck it", format="d", values=sorted(set(struck.episodes))[:6])),
-            shape=alt.Shape("policy:N", title="policy"), tooltip=["policy:N", "deal:N", "episodes:Q"]))
+            color=alt.Color("policy:N", title="policy", scale=color_scale(pols, colors if colors is not None else policy_colors(pols))),
+            shape=alt.Shape("policy:N", title="policy", sort=pols), tooltip=["policy:N", "deal:N", "episodes:Q"]))
     return layers
 
 def caption_layer():
@@ -138,7 +148,9 @@ def explore(geos:list[Geometry], # the games' geometries
             episodes:list[dict]=(), # episode rows (episodes.jsonl); their struck deals are drawn
             game:str|None=None, # the game shown first (default: the first with a struck deal, else the first)
             x:int=0, y:int=1, # the parties shown first (indices)
-            width:int=440, height:int=400):
+            width:int=440, height:int=400,
+            colors:dict|None=None, # policy -> colour (default `policy_colors`): a report passes its arms' colours
+           ):
     "An altair chart of the games' deals, with selectors for the game and the two parties (no kernel needed)."
     import altair as alt, pandas as pd
     if not geos: raise ExplorerError("no games to explore")
@@ -148,7 +160,7 @@ def explore(geos:list[Geometry], # the games' geometries
     if game not in names: raise ExplorerError(f"game `{game}` is not among the {len(names)} games ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
     deals = pd.concat([deal_table(g) for g in geos], ignore_index=True)
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
-    return alt.layer(*deal_layers(deals, sols, struck), caption_layer()).add_params(
+    return alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(
         *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height)
 
 # %% ../nbs/03b_explorer.ipynb #e7837f61
