@@ -14,7 +14,7 @@ import typer
 from . import __version__
 from fastcore.basics import patch
 from .commands import key_values, user_error
-from .charts import spec_svg
+from .charts import BASE_COLOR, arm_colors, color_scale, spec_svg
 from .explorer import explore
 from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
@@ -26,15 +26,16 @@ from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, STEP_FIELDS, append_js
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
            'REPORT_CSS', 'CURVES', 'CURVE_LABELS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
-           'VERDICT_TINTS', 'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'POLICY_COLORS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK',
-           'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run',
+           'VERDICT_TINTS', 'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG',
+           'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run',
            'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg',
-           'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'curve_label', 'coinciding_arms', 'plot_curves',
-           'training_summary', 'checkpoint_order', 'select_contrasts', 'contrast_table', 'contrast_matrix',
-           'resampling_notes', 'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table',
-           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
-           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
-           'soundness_checks', 'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section',
+           'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'curve_label', 'curve_unit', 'coinciding_arms',
+           'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms',
+           'run_colors', 'run_policy_colors', 'contrast_table', 'contrast_matrix', 'resampling_notes',
+           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal',
+           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
+           'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks',
+           'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_tables',
            'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
            'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
            'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
@@ -372,17 +373,23 @@ CURVES = {  # figure -> (telemetry columns, caption)
     "drift": (("kl", "logprob_drift"), "Drift from the frozen base: per-token KL estimate and log-probability drift."),
 }
 
-CURVE_LABELS = {  # telemetry column -> its panel's title in words, with its unit
-    "reward_mean": "mean reward of the policy seats", "worst_off_g": "worst-off seat's log utility g",
-    "deal_rate": "deal rate (share of episodes)", "walk_rate": "walk-away rate (share of episodes)",
-    "below_threshold_rate": "below-threshold rate (share of episodes)", "kl": "KL to the base (nats per token)",
-    "logprob_drift": "log-prob drift (nats per token)", "loss": "DPO loss", "reward_margin": "implicit reward margin (β × nats)",
-    "reward_accuracy": "pairs ranked right (share)",
+CURVE_LABELS = {  # telemetry column -> (its panel's title in words, its y axis: the quantity and its unit)
+    "reward_mean": ("mean reward of the policy seats", "reward (smoothed log welfare)"),
+    "worst_off_g": ("worst-off seat's log utility g", "g (log of normalized surplus)"),
+    "deal_rate": ("deal rate", "share of episodes"), "walk_rate": ("walk-away rate", "share of episodes"),
+    "below_threshold_rate": ("below-threshold rate", "share of episodes"),
+    "kl": ("KL to the base", "nats per token"), "logprob_drift": ("log-prob drift from the base", "nats per token"),
+    "loss": ("DPO loss", "loss (nats)"), "reward_margin": ("implicit reward margin, chosen − rejected", "β × nats"),
+    "reward_accuracy": ("pairs ranked right", "share of drawn pairs"),
 }
 
 def curve_label(col:str)->str:
     "A telemetry column's panel title: `CURVE_LABELS`, else the step schema's words (`STEP_FIELDS`), else the name."
-    return CURVE_LABELS.get(col) or STEP_FIELDS.get(col) or col
+    return CURVE_LABELS[col][0] if col in CURVE_LABELS else STEP_FIELDS.get(col) or col
+
+def curve_unit(col:str)->str:
+    "A telemetry column's y-axis title: what it measures and in which unit (`CURVE_LABELS`), else the column's name."
+    return CURVE_LABELS[col][1] if col in CURVE_LABELS else col
 
 def coinciding_arms(steps, cols)->list[tuple[str, str]]:
     "Pairs of arms whose lines are the same on every column in `cols` (drawn one over the other, so one would hide)."
@@ -390,28 +397,36 @@ def coinciding_arms(steps, cols)->list[tuple[str, str]]:
     series = {a: steps[steps["arm"].astype(str) == a].sort_values("step")[["step", *cols]].reset_index(drop=True) for a in arms}
     return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:] if series[a].round(12).equals(series[b].round(12))]
 
+# %% ../nbs/11_report.ipynb #dde48924
+def _curve_panel(steps, col:str, arms:list, colors:dict, step_title:str, width:int, height:int):
+    "One telemetry column against the step, one line per arm (dashed differently, so coinciding lines both show)."
+    import altair as alt
+    d = steps[["arm", "step", col]].rename(columns={col: "value"}).dropna()
+    return alt.Chart(d).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
+        y=alt.Y("value:Q", title=curve_unit(col), scale=alt.Scale(zero=False)),
+        color=alt.Color("arm:N", scale=color_scale(arms, colors), title="arm"),
+        strokeDash=alt.StrokeDash("arm:N", scale=alt.Scale(domain=arms), title="arm"),   # the colour's domain: one legend shows both
+        tooltip=["arm", "step", alt.Tooltip("value:Q", format=".4g", title=curve_label(col))]).properties(
+        width=width, height=height, title=curve_label(col))
+
 def plot_curves(steps, # training telemetry (`Run.steps`)
                 metrics:Iterable[str], # telemetry columns, one panel each
                 width:int=300, height:int=180, title:str|None=None,
                 step_title:str="GRPO step", # the x axis' title
+                colors:dict|None=None, # arm -> colour (`run_colors`; default: `arm_colors` of these arms)
                ):
-    "One panel per telemetry column, step on x, one line per arm (`None` when no column is there)."
+    "One panel per telemetry column, titled in words with its unit on the y axis; step on x, one line per arm (`None` when no column is there)."
     import altair as alt
     cols = [m for m in metrics if m in steps.columns and steps[m].notna().any()]
     if not cols: return None
     arms = [str(a) for a in steps["arm"].cat.categories] if hasattr(steps["arm"], "cat") else list(dict.fromkeys(steps["arm"]))
-    long = steps.assign(arm=steps["arm"].astype(str)).melt(id_vars=["arm", "step"], value_vars=cols, var_name="metric")
-    long["metric"] = long["metric"].map(curve_label)
-    ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
-        y=alt.Y("value:Q", title="value (see the panel's title)", scale=alt.Scale(zero=False)),
-        color=alt.Color("arm:N", sort=arms, title="arm"),
-        strokeDash=alt.StrokeDash("arm:N", sort=arms, title="arm"),      # coinciding arms stay visible one over the other
-        tooltip=["arm", "step", "metric", alt.Tooltip("value:Q", format=".4g")]).properties(width=width, height=height)
-    ch = ch.facet(column=alt.Column("metric:N", sort=[curve_label(c) for c in cols], title=None,
-                                    header=alt.Header(labelLimit=width, labelFontSize=12))).resolve_scale(y="independent")
+    steps = steps.assign(arm=steps["arm"].astype(str))
+    colors = colors if colors is not None else arm_colors(arms)
+    ch = alt.hconcat(*[_curve_panel(steps, c, arms, colors, step_title, width, height) for c in cols])
     return ch.properties(title=title) if title else ch
 
+# %% ../nbs/11_report.ipynb #061ce9f8
 def training_summary(steps)->object:
     "The last step of each arm beside totals over the run (fabrications, parse failures, tokens, hours)."
     g = steps.groupby("arm", observed=True)
@@ -460,6 +475,28 @@ def _num(x, fmt="{:+.3f}")->str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)): return "—"
     t = fmt.format(x)
     return fmt.format(0.0) if t.lstrip("+-").strip("0.") == "" else t
+
+# %% ../nbs/11_report.ipynb #f8f82941
+def dpo_arm_names(run:Run)->list[str]:
+    "The run's DPO arms (their outcomes, then their telemetry): their steps are DPO steps, not GRPO steps."
+    arms = [o["arm"] for o in run.dpo]
+    if run.has("dpo_steps"): arms += [str(a) for a in run.dpo_steps["arm"].astype(str)]
+    return list(dict.fromkeys(arms))
+
+def run_arms(run:Run)->list[str]:
+    "Every arm of the run in one order: the GRPO arms (training telemetry), the DPO arms, then arms only the eval names."
+    arms = [str(a) for a in run.steps["arm"].astype(str)] if run.has("train") else []
+    cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint) if run.has("contrasts") else [])
+    return list(dict.fromkeys(arms + dpo_arm_names(run) + [(_arm_step(ck) or (ck,))[0] for ck in checkpoint_order(cks) if ck]))
+
+def run_colors(run:Run)->dict:
+    "Each arm's colour in every figure of the report (`fairneg.charts.arm_colors` of `run_arms`)."
+    return arm_colors(run_arms(run))
+
+def run_policy_colors(run:Run, policies:Iterable[str])->dict:
+    "Each policy's colour: a checkpoint gets its arm's, an untrained base `BASE_COLOR`."
+    colors = run_colors(run)
+    return {p: colors.get((_arm_step(p) or (p,))[0], BASE_COLOR) for p in dict.fromkeys(policies)}
 
 # %% ../nbs/11_report.ipynb #b64157a1
 def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
@@ -681,12 +718,11 @@ def pick_game(struck)->str:
     return str(n.idxmax())
 
 # %% ../nbs/11_report.ipynb #97998b31
-POLICY_COLORS = ["#333333", "#ff7f0e", "#17becf", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#2ca02c", "#7f7f7f"]   # base first
-
 def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
               struck, # `struck_frame` rows (only this game's closed deals are drawn)
               i:int=0, j:int=1, # the parties on the axes
               dodge:float=0.03, # offset between policies, in units of z
+              colors:dict|None=None, # policy -> colour (`run_policy_colors`; default: a colour per policy, the base in `BASE_COLOR`)
               ):
     "`plot_deals` of one game with the deals each policy closed on top (square size = episodes), the base in black."
     import altair as alt, pandas as pd
@@ -703,7 +739,9 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
     counts = sorted({r["episodes"] for r in rows})
     pts = alt.Chart(pd.DataFrame(rows)).mark_square(opacity=0.9, stroke="white", strokeWidth=0.8).encode(
         x="zi:Q", y="zj:Q",
-        color=alt.Color("policy:N", scale=alt.Scale(domain=pols, range=POLICY_COLORS[:len(pols)]), title="deals struck by"),
+        color=alt.Color("policy:N", scale=color_scale(pols, colors if colors is not None else
+                                                       arm_colors(p for p in pols if p not in set(struck.policy[struck.side == "base"]))),
+                        title="deals struck by"),
         size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, max(counts)], range=[0, 200]), title="episodes",
                       legend=alt.Legend(values=counts[-3:], format="d")),
         tooltip=["policy", "deal", "episodes"])
@@ -754,7 +792,9 @@ def ultimatum_splits(run:Run, condition:str="ultimatum", checkpoints:Iterable[st
     return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "episode_seed", "share", "outcome"]))
 
 # %% ../nbs/11_report.ipynb #4c63efbb
-def plot_ultimatum(splits, width:int=190, height:int=140):
+def plot_ultimatum(splits, width:int=170, height:int=120,
+                   columns:int=6, # histograms per row of the grid
+                  ):
     "Histogram of the proposer's share per policy, accepted and rejected offers stacked."
     import altair as alt
     d = splits[splits.share.notna()].astype({"share": int})
@@ -768,7 +808,7 @@ def plot_ultimatum(splits, width:int=190, height:int=140):
         y=alt.Y("count():Q", title="episodes", axis=alt.Axis(values=ticks, format="d")),
         color=alt.Color("outcome:N", scale=alt.Scale(domain=["accepted", "rejected"], range=["#1a9850", "#d73027"]), title="offer"),
         tooltip=["policy", "share", "outcome", alt.Tooltip("count():Q", title="episodes")]).properties(
-        width=width, height=height).facet(column=alt.Column("policy:N", sort=pols, title=None))
+        width=width, height=height).facet(alt.Facet("policy:N", sort=pols, title=None), columns=columns)
 
 # %% ../nbs/11_report.ipynb #b0bf7e8b
 def ultimatum_table(splits)->object:
@@ -929,19 +969,39 @@ def training_section(run:Run)->list:
     def go():
         if not run.has("train"): return [note(run.why_missing("train"))]
         out = [figure(ch, cap + _coinciding_text(run.steps, cols)) for cols, cap in CURVES.values()
-               if (ch := plot_curves(run.steps, cols)) is not None]
+               if (ch := plot_curves(run.steps, cols, colors=run_colors(run))) is not None]
         summ = training_summary(run.steps).reset_index()
         return out + [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
     return _guard(go)
 
 # %% ../nbs/11_report.ipynb #4784af89
+def _arm_rows(run:Run, arms:Iterable[str]):
+    "The contrast rows of some arms' checkpoints."
+    arms = set(arms)
+    return run.contrasts[run.contrasts.checkpoint.map(lambda c: (_arm_step(c) or (c,))[0]).isin(arms)]
+
+def ladder_tables(run:Run, endpoint:str, condition:str="primary")->list:
+    "The ladder as tables: the GRPO arms by checkpoint step, the DPO arms (their own steps) apart."
+    dpo = dpo_arm_names(run)
+    arms = run_arms(run)
+    out = []
+    for group, step in (([a for a in arms if a not in dpo], "checkpoint step"), (dpo, "DPO step")):
+        rows = _arm_rows(run, group)
+        if rows.empty or not ((rows.endpoint == endpoint) & (rows.condition == condition)).any(): continue
+        t = ladder_table(rows, endpoint, condition)
+        t.columns.name = step
+        out.append(t)
+    return out
+
 def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:str="primary")->list:
-    "The checkpoint ladder of some endpoints on one condition: figure and table each."
+    "The checkpoint ladder of some endpoints on one condition: figure and tables each, DPO arms on their own step axis."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
     out = []
     for ep in endpoints:
-        out += _guard(lambda: [figure(plot_ladder(run.contrasts, ep, condition), f"{ep}: trained − untrained on {condition} per checkpoint step, 95% intervals."),
-                               ladder_table(run.contrasts, ep, condition)])
+        out += _guard(lambda: [figure(plot_ladder(run.contrasts, ep, condition, colors=run_colors(run), own_axis=dpo_arm_names(run)),
+                                      f"{ep}: trained − untrained on {condition} per checkpoint step, 95% intervals"
+                                      + ("; DPO arms on their own axis (DPO steps)." if set(dpo_arm_names(run)) & set(run_arms(run)) else ".")),
+                               *ladder_tables(run, ep, condition)])
     return out
 
 def frontier_section(run:Run, condition:str="primary")->list:
@@ -998,7 +1058,8 @@ def dpo_section(run:Run)->list:
     "The DPO arms: what each trained on or why it did not, and its loss and implicit-reward margin per step."
     if not run.has("dpo"): return [note(run.why_missing("dpo"))]
     def go():
-        ch = plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step") if run.has("dpo_steps") else None
+        ch = (plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step", colors=run_colors(run))
+              if run.has("dpo_steps") else None)
         figs = [figure(ch, "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs whose margin is positive.")] if ch is not None else []
         return figs + [_styled(dpo_table(run), [], "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
                                left=["arm", "why not"])]
@@ -1066,7 +1127,7 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
         i, j = parties
         if max(i, j) >= geo.game.n: raise ReportError(f"{name} has {geo.game.n} parties; parties {i}, {j} do not exist")
         n = int(st[st.instance_id == name].deal.sum())
-        return [figure(plot_game(geo, st, i, j), f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
+        return [figure(plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)), f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
                        f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the policies shown "
                        f"(size = episodes; policies that closed the same deal are offset slightly).")]
     return _guard(go)
@@ -1081,7 +1142,7 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
         unknown = [n for n in names if n not in run.games()]
         if unknown: raise ReportError(f"games {', '.join(unknown[:3])} are in none of the run's banks nor the shipped games")
         rows = [dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy) for r in st.itertuples()]
-        ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st))
+        ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st), colors=run_policy_colors(run, st.policy))
         bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
         return bundle + [figure(ch, f"The {len(names)} games of {condition}: choose the game and the two parties under the chart. "
                                 f"Markers on top: the deals each policy closed (size = episodes).", mode="interactive")]
