@@ -26,22 +26,22 @@ from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, STEP_FIELDS, append_js
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
            'REPORT_CSS', 'CURVES', 'CURVE_LABELS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
-           'VERDICT_TINTS', 'VERDICT_MARKS', 'FRONTIER_ENDPOINTS', 'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG',
-           'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run',
-           'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg',
-           'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'curve_label', 'curve_unit', 'coinciding_arms',
-           'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms',
-           'run_colors', 'run_policy_colors', 'contrast_table', 'contrast_matrix', 'resampling_notes',
-           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal',
-           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
-           'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks',
-           'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_tables',
-           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
-           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
-           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
-           'soundness_section', 'banks_section', 'report_conditions', 'what_happened', 'what_happened_section',
-           'at_a_glance', 'at_a_glance_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
-           'render_report', 'report']
+           'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FRONTIER_ENDPOINTS', 'WHAT_ENDPOINTS',
+           'REPORT_NOTEBOOK', 'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run',
+           'check_run_dir', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
+           'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'curve_label',
+           'curve_unit', 'coinciding_arms', 'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts',
+           'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors', 'contrast_table', 'contrast_matrix',
+           'column_chunks', 'contrast_matrices', 'resampling_notes', 'undefined_notes', 'few_games_notes',
+           'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
+           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands',
+           'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary',
+           'header', 'footer', 'details', 'training_section', 'ladder_tables', 'ladder_section', 'frontier_section',
+           'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast',
+           'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section',
+           'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section',
+           'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance', 'at_a_glance_section',
+           'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -534,10 +534,13 @@ def _matrix_text(r)->str:
     return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
         (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
 
-def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS, caption:str|None=None):
+def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS, caption:str|None=None,
+                    checkpoints:Iterable[str]|None=None, # the columns to show (default: every checkpoint)
+                   ):
     "One condition as endpoints × checkpoints: `Δ [lo, hi]` tinted by verdict (✓ favourable, ✗ unfavourable, VOID marked)."
     import pandas as pd
     df = select_contrasts(contrasts, endpoints, [condition])
+    if checkpoints is not None: df = df[df.checkpoint.isin(list(checkpoints))]
     if df.empty: raise ReportError(f"no contrast rows on `{condition}` for these endpoints")
     df = df.assign(text=[_matrix_text(r) for r in df.itertuples()])
     cks = list(dict.fromkeys(df.checkpoint))
@@ -557,35 +560,81 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
                          if df.get("resampling_note") is not None and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
     return (text.style.apply(lambda _: tint, axis=None).set_caption(cap).set_table_attributes('class="fairneg-table fairneg-matrix"'))
 
+# %% ../nbs/11_report.ipynb #1bbd9332
+MATRIX_COLUMNS = 6   # checkpoints per matrix table: six fit a 1400-pixel page beside the endpoint names
+
+def column_chunks(names:list, most:int=MATRIX_COLUMNS)->list[list]:
+    "The names in as few runs of at most `most` as there can be, the runs as even as they can be (13 by 6: 5, 4, 4)."
+    if not names: return []
+    parts = math.ceil(len(names) / most)
+    size, extra = divmod(len(names), parts)
+    out, k = [], 0
+    for p in range(parts):
+        n = size + (p < extra); out.append(names[k:k + n]); k += n
+    return out
+
+def contrast_matrices(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS,
+                      most:int=MATRIX_COLUMNS, # checkpoints per table
+                     )->list:
+    "`contrast_matrix` split into tables of at most `most` checkpoints each, so that every one fits the page."
+    cks = list(dict.fromkeys(select_contrasts(contrasts, endpoints, [condition]).checkpoint))
+    chunks = column_chunks(cks, most)
+    out = []
+    for k, part in enumerate(chunks):
+        sty = contrast_matrix(contrasts, condition, endpoints, checkpoints=part)
+        if len(chunks) > 1:
+            span = part[0] if len(part) == 1 else f"{part[0]} … {part[-1]}"
+            sty.set_caption(f"{sty.caption} — table {k + 1} of {len(chunks)}: {span}")
+        out.append(sty)
+    return out
+
 # %% ../nbs/11_report.ipynb #4068d53f
+def _cells_note(head:str, items:Iterable[tuple[str, str]])->str:
+    "One note for many cells: `head — a, b: detail; c: other detail` (the cells of one detail named together)."
+    by = {}
+    for ck, detail in items: by.setdefault(detail, []).append(ck)
+    return f"{head} — " + "; ".join(f"{', '.join(cks)}: {d}" for d, cks in by.items())
+
+def _per_condition(df)->list:
+    "The rows grouped by condition, in the rows' order."
+    return list(df.groupby("condition", sort=False)) if len(df) else []
+
 def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per single-game cell: its intervals resample the game's episodes, not games (SPEC §7)."
+    "One line per condition whose cells play a single game: their intervals resample the game's episodes, not games (SPEC §7)."
     df = select_contrasts(contrasts, None, conditions)
     if "resampling_note" not in df: return []
+    cells = df.groupby("condition").cell.nunique()
     df = df[df.resampling_note.map(lambda n: isinstance(n, str))].drop_duplicates("cell")
-    return [f"{r.cell}{SINGLE_GAME_MARK} {r.resampling_note} ({r.n_episodes} episodes)" for r in df.itertuples()]
+    out = []
+    for cond, g in _per_condition(df):
+        eps = sorted(set(int(n) for n in g.n_episodes))
+        which = f"all {len(g)} cells" if len(g) == cells[cond] else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})"
+        out.append(f"{cond}{SINGLE_GAME_MARK} {which} play a single game: {g.resampling_note.iloc[0].removeprefix('single game: ')} "
+                   f"({'–'.join(map(str, (eps[0], eps[-1])[:1 + (len(eps) > 1)]))} episodes each)")
+    return out
 
 def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per undefined endpoint, with the count of undefined bootstrap draws and the reason (SPEC §7)."
+    "One line per condition with an undefined endpoint: which, where, and why (its undefined bootstrap draws or reason, SPEC §7)."
     df = select_contrasts(contrasts, conditions=conditions)
-    df = df[df.verdict == "undefined"]
     why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
         f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
-    return [f"{r.cell}: {r.endpoint} undefined — {why(r)}" for r in df.itertuples()]
+    return [_cells_note(f"{cond}: undefined endpoints", [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()])
+            for cond, g in _per_condition(df[df.verdict == "undefined"])]
 
 def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per cell of too few games for a verdict (SPEC §7), with its game count."
+    "One line per condition with cells of too few games for a verdict (SPEC §7): their intervals are shown, not judged."
     df = select_contrasts(contrasts, conditions=conditions)
-    df = df[df.verdict == "too_few_games"].drop_duplicates("cell")
     why = lambda r: r.few_games_reason if isinstance(getattr(r, "few_games_reason", None), str) else "too few games"
-    return [f"{r.cell}: no verdicts — {why(r)}; its intervals are shown, not judged" for r in df.itertuples()]
+    return [_cells_note(f"{cond}: no verdicts, intervals shown but not judged", [(r.checkpoint, why(r)) for r in g.itertuples()])
+            for cond, g in _per_condition(df[df.verdict == "too_few_games"].drop_duplicates("cell"))]
 
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per cell whose closure-conditional endpoints the viability screen voided, with the reason."
+    "One line per condition whose closure-conditional endpoints the viability screen voided somewhere, each cell with its reason."
     df = select_contrasts(contrasts, conditions=conditions)
-    df = df[df.verdict == "VOID"]
-    return [f"{cell}: closure-conditional endpoints VOID — {g.void_reason.dropna().iloc[0] if 'void_reason' in g and g.void_reason.notna().any() else 'viability screen'}"
-            for cell, g in df.groupby("cell", sort=False)]
+    reason = lambda g: g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any() else "viability screen"
+    return [_cells_note(f"{cond}: closure-conditional endpoints VOID in {g.cell.nunique()} cells",
+                        [(ck, reason(h)) for ck, h in g.groupby("checkpoint", sort=False)])
+            for cond, g in _per_condition(df[df.verdict == "VOID"])]
 
 # %% ../nbs/11_report.ipynb #2089b426
 def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
@@ -1020,7 +1069,7 @@ def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
         out.append(Html(f"<h3>{_html.escape(str(cond))}</h3>"))
         out += _guard(lambda: [figure(plot_forest(run.contrasts, endpoints, [cond]),
                                       f"{cond}: trained − untrained per endpoint and cell, with its verdict interval (cluster t; the grey band behind it: the seeds' percentile interval); colour = verdict; VOID = voided by the viability screen."),
-                               contrast_matrix(run.contrasts, cond, endpoints),
+                               *contrast_matrices(run.contrasts, cond, endpoints),
                                *[note(t) for t in viability_notes(run.contrasts, [cond])],
                                *[note(t) for t in resampling_notes(run.contrasts, [cond])],
                                *[note(t) for t in undefined_notes(run.contrasts, [cond])],
@@ -1205,25 +1254,31 @@ def _notna(x)->bool:
     return x is not None and bool(pd.notna(x))
 
 # %% ../nbs/11_report.ipynb #4a895254
+def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
+    "A checkpoint's sentence: the endpoints that moved (Δ and interval), those that did not, VOIDs; None when there is nothing to say."
+    moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items() if r.verdict in ("favourable", "unfavourable")]
+    void = [e for e, r in rows.items() if r.verdict == "VOID"]
+    undefined = [e for e, r in rows.items() if r.verdict == "undefined"]
+    still = [e for e, r in rows.items() if r.verdict == "spans_zero"]
+    if not (moved or void or undefined): return None
+    s = f"{ck} on {condition}: " + ("; ".join(moved) + " moved" if moved else "no key endpoint moved")
+    if still and moved: s += f"; {', '.join(still)} did not"
+    if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
+    if undefined: s += f"; {', '.join(undefined)} undefined ({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
+    if "deal" in rows and rows["deal"].verdict == "unfavourable": s += "; a closure collapse (fewer deals, the interval below zero)"
+    return s + "."
+
 def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
-    "Per checkpoint on a condition: the endpoints that moved (with Δ and interval), those that did not, and VOIDs."
+    "A sentence per checkpoint with something to say on a condition, then one naming the checkpoints at which nothing moved."
     c = run.contrasts[run.contrasts.condition == condition]
-    out, moved_arms, arms = [], set(), {}
-    for ck in checkpoint_order(c.checkpoint):
-        rows = {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False) if r.endpoint in WHAT_ENDPOINTS}
-        moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items() if r.verdict in ("favourable", "unfavourable")]
-        void = [e for e, r in rows.items() if r.verdict == "VOID"]
-        undefined = [e for e, r in rows.items() if r.verdict == "undefined"]
-        still = [e for e, r in rows.items() if r.verdict == "spans_zero"]
-        a = (_arm_step(ck) or (ck,))[0]; arms.setdefault(a, []).append(ck)
-        if moved: moved_arms.add(a)
-        s = f"{ck} on {condition}: " + ("; ".join(moved) + " moved" if moved else "no key endpoint moved")
-        if still and moved: s += f"; {', '.join(still)} did not"
-        if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
-        if undefined: s += f"; {', '.join(undefined)} undefined ({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
-        if "deal" in rows and rows["deal"].verdict == "unfavourable": s += "; a closure collapse (fewer deals, the interval below zero)"
-        out.append(s + ".")
-    out += [f"{a} did not move any key endpoint at any checkpoint." for a in arms if a not in moved_arms]
+    cks = checkpoint_order(c.checkpoint)
+    out, quiet = [], []
+    for ck in cks:
+        s = _checkpoint_sentence(ck, condition, {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False) if r.endpoint in WHAT_ENDPOINTS})
+        if s: out.append(s)
+        else: quiet.append(ck)
+    if quiet: out.append(f"On {condition}, no key endpoint moved at " + (f"any of the {len(cks)} checkpoints." if len(quiet) == len(cks)
+                                                                        else f"{len(quiet)} of the {len(cks)} checkpoints: {', '.join(quiet)}."))
     return out
 
 # %% ../nbs/11_report.ipynb #46480f3c
