@@ -1165,7 +1165,7 @@ def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Call
     return tab
 
 # %% ../nbs/09_eval.ipynb #8cca4afc
-def _ladder_panel(df, arms:list, colors:dict, x_title:str, y_title:str, width:int):
+def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
     "One panel of the ladder: each arm's delta against its step, the arms dodged, an error bar each, on an axis from step 0."
     import altair as alt
     df = df.copy()
@@ -1174,7 +1174,7 @@ def _ladder_panel(df, arms:list, colors:dict, x_title:str, y_title:str, width:in
     df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap   # dodge the arms
     # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs: one rung is no zoom
     x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False), axis=alt.Axis(values=[0] + steps, format="d"))
-    base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", scale=color_scale(arms, colors), title="arm"))
+    base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", scale=scale, title="arm"))
     bars = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q")
     pts = base.mark_point(filled=True, size=50).encode(
         y="delta:Q", shape=alt.Shape("verdict:N"),
@@ -1198,8 +1198,9 @@ def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Calla
     own = [a for a in arms if a in set(own_axis)]
     main = [a for a in arms if a not in own]
     y_title, title = f"{endpoint} Δ (trained − untrained)", title or f"{endpoint} Δ vs untrained, {condition}"
-    panels = [_ladder_panel(df[df.arm.isin(main)], main, colors, "checkpoint step", y_title, 520 if not own else 440)] if main else []
-    if own: panels.append(_ladder_panel(df[df.arm.isin(own)], own, colors, own_title, y_title, 200 if main else 520))
+    scale = color_scale(main + own, colors)          # one scale for both panels: one legend, every arm its own colour
+    panels = [_ladder_panel(df[df.arm.isin(main)], main, scale, "checkpoint step", y_title, 520 if not own else 440)] if main else []
+    if own: panels.append(_ladder_panel(df[df.arm.isin(own)], own, scale, own_title, y_title, 200 if main else 520))
     if len(panels) == 1: return panels[0].properties(title=title)
     return alt.hconcat(*panels, title=title).resolve_scale(y="shared")
 

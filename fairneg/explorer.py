@@ -133,7 +133,7 @@ def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
         layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85).encode(
             x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]), legend=alt.Legend(title="episodes that struck it", format="d", values=sorted(set(struck.episodes))[:6])),
             color=alt.Color("policy:N", title="policy", scale=color_scale(pols, colors if colors is not None else policy_colors(pols))),
-            shape=alt.Shape("policy:N", title="policy", sort=pols), tooltip=["policy:N", "deal:N", "episodes:Q"]))
+            shape=alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=pols)), tooltip=["policy:N", "deal:N", "episodes:Q"]))
     return layers
 
 def caption_layer():
@@ -161,7 +161,7 @@ def explore(geos:list[Geometry], # the games' geometries
     deals = pd.concat([deal_table(g) for g in geos], ignore_index=True)
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
     return alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(
-        *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height)
+        *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height).resolve_scale(color="independent")
 
 # %% ../nbs/03b_explorer.ipynb #e7837f61
 def _skipped(f:Path, root:Path)->bool:

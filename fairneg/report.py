@@ -584,7 +584,8 @@ def contrast_matrices(contrasts, condition:str, endpoints:Iterable[str]|None=KEY
         sty = contrast_matrix(contrasts, condition, endpoints, checkpoints=part)
         if len(chunks) > 1:
             span = part[0] if len(part) == 1 else f"{part[0]} … {part[-1]}"
-            sty.set_caption(f"{sty.caption} — table {k + 1} of {len(chunks)}: {span}")
+            sty.set_caption(f"{sty.caption} — table {k + 1} of {len(chunks)}: {span}" if k == 0 else
+                            f"{condition}, continued (the key above): table {k + 1} of {len(chunks)}: {span}")
         out.append(sty)
     return out
 
