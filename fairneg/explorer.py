@@ -10,7 +10,7 @@ from .bank import bank_games
 from .commands import user_error
 from .game import parse_deal_label
 from .charts import ARM_PALETTE, BASE_COLOR, arm_colors, color_scale
-from .geometry import Geometry, SOLUTION_COLOR, deal_sets, solution_labels, solve
+from .geometry import Geometry, SOLUTION_COLOR, deal_sets, solution_label, solve
 from .store import EPISODES, episode_rows
 
 # %% auto #0
@@ -127,7 +127,7 @@ def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
     if len(sols):
         sp = on_axes(alt.Chart(inline(sols)))
         layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3, color=SOLUTION_COLOR).encode(x, y, tooltip=["solution:N", "deal:N"]),
-                   *solution_labels(sp, x, y)]
+                   solution_label(sp, x, y)]
     if len(struck):   # the size scale's domain is fixed: a game with no struck deal keeps a drawable legend
         pols = list(dict.fromkeys(struck.policy))
         layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85).encode(

@@ -10,10 +10,10 @@ import numpy as np
 from .game import Game, accepts, deal_label, validate_game, _grid_sums, party_index
 
 # %% auto #0
-__all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z', 'pareto_mask',
-           'Geometry', 'solve', 'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel', 'party_rows',
-           'geometry_summary', 'geometry_headline', 'party_frame', 'geometry_text', 'geometry_html', 'bank_geometry',
-           'deal_sets', 'solution_marks', 'solution_labels', 'plot_deals', 'struck_points']
+__all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'SOLUTION_DY', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z',
+           'pareto_mask', 'Geometry', 'solve', 'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel',
+           'party_rows', 'geometry_summary', 'geometry_headline', 'party_frame', 'geometry_text', 'geometry_html',
+           'bank_geometry', 'deal_sets', 'solution_marks', 'solution_label', 'plot_deals', 'struck_points']
 
 # %% ../nbs/01_geometry.ipynb #b6a7b918
 def enumerate_deals(g:Game)->np.ndarray:
@@ -356,11 +356,12 @@ def solution_marks(geo:Geometry, i:int, j:int)->list[dict]:
 # %% ../nbs/01_geometry.ipynb #ef0611a5
 SOLUTION_COLOR = "#d62728"   # NBS and KS marks and their labels, in every chart
 
-def solution_labels(chart, x, y)->list:
-    "Two text layers naming the solution marks: NBS (or `NBS = KS`) above its mark, KS alone below, so two near marks keep their labels apart."
-    text, nbs = dict(dx=12, fontWeight="bold", color=SOLUTION_COLOR), "indexof(datum.solution, 'NBS') >= 0"
-    return [chart.transform_filter(nbs).mark_text(dy=-10, **text).encode(x, y, text="solution:N"),
-            chart.transform_filter(f"!({nbs})").mark_text(dy=16, **text).encode(x, y, text="solution:N")]
+SOLUTION_DY = "indexof(datum.solution, 'NBS') >= 0 ? -10 : 16"   # NBS (or `NBS = KS`) above its mark, KS alone below
+
+def solution_label(chart, x, y):
+    "The text layer naming the solution marks, NBS above and KS below its mark, so two near marks keep their labels apart."
+    import altair as alt
+    return chart.mark_text(dx=12, dy=alt.expr(SOLUTION_DY), fontWeight="bold", color=SOLUTION_COLOR).encode(x, y, text="solution:N")
 
 # %% ../nbs/01_geometry.ipynb #b9ac40f1
 def _density(zi, zj, bins:int):
@@ -396,7 +397,7 @@ def plot_deals(geo:Geometry, i:int|str=0, j:int|str=1, struck=None, width:int=42
     if pts:
         sp = alt.Chart(pd.DataFrame(pts))
         layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3).encode(x, y, color=alt.value(SOLUTION_COLOR), tooltip=["solution", "deal"]),
-                   *solution_labels(sp, x, y)]
+                   solution_label(sp, x, y)]
     if struck is not None and len(struck):
         sd = pd.DataFrame(struck)
         layers.append(alt.Chart(sd).mark_square(size=70, opacity=0.8, color="#ff7f0e").encode(

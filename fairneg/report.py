@@ -24,24 +24,25 @@ from .eval import CONDITIONS, resampling_note, crossgame_games, contrast_rows, p
 from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, STEP_FIELDS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row, episode_rows
 
 # %% auto #0
-__all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS',
-           'REPORT_CSS', 'CURVES', 'CURVE_LABELS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
-           'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FRONTIER_ENDPOINTS', 'WHAT_ENDPOINTS',
-           'REPORT_NOTEBOOK', 'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs', 'Run',
-           'check_run_dir', 'load_run', 'synthetic_steps', 'DemoMix', 'demo_mix', 'demo_run', 'Html', 'check_mode',
-           'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle', 'report_head', 'curve_label',
-           'curve_unit', 'coinciding_arms', 'plot_curves', 'training_summary', 'checkpoint_order', 'select_contrasts',
-           'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors', 'contrast_table', 'contrast_matrix',
-           'column_chunks', 'contrast_matrices', 'resampling_notes', 'undefined_notes', 'few_games_notes',
-           'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame',
-           'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands',
-           'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table', 'show', 'run_summary',
-           'header', 'footer', 'details', 'training_section', 'ladder_tables', 'ladder_section', 'frontier_section',
-           'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast',
-           'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section',
-           'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section',
-           'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance', 'at_a_glance_section',
-           'venv_kernel', 'check_self_contained', 'notebook_html', 'render_report', 'report']
+__all__ = ['LAYOUT', 'INPUTS', 'DEMO_CHECKPOINTS', 'DEMO_WIDE_CHECKPOINTS', 'DEMO_PREREG', 'MODES', 'OPTIONS', 'VERDICT_COLORS',
+           'STATUS_COLORS', 'REPORT_CSS', 'CURVES', 'CURVE_LABELS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES',
+           'SINGLE_GAME_MARK', 'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FRONTIER_ENDPOINTS',
+           'WHAT_ENDPOINTS', 'REPORT_NOTEBOOK', 'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'ReportError', 'find_inputs',
+           'Run', 'check_run_dir', 'load_run', 'synthetic_steps', 'synthetic_dpo_steps', 'DemoMix', 'demo_mix',
+           'demo_run', 'Html', 'check_mode', 'chart_spec', 'chart_svg', 'figure', 'note', 'badge', 'vega_bundle',
+           'report_head', 'curve_label', 'curve_unit', 'coinciding_arms', 'plot_curves', 'training_summary',
+           'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors',
+           'contrast_table', 'contrast_matrix', 'column_chunks', 'contrast_matrices', 'resampling_notes',
+           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal',
+           'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum',
+           'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks',
+           'bank_table', 'show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_tables',
+           'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table',
+           'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
+           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
+           'soundness_section', 'banks_section', 'report_conditions', 'what_happened', 'what_happened_section',
+           'at_a_glance', 'at_a_glance_section', 'venv_kernel', 'check_self_contained', 'notebook_html',
+           'render_report', 'report']
 
 # %% ../nbs/11_report.ipynb #dade2967
 class ReportError(ValueError):
@@ -227,6 +228,17 @@ def synthetic_steps(arm:str="lam0", # the arm's name
                         total_s=round(47 + rng.normal(0, 2), 3), config_hash=f"demo{arm}"))
     return out
 
+# %% ../nbs/11_report.ipynb #210f9ebe
+def synthetic_dpo_steps(arm:str="dpo_fairness_private", # the DPO arm's name
+                        steps:int=8, # how many steps
+                        seed:int=0)->list[dict]:
+    "Stand-in DPO telemetry in the trainer's `dpo_row` fields: the loss falls from ln 2, the implicit-reward margin grows."
+    rng = np.random.default_rng(seed)
+    return [step_row(experiment_name=arm, arm=arm, step=s, method="dpo", loss=float(0.693 - 0.004 * s + rng.normal(0, 0.003)),
+                     reward_margin=float(0.008 * s + rng.normal(0, 0.005)), reward_accuracy=float(np.clip(0.5 + 0.05 * s + rng.normal(0, 0.05), 0, 1)),
+                     pairs_available=64, pairs_effective=round(40 + rng.normal(0, 2), 2), dpo_beta=0.1, config_hash=f"demo{arm}")
+            for s in range(1, steps + 1)]
+
 # %% ../nbs/11_report.ipynb #89a70016
 class DemoMix:
     "A stand-in checkpoint for demos: `greedy_anchor` (no deal) on games whose name ends in 0, `fairness_oracle` elsewhere."
@@ -240,8 +252,12 @@ class DemoMix:
 
 def demo_mix()->DemoMix: return DemoMix()
 
+
 DEMO_CHECKPOINTS = ("lam0_step6=agent:greedy_anchor", "lam0_step12=py:fairneg.report:demo_mix",
                     "lam1_step6=agent:fairness_private", "lam1_step12=agent:fairness_oracle")
+DEMO_WIDE_CHECKPOINTS = DEMO_CHECKPOINTS + (   # a run as wide as the pilot's: three GRPO arms and a DPO pair (eight checkpoints)
+    "lam05_step6=agent:passive_gate", "lam05_step12=agent:bayes_rational",
+    "dpo_fairness_private_step8=agent:fairness_private", "dpo_rational_private_step8=agent:rational_private")
 DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12", endpoints=dict(nnw=1, deal=1, below_threshold=-1, max_share=-1),
                    clauses=[dict(id="primary_nnw", condition="primary", endpoint="nnw", require="favourable", margin=0.0),
                             dict(id="deal_floor", condition="primary", endpoint="deal", require="floor", floor=-0.05, stat="estimate"),
@@ -277,7 +293,11 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
         write_json(out / "reward_soundness.json", s)
     arms = dict.fromkeys(c.checkpoint.rsplit("_step", 1)[0] for c in cells)
     for j, arm in enumerate(arms):
-        lam = float(m[1]) if (m := re.fullmatch(r"lam(\d+(?:\.\d+)?)", arm)) else 0.0
+        if arm.startswith("dpo_"):                  # a DPO arm: its outcome and its own telemetry, as the pilot writes them
+            write_json(out / "dpo" / arm / "outcome.json", dict(arm=arm, trained=True, checkpoint=f"dpo/{arm}/checkpoint-8"))
+            append_jsonl(synthetic_dpo_steps(arm, 8, seed=j), out / "dpo" / arm / TRAINING_STEPS)
+            continue
+        lam = float(m[1]) / 10 ** (len(m[1]) - 1) if (m := re.fullmatch(r"lam(\d+)", arm)) else 0.0   # lam05 is λ = 0.5
         append_jsonl(synthetic_steps(arm, min(lam, 1.0), steps, seed=j), out / "train" / arm / TRAINING_STEPS)
     return out
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.report import demo_run, synthetic_steps
+from fairneg.report import DEMO_WIDE_CHECKPOINTS, demo_run, synthetic_steps
 from fairneg.store import STEP_FIELDS
 from fairneg.store import append_jsonl
 
@@ -31,7 +31,8 @@ def report(*args):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    return demo_run(tmp_path_factory.mktemp("report") / "run")
+    "A run as wide as the pilot's: three GRPO arms and a DPO pair, eight checkpoints (the matrices must split to fit)."
+    return demo_run(tmp_path_factory.mktemp("report") / "run", checkpoints=DEMO_WIDE_CHECKPOINTS)
 
 class Figures(HTMLParser):
     "Each `<figure class=\"fairneg-chart\">` of a page: whether an `<svg>` is inside it."
@@ -67,6 +68,55 @@ def page_requests(netlog:Path)->list:
     return sorted({e["params"]["url"] for e in d["events"] if e["type"] == start and e.get("params", {}).get("url", "").startswith("http")
                    and str(e["params"].get("network_isolation_key", "")).startswith("file://")})
 
+LAYOUT_JS = r"""
+() => {
+  document.querySelectorAll('details').forEach(d => d.open = true);
+  const out = {overlaps: [], overflows: [], labels: 0, tables: 0, figures: 0};
+  const shown = el => { const s = getComputedStyle(el); return s.visibility !== 'hidden' && s.display !== 'none' && +s.opacity !== 0; };
+  document.querySelectorAll('svg').forEach((svg, si) => {
+    const boxes = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim() && shown(t))
+      .map(t => [t.textContent.trim(), t.getBoundingClientRect()]).filter(([, r]) => r.width > 0 && r.height > 0);
+    out.labels += boxes.length;
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+      const [a, p] = boxes[i], [b, q] = boxes[j];
+      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left), h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 1 && h > 1) out.overlaps.push({svg: si, a, b, w: Math.round(w), h: Math.round(h), y: Math.round(p.top + scrollY)});
+    }
+  });
+  const within = el => el.parentElement.closest('.jp-OutputArea-output, .jp-Cell, figure, details, section') || document.body;
+  document.querySelectorAll('table').forEach((t, ti) => {
+    out.tables++;
+    const r = t.getBoundingClientRect(), c = within(t).getBoundingClientRect(), cap = t.querySelector('caption');
+    const cut = cap && cap.scrollWidth > cap.clientWidth + 1;
+    if (r.right > c.right + 1 || r.right > innerWidth || cut)
+      out.overflows.push({table: ti, right: Math.round(r.right), section: Math.round(c.right), caption_cut: !!cut, caption: cap ? cap.textContent.slice(0, 80) : t.textContent.slice(0, 80)});
+  });
+  document.querySelectorAll('figure').forEach((f, fi) => {
+    out.figures++;
+    if (f.scrollWidth > f.clientWidth + 1) out.overflows.push({figure: fi, width: f.scrollWidth, shown: f.clientWidth, caption: (f.querySelector('figcaption') || {textContent: ''}).textContent.slice(0, 80)});
+  });
+  return out;
+}
+"""
+
+def layout(page:str, width:int=1400)->dict:
+    "What the page looks like in Chromium at `width` pixels, every <details> open: SVG labels that overlap, tables, captions and figures that overflow."
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--host-resolver-rules=MAP * ~NOTFOUND"])
+        try:
+            p = b.new_page(viewport={"width": width, "height": 1000})
+            p.goto(page, wait_until="load"); p.wait_for_timeout(1500)     # interactive figures: vega-embed draws after load
+            return p.evaluate(LAYOUT_JS)
+        finally: b.close()
+
+def check_layout(page:Path):
+    "At 1400 px no two labels of a figure overlap, and no table, caption or figure overflows its section."
+    got = layout(page.resolve().as_uri())
+    assert got["labels"] > 0 or got["figures"] == 0, got
+    assert got["overlaps"] == [], got["overlaps"][:5]
+    assert got["overflows"] == [], got["overflows"][:5]
+
 def check_in_browser(page:Path, shot:Path, n_figures:int):
     "Every figure rendered to an <svg> in the browser, a silent console, no request to the network, a non-trivial screenshot."
     net = shot.with_suffix(".netlog.json")
@@ -77,6 +127,7 @@ def check_in_browser(page:Path, shot:Path, n_figures:int):
     assert reqs == [], f"the page fetched {reqs}"
     figs = figures(r.stdout)
     assert len(figs) == n_figures and all(f["svg"] for f in figs), figs
+    check_layout(page)
     r = chromium(page, f"--screenshot={shot}", "--window-size=1200,3000")
     assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 50_000, r.stderr[-2000:]
     if os.environ.get("FAIRNEG_REPORT_SHOTS"):   # keep the screenshots for a look
@@ -100,7 +151,7 @@ def test_report_svg(run_dir, tmp_path):
     check_page(html)
     figs = figures(html)
     static = [f for f in figs if f["render"] == "svg"]
-    assert len(static) == 10 and all(f["svg"] for f in static)   # 3 curves, 2 ladders, 2 forests, share, geometry, ultimatum
+    assert len(static) == 11 and all(f["svg"] for f in static)   # 3 curves, DPO curves, 2 ladders, 2 forests, share, geometry, ultimatum
     assert [f["render"] for f in figs].count("vega") == 1           # the game explorer: interactive in any report
     body = html.split("<body", 1)[1]
     assert body.count("<script") == 2 and body.count("window.vegaEmbed=") == 1   # svg mode: the explorer's bundle and its one call
@@ -118,9 +169,25 @@ def test_report_interactive(run_dir, tmp_path):
     html = out.read_text()
     check_page(html)
     figs = figures(html)
-    assert len(figs) == 10 and all(f["render"] == "vega" and not f["svg"] for f in figs)   # placeholders until vega-embed runs (the explorer too)
+    assert len(figs) == 11 and all(f["render"] == "vega" and not f["svg"] for f in figs)   # placeholders until vega-embed runs (the explorer too)
     assert html.count("window.vegaEmbed=") == 1                                            # the bundle, inlined once
     check_in_browser(out, tmp_path / "report-interactive.png", len(figs))
+
+LAYOUT_FAULTS = """<html><body style="margin:0"><section style="width:600px">
+<table><caption style="white-space:nowrap;overflow:hidden;max-width:200px">a caption far too long to be shown whole in two hundred pixels</caption>
+<tr><td style="white-space:nowrap">a row so wide that it runs past its section's six hundred pixels: a row so wide that it runs past them</td></tr></table>
+<figure style="width:300px;overflow-x:auto;margin:0"><svg width="400" height="60"><text x="10" y="20">NBS</text><text x="14" y="22">KS</text>
+<text x="200" y="50">apart</text></svg></figure></section></body></html>"""
+
+@needs_chromium
+def test_layout_check_finds_faults(tmp_path):
+    "The layout check is not blind: two labels drawn on each other, a table past its section, a cut caption, a figure wider than shown."
+    page = tmp_path / "faults.html"; page.write_text(LAYOUT_FAULTS)
+    got = layout(page.as_uri())
+    assert [(o["a"], o["b"]) for o in got["overlaps"]] == [("NBS", "KS")], got
+    assert {k for o in got["overflows"] for k in o if k in ("table", "figure")} == {"table", "figure"}, got
+    assert any(o.get("caption_cut") for o in got["overflows"]), got
+    with pytest.raises(AssertionError): check_layout(page)
 
 def test_report_missing_inputs(tmp_path):
     empty = tmp_path / "empty"; empty.mkdir()
