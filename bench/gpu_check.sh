@@ -24,7 +24,7 @@
 # "NAME EXIT SECONDS LIMIT" to $OUT/summary.txt as it ends; figures to $OUT/NAME.json, so a stage stopped by its limit
 # keeps what it wrote). The device run fits in 8 minutes (BUDGET=470 s: no stage's limit runs past it; a stage with
 # under 10 s left is skipped): setup (wheels installed, versions printed) ~25 s, then, expected on the H200 (limit):
-#   imports  60 s  (~15 s) every fairneg module the GPU path can reach (all but charts, report, pilot: altair and
+#   imports  60 s  (~15 s) every fairneg module the GPU path can reach (all but report, pilot: altair and
 #                  vl-convert, not carried), xgrammar, trl.trainer.utils, pynvml: a missing package fails here at once.
 #   decode  150 s  (not yet measured: the stand-in ~21 s, the dynamic path ~10 s, the graphed path's compile and graph
 #                  captures unknown) bench/bench_decode.py: writes the Qwen3-8B-shaped stand-in (random bf16 weights,
@@ -230,13 +230,13 @@ else SD=/tmp/fairneg-qwen3-8b-standin; DEC="--model qwen3-8b-standin --standin-d
 
 cat > "$WORK/imports.py" <<'PY'
 import importlib, pathlib, sys
-skip = {"__init__", "_modidx", "charts", "report", "pilot"}      # the last three need altair and vl-convert (not carried)
+skip = {"__init__", "_modidx", "report", "pilot"}      # the last two need altair and vl-convert (not carried)
 mods = ["fairneg"] + [f"fairneg.{p.stem}" for p in sorted(pathlib.Path("fairneg").glob("*.py")) if p.stem not in skip]
 bad = []
 for m in mods + ["xgrammar", "trl.trainer.utils", "pynvml"]:
     try: importlib.import_module(m)
     except Exception as e: bad.append(f"{m}: {type(e).__name__}: {e}")
-print("\n".join(bad) or f"imports: all {len(mods)} fairneg modules (charts, report, pilot aside), xgrammar, trl.trainer.utils, pynvml")
+print("\n".join(bad) or f"imports: all {len(mods)} fairneg modules (report, pilot aside), xgrammar, trl.trainer.utils, pynvml")
 sys.exit(1 if bad else 0)
 PY
 step imports $(left 60) "$PY" "$WORK/imports.py"

@@ -73,7 +73,7 @@ def enable_default()->str:
     import altair as alt
     return enable() if alt.renderers.active in ("default", "html", RENDERER) else alt.renderers.active
 
-enable_default()
+if find_spec("altair") is not None: enable_default()   # a GPU image without altair still imports the palette below
 
 # %% ../nbs/00c_charts.ipynb #2e88af13
 ARM_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")   # Tableau 10 without its grey
