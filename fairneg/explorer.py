@@ -9,7 +9,7 @@ import numpy as np
 from .bank import bank_games
 from .commands import user_error
 from .game import parse_deal_label
-from .charts import ARM_PALETTE, BASE_COLOR, arm_colors, color_scale
+from .charts import arm_colors, color_scale
 from .geometry import Geometry, SOLUTION_COLOR, deal_sets, solution_label, solve
 from .store import EPISODES, episode_rows
 

@@ -15,7 +15,7 @@ from . import __version__
 from fastcore.basics import patch
 from .commands import key_values, user_error
 from .charts import BASE_COLOR, arm_colors, color_scale, spec_svg
-from .explorer import explore
+from .explorer import explore, policy_colors
 from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_manifest, write_bank
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
@@ -252,7 +252,6 @@ class DemoMix:
 
 def demo_mix()->DemoMix: return DemoMix()
 
-
 DEMO_CHECKPOINTS = ("lam0_step6=agent:greedy_anchor", "lam0_step12=py:fairneg.report:demo_mix",
                     "lam1_step6=agent:fairness_private", "lam1_step12=agent:fairness_oracle")
 DEMO_WIDE_CHECKPOINTS = DEMO_CHECKPOINTS + (   # a run as wide as the pilot's: three GRPO arms and a DPO pair (eight checkpoints)
@@ -467,6 +466,10 @@ def _arm_step(ck:str):
     try: return arm_step(ck)
     except EvalError: return None
 
+def _arm_of(ck:str)->str:
+    "A checkpoint's arm; the name itself when it says no arm and step."
+    return (_arm_step(ck) or (ck,))[0]
+
 def checkpoint_order(names:Iterable[str])->list[str]:
     "Checkpoint names by arm (in order of first appearance), then step; names that are not `<arm>_step<N>` last."
     names = list(dict.fromkeys(names))
@@ -507,7 +510,7 @@ def run_arms(run:Run)->list[str]:
     "Every arm of the run in one order: the GRPO arms (training telemetry), the DPO arms, then arms only the eval names."
     arms = [str(a) for a in run.steps["arm"].astype(str)] if run.has("train") else []
     cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint) if run.has("contrasts") else [])
-    return list(dict.fromkeys(arms + dpo_arm_names(run) + [(_arm_step(ck) or (ck,))[0] for ck in checkpoint_order(cks) if ck]))
+    return list(dict.fromkeys(arms + dpo_arm_names(run) + [_arm_of(ck) for ck in checkpoint_order(cks) if ck]))
 
 def run_colors(run:Run)->dict:
     "Each arm's colour in every figure of the report (`fairneg.charts.arm_colors` of `run_arms`)."
@@ -516,7 +519,7 @@ def run_colors(run:Run)->dict:
 def run_policy_colors(run:Run, policies:Iterable[str])->dict:
     "Each policy's colour: a checkpoint gets its arm's, an untrained base `BASE_COLOR`."
     colors = run_colors(run)
-    return {p: colors.get((_arm_step(p) or (p,))[0], BASE_COLOR) for p in dict.fromkeys(policies)}
+    return {p: colors.get(_arm_of(p), BASE_COLOR) for p in dict.fromkeys(policies)}
 
 # %% ../nbs/11_report.ipynb #b64157a1
 def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
@@ -616,10 +619,6 @@ def _cells_note(head:str, items:Iterable[tuple[str, str]])->str:
     for ck, detail in items: by.setdefault(detail, []).append(ck)
     return f"{head} — " + "; ".join(f"{', '.join(cks)}: {d}" for d, cks in by.items())
 
-def _per_condition(df)->list:
-    "The rows grouped by condition, in the rows' order."
-    return list(df.groupby("condition", sort=False)) if len(df) else []
-
 def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition whose cells play a single game: their intervals resample the game's episodes, not games (SPEC §7)."
     df = select_contrasts(contrasts, None, conditions)
@@ -627,11 +626,11 @@ def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     cells = df.groupby("condition").cell.nunique()
     df = df[df.resampling_note.map(lambda n: isinstance(n, str))].drop_duplicates("cell")
     out = []
-    for cond, g in _per_condition(df):
+    for cond, g in df.groupby("condition", sort=False):
         eps = sorted(set(int(n) for n in g.n_episodes))
         which = f"all {len(g)} cells" if len(g) == cells[cond] else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})"
         out.append(f"{cond}{SINGLE_GAME_MARK} {which} play a single game: {g.resampling_note.iloc[0].removeprefix('single game: ')} "
-                   f"({'–'.join(map(str, (eps[0], eps[-1])[:1 + (len(eps) > 1)]))} episodes each)")
+                   f"({eps[0] if len(eps) == 1 else f'{eps[0]}–{eps[-1]}'} episodes each)")
     return out
 
 def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
@@ -640,14 +639,14 @@ def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
         f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
     return [_cells_note(f"{cond}: undefined endpoints", [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()])
-            for cond, g in _per_condition(df[df.verdict == "undefined"])]
+            for cond, g in df[df.verdict == "undefined"].groupby("condition", sort=False)]
 
 def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition with cells of too few games for a verdict (SPEC §7): their intervals are shown, not judged."
     df = select_contrasts(contrasts, conditions=conditions)
     why = lambda r: r.few_games_reason if isinstance(getattr(r, "few_games_reason", None), str) else "too few games"
     return [_cells_note(f"{cond}: no verdicts, intervals shown but not judged", [(r.checkpoint, why(r)) for r in g.itertuples()])
-            for cond, g in _per_condition(df[df.verdict == "too_few_games"].drop_duplicates("cell"))]
+            for cond, g in df[df.verdict == "too_few_games"].drop_duplicates("cell").groupby("condition", sort=False)]
 
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition whose closure-conditional endpoints the viability screen voided somewhere, each cell with its reason."
@@ -655,7 +654,7 @@ def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     reason = lambda g: g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any() else "viability screen"
     return [_cells_note(f"{cond}: closure-conditional endpoints VOID in {g.cell.nunique()} cells",
                         [(ck, reason(h)) for ck, h in g.groupby("checkpoint", sort=False)])
-            for cond, g in _per_condition(df[df.verdict == "VOID"])]
+            for cond, g in df[df.verdict == "VOID"].groupby("condition", sort=False)]
 
 # %% ../nbs/11_report.ipynb #2089b426
 def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
@@ -809,9 +808,7 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
     counts = sorted({r["episodes"] for r in rows})
     pts = alt.Chart(pd.DataFrame(rows)).mark_square(opacity=0.9, stroke="white", strokeWidth=0.8).encode(
         x="zi:Q", y="zj:Q",
-        color=alt.Color("policy:N", scale=color_scale(pols, colors if colors is not None else
-                                                       arm_colors(p for p in pols if p not in set(struck.policy[struck.side == "base"]))),
-                        title="deals struck by"),
+        color=alt.Color("policy:N", scale=color_scale(pols, colors if colors is not None else policy_colors(pols)), title="deals struck by"),
         size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, max(counts)], range=[0, 200]), title="episodes",
                       legend=alt.Legend(values=counts[-3:], format="d")),
         tooltip=["policy", "deal", "episodes"])
@@ -1048,7 +1045,7 @@ def training_section(run:Run)->list:
 def _arm_rows(run:Run, arms:Iterable[str]):
     "The contrast rows of some arms' checkpoints."
     arms = set(arms)
-    return run.contrasts[run.contrasts.checkpoint.map(lambda c: (_arm_step(c) or (c,))[0]).isin(arms)]
+    return run.contrasts[run.contrasts.checkpoint.map(_arm_of).isin(arms)]
 
 def ladder_tables(run:Run, endpoint:str, condition:str="primary")->list:
     "The ladder as tables: the GRPO arms by checkpoint step, the DPO arms (their own steps) apart."
@@ -1070,7 +1067,7 @@ def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:s
     for ep in endpoints:
         out += _guard(lambda: [figure(plot_ladder(run.contrasts, ep, condition, colors=run_colors(run), own_axis=dpo_arm_names(run)),
                                       f"{ep}: trained − untrained on {condition} per checkpoint step, 95% intervals"
-                                      + ("; DPO arms on their own axis (DPO steps)." if set(dpo_arm_names(run)) & set(run_arms(run)) else ".")),
+                                      + ("; DPO arms on their own axis (DPO steps)." if not _arm_rows(run, dpo_arm_names(run)).empty else ".")),
                                *ladder_tables(run, ep, condition)])
     return out
 
@@ -1298,8 +1295,8 @@ def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
         s = _checkpoint_sentence(ck, condition, {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False) if r.endpoint in WHAT_ENDPOINTS})
         if s: out.append(s)
         else: quiet.append(ck)
-    if quiet: out.append(f"On {condition}, no key endpoint moved at " + (f"any of the {len(cks)} checkpoints." if len(quiet) == len(cks)
-                                                                        else f"{len(quiet)} of the {len(cks)} checkpoints: {', '.join(quiet)}."))
+    if quiet: out.append(f"On {condition}, no key endpoint moved at {'any' if len(quiet) == len(cks) else len(quiet)} of the {len(cks)} "
+                         f"checkpoints: {', '.join(quiet)}.")
     return out
 
 # %% ../nbs/11_report.ipynb #46480f3c
