@@ -8,7 +8,7 @@ import copy, json, re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Callable, Iterable
-import typer, yaml
+import typer
 from .commands import CliGroup, MultiValueCommand, user_error
 from tqdm import tqdm
 from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
@@ -18,9 +18,9 @@ from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, i
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
-           'REASONS', 'app', 'BankError', 'manifest_row', 'read_yaml', 'adapter_config', 'write_bank', 'read_manifest',
-           'load_bank', 'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes',
-           'twin', 'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row',
+           'REASONS', 'app', 'BankError', 'manifest_row', 'adapter_config', 'write_bank', 'read_manifest', 'load_bank',
+           'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes', 'twin',
+           'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row',
            'make_eval_bank', 'check_bank', 'generate', 'import_', 'eval_', 'check']
 
 # %% ../nbs/03a_bank.ipynb #b107a1c9
@@ -41,17 +41,6 @@ def manifest_row(g:Game, geo:Geometry|None=None)->dict:
                 file=f"{g.name}.json", n_parties=g.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
                 source=g.meta.get("source", "file"))
 
-def _yaml_problem(e:yaml.YAMLError)->str:
-    "A YAML error in one line: what went wrong and where."
-    m, what = getattr(e, "problem_mark", None), [getattr(e, "context", None), getattr(e, "problem", None)]
-    text = ": ".join(str(w) for w in what if w) or str(e)
-    return " ".join((text + (f" (line {m.line + 1}, column {m.column + 1})" if m else "")).split())
-
-def read_yaml(path, error:type=ReadError):
-    "A YAML file's content; `error` naming the file and the problem, in one line, when it cannot be read (`read_text`) or parsed."
-    text = read_text(path, error)
-    try: return yaml.safe_load(text)
-    except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
 
 # %% ../nbs/03a_bank.ipynb #246c80d6
 ADAPTER_CONFIG = "adapter_config.json"

@@ -11,22 +11,22 @@ from typing import Optional
 import numpy as np
 import typer
 from .game import ReadError
-from .bank import read_yaml
 from .protocol import version_context
 from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version
 from .llm import chat_text, load_model
 from .policies import resolve_model
 from .grpo import LORA_TARGETS, checkpoints, lora_config
+from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
-from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option, user_error
-from .store import TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder, check_replaceable
+from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
+from .store import load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder, check_replaceable
 from .telemetry import memory_reading
 
 # %% auto #0
 __all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'pairs_digest', 'dpo_config_hash', 'training_pairs', 'pair_ids',
            'check_lengths', 'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'save_dpo_checkpoint',
-           'finished_run', 'dpo_row', 'recorder', 'train_dpo', 'load_dpo_params', 'make_dpo_config', 'train_cmd']
+           'finished_run', 'dpo_row', 'recorder', 'train_dpo', 'make_dpo_config', 'train_cmd']
 
 # %% ../nbs/10a_dpo.ipynb #7e4a6264
 @user_error
@@ -63,7 +63,7 @@ class DPOTrainConfig:
 
     def __post_init__(self):
         _check_dpo_config(self)
-        self.arm = self.arm or f"dpo_{self.type}"
+        self.arm = self.arm or dpo_arm(self.type)
 
 # %% ../nbs/10a_dpo.ipynb #b9018189
 def _check_dpo_config(cfg:DPOTrainConfig):
@@ -176,7 +176,7 @@ def trl_args(cfg:DPOTrainConfig):
 # %% ../nbs/10a_dpo.ipynb #2f5862a3
 def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str)->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash), atomically."
-    final, tmp = Path(out) / f"checkpoint-{step}", Path(out) / f"checkpoint-{step}.tmp"
+    final = checkpoint_dir(out, step); tmp = final.with_name(final.name + ".tmp")
     if tmp.exists(): shutil.rmtree(tmp)
     model.save_pretrained(tmp)
     (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, method="dpo", config=asdict(cfg),
@@ -258,15 +258,9 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     return rows
 
 # %% ../nbs/10a_dpo.ipynb #5ad8b019
-def load_dpo_params(path)->dict:
-    "The `dpo:` section of a YAML parameter set (or the whole file when it has none), checked against DPOTrainConfig."
-    return config_section(read_yaml(path) or {}, "dpo", DPOTrainConfig, str(path), ReadError, whole=True, what="DPO")
-
-def make_dpo_config(params:str|None=None, **overrides)->DPOTrainConfig:
-    "A DPOTrainConfig from a parameter file and explicit overrides (None means: not given)."
-    d = load_dpo_params(params) if params else {}
-    d.update({k: v for k, v in overrides.items() if v is not None})
-    return DPOTrainConfig(**d)
+def make_dpo_config(params:str|dict|None=None, **overrides)->DPOTrainConfig:
+    "A DPOTrainConfig from a parameter file's `dpo:` section (or the whole file when it has none) and explicit overrides (None means: not given)."
+    return load_config(DPOTrainConfig, params, "dpo", whole=True, what="DPO", **overrides)
 
 def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fields):
     "Train one DPO arm on counterfactual pairs; writes PEFT checkpoints and training_steps.jsonl to --out."

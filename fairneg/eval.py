@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable, Optional
 import numpy as np
 import typer
-from .commands import CliGroup, MultiValueCommand, user_error, config_command, config_section, key_values, extra_option, unknown_names, type_problem
-from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games, read_yaml
-from .game import Game, ReadError, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
+from .commands import CliGroup, MultiValueCommand, user_error, config_command, key_values, extra_option, unknown_names, type_problem
+from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games
+from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
 from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
 from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval
 from .charts import arm_colors, color_scale
-from .store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, out_folder
+from .runlayout import arm_step
+from .store import load_config, read_yaml, episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, append_jsonl, read_jsonl, write_text_atomic, out_folder
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'SLURM_ALIVE', 'EVAL_ENDPOINTS', 'ON_CLOSED_DEALS',
@@ -37,7 +38,7 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'SLUR
            'analyze_cells', 'contrast_rows', 'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study',
            'check_prereg', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
            'check_guards', 'judge_term', 'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell',
-           'arm_step', 'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells',
+           'ladder_frame', 'ladder_table', 'plot_ladder', 'resolve_runs', 'load_episodes', 'discover_cells',
            'glob_cells', 'write_eval', 'contrast_text', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd',
            'analyze', 'gate']
 
@@ -1118,14 +1119,6 @@ def synthetic_cell(n_games:int=24, n_episodes:int=8,
     return out
 
 # %% ../nbs/09_eval.ipynb #4690d023
-_ARM_STEP = re.compile(r"^(?P<arm>.+?)[_-](?:step|checkpoint|ckpt)[_-]?(?P<step>\d+)$")
-
-def arm_step(checkpoint:str)->tuple[str, int]:
-    "`lam1_step25` / `lam05_checkpoint-30` → `(arm, step)`."
-    m = _ARM_STEP.match(str(checkpoint))
-    if not m: raise EvalError(f"checkpoint `{checkpoint}`: cannot tell arm and step (expected <arm>_step<N> or <arm>_checkpoint-<N>); pass arm_of")
-    return m["arm"], int(m["step"])
-
 def _contrast_frame(rows):
     import pandas as pd
     if isinstance(rows, dict) and "cells" in rows: rows = contrast_rows(rows)
@@ -1305,13 +1298,11 @@ class LaunchConfig:
     progress: bool = False # progress bars
 
 # %% ../nbs/09_eval.ipynb #2542f97d
-def launch_config(params=None, # a YAML parameter set (its `eval:` section) or None
+def launch_config(params=None, # a YAML parameter file or set already read (its `eval:` section), or None
                   **overrides, # field values (None: not given)
                  )->LaunchConfig:
     "A `LaunchConfig` from a parameter file's `eval:` section and explicit overrides; checkpoints and out_dir are required."
-    d = config_section(read_yaml(params) or {}, "eval", LaunchConfig, str(params), ReadError) if params else {}
-    d.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = LaunchConfig(**d)
+    cfg = load_config(LaunchConfig, params, "eval", **overrides)
     if cfg.context not in (None,) + CONTEXTS: raise EvalError(f"--context: `{cfg.context}`, not {' or '.join(CONTEXTS)}")
     missing = [f"--{n.replace('_', '-')}" for n in ("checkpoint", "out_dir") if not getattr(cfg, n)]
     if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")

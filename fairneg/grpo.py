@@ -13,14 +13,15 @@ import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .protocol import CONTEXTS
+from .runlayout import grpo_arm, checkpoint_dir, checkpoint_dir_step
 from .game import ReadError, read_json
-from .bank import adapter_config, bank_games, read_yaml
+from .bank import adapter_config, bank_games
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
 from .policies import default_constrain, resolve_model
 from fastcore.basics import patch
-from .commands import CliGroup, MultiValueCommand, config_command, config_section, extra_option
-from .store import TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row, out_folder, check_replaceable
+from .commands import CliGroup, MultiValueCommand, config_command, extra_option
+from .store import load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row, out_folder, check_replaceable
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
@@ -29,8 +30,8 @@ __all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 
            'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update', 'lora_config', 'lora_model',
            'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
            'checkpointing_plan', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps',
-           'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'load_train_params', 'make_config',
-           'run_arms', 'holds_arm', 'check_run_folder', 'continue_run', 'train_cmd']
+           'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm',
+           'check_run_folder', 'continue_run', 'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -127,9 +128,8 @@ class GRPOConfig(_Rollout):
 # %% ../nbs/08_grpo.ipynb #6b371fbb
 def _fill_config(cfg:GRPOConfig):
     "Fill the defaults that derive from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
-    tag = f"{cfg.lam:g}".replace(".", "")
-    cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_lam{tag}"
-    cfg.arm = cfg.arm or f"lam{tag}"
+    cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_{grpo_arm(cfg.lam)}"
+    cfg.arm = cfg.arm or grpo_arm(cfg.lam)
     cfg.checkpoint_steps = sorted({int(s) for s in cfg.checkpoint_steps})
     if cfg.importance_correction == "auto": cfg.importance_correction = "tis" if cfg.backend == "vllm" else "none"
 
@@ -518,8 +518,7 @@ def checkpointing_plan(model, token_budget:int)->tuple:
 def checkpoints(out)->list:
     "Complete checkpoints of a run, oldest first, as (step, folder)."
     out = Path(out)
-    res = [(int(p.name.split("-")[1]), p) for p in out.glob("checkpoint-*") if p.name.split("-")[1].isdigit()
-           and (p / "trainer_state.json").exists()]
+    res = [(s, p) for p in out.glob("checkpoint-*") if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()]
     return sorted(res)
 
 def _accelerator(optimizer, scheduler):
@@ -535,7 +534,7 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
                    )->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, the optimizer, scheduler and RNG states, then the trainer state (last)."
     import shutil
-    final = Path(out) / f"checkpoint-{step}"; tmp = Path(out) / f"checkpoint-{step}.tmp"
+    final = checkpoint_dir(out, step); tmp = final.with_name(final.name + ".tmp")
     if tmp.exists(): shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
@@ -804,15 +803,9 @@ def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True)->list:
     return GRPOTrainer(cfg, resume, progress).run()
 
 # %% ../nbs/08_grpo.ipynb #835d90cd
-def load_train_params(path)->dict:
-    "The `train:` section of a YAML parameter set (or the whole file when it has none), checked against GRPOConfig."
-    return config_section(read_yaml(path) or {}, "train", GRPOConfig, str(path), ReadError, whole=True, what="training")
-
-def make_config(params:str|None=None, **overrides)->GRPOConfig:
-    "A GRPOConfig from a parameter file and explicit overrides (None means: not given); without an explicit `out`, the arm's folder."
-    d = load_train_params(params) if params else {}
-    d.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = GRPOConfig(**d)
+def make_config(params:str|dict|None=None, **overrides)->GRPOConfig:
+    "A GRPOConfig from a parameter file's `train:` section (or the whole file when it has none) and explicit overrides (None means: not given); without an explicit `out`, the arm's folder."
+    cfg = load_config(GRPOConfig, params, "train", whole=True, what="training", **overrides)
     if overrides.get("out") is None and not holds_arm(cfg.out, cfg.arm):      # a run made before this rule resumes where it is
         cfg.out = str(Path(cfg.out) / cfg.arm)                                 # `<out>/lam05`: the pilot's convention
     return cfg

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil, time
 from pathlib import Path
 from typing import Callable, Iterable
-from .bank import read_yaml, generate_bank, make_eval_bank, MANIFEST, load_bank
+from .bank import generate_bank, make_eval_bank, MANIFEST, load_bank
 from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
@@ -16,9 +16,10 @@ from .grpo import GRPOConfig, make_config, train
 from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
+from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm
 from .commands import config_section, unknown_names
 from .report import render_report
-from .store import write_jsonl, write_json, file_sha256
+from .store import load_config, read_yaml, write_jsonl, write_json, file_sha256
 
 # %% auto #0
 __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
@@ -168,7 +169,7 @@ def arms(params:dict)->list:
 
 def arm_configs(params:dict, run:Path, train_bank:Path)->list:
     "Each GRPO arm's config: the file's `train:` section with its λ, the training bank and `RUN/train/<arm>`."
-    return [make_config(params["_source"], lam=lam, bank=str(train_bank), out=str(run / "train" / arm)) for lam, arm in arms(params)]
+    return [make_config(params, lam=lam, bank=str(train_bank), out=str(run / "train" / arm)) for lam, arm in arms(params)]
 
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
     "Train one GRPO arm: an interrupted arm resumes from its newest checkpoint, a forced one starts over in an empty folder."
@@ -180,22 +181,22 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
     ckpts = {}
     for cfg in arm_configs(params, run, train_bank):
         arm = cfg.arm
-        done = Path(cfg.out) / f"checkpoint-{cfg.steps}" / "trainer_state.json"
+        done = checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json"
         run_stage(f"train-{arm}", done, lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
-        ckpts[f"{arm}_step{cfg.steps}"] = str(Path(cfg.out) / f"checkpoint-{cfg.steps}")
+        ckpts[checkpoint_name(arm, cfg.steps)] = str(checkpoint_dir(cfg.out, cfg.steps))
     return ckpts
 
 def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
     "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
     out = {}
     for cfg in arm_configs(params, run, train_bank):
-        out.update({f"{cfg.arm}_step{s}": str(Path(cfg.out) / f"checkpoint-{s}") for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
+        out.update({checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s)) for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
     return out
 
 # %% ../nbs/12_pilot.ipynb #a6c7f6ee
 def dpo_arms(params:dict)->list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
-    return [(t, f"dpo_{t}") for t in get(params, "pilot.dpo_types", [])]
+    return [(t, dpo_arm(t)) for t in get(params, "pilot.dpo_types", [])]
 
 def _model_kw(params:dict)->dict:
     "The untrained model's answer caps, as in training."
@@ -226,20 +227,21 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
 # %% ../nbs/12_pilot.ipynb #efd1652e
 def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool)->dict:
     "One DPO arm per type; `outcome.json` says whether it trained (its checkpoint) or why not."
-    ckpts, section = {}, config_section(params, "dpo", DPOTrainConfig, params.get("_source", "parameters"), ParamsError)
+    ckpts = {}
     for t, arm in dpo_arms(params):
-        cfg = DPOTrainConfig(**{**section, "pairs": str(pairs), "type": t, "model": model, "out": str(run / "dpo" / arm)})
+        cfg = load_config(DPOTrainConfig, params, "dpo", error=ParamsError, pairs=str(pairs), type=t, model=model,
+                          out=str(run / "dpo" / arm))
         marker = Path(cfg.out) / "outcome.json"
         def go(cfg=cfg, marker=marker):
             shutil.rmtree(cfg.out, ignore_errors=True)        # no outcome yet: an interrupted (or forced) arm starts over
             try:
                 train_dpo(cfg, progress)
-                write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(Path(cfg.out) / f"checkpoint-{cfg.steps}")))
+                write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(checkpoint_dir(cfg.out, cfg.steps))))
             except DPOTrainError as e:
                 log(f"  {cfg.arm} not trained: {e}"); write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
         run_stage(f"dpo-{arm}", marker, go, force, only)
         o = read_json(marker, ParamsError) if marker.exists() else {}
-        if o.get("trained"): ckpts[f"{arm}_step{cfg.steps}"] = o["checkpoint"]
+        if o.get("trained"): ckpts[checkpoint_name(arm, cfg.steps)] = o["checkpoint"]
     return ckpts
 
 # %% ../nbs/12_pilot.ipynb #acf2f99b
@@ -249,7 +251,7 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
     "Every (checkpoint, condition) cell against the untrained base, and the ladder's earlier rungs; complete sides are kept (not under force)."
     out = run / "eval" / "done.json"
     def plan(cks:dict, **kw):
-        lc = launch_config(params["_source"], checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
+        lc = launch_config(params, checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
                            model=model, bank=str(eval_bank), progress=progress,   # the file's `eval:` section: cells, episodes, ...
                            context=None if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
         return plan_launch(lc, llm_kw=_model_kw(params))

@@ -20,7 +20,8 @@ from .bank import GameError, LLMDEL_ALIAS, MANIFEST, GUARD, bank_games, read_man
 from .game import SHARES, ReadError, generate_game, label_options, parse_deal_label, read_json, ultimatum_game, divide_dollar_game
 from .geometry import Geometry, plot_deals, solve, struck_points
 from .rollout import AgentPolicy, soundness
-from .eval import CONDITIONS, resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, arm_step, EvalError, plot_ladder, ladder_table
+from .eval import CONDITIONS, resampling_note, crossgame_games, contrast_rows, plan_cells, launch, discover_cells, analyze_cells, write_eval, check_prereg, evaluate_gate, EvalError, plot_ladder, ladder_table
+from .runlayout import CheckpointNameError, arm_step, arm_lam, is_dpo_arm, checkpoint_dir
 from .store import EPISODES, TRANSCRIPTS, TRAINING_STEPS, STEP_FIELDS, append_jsonl, read_jsonl, write_text_atomic, write_json, step_row, episode_rows
 
 # %% auto #0
@@ -290,14 +291,13 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
         camp = {"rational control": ctrl, **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / EPISODES) for c in prim}}
         s = soundness(camp, [f"{prim[-1].checkpoint}>{prim[0].checkpoint}", f"rational control>{prim[0].checkpoint}"], B=B)
         write_json(out / "reward_soundness.json", s)
-    arms = dict.fromkeys(c.checkpoint.rsplit("_step", 1)[0] for c in cells)
+    arms = dict.fromkeys(arm_step(c.checkpoint)[0] for c in cells)
     for j, arm in enumerate(arms):
-        if arm.startswith("dpo_"):                  # a DPO arm: its outcome and its own telemetry, as the pilot writes them
-            write_json(out / "dpo" / arm / "outcome.json", dict(arm=arm, trained=True, checkpoint=f"dpo/{arm}/checkpoint-8"))
+        if is_dpo_arm(arm):                         # a DPO arm: its outcome and its own telemetry, as the pilot writes them
+            write_json(out / "dpo" / arm / "outcome.json", dict(arm=arm, trained=True, checkpoint=str(checkpoint_dir(Path("dpo") / arm, 8))))
             append_jsonl(synthetic_dpo_steps(arm, 8, seed=j), out / "dpo" / arm / TRAINING_STEPS)
             continue
-        lam = float(m[1]) / 10 ** (len(m[1]) - 1) if (m := re.fullmatch(r"lam(\d+)", arm)) else 0.0   # lam05 is λ = 0.5
-        append_jsonl(synthetic_steps(arm, min(lam, 1.0), steps, seed=j), out / "train" / arm / TRAINING_STEPS)
+        append_jsonl(synthetic_steps(arm, arm_lam(arm) or 0.0, steps, seed=j), out / "train" / arm / TRAINING_STEPS)
     return out
 
 # %% ../nbs/11_report.ipynb #733726d1
@@ -464,7 +464,7 @@ KEY_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "ma
 
 def _arm_step(ck:str):
     try: return arm_step(ck)
-    except EvalError: return None
+    except CheckpointNameError: return None
 
 def _arm_of(ck:str)->str:
     "A checkpoint's arm; the name itself when it says no arm and step."

@@ -5,19 +5,20 @@
 # %% ../nbs/00b_store.ipynb #9e6ad300
 from __future__ import annotations
 import glob, hashlib, json, os, shutil
+import yaml
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
-from .commands import user_error
-from .game import ReadError, json_lines
+from .commands import config_section, user_error
+from .game import ReadError, json_lines, read_text
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
            'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text', 'json_text',
            'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys', 'refuse_duplicates',
            'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder', 'file_sha256',
-           'step_row']
+           'read_yaml', 'params_mapping', 'load_config', 'step_row']
 
 # %% ../nbs/00b_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -161,6 +162,45 @@ def file_sha256(path, chunk:int=1 << 20)->str:
     with open(path, "rb") as f:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
+
+# %% ../nbs/00b_store.ipynb #68b203dc
+def _yaml_problem(e:yaml.YAMLError)->str:
+    "A YAML error in one line: what went wrong and where."
+    m, what = getattr(e, "problem_mark", None), [getattr(e, "context", None), getattr(e, "problem", None)]
+    text = ": ".join(str(w) for w in what if w) or str(e)
+    return " ".join((text + (f" (line {m.line + 1}, column {m.column + 1})" if m else "")).split())
+
+def read_yaml(path, error:type=ReadError):
+    "A YAML file's content; `error` naming the file and the problem, in one line, when it cannot be read (`read_text`) or parsed."
+    text = read_text(path, error)
+    try: return yaml.safe_load(text)
+    except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
+
+# %% ../nbs/00b_store.ipynb #f5467caf
+def params_mapping(params, # a YAML parameter file, or a parameter set already read (its file's name under `_source`)
+                   error:type=ReadError, # the error class for a file that cannot be read
+                  )->tuple[dict, str]:
+    "A parameter set and the name errors give it: the file read, or a copy of the mapping without its `_source`."
+    if isinstance(params, dict):
+        d = dict(params)
+        return d, str(d.pop("_source", "parameters"))
+    return read_yaml(params, error) or {}, str(params)
+
+def load_config(cls, # the config dataclass
+                params=None, # a YAML parameter file, a parameter set already read (see `params_mapping`), or None
+                section:str="", # the file's section the config reads (`train`, `dpo`, `eval`)
+                whole:bool=False, # a file without the section is the section itself
+                what:str|None=None, # how errors name the parameters (default: the section's name)
+                error:type=ReadError, # the error class for a file that cannot be read or holds a bad key
+                **overrides, # field values given explicitly; None means not given
+               ):
+    "A config from a parameter file's section with explicit values on top: the one way a file and flags become a config."
+    d = {}
+    if params is not None:
+        p, source = params_mapping(params, error)
+        d = config_section(p, section, cls, source, error, whole=whole, what=what)
+    d.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**d)
 
 # %% ../nbs/00b_store.ipynb #2c48de77
 _STEP_PLAY = {   # what the step played: the arm, the step, its batch and the episodes' outcomes

@@ -238,7 +238,7 @@ def test_binary_eval_json_and_cell_json(tmp_path):
 
 
 def test_binary_train_params(tmp_path):
-    "grpo.load_train_params: read_yaml(path, <an error in USER_ERRORS>), and train() not re-wrapping it as typer.BadParameter"
+    "grpo.make_config: store.load_config -> read_yaml(path, <an error in USER_ERRORS>), and train() not re-wrapping it as typer.BadParameter"
     (tmp_path / "t.yaml").write_bytes(BINARY)
     assert_one_line_error(fairneg("train", "--params", tmp_path / "t.yaml", "--steps", 1),
                           tmp_path / "t.yaml", "not UTF-8 text (byte 0x89 at offset 0)")
