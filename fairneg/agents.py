@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 from .game import Game, accepts, deal_label, label_options, option_label, parse_deal_label
-from .protocol import DecisionPoint, Offer, as_decision_point, resolve_game, game_sha, most_signed
+from .protocol import DecisionPoint, Offer, as_decision_point, resolve_game, game_sha, most_signed, protocol_kind
 from .commands import UnknownName
 
 # %% auto #0
@@ -261,7 +261,7 @@ def public_evidence(dp:DecisionPoint)->list:
     for e in dp.history:
         j, at = e["seat"], e["atype"]
         off = offers.get(e.get("offer_id"))
-        if at in ("propose", "accept", "pass") and not e.get("forced") and dp.protocol == "table":
+        if at in ("propose", "accept", "pass") and not e.get("forced") and protocol_kind(dp.protocol).signs:
             ev += [(j, "skip", o["deal"]) for oid, o in live.items() if j not in o["signers"] and oid != e.get("offer_id")]
         if at == "propose" and e.get("deal"):
             ev.append((j, "propose", e["deal"]))
@@ -327,7 +327,7 @@ def private_belief(dp:DecisionPoint, # decision point (private information)
                    need_r:bool=True, # compute the nnw factors
                   )->Belief:
     "The posterior belief of a seat that sees only its own sheet and the public moves."
-    ult = dp.protocol == "ultimatum"
+    ult = protocol_kind(dp.protocol).complement
     pool = ultimatum_pool(dp.own_sheet) if ult else prior_pool(own.n_options, prior_seed)
     key = ("ultimatum", tuple(dp.own_sheet[0])) if ult else prior_seed
     W = posterior_weights(dp, pool, own.strict)
@@ -495,7 +495,7 @@ class Agent:
         if not dp.legal: raise ValueError(f"seat {dp.seat} does not act at this decision point (phase {dp.phase})")
         g = _checked_game(dp, game) if self.information_leaky else None
         strict = g.strict if g is not None else False   # a decision point does not carry the game's acceptance rule
-        if dp.protocol == "divide-dollar": return demand_rule(dp, self.kind, self.objective, strict)
+        if protocol_kind(dp.protocol).own_issue: return demand_rule(dp, self.kind, self.objective, strict)
         own = own_view(dp, strict)
         if self.kind == "greedy": return greedy_rule(dp, own)
         if self.kind == "passive": return passive_rule(dp, own)

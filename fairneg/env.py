@@ -9,7 +9,7 @@ import numpy as np
 from fastcore.basics import patch
 from .game import Game, deal_label, generate_game, option_label
 from .metrics import outcome_z
-from .protocol import (PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point, find_offer, is_done,
+from .protocol import (protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point, find_offer, is_done,
                               new_episode, outcome)
 from .prompts import prompt
 
@@ -36,8 +36,9 @@ class NegotiationEnv(AECEnv):
         self.possible_agents = [f"seat_{i}" for i in range(self.game.n)]
         self.state, self._seed = new_episode(self.game, 0, **self._kw), -1
         g, p = self.game, self.state.protocol
-        self._m = 1 if p.kind == "ultimatum" else (p.max_turns + 1 if p.kind == "table" else 0)
-        self._d = max(g.n_options) if p.kind == "divide-dollar" else g.n_deals
+        k = protocol_kind(p.kind)
+        self._m = 1 if k.responds else (p.max_turns + 1 if k.signs else 0)   # the most offers an episode can hold
+        self._d = max(g.n_options) if k.own_issue else g.n_deals
         if action_mode == "discrete" and self._d > 500_000: raise ValueError(f"{g.n_deals} deals is too many for discrete actions")
         self._n_act = 5 + self._m + self._d
         obs = {"observation": spaces.Box(-1, 2**31 - 1, (8,), np.int64),
@@ -89,7 +90,7 @@ def _action(self:NegotiationEnv, a, seat)->dict:
         return {"atype": at, "vote": {2: "yes", 3: "no"}.get(a), "offer_id": s.ballot if at == "vote" else None}
     if a < 5 + self._m: return {"atype": "accept", "offer_id": f"o{a - 4}"}
     d = a - 5 - self._m
-    if s.protocol.kind == "divide-dollar": return {"atype": "demand", "deal": option_label(seat, d)}
+    if protocol_kind(s.protocol.kind).own_issue: return {"atype": "demand", "deal": option_label(seat, d)}
     return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}   # row-major, as `solve`
 
 # %% ../nbs/04c_env.ipynb #64c9e645

@@ -21,7 +21,7 @@ __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'FIELD_TYPES
 # %% ../nbs/00_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
 INFO_MODES = ("full", "private")
-PROTOCOLS = ("table", "ultimatum", "divide-dollar")
+PROTOCOLS = ["table", "ultimatum", "divide-dollar"]   # the kinds a game may name; `fairneg.protocol.register_kind` adds a new one
 GENERATOR_VERSION = "fairneg-gen-v2"
 
 @user_error

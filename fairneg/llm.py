@@ -11,7 +11,7 @@ from pathlib import Path
 from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
 from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
-from .protocol import DecisionPoint, parse_action, new_episode, current_seats, as_decision_point
+from .protocol import DecisionPoint, parse_action, new_episode, current_seats, as_decision_point, deadline_turns
 from .prompts import prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
@@ -1100,7 +1100,7 @@ def evaluate_model(policy, games:list, # held-out games
     impl = {a: get_agent(a) for a in agents}
     n = len(games) if episodes is None else episodes
     specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval",
-                         max_turns=max_turns if g.protocol == "table" else None, context=context)
+                         max_turns=deadline_turns(g.protocol, max_turns), context=context)
              for k in range(n) for g in [games[k % len(games)]]]
     rec = _Recorder(policy)
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
-from .protocol import (Protocol, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
+from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
                               DecisionPoint, Offer, field_names, read_decision_point, version_context)
 from .prompts import render_prompt, render_conversation
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
@@ -72,7 +72,7 @@ def replay(line:dict, # a `states.jsonl` line
     st, g = line["state"], line_game(line)
     proto = Protocol(**st["protocol"])
     want = set(line.get("llm_seats", llm_seats(line["seats"])) if seats is None else seats)
-    s = new_episode(g, st["seed"], info_mode=st["info_mode"], max_turns=proto.max_turns if proto.kind == "table" else None,
+    s = new_episode(g, st["seed"], info_mode=st["info_mode"], max_turns=deadline_turns(proto.kind, proto.max_turns),
                     episode_id=st["episode_id"])
     s.protocol = proto
     out = []
@@ -171,7 +171,7 @@ def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that m
     out, bel = {}, {}
     for name in types:
         ag = _agent(name, prior_seed)
-        if ag.kind != "bayes" or dp.protocol == "divide-dollar":
+        if ag.kind != "bayes" or protocol_kind(dp.protocol).own_issue:
             out[name] = ag.act(dp, game); continue
         leaky = ag.information_leaky
         if leaky not in bel:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from .game import Game, issue_letter, issue_index, label_option, label_options
 from .answers import ANSWER_FORMAT
-from .protocol import State, DecisionPoint, decision_point, vote_form
+from .protocol import State, DecisionPoint, decision_point, vote_form, protocol_kind
 from .commands import BadValue
 
 # %% auto #0
@@ -166,8 +166,9 @@ def _table_system(dp:DecisionPoint, prose:bool, game:Game|None)->str:
 def _system_text(dp:DecisionPoint, framing:str, game:Game|None)->str:
     "The system message of the decision point's protocol in a framing (`table` or `prose`)."
     prose = framing == "prose"
-    if dp.protocol == "ultimatum": return _ultimatum_system(dp, prose)
-    if dp.protocol == "divide-dollar": return _divide_system(dp)
+    k = protocol_kind(dp.protocol)
+    if k.responds: return _ultimatum_system(dp, prose)
+    if k.own_issue: return _divide_system(dp)
     return _table_system(dp, prose, game)
 
 # %% ../nbs/04b_prompts.ipynb #996b0c62
@@ -222,8 +223,8 @@ def _ballot_lines(dp:DecisionPoint, show_values:bool)->list:
 def _user_text(dp:DecisionPoint, history_window:int=8, show_values:bool=False,
                since:int|None=None, # conversation context: show every public event from this history index on
               )->str:
-    ph, kind = dp.phase, dp.protocol
-    L = _table_lines(dp, [o for o in dp.offers if o.status == "live"], since, show_values) if kind == "table" else []
+    ph, k = dp.phase, protocol_kind(dp.protocol)
+    L = _table_lines(dp, [o for o in dp.offers if o.status == "live"], since, show_values) if k.signs else []
     vote = ph == "vote"                                          # cast votes are listed under the ballot instead
     if since is None:
         hist = [e for e in dp.history if not (vote and e["atype"] == "vote")][-history_window:]
@@ -232,7 +233,7 @@ def _user_text(dp:DecisionPoint, history_window:int=8, show_values:bool=False,
         hist = [e for e in dp.history[since:] if not (vote and e["atype"] == "vote")]
         if hist: L += ["Since your last turn:" if since else "Moves so far:"] + [_event_text(dp, e) for e in hist]
     if vote: L += _ballot_lines(dp, show_values)
-    if kind == "ultimatum" and ph == "respond":
+    if k.responds and ph == "respond":
         o = dp.offers[-1]; k = label_option(o.deal)[1]
         L.append(f"{_who(dp, o.proposer)} offers {o.offer_id}: {o.deal} (proposer share {dp.issues[0]['options'][k]}, "
                  f"{_value(dp, o.deal):g} to you).")

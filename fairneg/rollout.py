@@ -21,7 +21,7 @@ from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
-from .protocol import (new_episode, current_seats, apply_action, decision_point, is_done, outcome,
+from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point, is_done, outcome,
                               turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError, DecisionPoint)
 from .prompts import render_prompt, render_conversation
 
@@ -487,7 +487,7 @@ def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with on
 def max_budget(games, turn_max_tokens:int|None=None, info_mode:str|None=None, max_turns:int|None=None)->int:
     "The largest per-turn token cap any game's protocol gives (the `max_new_tokens` of a model policy)."
     return max(max(p.turn_tokens, p.vote_tokens) for g in games
-               for p in [protocol_for(g, info_mode, max_turns if g.protocol == "table" else None, turn_max_tokens)])
+               for p in [protocol_for(g, info_mode, deadline_turns(g.protocol, max_turns), turn_max_tokens)])
 
 # %% ../nbs/06_rollout.ipynb #b28dbed5
 def run_cell(games, # the games
