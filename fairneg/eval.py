@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable, Optional
 import numpy as np
 import typer
-from .commands import CliGroup, MultiValueCommand, user_error, config_command, key_values, extra_option, unknown_names, type_problem
+from .commands import BadValue, CliGroup, MultiValueCommand, user_error, config_command, key_values, extra_option, unknown_names, type_problem
 from .bank import LLMDEL_ALIAS, SAFE_ID, bank_games
 from .game import Game, generate_game, ultimatum_game, divide_dollar_game, json_lines, read_json
 from .metrics import GOOD_DIRECTION
 from .rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
-from .protocol import game_sha, check_poolable, PoolingError, CONTEXTS
+from .protocol import game_sha, check_poolable, PoolingError
+from .settings import play_settings
 from .policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from .stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval
 from .charts import arm_colors, color_scale
@@ -274,7 +275,7 @@ def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
         seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
-        framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens, context=cell.context or "window",
+        framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens, context=play_settings(context=cell.context).context,
         shared_base=f"{SHARED_BASE}/{key}" if key else None)))
 
 def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
@@ -1303,7 +1304,8 @@ def launch_config(params=None, # a YAML parameter file or set already read (its 
                  )->LaunchConfig:
     "A `LaunchConfig` from a parameter file's `eval:` section and explicit overrides; checkpoints and out_dir are required."
     cfg = load_config(LaunchConfig, params, "eval", **overrides)
-    if cfg.context not in (None,) + CONTEXTS: raise EvalError(f"--context: `{cfg.context}`, not {' or '.join(CONTEXTS)}")
+    try: play_settings(context=cfg.context, turn_max_tokens=cfg.turn_max_tokens)
+    except BadValue as e: raise EvalError(f"--context/--turn-max-tokens: {e}") from None
     missing = [f"--{n.replace('_', '-')}" for n in ("checkpoint", "out_dir") if not getattr(cfg, n)]
     if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
     return cfg

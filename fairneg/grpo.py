@@ -12,7 +12,7 @@ import typer
 import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
-from .protocol import CONTEXTS
+from .settings import PlaySettings
 from .runlayout import grpo_arm, checkpoint_dir, checkpoint_dir_step
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
@@ -125,6 +125,11 @@ class GRPOConfig(_Rollout):
 
     def __post_init__(self): _fill_config(self); _check_config(self)
 
+    @property
+    def play(self)->PlaySettings:
+        "How the rollouts' episodes are played and shown (checked)."
+        return PlaySettings(context=self.context, framing=self.framing, max_turns=self.max_turns)
+
 # %% ../nbs/08_grpo.ipynb #6b371fbb
 def _fill_config(cfg:GRPOConfig):
     "Fill the defaults that derive from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
@@ -142,7 +147,7 @@ def _check_config(cfg:GRPOConfig):
         raise ValueError(f"importance_correction must be tis, none or auto, got {cfg.importance_correction}")
     if cfg.flat_groups not in ("kl_only", "drop"):
         raise ValueError(f"flat_groups must be kl_only or drop, got {cfg.flat_groups!r}")
-    if cfg.context not in CONTEXTS: raise ValueError(f"context must be {' or '.join(CONTEXTS)}, got {cfg.context!r}")
+    cfg.play                                                 # context, framing and max_turns
     if cfg.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
     if cfg.num_iterations < 1: raise ValueError(f"num_iterations must be at least 1, got {cfg.num_iterations}")
     decode_mode(cfg.decode)                            # auto, dynamic, static or graphed: its error names the field

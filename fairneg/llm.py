@@ -12,6 +12,7 @@ from .agents import AGENT_NAMES, get_agent
 from .bank import adapter_config
 from .game import deal_key, option_label, generate_game, ultimatum_game, divide_dollar_game
 from .protocol import DecisionPoint, parse_action, new_episode, current_seats, as_decision_point, deadline_turns
+from .settings import play_settings
 from .prompts import prompt
 from .answers import ANSWER_FORMAT
 from .rollout import EpisodeSpec, co_step, request_messages
@@ -1115,7 +1116,7 @@ def evaluate_model(policy, games:list, # held-out games
                 except Exception: agree[a] = False; agent_errors += 1
             rows.append(dict(phase=t["phase"], legality=t["legality"], truncated=bool(out.get("truncated")),
                              n_completion_tokens=out.get("n_completion_tokens", 0), agree=agree))
-    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), context=context or "window", episodes=len(eps),
+    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), context=play_settings(context=context).context, episodes=len(eps),
                games=len({e.spec.game.name for e in eps}), wall_s=wall, agents=agents, agent_errors=agent_errors,
                **_rates(rows, agents), by_phase={ph: _rates([r for r in rows if r["phase"] == ph], agents)
                                                 for ph in dict.fromkeys(r["phase"] for r in rows)})

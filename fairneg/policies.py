@@ -10,18 +10,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 import typer
 from .agents import AGENT_NAMES, AGENT_ALIASES
-from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
+from .commands import BadValue, CliGroup, MultiValueCommand, config_command, extra_option, user_error
 from .bank import adapter_config, bank_games
 from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
                              max_budget, run_cell, summary_table, quality_report, merge_cmd,
                              cell_identity, held_episodes, missing_runs)
 from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .game import INFO_MODES
-from .prompts import FRAMINGS
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from .store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES, QUALITY, CELL
 from .game import read_json
-from .protocol import CONTEXTS
+from .settings import PlaySettings, play_settings
 
 # %% auto #0
 __all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy',
@@ -206,14 +205,19 @@ class PlayConfig:
 
     def __post_init__(self): _check_play_config(self)
 
+    @property
+    def play(self)->PlaySettings:
+        "How the cell's episodes are played and shown (checked)."
+        return PlaySettings(context=self.context, framing=self.framing, info_mode=self.info_mode, max_turns=self.max_turns,
+                            turn_max_tokens=self.turn_max_tokens)
+
 # %% ../nbs/07b_policies.ipynb #74bcb672
 def _check_play_config(c:PlayConfig):
     "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
     if c.bank is None: raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
     if c.model_thinking not in ("on", "off"): raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
-    for name, value, choices in (("constrain", c.constrain, (None, *CONSTRAIN)), ("context", c.context, CONTEXTS),
-                                 ("framing", c.framing, FRAMINGS), ("info_mode", c.info_mode, (None, *INFO_MODES))):
-        if value not in choices: raise ValueError(f"{name} must be {' or '.join(filter(None, choices))}, got {value!r}")
+    if c.constrain not in (None, *CONSTRAIN): raise ValueError(f"constrain must be {' or '.join(CONSTRAIN)}, got {c.constrain!r}")
+    c.play                                                  # context, framing, info_mode, max_turns and turn_max_tokens
     if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
     twice = sorted({s for s in c.seeds if c.seeds.count(s) > 1})
     if twice: raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: each (game, seed) episode is played once")
@@ -296,8 +300,9 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
     for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width), ("--batch-size", batch_size),
                     ("--max-new-tokens", max_new_tokens)):
         if v < 1: raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
-    for flag, v, choices in (("--framing", framing, FRAMINGS), ("--context", context, CONTEXTS), ("--constrain", constrain, ("auto", *CONSTRAIN))):
-        if v not in choices: raise typer.BadParameter(f"`{v}`, not {' or '.join(choices)}", param_hint=flag)
+    if constrain not in ("auto", *CONSTRAIN): raise typer.BadParameter(f"`{constrain}`, not {' or '.join(('auto', *CONSTRAIN))}", param_hint="--constrain")
+    try: play_settings(framing=framing, context=context, max_turns=max_turns)
+    except BadValue as e: raise typer.BadParameter(str(e)) from None
     kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
     if not model.startswith("vllm:"): kw["batch_size"] = batch_size
     if adapter is not None: kw["adapter"] = adapter

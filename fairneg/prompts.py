@@ -8,10 +8,10 @@ import re
 from .game import Game, issue_letter, issue_index, label_option, label_options
 from .answers import ANSWER_FORMAT
 from .protocol import State, DecisionPoint, decision_point, vote_form, protocol_kind
-from .commands import BadValue
+from .settings import FRAMINGS, check_choice
 
 # %% auto #0
-__all__ = ['FRAMINGS', 'render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
+__all__ = ['render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
            'render_conversation']
 
 # %% ../nbs/04b_prompts.ipynb #26f608a6
@@ -260,8 +260,6 @@ def _move_line(dp)->str:
     return "Your move: " + " | ".join(opts) + "."
 
 # %% ../nbs/04b_prompts.ipynb #b5dd7b50
-FRAMINGS = ("table", "prose")   # the prompt framings
-
 def render_prompt(dp:DecisionPoint, framing:str="table", game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
     "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
     return [{"role": "system", "content": system_text(dp, framing, game)},
@@ -269,7 +267,7 @@ def render_prompt(dp:DecisionPoint, framing:str="table", game:Game|None=None, hi
 
 def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str:
     "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
-    if framing not in FRAMINGS: raise BadValue(f"unknown framing `{framing}` ({' or '.join(FRAMINGS)})")
+    check_choice("framing", framing, FRAMINGS)
     key = (dp.game_ref["game_sha"], dp.seat, framing, dp.info_mode, dp.protocol_version)
     system = _SYSTEM.get(key)
     if system is None:

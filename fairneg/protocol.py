@@ -13,10 +13,11 @@ from .game import (
     PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 from .commands import BadValue
+from .settings import CONTEXTS, play_settings
 
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'KINDS', 'TABLE', 'ULTIMATUM', 'DIVIDE_DOLLAR',
-           'CONTEXTS', 'COUNTERS', 'LENIENT_FIELDS', 'ProtocolError', 'ProtocolKind', 'register_kind', 'protocol_kind',
+           'COUNTERS', 'LENIENT_FIELDS', 'ProtocolError', 'ProtocolKind', 'register_kind', 'protocol_kind',
            'deadline_turns', 'Protocol', 'version_context', 'protocol_for', 'PoolingError', 'budget_items',
            'check_poolable', 'field_names', 'read_record', 'Record', 'Offer', 'State', 'game_sha', 'kind_of',
            'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id',
@@ -104,8 +105,6 @@ class Protocol:
     vote_tokens: int   # generation cap of a forced-final vote turn
     context: str = "window"   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
-CONTEXTS = ("window", "conversation")
-
 def version_context(version:str)->str:
     "The context a `protocol_version` names: `conversation` for the `…-conv-v1` versions, else `window`."
     return "conversation" if "conv" in str(version).split("-") else "window"
@@ -114,14 +113,11 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
                  context:str|None=None, # `window` (default) or `conversation`: the seat's context framing (its own version)
                 )->Protocol:
     "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
-    k, info, n, context = protocol_kind(game.protocol), info_mode or game.info_mode, game.n, context or "window"
-    if context not in CONTEXTS: raise BadValue(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
-    if turn_max_tokens is not None and (not isinstance(turn_max_tokens, int) or turn_max_tokens < 1):
-        raise BadValue(f"turn_max_tokens must be a positive int, got {turn_max_tokens!r}")
+    play = play_settings(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens, context=context)   # checks them
+    k, info, n, context = protocol_kind(game.protocol), play.info_mode or game.info_mode, game.n, play.context
     if k.deadline:
         default_t = 4 * n
         if max_turns is None: max_turns = default_t
-        if not isinstance(max_turns, int) or max_turns < 0: raise BadValue(f"max_turns must be an int >= 0, got {max_turns!r}")
     else:
         if max_turns not in (None, 0): raise BadValue(f"max_turns does not apply to the {k.name} protocol")
         default_t = max_turns = 0
