@@ -29,7 +29,8 @@ def main():
     torch.set_num_threads(2)
     from fairneg.bank import generate_bank
     from fairneg.game import generate_game
-    from fairneg.grpo import GRPOConfig, train, checkpoints
+    from fairneg.grpo import GRPOConfig, train
+    from fairneg.adapters import checkpoints
     from fairneg.policies import make_policy
     from fairneg.rollout import run_tournament, episode_table_rewards
     from fairneg.store import read_jsonl

@@ -16,7 +16,7 @@ from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version
 from .llm import chat_text, load_model
 from .policies import resolve_model
-from .grpo import LORA_TARGETS, checkpoints, lora_config
+from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
@@ -176,14 +176,11 @@ def trl_args(cfg:DPOTrainConfig):
 # %% ../nbs/10a_dpo.ipynb #2f5862a3
 def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str)->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash), atomically."
-    final = checkpoint_dir(out, step); tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists(): shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, method="dpo", config=asdict(cfg),
-                                                            config_hash=chash, pairs=n_pairs), indent=1))
-    if final.exists(): shutil.rmtree(final)
-    tmp.rename(final)
-    return final
+    with checkpoint_writer(out, step) as tmp:
+        model.save_pretrained(tmp)
+        (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, method="dpo", config=asdict(cfg),
+                                                                config_hash=chash, pairs=n_pairs), indent=1))
+    return checkpoint_dir(out, step)
 
 def finished_run(cfg:DPOTrainConfig)->list|None:
     "The rows of this very run when OUT holds it complete; None when OUT is empty; an error when OUT holds another run."

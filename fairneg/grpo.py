@@ -13,7 +13,8 @@ import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .settings import PlaySettings
-from .runlayout import grpo_arm, checkpoint_dir, checkpoint_dir_step
+from .runlayout import grpo_arm, checkpoint_dir
+from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
@@ -25,16 +26,15 @@ from .store import load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
-           'group_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples',
-           'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update', 'lora_config', 'lora_model',
-           'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
-           'checkpointing_plan', 'checkpoints', 'save_checkpoint', 'load_training_state', 'logged_steps',
-           'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm',
-           'check_run_folder', 'continue_run', 'train_cmd']
+__all__ = ['ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages',
+           'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
+           'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update', 'use_gradient_checkpointing',
+           'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed', 'checkpointing_plan',
+           'save_checkpoint', 'load_training_state', 'logged_steps', 'NonFiniteStepsError', 'trailing_nonfinite',
+           'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'continue_run',
+           'train_cmd']
 
 # %% ../nbs/08_grpo.ipynb #a9a382a0
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
 
 # %% ../nbs/08_grpo.ipynb #cc46e943
@@ -441,31 +441,6 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     model.eval()
     return res
 
-# %% ../nbs/08_grpo.ipynb #351f3283
-@contextlib.contextmanager
-def _quiet_peft():
-    "Silence the deprecation warning peft's model wrapper triggers in recent transformers (not ours to fix)."
-    import warnings
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
-        yield
-
-def lora_config(model, cfg):
-    "PEFT's LoraConfig from a config's `lora_*` fields, on its target modules that are modules of `model`."
-    from peft import LoraConfig
-    names = {n.split(".")[-1] for n, _ in model.named_modules()}
-    targets = [t for t in cfg.lora_targets if t in names]
-    if not targets: raise ValueError(f"none of the LoRA targets {cfg.lora_targets} is a module of {type(model).__name__}")
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, task_type="CAUSAL_LM")
-
-def lora_model(model, cfg:GRPOConfig):
-    "Wrap a causal LM with a fresh LoRA adapter (seeded) on the configured target modules present in it."
-    import torch
-    from peft import get_peft_model
-    with torch.random.fork_rng(), _quiet_peft():
-        torch.manual_seed(cfg.seed)
-        return get_peft_model(model, lora_config(model, cfg))
-
 # %% ../nbs/08_grpo.ipynb #c0e96c5b
 def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
     "Turn on gradient checkpointing when asked or (by default) when it is needed (`checkpointing_plan`); return `(on, why)`."
@@ -520,12 +495,6 @@ def checkpointing_plan(model, token_budget:int)->tuple:
     return checkpointing_needed(per_token, token_budget, torch.cuda.mem_get_info()[0])
 
 # %% ../nbs/08_grpo.ipynb #cb143e86
-def checkpoints(out)->list:
-    "Complete checkpoints of a run, oldest first, as (step, folder)."
-    out = Path(out)
-    res = [(s, p) for p in out.glob("checkpoint-*") if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()]
-    return sorted(res)
-
 def _accelerator(optimizer, scheduler):
     "An `accelerate.Accelerator` whose `save_state`/`load_state` carry the optimizer, the scheduler and every RNG."
     from accelerate import Accelerator
@@ -538,17 +507,12 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
                     rid:str|None=None, # the run's wandb id (default: `run_id(cfg)`)
                    )->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, the optimizer, scheduler and RNG states, then the trainer state (last)."
-    import shutil
-    final = checkpoint_dir(out, step); tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists(): shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
-    _accelerator(optimizer, scheduler).save_state(str(tmp))
-    (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg), config_hash=config_hash(cfg),
-                                                            run_id=rid or run_id(cfg), history=history), indent=1, default=str))
-    if final.exists(): shutil.rmtree(final)
-    tmp.rename(final)
-    return final
+    with checkpoint_writer(out, step) as tmp:
+        model.save_pretrained(tmp)
+        _accelerator(optimizer, scheduler).save_state(str(tmp))
+        (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg), config_hash=config_hash(cfg),
+                                                                run_id=rid or run_id(cfg), history=history), indent=1, default=str))
+    return checkpoint_dir(out, step)
 
 def load_training_state(ckpt, optimizer, scheduler)->dict:
     "Restore optimizer, scheduler and RNG states from a checkpoint; return its trainer state."
@@ -622,7 +586,7 @@ class GRPOTrainer:
             from peft import PeftModel
             step, path = ck[-1]
             adapter_config(path)                       # one line naming the checkpoint when its adapter is unusable
-            with _quiet_peft(): self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
+            with quiet_peft(): self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
             self.opt, self.sch = make_optimizer(self.model, cfg)
             st = load_training_state(path, self.opt, self.sch)
             self.start, self.history, self.run_id = st["step"], st["history"], _resumed_id(st, cfg)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 torch = pytest.importorskip("torch")
 from fairneg.bank import generate_bank
-from fairneg.grpo import GRPOConfig, train, checkpoints
+from fairneg.grpo import GRPOConfig, train
+from fairneg.adapters import checkpoints
 from fairneg.store import read_jsonl
 
 VOLATILE = ("rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s", "ref_tflops", "train_tflops", "mfu", "rss_mb",
