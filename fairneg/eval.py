@@ -689,7 +689,7 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
                 n_games=n_games, n_episodes=len(keys), cluster=unit, n_clusters=len(ids),
                 resampling_note=resampling_note(unit), deal_trained=deal_t, deal_base=deal_b, **comp)
 
-def _num(x):
+def _json_float(x):
     "A JSON-safe float (None for NaN / inf)."
     x = float(x)
     return x if math.isfinite(x) else None
@@ -738,10 +738,10 @@ def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:fl
         g, est, lo, hi, cc, nu = GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k], closure_conditional(ep), int(res["undefined"][k])
         iv, final, why = endpoint_verdict(est, lo, hi, g, cc, viable, nu, B, max_undefined)
         if few and np.isfinite(est): final = "too_few_games"        # a contrast with no value stays `undefined`
-        eps[ep] = dict(endpoint=ep, good_direction=g, trained=_num(res["trained"][k]), base=_num(res["base"][k]),
-                       delta=_num(est), lo=_num(lo), hi=_num(hi), se=_num(res["se"][k]), interval=VERDICT_INTERVAL,
+        eps[ep] = dict(endpoint=ep, good_direction=g, trained=_json_float(res["trained"][k]), base=_json_float(res["base"][k]),
+                       delta=_json_float(est), lo=_json_float(lo), hi=_json_float(hi), se=_json_float(res["se"][k]), interval=VERDICT_INTERVAL,
                        interval_verdict=iv, verdict=final,
-                       percentile_lo=_num(res["pct_lo"][k]), percentile_hi=_num(res["pct_hi"][k]),
+                       percentile_lo=_json_float(res["pct_lo"][k]), percentile_hi=_json_float(res["pct_hi"][k]),
                        percentile_verdict=_reading(res["pct_lo"][k], res["pct_hi"][k], g),
                        void_reason=(f"trained deal rate {deal_delta:+.3f} vs untrained, more than {viability_drop:.2f} below"
                                     if final == "VOID" else None), undefined_reason=why, few_games_reason=few,

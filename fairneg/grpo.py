@@ -233,7 +233,7 @@ class Sample:
     masks: object = None                # or its packed allowed-token bitmasks, when known already
     flat: bool = False                  # its (game, seat) group had no reward spread
     turn: str = ""                      # which turn it is (game, episode seed, seat, turn index), for error messages
-    context: str = ""                   # the (episode, seat) whose conversation it belongs to (`pack_samples` chains these)
+    seat_key: str = ""                  # `episode#seat`: the seat whose turns `pack_samples` may chain into one sequence
 
 def _turn_name(ep, t:dict)->str:
     "A turn's address in error messages: game, episode seed, seat and turn index."
@@ -252,7 +252,7 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
             if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"): continue
             out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]), float(A[t["seat"]]),
                               x.get("schema"), flat=f, turn=_turn_name(ep, t),
-                              context=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}"))
+                              seat_key=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}"))
     return out
 
 # %% ../nbs/08_grpo.ipynb #9817c858
@@ -294,12 +294,12 @@ def pack_samples(samples:list, pack:bool=True)->list:
     "Training sequences: each seat's turns chained into one wherever a prompt extends the sequence so far (else one each)."
     out, last = [], {}
     for s in samples:
-        ids, p = list(s.prompt_ids) + list(s.completion_ids), last.get(s.context) if pack and s.context else None
+        ids, p = list(s.prompt_ids) + list(s.completion_ids), last.get(s.seat_key) if pack and s.seat_key else None
         if p is not None and len(s.prompt_ids) >= len(p.ids) and s.prompt_ids[:len(p.ids)] == p.ids:
             p.ids = ids; p.spans.append((len(s.prompt_ids), len(ids))); p.samples.append(s)
             continue
         p = Packed(ids, [(len(s.prompt_ids), len(ids))], [s]); out.append(p)
-        if s.context: last[s.context] = p
+        if s.seat_key: last[s.seat_key] = p
     return out
 
 # %% ../nbs/08_grpo.ipynb #8973656a

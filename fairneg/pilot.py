@@ -136,7 +136,7 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
 def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool)->Path:
     "Play rational and all-LLM campaigns on training games and run the soundness gate; stop the pilot if it fails."
     out = run / "reward_soundness.json"
-    def go():
+    def play_and_judge():
         shutil.rmtree(run / "soundness", ignore_errors=True)   # an interrupted (or forced) stage starts over: cells are never doubled
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
@@ -151,7 +151,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         for nm, s in res["campaigns"].items():
             log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] ({s['n_episodes']} episodes)")
         write_json(out, res)
-    run_stage("soundness", out, go, force, only)
+    run_stage("soundness", out, play_and_judge, force, only)
     res = read_json(out, ParamsError) if out.exists() else None
     if res is not None and not res["passed"] and get(params, "soundness.required", True):
         c = res["campaigns"]
@@ -209,7 +209,7 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
     types = [t for t, _ in dpo_arms(params)]
     if not types: return None
     out = run / "pairs"
-    def go():
+    def annotate_pairs():
         shutil.rmtree(out, ignore_errors=True)             # an interrupted stage starts over (cell tables are appended)
         games = [g for g in load_bank(train_bank) if g.info_mode == "private"][:get(params, "pilot.pairs_games", 12)]
         if not games: raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)")
@@ -221,7 +221,7 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
         write_jsonl(out / "pairs.jsonl", ann["rows"])
-    run_stage("pairs", out / "pairs.jsonl", go, force, only)
+    run_stage("pairs", out / "pairs.jsonl", annotate_pairs, force, only)
     return out
 
 # %% ../nbs/12_pilot.ipynb #efd1652e
@@ -232,14 +232,14 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
         cfg = load_config(DPOTrainConfig, params, "dpo", error=ParamsError, pairs=str(pairs), type=t, model=model,
                           out=str(run / "dpo" / arm))
         marker = Path(cfg.out) / "outcome.json"
-        def go(cfg=cfg, marker=marker):
+        def train_or_record(cfg=cfg, marker=marker):
             shutil.rmtree(cfg.out, ignore_errors=True)        # no outcome yet: an interrupted (or forced) arm starts over
             try:
                 train_dpo(cfg, progress)
                 write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(checkpoint_dir(cfg.out, cfg.steps))))
             except DPOTrainError as e:
                 log(f"  {cfg.arm} not trained: {e}"); write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
-        run_stage(f"dpo-{arm}", marker, go, force, only)
+        run_stage(f"dpo-{arm}", marker, train_or_record, force, only)
         o = read_json(marker, ParamsError) if marker.exists() else {}
         if o.get("trained"): ckpts[checkpoint_name(arm, cfg.steps)] = o["checkpoint"]
     return ckpts
@@ -255,24 +255,24 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
                            model=model, bank=str(eval_bank), progress=progress,   # the file's `eval:` section: cells, episodes, ...
                            context=None if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
         return plan_launch(lc, llm_kw=_model_kw(params))
-    def go():
+    def play_cells():
         if force: shutil.rmtree(run / "eval", ignore_errors=True)   # retrained checkpoints keep their paths: never reuse their old sides
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
         cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
         res = launch(cells, echo=log)
         write_json(out, dict(cells=[c.name for c in cells], results=res))
-    run_stage("eval", out, go, force, only)
+    run_stage("eval", out, play_cells, force, only)
     return out
 
 # %% ../nbs/12_pilot.ipynb #422cd36b
 def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     "Paired game-cluster contrasts of every cell."
     out = run / "eval.json"
-    def go():
+    def analyze():
         (run / "eval_contrasts.jsonl").unlink(missing_ok=True)   # the rows of this analysis (a fresh pilot run appends anew)
         write_eval(analyze_cells(discover_cells(run / "eval"), B=get(params, "analysis.B", 10_000),
                                  min_games=get(params, "analysis.min_games", MIN_GAMES)), out)
-    run_stage("analyze", out, go, force, only)
+    run_stage("analyze", out, analyze, force, only)
     return out
 
 # %% ../nbs/12_pilot.ipynb #3ccf2220
@@ -286,20 +286,20 @@ def stage_gate(params:dict, run:Path, force:bool, only,
                )->Path:
     "The preregistered gate, evaluated by the code on the GRPO arms' last checkpoints (not the ladder's rungs nor the DPO arms)."
     out = run / "gate.json"
-    def go():
+    def judge_gate():
         res = read_json(run / "eval.json", ParamsError)
         g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")),
                           gated(res, checkpoints) if checkpoints is not None else res)
         log(gate_text(g)); write_json(out, g)
-    run_stage("gate", out, go, force, only)
+    run_stage("gate", out, judge_gate, force, only)
     return out
 
 def stage_report(params:dict, run:Path, force:bool, only)->Path:
     "The research-note report of the run."
     out = Path(get(params, "report.out", "reports/pilot.html"))
-    def go():
+    def render():
         render_report(run, out, title=get(params, "report.title", "fairneg CPU pilot"))
-    run_stage("report", out, go, force, only)
+    run_stage("report", out, render, force, only)
     return out
 
 # %% ../nbs/12_pilot.ipynb #adda5c66

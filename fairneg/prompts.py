@@ -50,7 +50,7 @@ def _sheet_table(dp)->str:
         lines.append(f"{_who(dp, i)} {tag} need {dp.thresholds[i]:g}: {_row(sh)}")
     return "\n".join(lines)
 
-def _num(v): return "nothing" if v == 0 else f"{v:g}"
+def _score_words(v): return "nothing" if v == 0 else f"{v:g}"
 
 def _sheet_prose(dp, sheet, subject:str)->str:
     "A narrative of one sheet: issues by importance, options by value."
@@ -59,7 +59,7 @@ def _sheet_prose(dp, sheet, subject:str)->str:
     for j, k in enumerate(order):
         L, name = issue_letter(k), dp.issues[k]["name"]
         opts = sorted(range(len(sheet[k])), key=lambda o: -sheet[k][o])
-        vals = ", ".join(f"{L}{o + 1} {_num(sheet[k][o])}" for o in opts)
+        vals = ", ".join(f"{L}{o + 1} {_score_words(sheet[k][o])}" for o in opts)
         lead = f"What matters most to {subject} is {name}" if j == 0 else ("and last " if j == len(order) - 1 else "then ") + name
         bits.append(f"{lead} ({vals})")
     return "; ".join(bits) + "."

@@ -493,7 +493,7 @@ def select_contrasts(contrasts, # `Run.contrasts`
     key = df.assign(_c=df.checkpoint.map(cks), _d=df.condition.map(conds), _e=df.endpoint.map({e: i for i, e in enumerate(eps)}))
     return key.sort_values(["_d", "_c", "_e"], kind="stable").drop(columns=["_c", "_d", "_e"]).reset_index(drop=True)
 
-def _num(x, fmt="{:+.3f}")->str:
+def _number_text(x, fmt="{:+.3f}")->str:
     "A number as text: `—` when missing, never `-0.000`."
     if x is None or (isinstance(x, float) and not math.isfinite(x)): return "—"
     t = fmt.format(x)
@@ -531,9 +531,9 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
     get = lambda c: df[c] if c in df else [None] * len(df)
     t = pd.DataFrame({"cell": df.cell, "endpoint": df.endpoint,
-                      "trained": [_num(x, "{:.3f}") for x in get("trained")], "untrained": [_num(x, "{:.3f}") for x in get("base")],
-                      "Δ": [_num(x) for x in df.delta], f"{level:.0%} verdict interval": [f"[{_num(a)}, {_num(b)}]" for a, b in zip(df.lo, df.hi)],
-                      f"{level:.0%} percentile (seeds')": [f"[{_num(a)}, {_num(b)}]" for a, b in zip(get("percentile_lo"), get("percentile_hi"))],
+                      "trained": [_number_text(x, "{:.3f}") for x in get("trained")], "untrained": [_number_text(x, "{:.3f}") for x in get("base")],
+                      "Δ": [_number_text(x) for x in df.delta], f"{level:.0%} verdict interval": [f"[{_number_text(a)}, {_number_text(b)}]" for a, b in zip(df.lo, df.hi)],
+                      f"{level:.0%} percentile (seeds')": [f"[{_number_text(a)}, {_number_text(b)}]" for a, b in zip(get("percentile_lo"), get("percentile_hi"))],
                       "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes"),
                       "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games" for n in get("resampling_note")]})
     colour = lambda v: f"background-color: {VERDICT_COLORS.get(v, '#555')}; color: white; font-weight: 600; text-align: center"
@@ -553,7 +553,7 @@ VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "",
 def _matrix_text(r)->str:
     "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, and † when the interval resamples one game's episodes."
     flag = r.verdict.replace("_", " ") if r.verdict in ("VOID", "undefined", "too_few_games") else ""
-    num = f"{_num(r.delta)} [{_num(r.lo)}, {_num(r.hi)}]" if r.delta is not None and r.delta == r.delta else ""
+    num = f"{_number_text(r.delta)} [{_number_text(r.lo)}, {_number_text(r.hi)}]" if r.delta is not None and r.delta == r.delta else ""
     return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
         (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
 
@@ -944,7 +944,7 @@ def gate_table(gate:dict):
 def soundness_table(s:dict):
     "The reward-soundness campaigns (mean R_table, interval, games, episodes) as a Styler."
     import pandas as pd
-    rows = [dict(campaign=k, **{"mean R_table": _num(v["mean_r_table"], "{:+.3f}"), "interval": f"[{_num(v['lo'])}, {_num(v['hi'])}]",
+    rows = [dict(campaign=k, **{"mean R_table": _number_text(v["mean_r_table"], "{:+.3f}"), "interval": f"[{_number_text(v['lo'])}, {_number_text(v['hi'])}]",
                                 "games": v["n_games"], "episodes": v["n_episodes"]}) for k, v in s["campaigns"].items()]
     return _styled(pd.DataFrame(rows), [], f"Reward soundness ({s.get('B', '?')} resamples)", left=["campaign"])
 
@@ -1033,13 +1033,13 @@ def _coinciding_text(steps, cols)->str:
 
 def training_section(run:Run)->list:
     "Training curves (reward, rates, drift) and the per-arm summary."
-    def go():
+    def build():
         if not run.has("train"): return [note(run.why_missing("train"))]
         out = [figure(ch, cap + _coinciding_text(run.steps, cols)) for cols, cap in CURVES.values()
                if (ch := plot_curves(run.steps, cols, colors=run_colors(run))) is not None]
         summ = training_summary(run.steps).reset_index()
         return out + [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
-    return _guard(go)
+    return _guard(build)
 
 # %% ../nbs/11_report.ipynb #4784af89
 def _arm_rows(run:Run, arms:Iterable[str]):
@@ -1124,13 +1124,13 @@ def dpo_table(run:Run)->object:
 def dpo_section(run:Run)->list:
     "The DPO arms: what each trained on or why it did not, and its loss and implicit-reward margin per step."
     if not run.has("dpo"): return [note(run.why_missing("dpo"))]
-    def go():
+    def build():
         ch = (plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step", colors=run_colors(run))
               if run.has("dpo_steps") else None)
         figs = [figure(ch, "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs whose margin is positive.")] if ch is not None else []
         return figs + [_styled(dpo_table(run), [], "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
                                left=["arm", "why not"])]
-    return _guard(go)
+    return _guard(build)
 
 # %% ../nbs/11_report.ipynb #9697fe49
 def _cell_of(run:Run, checkpoint:str, condition:str)->str:
@@ -1186,7 +1186,7 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
                      checkpoints:Iterable[str]|None=None)->list:
     "One game's deal space with the deals the policies struck."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
-    def go():
+    def build():
         st = struck_frame(run, condition, checkpoints)
         name = game or pick_game(st)
         if name not in run.games(): raise ReportError(f"game `{name}` is in none of the run's banks nor the shipped games")
@@ -1197,13 +1197,13 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
         return [figure(plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)), f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
                        f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the policies shown "
                        f"(size = episodes; policies that closed the same deal are offset slightly).")]
-    return _guard(go)
+    return _guard(build)
 
 # %% ../nbs/11_report.ipynb #d20b7d3d
 def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->list:
     "The game explorer on a condition's games with the deals each policy closed; interactive in any report (the vega bundle inlined once)."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
-    def go():
+    def build():
         st = struck_frame(run, condition, checkpoints)
         names = list(dict.fromkeys(st.instance_id))
         unknown = [n for n in names if n not in run.games()]
@@ -1213,7 +1213,7 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
         bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
         return bundle + [figure(ch, f"The {len(names)} games of {condition}: choose the game and the two parties under the chart. "
                                 f"Markers on top: the deals each policy closed (size = episodes).", mode="interactive")]
-    return _guard(go)
+    return _guard(build)
 
 # %% ../nbs/11_report.ipynb #f02f8766
 def divide_section(run:Run, condition:str="divide_dollar")->list:
@@ -1225,14 +1225,14 @@ def divide_section(run:Run, condition:str="divide_dollar")->list:
 def ultimatum_section(run:Run, condition:str="ultimatum")->list:
     "The ultimatum split distribution of the base and trained policies."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
-    def go():
+    def build():
         spl = ultimatum_splits(run, condition)
         none = int((spl.outcome == "no offer").sum())
         extra = [note(f"{none} episodes without a readable offer (no transcript or no legal proposal) are not drawn")] if none else []
         return [figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."),
                 _styled(ultimatum_table(spl), [], "The proposer's mean share, how often it was accepted, and the mean accepted share",
                         left=["policy"]), *extra]
-    return _guard(go)
+    return _guard(build)
 
 # %% ../nbs/11_report.ipynb #fc84c1c6
 def gate_section(run:Run)->list:
