@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.report import DEMO_WIDE_CHECKPOINTS, demo_run, synthetic_steps
+from fairneg.demo import DEMO_WIDE_CHECKPOINTS, demo_run, synthetic_steps
 from fairneg.store import STEP_FIELDS
 from fairneg.store import append_jsonl
 
