@@ -41,7 +41,7 @@ def run_chapter(page, base, q, nb, timeout_s=420):
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(DONE_JS, timeout=timeout_s * 1000, polling=1000)
 
-@pytest.mark.parametrize("nb", ["03_reward.ipynb", "01_geometry.ipynb", "03b_explorer.ipynb"])
+@pytest.mark.parametrize("nb", ["03_reward.ipynb", "02_geometry.ipynb", "04_explorer.ipynb"])
 def test_chapter_charts_render_offline_in_jupyterlab(nb, tmp_path):
     _need("Chromium (/usr/bin/chromium)", Path(CHROMIUM).exists())
     try: from playwright.sync_api import sync_playwright, TimeoutError as PlaywrightTimeout
@@ -84,7 +84,7 @@ def test_chapter_charts_render_offline_in_jupyterlab(nb, tmp_path):
                 bound.first.select_option(index=(now + 1) % len(opts))       # another option than the one shown
                 page.wait_for_function("([e, b]) => e.innerHTML !== b", arg=[chart.element_handle(), before], timeout=10_000)
             else:
-                assert nb not in ("03_reward.ipynb", "03b_explorer.ipynb"), f"{nb}: its chart selector is gone"
+                assert nb not in ("03_reward.ipynb", "04_explorer.ipynb"), f"{nb}: its chart selector is gone"
             page.screenshot(path=str(tmp_path / f"{nb}.png"), full_page=False)
         finally:
             browser.close()

@@ -75,4 +75,4 @@ def test_every_link_between_pages_resolves(site):
 def test_a_chapter_link_to_a_notebook_points_at_its_page():
     assert docs.link_pages("see [the reward](03_reward.ipynb#the-reward) and [x](https://a.org/b.ipynb)") == \
         "see [the reward](reward.html#the-reward) and [x](https://a.org/b.ipynb)"
-    assert docs.page_name(Path("00a_commands.ipynb")) == "commands.html"
+    assert docs.page_name(Path("00_commands.ipynb")) == "commands.html"

@@ -2,7 +2,7 @@
 determinism across co-stepping widths, trainer log-probs with gradients, seat names, and the `model eval` command."""
 import json, os
 import pytest
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # no effect if torch is already loaded; see nbs/07_llm.ipynb
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # no effect if torch is already loaded; see nbs/09_llm.ipynb
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers"); pytest.importorskip("xgrammar")
 from typer.testing import CliRunner

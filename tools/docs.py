@@ -1,6 +1,6 @@
 """`make docs`: the chapters (nbs/*.ipynb but the run notebooks) as static HTML pages under _docs/, with the code shown
 and the charts as the SVG their outputs carry (no kernel, no CDN), an index page from nbs/index.ipynb, and links
-between pages (a chapter's `[x](02_metrics.ipynb)` becomes `metrics.html`, as nbdev names its pages).
+between pages (a chapter's `[x](03_metrics.ipynb)` becomes `metrics.html`, as nbdev names its pages).
 
     python tools/docs.py [--out _docs]
 
@@ -26,7 +26,7 @@ nav.fairneg-nav a { margin-right: 1.2em; }
 </style>"""
 
 def page_name(nb:Path)->str:
-    "The page a notebook becomes, as nbdev names it (`00a_commands.ipynb` -> `commands.html`)."
+    "The page a notebook becomes, as nbdev names it (`00_commands.ipynb` -> `commands.html`)."
     return nbpath2html(Path(nb.name)).name
 
 def chapters(nbs:Path)->list[Path]:

@@ -1,8 +1,8 @@
 """Developer helper: author notebooks in jupytext percent format and execute them in place.
 
-    python tools/nb.py topy nbs/00_game.ipynb > /tmp/00_game.py   # notebook -> percent text
-    python tools/nb.py tonb /tmp/00_game.py nbs/00_game.ipynb     # percent text -> notebook (outputs cleared)
-    python tools/nb.py run nbs/00_game.ipynb [...]                # execute in place so examples show their output
+    python tools/nb.py topy nbs/01_game.ipynb > /tmp/01_game.py   # notebook -> percent text
+    python tools/nb.py tonb /tmp/01_game.py nbs/01_game.ipynb     # percent text -> notebook (outputs cleared)
+    python tools/nb.py run nbs/01_game.ipynb [...]                # execute in place so examples show their output
 
 The notebook stays the source of truth; the percent text is a scratch editing view, never committed.
 """
