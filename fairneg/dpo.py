@@ -228,7 +228,7 @@ def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bo
 
 # %% ../nbs/14_dpo.ipynb #89227461
 def _lora(model, cfg:DPOTrainConfig):
-    "The run's LoraConfig (`fairneg.grpo.lora_config`), its error as a DPOTrainError."
+    "The run's LoraConfig (`fairneg.adapters.lora_config`), its error as a DPOTrainError."
     try: return lora_config(model, cfg)
     except ValueError as e: raise DPOTrainError(str(e)) from None
 
