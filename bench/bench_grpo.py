@@ -33,6 +33,7 @@ def main():
     from fairneg.adapters import checkpoints
     from fairneg.policies import make_policy
     from fairneg.rollout import run_tournament, episode_table_rewards
+    from fairneg.settings import PlaySettings
     from fairneg.store import read_jsonl
     from fairneg.stats import cluster_bootstrap
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_"))
@@ -48,7 +49,7 @@ def main():
     res = {}
     for side, adapter in (("step 0 (base)", None), (f"step {a.steps}", ck)):
         pol = make_policy(a.model, name="p", adapter=adapter, max_new_tokens=96, scratchpad_chars=16, message_chars=16)
-        r = run_tournament(games, "p", seeds, extra_policies={"p": pol}, progress=False, max_turns=a.max_turns)["rows"]
+        r = run_tournament(games, "p", seeds, extra_policies={"p": pol}, progress=False, play=PlaySettings(max_turns=a.max_turns))["rows"]
         res[side] = r
     print(f"\nGRPO λ={a.lam} on {a.model}: {a.steps} steps × {a.groups} groups × {a.k} episodes, train bank {a.train_games} games, "
           f"{t_train:.0f} s of training")

@@ -62,8 +62,9 @@ def pick_model(spec:str)->str:
 
 def run(policy, games, width:int, max_turns:int)->dict:
     from fairneg.rollout import EpisodeSpec, co_step
+    from fairneg.settings import PlaySettings
     for k in policy.stats: policy.stats[k] = type(policy.stats[k])()
-    specs = [EpisodeSpec(g, 0, [policy.name] * g.n, "bench_llm", max_turns=max_turns) for g in games]
+    specs = [EpisodeSpec(g, 0, [policy.name] * g.n, "bench_llm", PlaySettings(max_turns=max_turns)) for g in games]
     t0 = time.perf_counter()
     eps = co_step(specs, {policy.name: policy}, width=width, progress=False)
     wall = time.perf_counter() - t0
@@ -122,10 +123,11 @@ def step_specs(cfg, name:str)->tuple:
     from fairneg.game import generate_game
     from fairneg.grpo import step_plan
     from fairneg.rollout import EpisodeSpec
+    from fairneg.settings import PlaySettings
     games = [generate_game(40000 + i, n_parties=5, info_mode="private") for i in range(8)]
     plan = step_plan(1, len(games), cfg, [g.n for g in games])
-    specs = [EpisodeSpec(games[gi], s, [name] * games[gi].n, "bench_llm", max_turns=cfg.max_turns) for gi, _, seeds in plan for s in seeds]
-    warm = EpisodeSpec(generate_game(39999, n_parties=5, info_mode="private"), 0, [name] * 5, "bench_llm", max_turns=2)
+    specs = [EpisodeSpec(games[gi], s, [name] * games[gi].n, "bench_llm", cfg.play) for gi, _, seeds in plan for s in seeds]
+    warm = EpisodeSpec(generate_game(39999, n_parties=5, info_mode="private"), 0, [name] * 5, "bench_llm", PlaySettings(max_turns=2))
     return specs, warm
 
 class CallLog:

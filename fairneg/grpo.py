@@ -642,10 +642,9 @@ def rollout(self:GRPOTrainer, step:int)->tuple:
     "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
     c = self.cfg
     plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
-    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, max_turns=c.max_turns, context=c.context)
-             for gi, seats, seeds in plan for s in seeds]
+    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play) for gi, seats, seeds in plan for s in seeds]
     pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
-    eps = co_step(specs, pols, width=len(specs), framing=c.framing, progress=False)
+    eps = co_step(specs, pols, width=len(specs), progress=False)
     order = {(e.spec.game.name, e.spec.seed): e for e in eps}
     groups = [[order[(self.games[gi].name, s)] for s in seeds] for gi, seats, seeds in plan]
     return groups, plan

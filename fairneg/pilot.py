@@ -12,6 +12,7 @@ from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
 from .rollout import run_cell, run_tournament, soundness
+from .settings import play_settings
 from .grpo import GRPOConfig, make_config, train
 from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .pairs import annotate
@@ -140,7 +141,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         shutil.rmtree(run / "soundness", ignore_errors=True)   # an interrupted (or forced) stage starts over: cells are never doubled
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
-        kw = dict(max_turns=get(params, "train.max_turns"), progress=progress)
+        kw = dict(play=play_settings(max_turns=get(params, "train.max_turns")), progress=progress)
         rat = run_tournament(games, "bayes_rational", seeds, out=run / "soundness" / "rational", experiment_name="pilot_soundness_rational", **kw)
         pol = make_policy(model, name="llm", max_new_tokens=get(params, "train.max_new_tokens", 160),
                           scratchpad_chars=get(params, "train.scratchpad_chars", 64), message_chars=get(params, "train.message_chars", 64))
@@ -217,7 +218,7 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
         played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
                           experiment_name="pilot_pairs_base", extra_policies={"llm": make_policy(model, name="llm", **kw)},
                           progress=progress, cell=dict(model=model, model_thinking="off", max_new_tokens=kw["max_new_tokens"]),
-                          max_turns=get(params, "train.max_turns"))
+                          play=play_settings(max_turns=get(params, "train.max_turns")))
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
         write_jsonl(out / "pairs.jsonl", ann["rows"])

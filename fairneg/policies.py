@@ -5,7 +5,7 @@
 # %% ../nbs/11_policies.ipynb #9bd73aed
 from __future__ import annotations
 import importlib, json, re, warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
@@ -254,18 +254,17 @@ def play(force:bool=False, **kw):
     names = _play_seats(c.seats, c.model, games)
     experiment_name = c.experiment_name or f"play__{','.join(names)}"
     out = out_folder(c.out or Path("runs") / experiment_name, "cell folder")
-    cap = max_budget(games, c.turn_max_tokens, c.info_mode, c.max_turns)
+    cap = max_budget(games, c.play)
     llm = any(not is_agent_seat(n) for n in names)
     cell = dict(model=c.model, model_thinking=c.model_thinking if llm else None, constrain=c.constrain,
                 turn_max_tokens=c.turn_max_tokens, max_new_tokens=cap if llm else None, bank=str(c.bank))
-    spec = dict(info_mode=c.info_mode, max_turns=c.max_turns, turn_max_tokens=c.turn_max_tokens, context=c.context)
-    blocks, line = _play_blocks(force, c, games, names, out, cell_identity({**spec, **cell, "experiment_name": experiment_name,
-                                                                                 "seats": names, "framing": c.framing}))
+    blocks, line = _play_blocks(force, c, games, names, out, cell_identity({**asdict(c.play), **cell, "experiment_name": experiment_name,
+                                                                                 "seats": names}))
     if line: typer.echo(line)
     if blocks:
         pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)   # only now: a model loads
-        run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name, width=c.width, framing=c.framing,
-                                         extra_policies=pols, progress=c.progress, cell=cell, **spec)
+        run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name, width=c.width, play=c.play,
+                                         extra_policies=pols, progress=c.progress, cell=cell)
         if force:
             with fresh_folder(out) as new: run(new, games, list(c.seeds))
         else:
@@ -301,14 +300,14 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
                     ("--max-new-tokens", max_new_tokens)):
         if v < 1: raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
     if constrain not in ("auto", *CONSTRAIN): raise typer.BadParameter(f"`{constrain}`, not {' or '.join(('auto', *CONSTRAIN))}", param_hint="--constrain")
-    try: play_settings(framing=framing, context=context, max_turns=max_turns)
+    try: play = play_settings(framing=framing, context=context, max_turns=max_turns)
     except BadValue as e: raise typer.BadParameter(str(e)) from None
     kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
     if not model.startswith("vllm:"): kw["batch_size"] = batch_size
     if adapter is not None: kw["adapter"] = adapter
     pol = make_policy(model, **kw)
     names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
-    res = evaluate_model(pol, games, episodes, names, width=width, framing=framing, max_turns=max_turns, context=context)
+    res = evaluate_model(pol, games, episodes, names, width=width, play=play)
     res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns)
     if out is None: out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
                                                       + ("-conversation" if context == "conversation" else "") + ".json")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import functools, hashlib, json, subprocess, time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
 from tqdm import tqdm
@@ -23,16 +23,18 @@ from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
 from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point, is_done, outcome,
                               turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError, DecisionPoint)
+from .settings import PlaySettings
 from .prompts import render_prompt, render_conversation
 
 # %% auto #0
 __all__ = ['CELL_IDENTITY', 'RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'request_messages', 'turn_seed',
-           'ScriptedPolicy', 'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'start_episode', 'co_step',
-           'episode_row', 'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report', 'write_cell_tables',
-           'cell_identity', 'drop_unfinished', 'held_episodes', 'missing_runs', 'seat_names', 'run_tournament',
-           'summary_table', 'episode_table_rewards', 'SoundnessError', 'parse_expectation', 'soundness', 'view_ref',
-           'is_agent_seat', 'llm_seats', 'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line',
-           'resolve_seats', 'max_budget', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd', 'soundness_cmd']
+           'ScriptedPolicy', 'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'spec_state', 'start_episode',
+           'co_step', 'episode_row', 'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report',
+           'write_cell_tables', 'cell_identity', 'drop_unfinished', 'held_episodes', 'missing_runs', 'seat_names',
+           'run_tournament', 'summary_table', 'episode_table_rewards', 'SoundnessError', 'parse_expectation',
+           'soundness', 'view_ref', 'is_agent_seat', 'llm_seats', 'random_legal_action', 'RandomLegalPolicy', 'ViewLog',
+           'episode_state_line', 'resolve_seats', 'max_budget', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd',
+           'soundness_cmd']
 
 # %% ../nbs/08_rollout.ipynb #59845bc1
 @dataclass
@@ -85,15 +87,12 @@ def make_policies(names, extra:dict|None=None)->dict:
 # %% ../nbs/08_rollout.ipynb #a9e868e2
 @dataclass
 class EpisodeSpec:
-    "One episode to play: a game, a seed and the policy name of each seat."
+    "One episode to play: a game, a seed, the policy name of each seat, and how it is played and shown."
     game: Game
     seed: int
     seats: list                          # policy name per seat
     experiment_name: str = "fairneg"
-    info_mode: str | None = None
-    max_turns: int | None = None
-    turn_max_tokens: int | None = None
-    context: str | None = None           # `window` (default) or `conversation` (see `protocol_for`)
+    play: PlaySettings = PlaySettings()  # context, framing, information mode, deadline and token caps (checked once, carried whole)
 
 @dataclass
 class Episode:
@@ -106,17 +105,22 @@ class Episode:
     chat_ids: dict = field(default_factory=dict) # conversation context: seat -> the ids of its last turn (prompt + sampled)
 
 # %% ../nbs/08_rollout.ipynb #6e14363a
+def spec_state(spec:EpisodeSpec):
+    "The engine state an episode of `spec` starts from; the deadline applies only to kinds that have one."
+    p = spec.play
+    return new_episode(spec.game, spec.seed, info_mode=p.info_mode, max_turns=deadline_turns(spec.game.protocol, p.max_turns),
+                       turn_max_tokens=p.turn_max_tokens, context=p.context)
+
 def start_episode(spec:EpisodeSpec)->Episode:
     "A fresh episode for `spec`; its id is `instance_id:protocol:seed`."
-    st = new_episode(spec.game, spec.seed, info_mode=spec.info_mode, max_turns=spec.max_turns, turn_max_tokens=spec.turn_max_tokens,
-                     context=spec.context)
     if len(spec.seats) != spec.game.n: raise ValueError(f"{spec.game.name}: {len(spec.seats)} seat policies for {spec.game.n} parties")
-    return Episode(spec, st)
+    return Episode(spec, spec_state(spec))
 
-def _requests(live, framing):
+def _requests(live):
     "Every seat that must act in every live episode, grouped by policy name."
     groups = defaultdict(list)
     for ep in live:
+        framing = ep.spec.play.framing
         for j, seat in enumerate(current_seats(ep.state)):   # several seats only in divide-the-dollar: distinct seeds
             dp = decision_point(ep.state, seat)
             req = TurnRequest(dp, ep.spec.game, turn_seed(ep.state.episode_id, len(ep.state.turns) + j), turn_token_budget(ep.state), framing)
@@ -137,7 +141,7 @@ def _apply_outputs(items, outs, policy_name):
             ep.chats[seat] = req.messages + [{"role": "assistant", "content": out.get("text") or ""}]
             ep.chat_ids[seat] = list(out["prompt_ids"]) + list(out["completion_ids"]) if "prompt_ids" in out else None
 
-def co_step(specs, policies:dict, width:int=64, framing:str="table", progress:bool=True, geos:dict|None=None)->list:
+def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None)->list:
     "Play every spec, `width` episodes live at a time, one `act_batch` call per policy per wave; returns finished episodes."
     if not (isinstance(width, int) and width >= 1): raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
     pending, live, done = deque(specs), [], []
@@ -145,7 +149,7 @@ def co_step(specs, policies:dict, width:int=64, framing:str="table", progress:bo
     bar = tqdm(total=len(pending), desc="episodes", disable=not progress, leave=False)
     while pending or live:
         while pending and len(live) < width: live.append(start_episode(pending.popleft()))
-        for name, items in _requests(live, framing).items():
+        for name, items in _requests(live).items():
             if name not in policies: raise KeyError(f"no policy named `{name}` (have: {', '.join(policies)})")
             _apply_outputs(items, policies[name].act_batch([r for _, _, r in items]), name)
         still, ended = [], []
@@ -260,9 +264,11 @@ def write_cell_tables(out, # the cell folder (made when missing)
 CELL_IDENTITY = ("experiment_name", "seats", "framing", "context", "info_mode", "max_turns", "turn_max_tokens",
                  "model", "model_thinking", "constrain")   # cell.jsonl fields that make a cell: one folder holds one value of each
 
+_PLAY_DEFAULTS = asdict(PlaySettings())   # a line written before a play setting was recorded played its default
+
 def cell_identity(line:dict)->dict:
-    "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or of a cell about to be played)."
-    return {k: line.get(k) for k in CELL_IDENTITY}
+    "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or of a cell about to be played); a missing play setting is its default."
+    return {k: line.get(k, _PLAY_DEFAULTS.get(k)) for k in CELL_IDENTITY}
 
 def _refuse_other_cell(out:Path, identity:dict):
     "Raise `RunFolderError` when a line of the folder's `cell.jsonl` is another cell, naming the fields that differ."
@@ -311,13 +317,14 @@ def seat_names(seats, games)->dict:
     if wrong: raise ValueError(f"{len(names)} seat names, but these games need one per party: {', '.join(wrong)}")
     return {id(g): names * g.n if len(names) == 1 else names for g in games}
 
-def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_play", width:int=64, framing:str="table",
-                   extra_policies:dict|None=None, progress:bool=True, **spec_kw)->dict:
+def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_play", width:int=64,
+                   play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
+                   extra_policies:dict|None=None, progress:bool=True)->dict:
     "Play every game × seed with the seat policies (`seats`: one name for all seats, or one per seat); write tables to `out`."
-    per_game = seat_names(seats, games)
-    specs = [EpisodeSpec(g, int(s), per_game[id(g)], experiment_name, **spec_kw) for g in games for s in seeds]
+    per_game, play = seat_names(seats, games), play or PlaySettings()
+    specs = [EpisodeSpec(g, int(s), per_game[id(g)], experiment_name, play) for g in games for s in seeds]
     pols = make_policies([n for sp in specs for n in sp.seats], extra_policies)
-    eps = co_step(specs, pols, width=width, framing=framing, progress=progress)
+    eps = co_step(specs, pols, width=width, progress=progress)
     rows, trans = [e.row for e in eps], [t for e in eps for t in transcript_rows(e)]
     if out is not None: write_cell_tables(out, {EPISODES: rows, TRANSCRIPTS: trans}, quality_report(rows, trans))
     return dict(episodes=eps, rows=rows, transcripts=trans)
@@ -457,7 +464,6 @@ _STATE_EXTRAS = ("n_prompt_tokens", "n_completion_tokens", "truncated")
 
 def episode_state_line(ep:Episode, # a finished episode
                        refs:dict|None=None, # turn_idx -> view_ref of the LLM turns
-                       framing:str="table", # the framing the prompts were rendered in
                        cell:dict|None=None, # run options to keep with the episode (model, thinking, token caps)
                       )->dict:
     "The `states.jsonl` line of an episode: ids, seats, LLM seats, per-LLM-turn extras and the complete engine state."
@@ -467,7 +473,7 @@ def episode_state_line(ep:Episode, # a finished episode
               for t in s.turns if t["seat"] in llm]
     return dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
                 episode_seed=ep.spec.seed, protocol_version=s.protocol.version, seats=list(ep.spec.seats), llm_seats=llm,
-                framing=framing, cell=dict(cell or {}), turn_extras=extras, state=state_to_dict(s))
+                framing=ep.spec.play.framing, cell=dict(cell or {}), turn_extras=extras, state=state_to_dict(s))
 
 # %% ../nbs/08_rollout.ipynb #ca79c052
 def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with one name per seat
@@ -484,38 +490,38 @@ def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with on
         raise ValueError(f"--model {model} is given but no seat takes it (name `llm` or `model` in --seats)")
     return [model if n in LLM_SEAT_ALIASES else n for n in names]
 
-def max_budget(games, turn_max_tokens:int|None=None, info_mode:str|None=None, max_turns:int|None=None)->int:
-    "The largest per-turn token cap any game's protocol gives (the `max_new_tokens` of a model policy)."
-    return max(max(p.turn_tokens, p.vote_tokens) for g in games
-               for p in [protocol_for(g, info_mode, deadline_turns(g.protocol, max_turns), turn_max_tokens)])
+def max_budget(games, play:PlaySettings|None=None)->int:
+    "The largest per-turn token cap any game's protocol gives under `play` (the `max_new_tokens` of a model policy)."
+    return max(max(p.turn_tokens, p.vote_tokens) for g in games for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol])
 
 # %% ../nbs/08_rollout.ipynb #b28dbed5
 def run_cell(games, # the games
              seats, # one policy name for every seat, or one per seat
              seeds, # episode seeds
              out=None, # folder the tables are appended to (None: nothing written)
-             experiment_name:str="fairneg_play", width:int=64, framing:str="table",
+             experiment_name:str="fairneg_play", width:int=64,
+             play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
              extra_policies:dict|None=None, # policies by name (LLM seats; agents are built by name)
              progress:bool=True,
              cell:dict|None=None, # run options recorded in `cell.jsonl` and on every `states.jsonl` line
-             **spec_kw, # EpisodeSpec options: info_mode, max_turns, turn_max_tokens
             )->dict:
     "`run_tournament` plus the annotator's log: the `view_ref` of every LLM turn and one `states.jsonl` line per episode."
     seeds = [int(s) for s in seeds]
     if len(set(seeds)) != len(seeds): raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
     names = [seats] if isinstance(seats, str) else list(seats)
     wrapped = {n: ViewLog(p, n) if not is_agent_seat(n) else p for n, p in (extra_policies or {}).items()}
-    res = run_tournament(games, names, seeds, experiment_name=experiment_name, width=width, framing=framing,
-                         extra_policies=wrapped, progress=progress, **spec_kw)
+    play = play or PlaySettings()
+    res = run_tournament(games, names, seeds, experiment_name=experiment_name, width=width, play=play,
+                         extra_policies=wrapped, progress=progress)
     logs = [p for p in wrapped.values() if isinstance(p, ViewLog)]
-    res["states"] = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, framing, cell)
+    res["states"] = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, cell)
                      for ep in res["episodes"]]
     if out is not None:
         llm_names = sorted({n for ep in res["episodes"] for n in ep.spec.seats if not is_agent_seat(n)})
-        line = dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width, framing=framing,
+        line = dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width,
                     seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
                     protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
-                    **{**spec_kw, **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                    **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))
         old_rows = episode_rows(Path(out) / EPISODES, RunFolderError) if (Path(out) / EPISODES).is_file() else []
         old_trans = read_jsonl(Path(out) / TRANSCRIPTS) if old_rows and (Path(out) / TRANSCRIPTS).is_file() else []
         write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"], STATES: res["states"], CELL: [line]},

@@ -16,7 +16,7 @@ from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_
 from .store import file_sha256
 from .protocol import State, DecisionPoint, new_episode, decision_point, apply_action, parse_action, check_action
 from .prompts import render_prompt
-from .rollout import EpisodeSpec, co_step, random_legal_action
+from .rollout import EpisodeSpec, co_step, spec_state, random_legal_action
 from .llm import train_tokenizer, make_model, n_params
 from .commands import CliGroup
 
@@ -136,8 +136,7 @@ def replay_points(ep, # a finished `fairneg.rollout.Episode`
                   keep_state:bool=False, # keep a copy of the state at each point
                  )->list[SFTPoint]:
     "Every legal turn of a finished episode as an `SFTPoint`, recovered by replaying its raw answers."
-    s = new_episode(ep.spec.game, ep.spec.seed, info_mode=ep.spec.info_mode, max_turns=ep.spec.max_turns,
-                    turn_max_tokens=ep.spec.turn_max_tokens)
+    s = spec_state(ep.spec)
     out = []
     for rec in ep.state.turns:
         if rec["legality"] == "ok":

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
 from fairneg.bank import write_bank
 from fairneg.rollout import AgentPolicy, EpisodeSpec, co_step, make_policies, run_tournament
+from fairneg.settings import PlaySettings
 from fairneg.llm import HFPolicy, standin_model, sequence_logprobs, constrained_masks, evaluate_model
 from fairneg.policies import model_app, seat_policies
 
@@ -23,7 +24,7 @@ def _policy(standin, **kw):
 def test_tournament_llm_and_agents(standin, tmp_path):
     "An LLM seat among computable agents: episodes finish, its turns are legal, the trainer's extras are kept."
     games = [generate_game(s) for s in (42000, 42001)]
-    res = run_tournament(games, ["llm"] + ["passive_gate"] * 5, [0], out=tmp_path, progress=False, max_turns=3,
+    res = run_tournament(games, ["llm"] + ["passive_gate"] * 5, [0], out=tmp_path, progress=False, play=PlaySettings(max_turns=3),
                          extra_policies={"llm": _policy(standin)})
     assert len(res["rows"]) == 2
     mine = [t for t in res["transcripts"] if t["policy"] == "llm"]
@@ -35,7 +36,7 @@ def test_same_turns_at_any_width(standin):
     "Per-turn seeds: the same episodes give the same answers one at a time and co-stepped (ultimatum, divide-the-dollar too)."
     games = [generate_game(42002), generate_game(42003, n_parties=3), ultimatum_game(), divide_dollar_game(3)]
     def play(width):
-        specs = [EpisodeSpec(g, 0, ["llm"] * g.n, max_turns=2 if g.protocol == "table" else None) for g in games]
+        specs = [EpisodeSpec(g, 0, ["llm"] * g.n, play=PlaySettings(max_turns=2)) for g in games]
         eps = co_step(specs, {"llm": _policy(standin)}, width=width, progress=False)
         return {e.state.episode_id: [t["raw"] for t in e.state.turns] for e in eps}
     assert play(1) == play(4)

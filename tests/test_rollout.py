@@ -6,6 +6,7 @@ from fairneg.cli import app
 from fairneg.game import generate_game
 from fairneg.protocol import LENIENT, LENIENT_FIELDS
 from fairneg.rollout import ScriptedPolicy, nbs_then_accept, run_tournament
+from fairneg.settings import PlaySettings
 from fairneg.store import read_jsonl
 
 def _lowball(req):
@@ -74,7 +75,7 @@ def test_lenient_totals_are_the_sum_of_turn_records(tmp_path):
     "Row totals = the sum over transcript rows = what the policy put in its answers; the strict seat and the passes count 0."
     bank = [generate_game(s) for s in range(40000, 40004)]
     pol = Sloppy()
-    run_tournament(bank, ["nbs"] + ["sloppy"] * 5, [0, 1], out=tmp_path, experiment_name="sloppy", progress=False, max_turns=2,
+    run_tournament(bank, ["nbs"] + ["sloppy"] * 5, [0, 1], out=tmp_path, experiment_name="sloppy", progress=False, play=PlaySettings(max_turns=2),
                    extra_policies={"nbs": ScriptedPolicy(nbs_then_accept, "nbs"), "sloppy": pol})
     rows, trans = read_jsonl(tmp_path / "episodes.jsonl"), read_jsonl(tmp_path / "rollout_transcripts.jsonl")
     assert len(rows) == 8 and {r["end_reason"] for r in rows} == {"vote_passed"}

@@ -92,9 +92,10 @@ def test_conversation_prefix_cache(policy):
     "Conversation context on the engine: every seat's turn continues its last one token for token, and the prefix cache serves it."
     from collections import defaultdict
     from fairneg.rollout import EpisodeSpec, co_step
+    from fairneg.settings import PlaySettings
     v = policy.view("conv")
     v.schema = lambda dp: HFPolicy.schema(v, dataclasses.replace(dp, legal=[a for a in dp.legal if a != "walk"]))   # whole episodes
-    eps = co_step([EpisodeSpec(generate_game(43000 + s), s, ["conv"] * 6, max_turns=6, context="conversation") for s in range(2)],
+    eps = co_step([EpisodeSpec(generate_game(43000 + s), s, ["conv"] * 6, play=PlaySettings(max_turns=6, context="conversation")) for s in range(2)],
                   {"conv": v}, progress=False)
     pairs, prev_total = 0, 0
     for ep in eps:

@@ -71,6 +71,7 @@ def seating(n:int, seed:int)->list:
 def play_hashes(seeds=(0, 1))->dict:
     "Decision points, prompts, transcripts and episode rows of every kind × context × framing."
     from fairneg.rollout import EpisodeSpec, co_step, transcript_rows, make_policies
+    from fairneg.settings import PlaySettings
     from fairneg.policies import seat_policies
     model = seat_policies(["tiny-test"], max_new_tokens=80)
     out = {}
@@ -80,10 +81,10 @@ def play_hashes(seeds=(0, 1))->dict:
                 specs = []
                 for g in gs:
                     for s in seeds:
-                        specs.append(EpisodeSpec(g, s, seating(g.n, s), f"golden_{kind}", context=context, max_turns=4 if kind == "table" else None))
+                        specs.append(EpisodeSpec(g, s, seating(g.n, s), f"golden_{kind}", PlaySettings(context=context, framing=framing, max_turns=4)))
                 log = []
                 pols = {n: Recorder(p, log) for n, p in make_policies([n for sp in specs for n in sp.seats], model).items()}
-                eps = co_step(specs, pols, width=8, framing=framing, progress=False)
+                eps = co_step(specs, pols, width=8, progress=False)
                 key = f"{kind}/{context}/{framing}"
                 out[f"{key}/decision_points"] = digest([e["dp"] for e in log])
                 out[f"{key}/prompts"] = digest([e["messages"] for e in log])

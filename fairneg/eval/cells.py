@@ -15,7 +15,7 @@ from ..bank import LLMDEL_ALIAS, SAFE_ID, bank_games
 from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read_json
 from ..rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
 from ..protocol import game_sha
-from ..settings import play_settings
+from ..settings import PlaySettings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from ..store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, read_jsonl, out_folder
 
@@ -127,6 +127,10 @@ class Cell:
     def name(self)->str: return f"{self.checkpoint}_{self.condition}"
     @property
     def seeds(self)->list[int]: return list(range(self.episodes))
+    @property
+    def play(self)->PlaySettings:
+        "How both sides' episodes are played and shown: the condition's framing, the cell's context and token cap."
+        return play_settings(framing=condition_framing(self.condition), context=self.context, turn_max_tokens=self.turn_max_tokens)
 
 # %% ../../nbs/13_eval_cells.ipynb #4e69d590
 def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
@@ -167,15 +171,15 @@ def play_side(games:list[Game], # the games
               out, # the side's run folder
               experiment_name:str, # `experiment_name` of every row
               extra:dict|None=None, # fields added to every episode row
-              framing:str="table", width:int=64, progress:bool=False,
-              **spec_kw, # EpisodeSpec fields (turn_max_tokens, ...)
+              play:PlaySettings|None=None, # how the episodes are played and shown
+              width:int=64, progress:bool=False,
               )->list[dict]:
     "Play every game × seed and write the side's tables (`write_cell_tables`: episodes.jsonl last); return the episode rows."
-    specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, **spec_kw) for g in games for s in seeds]
-    eps = co_step(specs, policies, width=width, framing=framing, progress=progress)
+    specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, play or PlaySettings()) for g in games for s in seeds]
+    eps = co_step(specs, policies, width=width, progress=progress)
     rows = sorted(({**e.row, **(extra or {})} for e in eps), key=lambda r: (r["instance_id"], r["episode_seed"]))
     trans = [t for e in eps for t in transcript_rows(e)]
-    states = [episode_state_line(e, framing=framing) for e in eps]   # `fairneg pairs annotate` reads them
+    states = [episode_state_line(e) for e in eps]   # `fairneg pairs annotate` reads them
     write_cell_tables(out, {TRANSCRIPTS: trans, STATES: states, EPISODES: rows}, quality_report(rows, trans))
     return rows
 
@@ -257,7 +261,7 @@ def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
         seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
-        framing=condition_framing(cell.condition), turn_max_tokens=cell.turn_max_tokens, context=play_settings(context=cell.context).context,
+        framing=cell.play.framing, turn_max_tokens=cell.turn_max_tokens, context=cell.play.context,
         shared_base=f"{SHARED_BASE}/{key}" if key else None)))
 
 def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
@@ -303,12 +307,11 @@ def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
     if cell.condition == "rational_guard":
         if opp == label: raise EvalError(f"{cell.name}: the {side} policy `{label}` has the rational guard's opponent name")
         pols[opp] = build_policy(cell.opponent)
-    spec_kw = {k: v for k, v in dict(turn_max_tokens=cell.turn_max_tokens, context=cell.context).items() if v is not None}
     rows = play_side(games, cell.seeds, lambda g, s: condition_seats(cell.condition, g, s, label, opp), pols, tmp,
-                     f"{cell.experiment_prefix}{name}_{side}", framing=condition_framing(cell.condition),
+                     f"{cell.experiment_prefix}{name}_{side}", play=cell.play,
                      width=cell.width, progress=cell.progress,
                      extra=dict(eval_cell=name, eval_checkpoint=checkpoint, eval_condition=cell.condition,
-                                eval_side=side, eval_policy=str(spec)), **spec_kw)
+                                eval_side=side, eval_policy=str(spec)))
     _release(pols)
     try: tmp.rename(d)
     except OSError:                                 # `d` appeared meanwhile (a job sharing the base finished first)

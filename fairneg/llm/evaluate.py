@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from ..agents import AGENT_NAMES, get_agent
 from ..game import deal_key
-from ..protocol import DecisionPoint, deadline_turns
-from ..settings import play_settings
+from ..protocol import DecisionPoint
+from ..settings import PlaySettings
 from ..rollout import EpisodeSpec, co_step
 
 # %% auto #0
@@ -50,20 +50,18 @@ def _rates(rows:list, agents:list)->dict:
 def evaluate_model(policy, games:list, # held-out games
                    episodes:int|None=None, # episodes to play (default: one per game; cycles games, then seeds)
                    agents=None, # agent names to compare with (default: all of `fairneg.agents.AGENT_NAMES`; [] for none)
-                   width:int=16, framing:str="table", max_turns:int|None=None, # table protocol deadline override
+                   width:int=16, # episodes live at once
+                   play:PlaySettings|None=None, # how the episodes are played and shown (context, framing, deadline, ...)
                    progress:bool=False,
-                   context:str|None=None, # `window` (default) or `conversation`: the seats' context
                   )->dict:
     "Play episodes with `policy` in every seat; parse, legal and fabrication rates and agreement with computable agents."
     agents = list(AGENT_NAMES if agents is None else agents)
     impl = {a: get_agent(a) for a in agents}
-    n = len(games) if episodes is None else episodes
-    specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval",
-                         max_turns=deadline_turns(g.protocol, max_turns), context=context)
-             for k in range(n) for g in [games[k % len(games)]]]
+    n, play = len(games) if episodes is None else episodes, play or PlaySettings()
+    specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval", play) for k in range(n) for g in [games[k % len(games)]]]
     rec = _Recorder(policy)
     t0 = time.perf_counter()
-    eps = co_step(specs, {policy.name: rec}, width=width, framing=framing, progress=progress)
+    eps = co_step(specs, {policy.name: rec}, width=width, progress=progress)
     wall = time.perf_counter() - t0
     rows, agent_errors = [], 0
     for ep in eps:
@@ -74,7 +72,7 @@ def evaluate_model(policy, games:list, # held-out games
                 except Exception: agree[a] = False; agent_errors += 1
             rows.append(dict(phase=t["phase"], legality=t["legality"], truncated=bool(out.get("truncated")),
                              n_completion_tokens=out.get("n_completion_tokens", 0), agree=agree))
-    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), context=play_settings(context=context).context, episodes=len(eps),
+    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), context=play.context, episodes=len(eps),
                games=len({e.spec.game.name for e in eps}), wall_s=wall, agents=agents, agent_errors=agent_errors,
                **_rates(rows, agents), by_phase={ph: _rates([r for r in rows if r["phase"] == ph], agents)
                                                 for ph in dict.fromkeys(r["phase"] for r in rows)})
