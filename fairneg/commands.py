@@ -196,7 +196,7 @@ def config_params(cls, # a dataclass whose fields carry trailing comments (their
                  )->list:
     "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
-    readable = any(docs.get(f.name) for f in dataclasses.fields(cls))
+    readable = any(docs.get(n) for n in vars(cls).get("__annotations__", {}))   # its own source was read (a notebook's class is not)
     out = []
     for f in dataclasses.fields(cls):
         if f.name in skip: continue

@@ -14,6 +14,7 @@ from ..game import read_json
 from ..settings import play_settings
 from ..store import load_config, write_text_atomic
 from .cells import CONDITIONS, EvalError, check_cell_folder, plan_cells
+from ..jobs import JobConfig
 from .launch import executor_params, launch
 from .contrasts import EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells, write_eval
 from .gates import GATE_EXIT, evaluate_gate, gate_text, load_prereg
@@ -23,8 +24,8 @@ __all__ = ['app', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 
 
 # %% ../../nbs/13_eval_commands.ipynb #5d718399
 @dataclass
-class LaunchConfig:
-    "What `fairneg eval launch` runs: the cells, how each side plays, and where the jobs go."
+class LaunchConfig(JobConfig):
+    "What `fairneg eval launch` runs: the cells and how each side plays; where the jobs go are `JobConfig`'s fields."
     checkpoint: list[str] = field(default_factory=list) # NAME=PATH: an adapter folder (or agent:<name>, model:<id>, py:<module>:<factory>); several after one flag
     out_dir: Path|None = None # cells go to OUT_DIR/<checkpoint>_<condition>/{trained,base}/
     cells: list[str] = field(default_factory=lambda: list(CONDITIONS)) # conditions, e.g. `--cells primary ultimatum`
@@ -39,14 +40,6 @@ class LaunchConfig:
     turn_max_tokens: int|None = None # token-cap override for every turn (changes protocol_version)
     context: str|None = None # the seats' context: `window` (default) or `conversation` (as the checkpoints were trained; its own protocol_version)
     llm: list[str] = field(default_factory=list) # KEY=VALUE passed to the model policies (model and adapter sides)
-    submit: bool = False # one submitit job per cell (Slurm by default) instead of running here
-    cluster: str|None = None # submitit cluster: slurm, local or debug (default: auto)
-    timeout_min: int = 240 # job time limit, minutes
-    gpus: int|None = None # GPUs per job (default: 1 when a side is a model, else 0)
-    cpus: int = 8 # CPUs per job
-    mem_gb: int|None = None # memory per job, GB
-    slurm: list[str] = field(default_factory=list) # KEY=VALUE Slurm parameters (e.g. partition=gpu, account=...)
-    wait: bool|None = None # wait for submitted jobs (default: for local and debug)
     experiment_prefix: str = "fairness_grpo_eval_" # prefix of every experiment_name
     share_base: bool = True # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
     progress: bool = False # progress bars
@@ -83,7 +76,7 @@ def launch_cmd(params:Path|None=None, force:bool=False, **fields):
     c = launch_config(params, **fields)
     plan = plan_launch(c)
     for cell in plan: check_cell_folder(cell, force)   # every cell refused (or cleared) before any plays
-    params_ = executor_params(plan, c.timeout_min, c.gpus, c.cpus, c.mem_gb, key_values(c.slurm, "--slurm", EvalError)) if c.submit else None
+    params_ = executor_params(plan, c, key_values(c.slurm, "--slurm", EvalError)) if c.submit else None
     launch(plan, submit=c.submit, cluster=c.cluster, params=params_, wait=c.wait, echo=typer.echo)
 
 app.command("launch", cls=MultiValueCommand)(config_command(LaunchConfig, launch_cmd, [inspect.Parameter(

@@ -4,26 +4,22 @@
 
 # %% ../../nbs/13_eval_launch.ipynb #40593afa
 from __future__ import annotations
-import re, subprocess, time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
-from ..store import append_jsonl, read_jsonl
+from typing import Callable
+from ..jobs import (JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states, wait_jobs)
 from .cells import Cell, EvalError, side_episodes, side_done, condition_games, run_eval_cell
 
 # %% auto #0
-__all__ = ['SLURM_ALIVE', 'executor_params', 'cell_done', 'read_squeue', 'slurm_states', 'launched', 'queued_cells', 'job_error',
-           'wait_jobs', 'launch']
+__all__ = ['executor_params', 'cell_done', 'launched', 'queued_cells', 'launch']
 
 # %% ../../nbs/13_eval_launch.ipynb #52232306
-def executor_params(cells:list[Cell], timeout_min:int=240, gpus:int|None=None, cpus:int=8, mem_gb:int|None=None,
-                    slurm:dict|None=None)->dict:
-    "submitit parameters: generic ones plus `slurm_*` (a GPU per job when any side is a model)."
-    if gpus is None: gpus = int(any(s.kind in ("model", "adapter") for c in cells for s in (c.trained, c.base)))
-    p = dict(timeout_min=timeout_min, gpus_per_node=gpus, cpus_per_task=cpus)
-    if mem_gb: p["mem_gb"] = mem_gb
-    for k, v in (slurm or {}).items(): p[k if k.startswith("slurm_") else f"slurm_{k}"] = v
-    return p
+def executor_params(cells:list[Cell], # the cells the jobs play
+                    c:JobConfig|None=None, # the submission's options (default: `JobConfig()`)
+                    slurm:dict|None=None, # its `--slurm` items, read
+                   )->dict:
+    "submitit parameters of cell jobs (`job_params`): a GPU per job when any side is a model, unless `--gpus` says."
+    gpus = int(any(s.kind in ("model", "adapter") for c_ in cells for s in (c_.trained, c_.base)))
+    return job_params(c or JobConfig(), gpus, slurm)
 
 def cell_done(cell:Cell)->bool:
     "Are both sides of the cell complete (exactly its episodes)? A side holding other episodes is an `EvalError`."
@@ -31,77 +27,15 @@ def cell_done(cell:Cell)->bool:
     return all([side_done(Path(cell.out) / side, expected) for side in ("trained", "base")])
 
 # %% ../../nbs/13_eval_launch.ipynb #15597823
-SLURM_ALIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "REQUEUED", "REQUEUE_HOLD",
-               "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")   # squeue states of a job not ended
-
-def read_squeue(text:str)->dict:
-    "`{job_id: state}` from the lines of `squeue -h -o '%i %T'`."
-    return dict(l.split()[:2] for l in text.splitlines() if len(l.split()) >= 2)
-
-def slurm_states(job_ids:Iterable, # Slurm job ids
-                 squeue:str="squeue", # the command
-                 )->dict|None:
-    "The state of each job slurmctld still knows (an ended job drops out after MinJobAge); None when squeue cannot answer."
-    ids = sorted({str(j) for j in job_ids})
-    if not ids: return {}
-    try: p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired): return None
-    if p.returncode: return {} if "Invalid job id" in p.stderr else None   # one id, forgotten already
-    return read_squeue(p.stdout)
-
 def launched(root)->dict:
     "The last `launch.jsonl` row of each cell submitted under `root` (a launch's --out-dir)."
-    p = Path(root) / "launch.jsonl"
-    return {r["cell"]: r for r in read_jsonl(p)} if p.is_file() else {}
+    return last_jobs(Path(root) / "launch.jsonl", "cell")
 
 def queued_cells(root, # a launch's --out-dir
                  states:Callable=slurm_states, # job ids -> {job id: state}
                  )->dict:
     "Cells whose last Slurm job (in `root/launch.jsonl`) is still queued or running: `{cell: (row, state)}`."
-    last = {c: r for c, r in launched(root).items() if r.get("executor") == "slurm"}
-    now = states([r["job_id"] for r in last.values()]) if last else {}
-    if now is None:                                 # fail closed: a second job on a running cell would write beside it
-        raise EvalError(f"{Path(root) / 'launch.jsonl'} lists {len(last)} Slurm job(s), but squeue did not answer, so "
-                        f"whether they still run is unknown: nothing submitted; run the launch again when squeue answers")
-    return {c: (r, now[r["job_id"]]) for c, r in last.items() if now.get(r["job_id"]) in SLURM_ALIVE}
-
-# %% ../../nbs/13_eval_launch.ipynb #c494a813
-def job_error(e:BaseException)->str:
-    "The line of a submitit job error that says what went wrong: the traceback's last line, else the message's start."
-    parts = re.split(r"\n-{10,}\n", str(e).strip())
-    if len(parts) >= 3:                             # FailedJobError: message, ----, traceback, ----, where the logs are
-        lines = [l.strip() for l in parts[1].splitlines() if l.strip()]
-        if lines: return lines[-1]
-    return " ".join(l.strip() for l in parts[0].splitlines() if l.strip()) or type(e).__name__
-
-def wait_jobs(jobs:list, # (cell name, submitit job) pairs
-              echo:Callable=print, # where the outcome lines go
-              states:Callable|None=None, # job ids -> {job id: state} (`slurm_states`): notices jobs that ended without a result
-              grace:float=15, # seconds a job that left the queue has to show its result file
-              poll:float=1.0, # seconds before the first check; the wait grows by half each check, up to `max_poll`
-              max_poll:float=30.0, # the longest wait between checks (one squeue call each: gentle on a shared cluster)
-              )->tuple[dict, dict]:
-    "Wait for every job: `({cell: summary}, {cell: failure line})`, each echoed as it comes, a failure with its log."
-    pending, results, failed, gone, waiting = dict(jobs), {}, {}, {}, object()
-    def fail(name, j, why):
-        failed[name] = f"[{name}] job {j.job_id} failed: {why} (logs: {j.paths.stderr})"
-        echo(failed[name])
-    while pending:
-        now = states([j.job_id for j in pending.values()]) if states else None
-        for name, j in list(pending.items()):
-            try: res = j.result() if j.done() else waiting     # a debug job runs (and may raise) inside done()
-            except Exception as e:
-                del pending[name]; fail(name, j, job_error(e)); continue
-            if res is not waiting:
-                del pending[name]; results[name] = res; echo(f"[{name}] {res}")
-            elif now is not None and now.get(str(j.job_id)) not in SLURM_ALIVE:
-                if time.monotonic() - gone.setdefault(name, time.monotonic()) >= grace:
-                    del pending[name]
-                    fail(name, j, f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
-                                  f"out of time or killed)")
-            else: gone.pop(name, None)
-        if pending: time.sleep(poll); poll = min(poll * 1.5, max_poll)
-    return results, failed
+    return running_jobs(Path(root) / "launch.jsonl", "cell", states)
 
 # %% ../../nbs/13_eval_launch.ipynb #6f1b946c
 def _run_here(cells:list[Cell], echo:Callable)->list[dict]:
@@ -112,31 +46,16 @@ def _run_here(cells:list[Cell], echo:Callable)->list[dict]:
         out.append(run_eval_cell(c)); echo(f"[{c.name}] {out[-1]}")
     return out
 
-def _submitit():
-    "The submitit module (imported here only), or an `EvalError` saying how to install it."
-    try: import submitit
-    except ImportError: raise EvalError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
-    return submitit
-
 # %% ../../nbs/13_eval_launch.ipynb #ee31ad46
 def _submit_cell(ex, # the submitit executor
                  c:Cell, root:Path, # the cell and the launch folder (`root/launch.jsonl`)
                  params:dict, # executor parameters
                  n_before:int, # cell jobs submitted or still queued before this one
                  echo:Callable)->object:
-    "Submit one cell's job and log it in `root/launch.jsonl`; sbatch refusing it is an `EvalError` in its words."
-    submitit = _submitit()
-    ex.update_parameters(name=f"fairneg_eval_{c.name}", **params)
-    try: j = ex.submit(run_eval_cell, c)
-    except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:   # sbatch refused it: its words
-        why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
-        raise EvalError(f"[{c.name}] could not be submitted ({ex.cluster}): {why}" + (
-            f" ({n_before} cell job(s) before it are in {root / 'launch.jsonl'})" if n_before else "")) from None
-    append_jsonl([dict(cell=c.name, job_id=str(j.job_id), executor=ex.cluster, out=c.out, folder=str(ex.folder),
-                       log=str(j.paths.stderr), submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
-                 root / "launch.jsonl")
-    echo(f"[{c.name}] submitted job {j.job_id} ({ex.cluster}; logs: {j.paths.stderr})")
-    return j
+    "Submit one cell's job and log it in `root/launch.jsonl` (`fairneg.jobs.submit_job`)."
+    return submit_job(ex, c.name, run_eval_cell, (c,), root / "launch.jsonl", dict(cell=c.name, out=c.out),
+                      dict(params, name=f"fairneg_eval_{c.name}"), echo,
+                      f" ({n_before} cell job(s) before it are in {root / 'launch.jsonl'})" if n_before else "")
 
 # %% ../../nbs/13_eval_launch.ipynb #9eb56fb5
 def _job_results(jobs:list, # (cell name, submitit job) pairs
@@ -162,7 +81,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
            )->list[dict]:
     "Run every cell here, or submit one job per cell not complete yet through submitit; return one summary per cell."
     if not submit: return _run_here(cells, echo)
-    submitit, root = _submitit(), Path(cells[0].out).parent
+    submitit, root = submitit_module(), Path(cells[0].out).parent
     ex = submitit.AutoExecutor(folder=str(folder or root / "submitit"), cluster=cluster)
     params = params or executor_params(cells)
     queued = queued_cells(root) if ex.cluster == "slurm" else {}
