@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_grpo.ipynb #aeacb613
 from __future__ import annotations
-import contextlib, hashlib, json, math, random, shutil, time
+import contextlib, hashlib, json, math, random, shutil, sys, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Optional
@@ -17,22 +17,27 @@ from .runlayout import grpo_arm, checkpoint_dir
 from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
-from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (model_path, constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
 from .policies import default_constrain, resolve_model
+from .tiny import EMBEDDED
 from fastcore.basics import patch
-from .commands import CliGroup, MultiValueCommand, config_command, extra_option
-from .store import load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, step_row, out_folder, check_replaceable
+from .commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
+from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl, step_row, out_folder,
+                           check_replaceable, step_differences)
+from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job, submitit_module,
+                          wait_jobs)
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
-__all__ = ['ZOO', 'POLICY', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages',
-           'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss',
-           'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update', 'use_gradient_checkpointing',
-           'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed', 'checkpointing_plan',
-           'save_checkpoint', 'load_training_state', 'logged_steps', 'NonFiniteStepsError', 'trailing_nonfinite',
-           'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'continue_run',
-           'train_cmd']
+__all__ = ['ZOO', 'POLICY', 'SUPERSEDED', 'JOBS', 'JOB_FIELDS', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan',
+           'episode_seat_rewards', 'group_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches',
+           'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update',
+           'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
+           'checkpointing_plan', 'save_checkpoint', 'load_training_state', 'logged_steps', 'ResumeMismatchError',
+           'supersede_steps', 'check_recomputed', 'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train',
+           'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_gpus', 'train_job', 'refuse_running',
+           'submit_train', 'continue_run', 'train_cmd']
 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
@@ -537,6 +542,33 @@ def logged_steps(path)->set:
         path.write_bytes(keep)
     return {r["step"] for r in read_jsonl(path)}
 
+# %% ../nbs/13_grpo.ipynb #512113bf
+class ResumeMismatchError(RuntimeError):
+    "A step computed again after a resume differs from its logged row: the run cannot continue as the same run."
+
+SUPERSEDED = "superseded_steps.jsonl"   # rows of steps a changed-config resume computed again
+
+def supersede_steps(out, # the arm's folder
+                    after:int, # the step resumed from: rows of later steps are moved
+                   )->int:
+    "Move the `training_steps.jsonl` rows after step `after` to `superseded_steps.jsonl`; how many moved."
+    p = Path(out) / TRAINING_STEPS
+    rows = read_jsonl(p) if p.is_file() else []
+    later = [r for r in rows if r["step"] > after]
+    if later:
+        append_jsonl([dict(r, superseded_after=after) for r in later], Path(out) / SUPERSEDED)
+        write_jsonl(p, [r for r in rows if r["step"] <= after])
+        print(f"resume: the rows of steps {later[0]['step']}-{later[-1]['step']}, computed under the old config, moved to {SUPERSEDED}")
+    return len(later)
+
+def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int):
+    "Raise `ResumeMismatchError` when a step computed again after resuming from `start` differs from its logged row."
+    diff = step_differences(logged, row)
+    if diff: raise ResumeMismatchError(
+        f"{cfg.arm}: step {step}, computed again after resuming from step {start}, differs from its row in "
+        f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): {'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
+        "The run stopped: it is not the run that was logged (another machine, library or code?); --force starts it over")
+
 # %% ../nbs/13_grpo.ipynb #423114df
 def _resumed_id(state:dict, cfg:GRPOConfig)->str:
     "The wandb id of a checkpoint's run: the one stored, or for earlier checkpoints the id they used (`arm-config_hash`)."
@@ -592,6 +624,7 @@ class GRPOTrainer:
             self.start, self.history, self.run_id = st["step"], st["history"], _resumed_id(st, cfg)
             changed = _resume_changes(st["config"], cfg)
             if changed: print(f"resume: {', '.join(changed)} (recorded)")
+            if changed: supersede_steps(self.out, self.start)
         else:
             self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
@@ -601,6 +634,8 @@ class GRPOTrainer:
         self.model.eval()
         self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
         self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
+        self.logged_rows = {r["step"]: r for r in read_jsonl(self.rows_path)} if self.logged else {}   # a recomputed step is checked against its row
+        self.stopped = None                            # the step a warned run stopped after (`run(stop=...)`)
         self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one
         write_json(self.out / "config.json", asdict(cfg))
         self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
@@ -740,23 +775,40 @@ def step(self:GRPOTrainer, step:int)->dict:
 def log_step(self:GRPOTrainer, step:int, row:dict, eps:list)->bool:
     "Write a step's row (and wandb), its transcripts when due, and its checkpoint when due; whether the row was new."
     c, new = self.cfg, step not in self.logged
+    if not new and step in self.logged_rows: check_recomputed(c, step, self.logged_rows[step], row, self.start)
     if new:
         append_jsonl([row], self.rows_path); self.logged.add(step)
         if self.wandb is not None: self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
     if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
         append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
         self.logged_trans.add(step)
-    if step in c.checkpoint_steps or step == c.steps:
-        save_checkpoint(self.out, step, self.model, self.opt, self.sch, c, self.history, self.run_id)
+    if step in c.checkpoint_steps or step == c.steps: self.save(step)
     return new
 
 @patch
-def run(self:GRPOTrainer)->list:
+def save(self:GRPOTrainer, step:int)->Path:
+    "Write the checkpoint of `step` (the adapter, optimizer, scheduler and RNG states, the trainer state)."
+    return save_checkpoint(self.out, step, self.model, self.opt, self.sch, self.cfg, self.history, self.run_id)
+
+@patch
+def stop_at(self:GRPOTrainer, step:int, # the last step done
+            why:str, # what asked the run to stop (a signal's name)
+           ):
+    "Stop a warned run after `step`: its checkpoint written when it has none, so the run resumes from there."
+    if step > self.start and not checkpoint_dir(self.out, step).is_dir(): self.save(step)
+    self.stopped = step
+    print(f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; its checkpoint is complete", flush=True)
+
+@patch
+def run(self:GRPOTrainer,
+        stop=None, # asked before each step (`fairneg.jobs.StopSignals`): when its `received` is set, the run stops there
+       )->list:
     "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written by this call."
     from tqdm import tqdm
     c, written = self.cfg, []
     bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
     for step in bar:
+        if stop is not None and stop.received: self.stop_at(step - 1, stop.received); break
         row, eps = self.step(step)
         self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
         if self.log_step(step, row, eps): written.append(row)
@@ -798,6 +850,50 @@ def check_run_folder(cfg:GRPOConfig):
     if other: raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
 
 
+# %% ../nbs/13_grpo.ipynb #668aa5c8
+JOBS = "jobs.jsonl"   # an arm's submitted jobs, one row per submission
+JOB_FIELDS = tuple(JobConfig.__dataclass_fields__)   # the job flags `fairneg train` takes beside the config's
+
+def train_gpus(cfg:GRPOConfig)->int:
+    "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (they train on CPUs), else one."
+    return 0 if model_path(cfg.model) in EMBEDDED else 1
+
+def train_job(cfg:GRPOConfig)->str:
+    "A submitted arm: train from its newest checkpoint; warned by the cluster, stop after the step, checkpoint and requeue."
+    with StopSignals() as stop:
+        t = GRPOTrainer(cfg, resume=True, progress=False)
+        print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}" if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
+        rows = t.run(stop)
+    if t.stopped is not None:
+        end_job(f"{cfg.arm} stopped after step {t.stopped} on {stop.received}", stop.requeue)   # inside a job: ends this process
+        return f"{cfg.arm}: stopped after step {t.stopped} on {stop.received}; submit again to continue"
+    done = [s for s, _ in checkpoints(cfg.out)]
+    return f"{cfg.arm}: trained to step {done[-1] if done else 0} ({len(rows)} new steps in this job); checkpoints: {', '.join(map(str, done))}"
+
+# %% ../nbs/13_grpo.ipynb #89de17f8
+def refuse_running(cfg:GRPOConfig):
+    "Refuse to train or submit an arm whose last Slurm job (in its `jobs.jsonl`) is still queued or running."
+    running = running_jobs(Path(cfg.out) / JOBS, "arm")
+    if cfg.arm in running:
+        row, state = running[cfg.arm]
+        raise JobError(f"{cfg.out}: job {row['job_id']} of arm {cfg.arm} is still {state.lower()} (logs: {row['log']}): not "
+                       f"started again, two runs would write one arm; wait for it, or `scancel {row['job_id']}` first")
+
+def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goes
+                 echo=print)->object|None:
+    "Submit the arm as one job (`train_job`), recorded in its `jobs.jsonl`, and wait when asked; None when it is complete."
+    out, done = Path(cfg.out), [s for s, _ in checkpoints(cfg.out)]
+    if done and done[-1] >= cfg.steps: echo(f"{cfg.arm}: complete already at step {done[-1]} ({out}): nothing submitted"); return None
+    refuse_running(cfg)
+    ex = submitit_module().AutoExecutor(folder=str(out / "submitit"), cluster=job.cluster)
+    out.mkdir(parents=True, exist_ok=True)
+    params = dict(job_params(job, train_gpus(cfg), key_values(job.slurm, "--slurm", JobError)), name=f"fairneg_train_{cfg.arm}")
+    j = submit_job(ex, cfg.arm, train_job, (cfg,), out / JOBS, dict(arm=cfg.arm, out=str(out)), params, echo)
+    if ex.cluster == "debug" or (job.wait if job.wait is not None else ex.cluster == "local"):
+        _, failed = wait_jobs([(cfg.arm, j)], echo, slurm_states if ex.cluster == "slurm" else None)
+        if failed: raise JobError(failed[cfg.arm])
+    return j
+
 # %% ../nbs/13_grpo.ipynb #f99ab862
 def continue_run(cfg:GRPOConfig, # the run asked for
                  resume:bool=False, # `--resume`: continue the folder's run even with changes (recorded)
@@ -816,14 +912,17 @@ def continue_run(cfg:GRPOConfig, # the run asked for
                     "--resume to continue it with these changes (recorded), or --force to start over")
 
 def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, progress:bool=True, **fields):
-    "Train one arm with GRPO self-play; writes checkpoints, training_steps.jsonl and transcripts to --out."
+    "Train one arm with GRPO self-play, here or as a cluster job (--submit); writes checkpoints, training_steps.jsonl and transcripts to --out."
+    job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})
+    if not job.submit and job != JobConfig(): raise typer.BadParameter("job flags (--cluster, --timeout-min, --gpus, ...) go with --submit")
     try: cfg = make_config(str(params) if params else None, **fields)
     except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
-    out_folder(cfg.out, "run folder"); check_run_folder(cfg)
+    out_folder(cfg.out, "run folder"); check_run_folder(cfg); refuse_running(cfg)
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
+    if job.submit: submit_train(cfg, job, typer.echo); return
     rows = train(cfg, resume=resume, progress=progress)
     done = [s for s, _ in checkpoints(cfg.out)]
     if not rows and done and done[-1] >= cfg.steps: typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
@@ -834,4 +933,4 @@ app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
     extra_option("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
     extra_option("resume", bool, False, "Continue from the newest complete checkpoint, even with a changed config (recorded)."),
     extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
-    extra_option("progress", bool, True, "Show a progress bar.")]))
+    extra_option("progress", bool, True, "Show a progress bar.")] + config_params(JobConfig)))

@@ -15,10 +15,10 @@ from .game import ReadError, json_lines, read_text
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
-           'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text', 'json_text',
-           'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys', 'refuse_duplicates',
-           'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder', 'file_sha256',
-           'read_yaml', 'params_mapping', 'load_config', 'step_row']
+           'STEP_MEASURED', 'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text',
+           'json_text', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys',
+           'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder',
+           'file_sha256', 'read_yaml', 'params_mapping', 'load_config', 'step_row', 'step_differences']
 
 # %% ../nbs/02_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -279,3 +279,16 @@ def step_row(**fields)->dict:
     bad = sorted(set(fields) - set(STEP_FIELDS))
     if bad: raise ValueError(f"not fields of a training step row: {', '.join(bad)} (see fairneg.store.STEP_FIELDS)")
     return {k: fields.get(k) for k in STEP_FIELDS}
+
+# %% ../nbs/02_store.ipynb #22dd373a
+STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s",
+                 "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb", "gpu_total_mb", "gpu_util_pct",
+                 "ref_tflops", "train_tflops", "mfu", "code_version", "gradient_checkpointing", "checkpointing_why")   # what the machine measured, not what the step computed
+
+def step_differences(logged:dict, # the row in the table
+                     new:dict, # the same step computed again
+                    )->list[str]:
+    "`field: logged -> new` for each computed field (not `STEP_MEASURED`) of two rows of one step that differs."
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    return [f"{k}: {logged.get(k)!r} -> {new.get(k)!r}" for k in STEP_FIELDS
+            if k not in STEP_MEASURED and not same(logged.get(k), new.get(k))]

@@ -408,3 +408,30 @@ def test_nan_weights_stop_the_rollout_naming_the_step(bank, tmp_path):
     with pytest.raises(NonFiniteLogitsError, match=r"GRPO step 1, rollout: decode step 0: the model's logits are not finite"):
         tr.run()
     assert not (tmp_path / "run" / "training_steps.jsonl").exists()
+
+def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
+    """Killed after a step's row was appended but before a checkpoint followed (checkpoints every 2 steps): the resume
+    computes the step again from checkpoint-2, finds its logged row, and ends as the uninterrupted run. A logged row the
+    recomputation does not give stops the run naming the field; a resume that changes the config moves the rows it
+    computes again to superseded_steps.jsonl."""
+    import shutil
+    from safetensors.torch import load_file
+    from fairneg.grpo import ResumeMismatchError, train
+    from fairneg.store import write_jsonl, step_differences
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    train(_tiny_cfg(bank, ref, steps=3, checkpoint_steps=[2]), progress=False)
+    shutil.copytree(ref, cut); shutil.rmtree(cut / "checkpoint-3")           # a kill between step 3's row and its checkpoint
+    assert train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2]), resume=True, progress=False) == []   # nothing new written
+    ra, rb = read_jsonl(ref / "training_steps.jsonl"), read_jsonl(cut / "training_steps.jsonl")
+    assert [r["step"] for r in rb] == [1, 2, 3] and [step_differences(a, b) for a, b in zip(ra, rb)] == [[]] * 3
+    a, b = load_file(ref / "checkpoint-3" / "adapter_model.safetensors"), load_file(cut / "checkpoint-3" / "adapter_model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    shutil.rmtree(cut / "checkpoint-3")
+    write_jsonl(cut / "training_steps.jsonl", [dict(r, loss=r["loss"] + 1) if r["step"] == 3 else r for r in rb])
+    with pytest.raises(ResumeMismatchError, match=r"lam0: step 3, computed again after resuming from step 2, differs from its row in .* 1 field\(s\): loss: "):
+        train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2]), resume=True, progress=False)
+    assert not (cut / "checkpoint-3").exists()
+    new = train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2], groups=1), resume=True, progress=False)   # --resume with a change
+    assert [(r["step"], r["groups"]) for r in new] == [(3, 1)]
+    assert [(r["step"], r["groups"], r["superseded_after"]) for r in read_jsonl(cut / "superseded_steps.jsonl")] == [(3, 2, 2)]
+    assert [(r["step"], r["groups"]) for r in read_jsonl(cut / "training_steps.jsonl")] == [(1, 2), (2, 2), (3, 1)]

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 from fairneg.bank import write_bank
 from fairneg.cli import app
-from fairneg.eval import SLURM_ALIVE, slurm_states, wait_jobs
+from fairneg.jobs import SLURM_ALIVE, slurm_states, wait_jobs
 from fairneg.game import generate_game
 from fairneg.store import read_jsonl
 
@@ -154,3 +154,110 @@ def test_cancelled_job_relaunch_completes_only_the_missing_cell(tmp_path, slurm)
     r = cli("analyze", "--run-dir", out, "--out", tmp_path / "e.json", "--b", 100)
     assert r.exit_code == 0, r.output
     assert sorted(json.loads((tmp_path / "e.json").read_text())["cells"]) == ["fair_divide_dollar", "fair_ultimatum"]
+
+
+# ---- training arms as Slurm jobs (`fairneg train --submit`) ----
+
+TRAIN = ["--model", "tiny-test", "--groups", "2", "--k", "2", "--max-new-tokens", "80", "--max-turns", "3", "--lr", "1e-3",
+         "--transcript-every", "1", "--scratchpad-chars", "16", "--message-chars", "16", "--no-progress"]
+
+def train(*args):
+    return runner.invoke(app, ["train", *map(str, args)])
+
+def checkpoints(out):
+    from fairneg.adapters import checkpoints
+    return checkpoints(out)
+
+@pytest.fixture(scope="module")
+def train_bank(tmp_path_factory):
+    from fairneg.bank import generate_bank
+    d = tmp_path_factory.mktemp("train_bank")
+    generate_bank(n_games=3, seed_offset=40000, modes=("private",), out=d, progress=False)
+    return d
+
+@pytest.fixture(scope="module")
+def uninterrupted(train_bank, tmp_path_factory):
+    "The arm trained here, start to end, in one go: what every interrupted job must end as."
+    out = tmp_path_factory.mktemp("ref") / "lam0"
+    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out)
+    assert r.exit_code == 0, r.output
+    return out
+
+def _same_arm(a, b):
+    "Two arm folders hold the same steps and the same final adapter (what a machine measured aside)."
+    from safetensors.torch import load_file
+    from fairneg.store import step_differences
+    ra, rb = read_jsonl(a / "training_steps.jsonl"), read_jsonl(b / "training_steps.jsonl")
+    assert [r["step"] for r in rb] == [r["step"] for r in ra] == [1, 2, 3, 4]      # none missing, none twice
+    assert [step_differences(x, y) for x, y in zip(ra, rb)] == [[]] * 4
+    wa, wb = load_file(str(a / "checkpoint-4" / "adapter_model.safetensors")), load_file(str(b / "checkpoint-4" / "adapter_model.safetensors"))
+    assert wa.keys() == wb.keys() and all(wa[k].equal(wb[k]) for k in wa)
+
+def _until(pred, timeout:float, what:str):
+    t = time.monotonic()
+    while not pred():
+        if time.monotonic() - t > timeout: raise AssertionError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.5)
+
+def _steps(out) -> int:
+    p = out / "training_steps.jsonl"
+    return len(read_jsonl(p)) if p.is_file() else 0
+
+def _job_id(out) -> str:
+    return read_jsonl(out / "jobs.jsonl")[-1]["job_id"]
+
+def _start_now(job):
+    "Slurm holds a requeued job about two minutes (its BeginTime); let it start at once (the requeue itself is Slurm's)."
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+
+def test_warned_arm_stops_checkpoints_requeues_and_ends_as_uninterrupted(tmp_path, train_bank, uninterrupted, slurm):
+    """USR1 mid-run (what `--signal=USR1@<s>` sends before the time limit): the job finishes its step, writes that step's
+    checkpoint (not a scheduled one), requeues itself, and the requeued job ends the arm as the uninterrupted run did."""
+    out = tmp_path / "lam0"
+    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out, *SUBMIT)
+    assert r.exit_code == 0 and "[lam0] submitted job" in r.output, r.output
+    job = _job_id(out)
+    _until(lambda: _steps(out) >= 1, 300, "the job's first step")
+    subprocess.run(["scancel", "--signal=USR1", job], check=True)
+    _until(lambda: (slurm_states([job]) or {}).get(job) in ("PENDING", "COMPLETED"), 120, "the job to requeue")
+    if slurm_states([job])[job] == "PENDING": _start_now(job)
+    assert _ended([job], timeout=300) == {job: "COMPLETED"}
+    log = (out / "submitit" / f"{job}_0_log.err").read_text()
+    assert "received SIGUSR1: stopping at the next safe point" in log and f"requeuing job {job} (lam0 stopped after step" in log, log
+    stopped = int(log.split("lam0 stopped after step ")[1].split()[0])
+    assert 1 <= stopped < 4 and f"lam0: resuming from checkpoint-{stopped} of 4" in log, log
+    assert (out / f"checkpoint-{stopped}").is_dir()               # written at the stop: only step 4 is scheduled
+    _same_arm(uninterrupted, out)
+    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out, *SUBMIT)
+    assert r.exit_code == 0 and f"lam0: complete already at step 4 ({out}): nothing submitted" in r.output, r.output
+    assert len(read_jsonl(out / "jobs.jsonl")) == 1
+
+def test_queued_arm_refuses_a_second_writer_and_a_killed_job_resumes_on_submit(tmp_path, train_bank, uninterrupted, slurm):
+    """While an arm's job is queued, neither a second submit nor a local run starts (two writers). A job cancelled while
+    it runs (scancel: SIGTERM) stops at its next step with a checkpoint and stays cancelled (it does not requeue itself);
+    the next submit resumes from its newest checkpoint and ends the arm as the uninterrupted run did."""
+    out = tmp_path / "lam0"
+    args = [*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 2, 4, "--out", out]
+    blocker = _sbatch("--cpus-per-task=1", "--output=/dev/null", "--wrap", "sleep 300")   # holds the arm's job in the queue
+    try:
+        r = train(*args, *SUBMIT, "--slurm", f"dependency=afterany:{blocker}")
+        assert r.exit_code == 0, r.output
+        job = _job_id(out)
+        assert slurm_states([job]) == {job: "PENDING"}
+        for again in (train(*args, *SUBMIT), train(*args)):
+            assert again.exit_code == 2 and f"job {job} of arm lam0 is still pending" in again.output, again.output
+        assert len(read_jsonl(out / "jobs.jsonl")) == 1
+    finally: subprocess.run(["scancel", blocker], check=True)
+    _until(lambda: _steps(out) >= 1, 300, "the job's first step")
+    subprocess.run(["scancel", job], check=True)
+    assert _ended([job], timeout=120) == {job: "CANCELLED"}                 # not requeued: a cancel is the user's word
+    log = (out / "submitit" / f"{job}_0_log.err").read_text()
+    assert "received SIGTERM: stopping at the next safe point" in log and f"ending job {job} (lam0 stopped after step" in log, log
+    stopped = int(log.split("lam0 stopped after step ")[1].split()[0])
+    assert [s for s, _ in checkpoints(out)][-1] == stopped
+    r = train(*args, *SUBMIT, "--wait")
+    assert r.exit_code == 0, r.output
+    second = _job_id(out)
+    assert second != job and "lam0: trained to step 4" in r.output, r.output
+    assert f"lam0: resuming from checkpoint-{stopped} of 4" in (out / "submitit" / f"{second}_0_log.err").read_text()
+    _same_arm(uninterrupted, out)
