@@ -4,12 +4,15 @@
 
 # %% ../nbs/12_adapters.ipynb #78cd9895
 from __future__ import annotations
-import contextlib, shutil
+import contextlib, os, shutil, socket
+from datetime import datetime, timezone
 from pathlib import Path
 from .runlayout import checkpoint_dir, checkpoint_dir_step
+from .store import append_jsonl, read_jsonl
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'quiet_peft', 'lora_config', 'lora_model', 'checkpoint_writer', 'checkpoints']
+__all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'checkpoint_writer', 'checkpoints', 'machine',
+           'start_segment', 'end_segment', 'read_segments']
 
 # %% ../nbs/12_adapters.ipynb #d1a3288f
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")   # the modules LoRA adapts by default
@@ -62,3 +65,46 @@ def checkpoints(out)->list:
     out = Path(out)
     res = [(s, p) for p in out.glob("checkpoint-*") if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()]
     return sorted(res)
+
+# %% ../nbs/12_adapters.ipynb #8f4ebf3b
+SEGMENTS = "segments.jsonl"   # an arm's training sessions: a `start` row each, and an `end` row when it ended on its own
+
+def _now()->str: return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+def machine()->dict:
+    "Where this process runs: the host, its GPU (None on CPUs) and its Slurm job (None outside one)."
+    gpu = None
+    with contextlib.suppress(Exception):
+        import torch
+        if torch.cuda.is_available(): gpu = torch.cuda.get_device_name(0)
+    return dict(host=socket.gethostname(), gpu=gpu, slurm_job=os.environ.get("SLURM_JOB_ID"))
+
+def start_segment(out, # the arm's folder
+                  start:int, # the step it starts from (0: from scratch)
+                  changes:list, # what the resume changed (`field old -> new`), [] when nothing
+                  settings:dict, # the settings worth a glance: width, backend, learning rate, ...
+                  code:str, # the code version
+                 )->int:
+    "Record a session of the arm as it starts; its segment number."
+    p = Path(out) / SEGMENTS
+    n = 1 + max((r["segment"] for r in read_jsonl(p)), default=0) if p.is_file() else 1
+    append_jsonl([dict(segment=n, event="start", at=_now(), **machine(), start_step=start,
+                       resumed_from=str(checkpoint_dir(out, start).name) if start else None,
+                       optimizer="exact" if start else "fresh", changes=list(changes), code_version=code, **settings)], p)
+    return n
+
+def end_segment(out, segment:int, # the arm's folder and the segment
+                step:int, # the last step done
+                how:str, # how it ended: `complete`, `stopped on SIGUSR1`, `failed: ...`
+               ):
+    "Record how a session of the arm ended."
+    append_jsonl([dict(segment=segment, event="end", at=_now(), end_step=step, ended=how)], Path(out) / SEGMENTS)
+
+def read_segments(out)->list[dict]:
+    "The arm's segments, each start row with its end (`ended` None when the session left no end: killed)."
+    p = Path(out) / SEGMENTS
+    rows = read_jsonl(p) if p.is_file() else []
+    ends = {r["segment"]: r for r in rows if r.get("event") == "end"}
+    return [{**{k: v for k, v in r.items() if k != "event"}, "started": r["at"], "end_step": ends.get(r["segment"], {}).get("end_step"),
+             "ended": ends.get(r["segment"], {}).get("ended"), "ended_at": ends.get(r["segment"], {}).get("at")}
+            for r in rows if r.get("event") == "start"]

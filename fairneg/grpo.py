@@ -14,7 +14,7 @@ from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .settings import PlaySettings
 from .runlayout import grpo_arm, checkpoint_dir
-from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft
+from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment, end_segment
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
 from .llm import (model_path, constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
@@ -613,7 +613,7 @@ class GRPOTrainer:
             require_vllm("--backend vllm")
         base, self.tok = load_model(resolve_model(cfg.model), dtype=cfg.dtype)
         self.start, self.history = 0, []
-        ck = checkpoints(self.out) if resume else []
+        ck, changed = checkpoints(self.out) if resume else [], []
         if ck:
             from peft import PeftModel
             step, path = ck[-1]
@@ -638,6 +638,9 @@ class GRPOTrainer:
         self.stopped = None                            # the step a warned run stopped after (`run(stop=...)`)
         self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one
         write_json(self.out / "config.json", asdict(cfg))
+        self.done_step = self.start                    # the last step done (the segment's end)
+        self.segment = start_segment(self.out, self.start, changed, dict(model=cfg.model, backend=cfg.backend, groups=cfg.groups,
+                                                                         k=cfg.k, lr=cfg.lr, steps=cfg.steps), code_version())
         self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
                                self.run_id)
 
@@ -803,7 +806,16 @@ def stop_at(self:GRPOTrainer, step:int, # the last step done
 def run(self:GRPOTrainer,
         stop=None, # asked before each step (`fairneg.jobs.StopSignals`): when its `received` is set, the run stops there
        )->list:
-    "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written by this call."
+    "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written; the session's end goes to `segments.jsonl`."
+    try: written = self.train_steps(stop)
+    except BaseException as e:
+        end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}"); raise
+    end_segment(self.out, self.segment, self.done_step, f"stopped on {stop.received}" if self.stopped is not None else "complete")
+    return written
+
+@patch
+def train_steps(self:GRPOTrainer, stop=None)->list:
+    "The steps of `run`: from the start (or the resumed checkpoint) to `cfg.steps`, or to the stop asked for."
     from tqdm import tqdm
     c, written = self.cfg, []
     bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
@@ -812,6 +824,7 @@ def run(self:GRPOTrainer,
         row, eps = self.step(step)
         self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
         if self.log_step(step, row, eps): written.append(row)
+        self.done_step = step
         bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
         self.skipped = self.skipped + 1 if row["nonfinite"] else 0
         if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps: raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))

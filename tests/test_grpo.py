@@ -435,3 +435,7 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
     assert [(r["step"], r["groups"]) for r in new] == [(3, 1)]
     assert [(r["step"], r["groups"], r["superseded_after"]) for r in read_jsonl(cut / "superseded_steps.jsonl")] == [(3, 2, 2)]
     assert [(r["step"], r["groups"]) for r in read_jsonl(cut / "training_steps.jsonl")] == [(1, 2), (2, 2), (3, 1)]
+    from fairneg.adapters import read_segments                    # four sessions: the first, two resumes, one refused
+    assert [(s["start_step"], s["optimizer"], s["changes"], s["end_step"], s["ended"]) for s in read_segments(cut)] == [
+        (0, "fresh", [], 3, "complete"), (2, "exact", [], 3, "complete"), (2, "exact", [], 2, "failed: ResumeMismatchError"),
+        (2, "exact", ["groups 2 -> 1"], 3, "complete")]

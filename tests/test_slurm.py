@@ -168,6 +168,10 @@ def checkpoints(out):
     from fairneg.adapters import checkpoints
     return checkpoints(out)
 
+def read_segments(out):
+    from fairneg.adapters import read_segments
+    return read_segments(out)
+
 @pytest.fixture(scope="module")
 def train_bank(tmp_path_factory):
     from fairneg.bank import generate_bank
@@ -227,6 +231,9 @@ def test_warned_arm_stops_checkpoints_requeues_and_ends_as_uninterrupted(tmp_pat
     stopped = int(log.split("lam0 stopped after step ")[1].split()[0])
     assert 1 <= stopped < 4 and f"lam0: resuming from checkpoint-{stopped} of 4" in log, log
     assert (out / f"checkpoint-{stopped}").is_dir()               # written at the stop: only step 4 is scheduled
+    segs = read_segments(out)                                       # two sessions of one job, the second resumed exactly
+    assert [(s["start_step"], s["optimizer"], s["end_step"], s["ended"], s["slurm_job"]) for s in segs] == [
+        (0, "fresh", stopped, "stopped on SIGUSR1", job), (stopped, "exact", 4, "complete", job)], segs
     _same_arm(uninterrupted, out)
     r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out, *SUBMIT)
     assert r.exit_code == 0 and f"lam0: complete already at step 4 ({out}): nothing submitted" in r.output, r.output
@@ -260,4 +267,6 @@ def test_queued_arm_refuses_a_second_writer_and_a_killed_job_resumes_on_submit(t
     second = _job_id(out)
     assert second != job and "lam0: trained to step 4" in r.output, r.output
     assert f"lam0: resuming from checkpoint-{stopped} of 4" in (out / "submitit" / f"{second}_0_log.err").read_text()
+    assert [(s["slurm_job"], s["start_step"], s["ended"]) for s in read_segments(out)] == [
+        (job, 0, "stopped on SIGTERM"), (second, stopped, "complete")]
     _same_arm(uninterrupted, out)

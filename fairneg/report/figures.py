@@ -17,14 +17,14 @@ from .run import ReportError, Run, _read_json, games, rows
 from .page import STATUS_COLORS, VERDICT_COLORS
 
 # %% auto #0
-__all__ = ['CURVES', 'CURVE_LABELS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK', 'VERDICT_TINTS', 'VERDICT_MARKS',
-           'MATRIX_COLUMNS', 'FRONTIER_ENDPOINTS', 'curve_label', 'curve_unit', 'coinciding_arms', 'plot_curves',
-           'training_summary', 'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors',
-           'run_policy_colors', 'contrast_table', 'contrast_matrix', 'column_chunks', 'contrast_matrices',
-           'resampling_notes', 'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table',
-           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
-           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
-           'soundness_checks', 'bank_table']
+__all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
+           'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FRONTIER_ENDPOINTS', 'curve_label', 'curve_unit',
+           'coinciding_arms', 'plot_curves', 'training_summary', 'segments_table', 'checkpoint_order',
+           'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors', 'contrast_table',
+           'contrast_matrix', 'column_chunks', 'contrast_matrices', 'resampling_notes', 'undefined_notes',
+           'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal', 'last_checkpoints',
+           'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table',
+           'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table']
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
@@ -98,6 +98,19 @@ def training_summary(steps)->object:
     if "total_s" in steps: out["hours"] = g["total_s"].sum() / 3600
     out.index = out.index.astype(str)
     return out
+
+# %% ../../nbs/15_report_figures.ipynb #9bb36c27
+SEGMENT_COLUMNS = {"arm": "arm", "segment": "session", "started": "started", "host": "host", "gpu": "GPU", "slurm_job": "Slurm job",
+                   "start_step": "from step", "optimizer": "optimizer", "changes": "changed", "backend": "backend", "groups": "groups",
+                   "k": "k", "lr": "lr", "code_version": "code", "end_step": "to step", "ended": "ended"}
+
+def segments_table(segments)->object:
+    "Each arm's training sessions: when and where each ran, what it resumed from and changed, and how it ended."
+    df = segments[[c for c in SEGMENT_COLUMNS if c in segments]].copy()
+    if "changes" in df: df["changes"] = [", ".join(c) if isinstance(c, list) and c else "—" for c in df["changes"]]
+    if "ended" in df: df["ended"] = df["ended"].fillna("no end recorded (killed?)")
+    if "gpu" in df: df["gpu"] = df["gpu"].fillna("CPU")
+    return df.rename(columns=SEGMENT_COLUMNS)
 
 # %% ../../nbs/15_report_figures.ipynb #f1c41f11
 KEY_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "max_share", "dist_nbs",

@@ -14,6 +14,7 @@ from ..game import ReadError, read_json, ultimatum_game, divide_dollar_game
 from ..rollout import soundness
 from ..eval import resampling_note, crossgame_games, contrast_rows
 from ..store import EPISODES, read_jsonl, episode_rows
+from ..adapters import read_segments
 
 # %% auto #0
 __all__ = ['LAYOUT', 'INPUTS', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run']
@@ -34,11 +35,12 @@ LAYOUT = {  # input -> glob patterns under the run directory, tried in order (th
     "banks": ("banks/*/" + MANIFEST,),
     "dpo": ("dpo/*/outcome.json",),
     "dpo_steps": ("dpo/*/training_steps.jsonl",),
+    "segments": ("train/*/segments.jsonl", "train/segments.jsonl"),
 }
 INPUTS = {  # input -> what it is, in words
     "train": "training telemetry", "eval_cells": "eval cells", "eval": "eval results (eval.json)",
     "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result", "banks": "game banks",
-    "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry",
+    "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry", "segments": "training sessions (segments.jsonl)",
 }
 
 def find_inputs(run_dir)->dict:
@@ -71,6 +73,13 @@ def _steps_frame(paths:list):
     df["arm"] = pd.Categorical(df["arm"], categories=arms, ordered=True)
     return df.drop_duplicates(["arm", "step"], keep="last").sort_values(["arm", "step"]).reset_index(drop=True)
 
+def _segments_frame(paths:list):
+    "Every arm's training sessions, one row each (see `fairneg.adapters.read_segments`), the arm named by its folder."
+    import pandas as pd
+    try: rows = [{"arm": p.parent.name if p.parent.name != "train" else "arm", **s} for p in paths for s in read_segments(p.parent)]
+    except ReadError as e: raise ReportError(str(e)) from None
+    return pd.DataFrame(rows) if rows else None
+
 def _contrasts_frame(rows:list):
     import pandas as pd
     if not rows: return None
@@ -100,13 +109,15 @@ class Run:
     banks: dict = field(default_factory=dict)     # bank name -> its folder
     dpo: list = field(default_factory=list)       # each DPO arm's outcome.json: trained (its checkpoint) or why not
     dpo_steps: object = None                      # DataFrame of the DPO arms' training_steps rows
+    segments: object = None                       # DataFrame of every arm's training sessions (segments.jsonl)
     problems: dict = field(default_factory=dict)  # input -> why it could not be read
     _cache: dict = field(default_factory=dict, repr=False)
 
     def has(self, key:str)->bool:
         "Was the input found and read?"
         v = {"train": self.steps, "eval_cells": self.cells, "eval": self.eval, "contrasts": self.contrasts,
-             "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo, "dpo_steps": self.dpo_steps}[key]
+             "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo, "dpo_steps": self.dpo_steps,
+             "segments": self.segments}[key]
         return v is not None and (len(v) > 0 if hasattr(v, "__len__") else True)
 
     def why_missing(self, key:str)->str:
@@ -172,6 +183,7 @@ def load_run(run_dir)->Run:
     if f["soundness"]: run.soundness = attempt("soundness", lambda: _read_json(f["soundness"][0]))
     run.banks = {p.parent.name: p.parent for p in f["banks"]}
     if f["dpo_steps"]: run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
+    if f["segments"]: run.segments = attempt("segments", lambda: _segments_frame(f["segments"]))
     for p in f["dpo"]:
         o = attempt("dpo", lambda: _read_json(p))
         if isinstance(o, dict): run.dpo.append({"arm": p.parent.name, **o})

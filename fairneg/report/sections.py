@@ -14,7 +14,7 @@ from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table
 from .run import INPUTS, LAYOUT, ReportError, Run, rows
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from .figures import CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table, checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names, few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game, plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks, soundness_table, struck_frame, training_summary, ultimatum_splits, ultimatum_table, undefined_notes, viability_notes
+from .figures import CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table, checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names, few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game, plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks, soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table, undefined_notes, viability_notes
 
 # %% auto #0
 __all__ = ['show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_tables', 'ladder_section',
@@ -91,7 +91,11 @@ def training_section(run:Run)->list:
         out = [figure(ch, cap + _coinciding_text(run.steps, cols)) for cols, cap in CURVES.values()
                if (ch := plot_curves(run.steps, cols, colors=run_colors(run))) is not None]
         summ = training_summary(run.steps).reset_index()
-        return out + [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
+        out += [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
+        if run.has("segments"):
+            out += [_styled(segments_table(run.segments), [], "Training sessions of each arm (segments.jsonl): where each ran, what "
+                            "it resumed from, what a resume changed and how it ended", left=["arm", "host", "changed", "ended"])]
+        return out
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #4784af89
