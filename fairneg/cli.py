@@ -29,6 +29,7 @@ SUBAPPS = {  # verb -> `module` defining `app = typer.Typer(...)`, or `module:at
     "dpo": "fairneg.dpo",
     "model": "fairneg.policies:model_app",
     "report": "fairneg.report",
+    "export": "fairneg.export",
 }
 
 class RootGroup(CliGroup):
