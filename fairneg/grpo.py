@@ -17,10 +17,9 @@ from .runlayout import grpo_arm, checkpoint_dir
 from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment, end_segment
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
-from .llm import (model_path, constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
-from .policies import default_constrain, resolve_model
-from .tiny import EMBEDDED
+from .policies import default_constrain, resolve_model, needs_gpu
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
 from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl, step_row, out_folder,
@@ -869,7 +868,7 @@ JOB_FIELDS = tuple(JobConfig.__dataclass_fields__)   # the job flags `fairneg tr
 
 def train_gpus(cfg:GRPOConfig)->int:
     "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (they train on CPUs), else one."
-    return 0 if model_path(cfg.model) in EMBEDDED else 1
+    return int(needs_gpu(cfg.model))
 
 def train_job(cfg:GRPOConfig)->str:
     "A submitted arm: train from its newest checkpoint; warned by the cluster, stop after the step, checkpoint and requeue."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/16_pilot.ipynb #2765aaf8
 from __future__ import annotations
-import shutil, time
+import dataclasses, shutil, time
 from pathlib import Path
 from typing import Callable, Iterable
 from .bank import generate_bank, make_eval_bank, MANIFEST, load_bank
@@ -13,20 +13,22 @@ from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy
 from .rollout import run_cell, run_tournament, soundness
 from .settings import play_settings
-from .grpo import GRPOConfig, make_config, train
-from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
+from .jobs import JobConfig, running_jobs, slurm_states, submitit_module, wait_jobs
+from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm
-from .commands import config_section, unknown_names
+from .commands import config_section, unknown_names, key_values
 from .report import render_report
 from .store import load_config, read_yaml, write_jsonl, write_json, file_sha256
 
 # %% auto #0
 __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
-           'get', 'log', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'stage_soundness', 'arms',
-           'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'dpo_arms', 'stage_pairs', 'stage_dpo',
-           'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report', 'run_pilot', 'pilot']
+           'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'stage_soundness',
+           'arms', 'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'train_arms_as_jobs', 'dpo_arms',
+           'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
+           'run_pilot', 'pilot']
 
 # %% ../nbs/16_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -85,6 +87,12 @@ def get(params:dict, key:str, default=None):
 # %% ../nbs/16_pilot.ipynb #46ebcb7d
 def log(msg:str): print(msg, flush=True)
 
+def stage_due(name:str, output, force:bool=False, only:list|None=None)->bool:
+    "Whether a stage is to run: selected, and its output missing or `force` (a skipped stage says so)."
+    if only and name not in only: return False
+    if Path(output).exists() and not force: log(f"[{name}] skipped: {output} exists"); return False
+    return True
+
 def run_stage(name:str, # shown in the log
               output, # the file whose existence means the stage is done
               fn:Callable, # does the work; must write `output` last
@@ -93,8 +101,7 @@ def run_stage(name:str, # shown in the log
               )->bool:
     "Run `fn()` unless `output` exists (or the stage is not selected); return whether it ran."
     output = Path(output)
-    if only and name not in only: return False
-    if output.exists() and not force: log(f"[{name}] skipped: {output} exists"); return False
+    if not stage_due(name, output, force, only): return False
     t0 = time.time(); log(f"[{name}] running -> {output}")
     fn()
     if not output.exists(): raise RuntimeError(f"stage {name} did not write {output}")
@@ -177,15 +184,15 @@ def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
     if force: shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
     train(cfg, resume=True, progress=progress)
 
-def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool)->dict:
+def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool,
+                job:JobConfig|None=None, # `--submit`: the arms go as jobs, all at once
+               )->dict:
     "One GRPO arm per λ (each resumes from its newest checkpoint by itself; `--force` trains it again from the start)."
-    ckpts = {}
-    for cfg in arm_configs(params, run, train_bank):
-        arm = cfg.arm
-        done = checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json"
-        run_stage(f"train-{arm}", done, lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
-        ckpts[checkpoint_name(arm, cfg.steps)] = str(checkpoint_dir(cfg.out, cfg.steps))
-    return ckpts
+    cfgs, done = arm_configs(params, run, train_bank), lambda cfg: checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json"
+    if job is not None and job.submit: train_arms_as_jobs([c for c in cfgs if stage_due(f"train-{c.arm}", done(c), force, only)], job, force)
+    else:
+        for cfg in cfgs: run_stage(f"train-{cfg.arm}", done(cfg), lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
+    return {checkpoint_name(cfg.arm, cfg.steps): str(checkpoint_dir(cfg.out, cfg.steps)) for cfg in cfgs}
 
 def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
     "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
@@ -193,6 +200,28 @@ def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
     for cfg in arm_configs(params, run, train_bank):
         out.update({checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s)) for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
     return out
+
+# %% ../nbs/16_pilot.ipynb #1b4b2a16
+def train_arms_as_jobs(cfgs:list, # the arms to train
+                       job:JobConfig, # where the jobs go
+                       force:bool, # start every arm over
+                      ):
+    "Submit every arm as a job (or wait for its running one), wait for all; a failed or unfinished arm stops the pilot."
+    jobs = []
+    for cfg in cfgs:
+        if force: shutil.rmtree(cfg.out, ignore_errors=True)
+        running = running_jobs(Path(cfg.out) / JOBS, "arm")
+        if cfg.arm in running:
+            row, state = running[cfg.arm]
+            log(f"[train-{cfg.arm}] job {row['job_id']} still {state.lower()}: waiting for it (logs: {row['log']})")
+            jobs.append((cfg.arm, submitit_module().SlurmJob(folder=row["folder"], job_id=row["job_id"]))); continue
+        j = submit_train(cfg, dataclasses.replace(job, wait=False), log)
+        if j is not None: jobs.append((cfg.arm, j))
+    slurm = any(type(j).__name__ == "SlurmJob" for _, j in jobs)
+    _, failed = wait_jobs(jobs, log, slurm_states if slurm else None)
+    if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
+    short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]
+    if short: raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again")
 
 # %% ../nbs/16_pilot.ipynb #a6c7f6ee
 def dpo_arms(params:dict)->list:
@@ -248,6 +277,7 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
 # %% ../nbs/16_pilot.ipynb #acf2f99b
 def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool,
                rungs:dict|None=None, # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
+               job:JobConfig|None=None, # `--submit`: one job per cell, waited for
                )->Path:
     "Every (checkpoint, condition) cell against the untrained base, and the ladder's earlier rungs; complete sides are kept (not under force)."
     out = run / "eval" / "done.json"
@@ -260,7 +290,9 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
         if force: shutil.rmtree(run / "eval", ignore_errors=True)   # retrained checkpoints keep their paths: never reuse their old sides
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
         cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
-        res = launch(cells, echo=log)
+        sub = job is not None and job.submit
+        res = launch(cells, submit=sub, cluster=job.cluster if sub else None, wait=True, echo=log,
+                     params=executor_params(cells, job, key_values(job.slurm, "--slurm", ParamsError)) if sub else None)
         write_json(out, dict(cells=[c.name for c in cells], results=res))
     run_stage("eval", out, play_cells, force, only)
     return out
@@ -310,6 +342,7 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
               force:bool=False, # redo every stage
               progress:bool=True, # progress bars
               only:list|None=None, # run only these stages (see STAGES; `train` means every GRPO arm, `dpo` every DPO arm)
+              job:JobConfig|None=None, # `--submit`: the GRPO arms, then the eval cells, as cluster jobs (the other stages run here)
               )->dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
     t0 = time.time()
@@ -325,10 +358,10 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     if only and not set(only) & (set(STAGES[3:]) | set(arm_stages)): return res
     model = stage_model(params, run, force, only)
     res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress)
-    ckpts = stage_train(params, run, train_bank, force, only, progress)
+    ckpts = stage_train(params, run, train_bank, force, only, progress, job)
     finals = list(ckpts)
     ckpts.update(stage_dpo(params, run, stage_pairs(params, run, train_bank, model, force, only, progress), model, force, only, progress))
-    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress, ladder_rungs(params, run, train_bank))
+    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress, ladder_rungs(params, run, train_bank), job)
     res["analysis"] = stage_analyze(params, run, force, only)
     res["gate"] = stage_gate(params, run, force, only, finals)
     res["report"] = stage_report(params, run, force, only)
@@ -338,16 +371,18 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
 # %% ../nbs/16_pilot.ipynb #53316af7
 import typer
 from typing import Annotated, Optional
-from .commands import CliGroup, MultiValueCommand, user_error
+from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
 
 for _e in (ParamsError, PilotStopped):   # a bad parameters file, a failed gate: one line, exit code 2
     user_error(_e)
 app = typer.Typer(cls=CliGroup, add_completion=False, help="The CPU pilot.")
 
-@app.command(cls=MultiValueCommand)
-def pilot(params:Annotated[Path, typer.Option(help="The YAML parameters file.")]=Path("params/pilot-cpu.yaml"),
-          force:Annotated[bool, typer.Option(help="Redo every stage, even those whose output exists.")]=False,
-          only:Annotated[Optional[list[str]], typer.Option(help=f"Run only these stages ({', '.join(STAGES)}).")]=None,
-          progress:Annotated[bool, typer.Option(help="Show progress bars.")]=True):
-    "Run the CPU pilot; stages whose output exists are skipped, so a second run continues the first."
-    run_pilot(load_params(params), force, progress, only)
+def pilot(params:Path=Path("params/pilot-cpu.yaml"), force:bool=False, only:list|None=None, progress:bool=True, **job):
+    "Run the CPU pilot; stages whose output exists are skipped, so a second run continues the first. With --submit, the GRPO arms and the eval cells run as cluster jobs."
+    run_pilot(load_params(params), force, progress, only, JobConfig(**{k: v for k, v in job.items() if v is not None}))
+
+app.command("pilot", cls=MultiValueCommand)(config_command(JobConfig, pilot, skip=("wait",), extra=[
+    extra_option("params", Path, Path("params/pilot-cpu.yaml"), "The YAML parameters file."),
+    extra_option("force", bool, False, "Redo every stage, even those whose output exists."),
+    extra_option("only", Optional[list[str]], None, f"Run only these stages ({', '.join(STAGES)})."),
+    extra_option("progress", bool, True, "Show progress bars.")]))

@@ -23,9 +23,9 @@ from .game import read_json
 from .settings import PlaySettings, play_settings
 
 # %% auto #0
-__all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'make_policy',
-           'PolicyError', 'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy', 'model_spec',
-           'seat_policies', 'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
+__all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'needs_gpu',
+           'make_policy', 'PolicyError', 'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy',
+           'model_spec', 'seat_policies', 'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
 
 # %% ../nbs/11_policies.ipynb #b7479128
 def is_llm_seat(name:str)->bool:
@@ -43,6 +43,11 @@ def default_constrain(spec, constrain=None)->str:
     "`constrain` if given, else `legal` for the embedded models (`tiny`, `tiny-test`) and `none` for real models."
     if constrain in (None, "auto"): return "legal" if model_path(spec) in EMBEDDED else "none"
     return constrain_mode(constrain)
+
+def needs_gpu(model:str)->bool:
+    "Whether a job running this model spec asks for a GPU by default: every model but the embedded small ones (they run on CPUs)."
+    return model_path(model) not in EMBEDDED
+
 
 # %% ../nbs/11_policies.ipynb #8fc78514
 def make_policy(spec:str, # a model spec (see `resolve_model`)
@@ -67,6 +72,10 @@ class PolicySpec:
     target: str               # agent name, `module:factory`, model id, or adapter folder
     model: str | None = None  # the base model of an adapter
     def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
+    @property
+    def needs_gpu(self)->bool:
+        "Whether a job playing this policy asks for a GPU: a model's, or an adapter's base model's, unless it is embedded."
+        return self.kind in ("model", "adapter") and needs_gpu(self.target if self.kind == "model" else self.model or "")
 
 # %% ../nbs/11_policies.ipynb #00f8eb0f
 def parse_policy(spec:str, # a seat name or spec: an agent, `random-legal`, a model, `py:<module>:<factory>`, an adapter folder

@@ -149,6 +149,8 @@ CASES = [  # (id, argv, what the one line must name)
     ("report-not-a-run", ["report", "emptydir"], ["emptydir", "not a run folder"]),
     ("report-missing", ["report", "missingdir"], ["missingdir", "no such run directory"]),
     ("report-out-not-html", ["report", "run", "--out", "r.txt"], ["r.txt", ".html"]),
+    ("export-missing", ["export", "missingdir", "--out", "hub"], ["missingdir", "no such folder"]),
+    ("export-no-checkpoint", ["export", "emptydir", "--out", "hub"], ["emptydir", "no checkpoint here or in its subfolders"]),
 ]
 
 
