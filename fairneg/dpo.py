@@ -16,7 +16,7 @@ from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version
 from .llm import chat_text, load_model
 from .policies import resolve_model
-from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config
+from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
@@ -250,7 +250,11 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
                          callbacks=[recorder(cfg, p, str(model.dtype).removeprefix("torch."), rows, progress)])
     for cb in (PrinterCallback, ProgressCallback): tr.remove_callback(cb)   # our bar instead of TRL's log lines
     tr.draw = p
-    tr.train()
+    seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                                             beta=cfg.beta), code_version())   # a DPO run is one session: it restarts, never resumes
+    try: tr.train()
+    except BaseException as e: end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, f"failed: {type(e).__name__}"); raise
+    end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, "complete")
     shutil.rmtree(Path(cfg.out) / "_trl", ignore_errors=True)
     return rows
 

@@ -199,6 +199,11 @@ def test_train_notebook_under_papermill(bank, tmp_path):
         papermill.execute_notebook(str(nb), str(tmp_path / "out3.ipynb"), progress_bar=False, kernel_name="python3",
                                    parameters=dict(params_file=str(params), lam=1.0, steps=1, out=str(tmp_path / "unused")))
     assert sorted(p.name for p in (tmp_path / "unused").iterdir()) == ["lam05"]
+    # `-p submit True`: the arm as a job (here submitit's local executor: another process), waited for
+    papermill.execute_notebook(str(nb), str(tmp_path / "out4.ipynb"), progress_bar=False, kernel_name="python3",
+                               parameters=dict(params_file=str(params), lam=1.0, steps=1, out=str(tmp_path / "job"), submit=True, cluster="local"))
+    assert [(j["arm"], j["executor"]) for j in read_jsonl(tmp_path / "job" / "jobs.jsonl")] == [("lam1", "local")]
+    assert [r["step"] for r in read_jsonl(tmp_path / "job" / "training_steps.jsonl")] == [1] and [s for s, _ in checkpoints(tmp_path / "job")] == [1]
 
 def _tiny_cfg(bank, out, **kw):
     return GRPOConfig(**{**dict(model="tiny-test", bank=str(bank), out=str(out), steps=1, groups=2, k=2, max_new_tokens=80,
@@ -439,3 +444,52 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
     assert [(s["start_step"], s["optimizer"], s["changes"], s["end_step"], s["ended"]) for s in read_segments(cut)] == [
         (0, "fresh", [], 3, "complete"), (2, "exact", [], 3, "complete"), (2, "exact", [], 2, "failed: ResumeMismatchError"),
         (2, "exact", ["groups 2 -> 1"], 3, "complete")]
+
+_DIES = r'''
+import json, os, signal, sys
+from fairneg.grpo import GRPOConfig, GRPOTrainer
+from fairneg.adapters import checkpoint_writer
+point, at = sys.argv[1], int(sys.argv[2])
+cfg = GRPOConfig(**json.loads(sys.argv[3]))
+die = lambda: os.kill(os.getpid(), signal.SIGKILL)          # no warning, no cleanup: a node gone
+class Dies(GRPOTrainer):
+    def rollout(self, step):
+        if point == "rollout" and step == at: die()
+        return super().rollout(step)
+    def save(self, step):
+        if point == "row" and step == at: die()                 # its row appended (log_step writes it first), its checkpoint not
+        if point == "checkpoint" and step == at:               # mid-write: the adapter is there, the trainer state is not
+            with checkpoint_writer(self.out, step) as tmp: self.model.save_pretrained(tmp); die()
+        path = super().save(step)
+        if point == "after-checkpoint" and step == at: die()    # between a checkpoint and the next row
+        return path
+Dies(cfg, resume=True, progress=False).run()
+'''
+
+@pytest.fixture(scope="module")
+def uninterrupted(bank, tmp_path_factory):
+    "Three steps, checkpoints after 2 and 3, in one go: what every killed and resumed run must end as."
+    from fairneg.grpo import train
+    out = tmp_path_factory.mktemp("uninterrupted") / "lam0"
+    train(_tiny_cfg(bank, out, steps=3, checkpoint_steps=[2]), progress=False)
+    return out
+
+@pytest.mark.parametrize("point,at", [("rollout", 3), ("row", 3), ("checkpoint", 2), ("after-checkpoint", 2)])
+def test_killed_at_any_point_resumes_to_the_uninterrupted_arm(bank, uninterrupted, tmp_path, point, at):
+    """SIGKILL during a rollout, after a row is appended (checkpoints every 2 steps), during a checkpoint write, and
+    between a checkpoint and the next row: the resume leaves no half checkpoint in use, computes again only what no
+    checkpoint kept (checked against the logged rows) and ends with the rows and adapter of an uninterrupted run."""
+    import dataclasses, json
+    from safetensors.torch import load_file
+    from fairneg.grpo import train
+    from fairneg.store import step_differences
+    ref, cut = uninterrupted, tmp_path / "cut"
+    cfg = lambda out: _tiny_cfg(bank, out, steps=3, checkpoint_steps=[2])
+    p = subprocess.run([sys.executable, "-c", _DIES, point, str(at), json.dumps(dataclasses.asdict(cfg(cut)))], capture_output=True, text=True, timeout=900)
+    assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
+    assert [s for s, _ in checkpoints(cut)] == ([] if point == "checkpoint" else [2])   # a half-written checkpoint is not one
+    train(cfg(cut), resume=True, progress=False)
+    ra, rb = read_jsonl(ref / "training_steps.jsonl"), read_jsonl(cut / "training_steps.jsonl")
+    assert [r["step"] for r in rb] == [1, 2, 3] and [step_differences(a, b) for a, b in zip(ra, rb)] == [[]] * 3
+    a, b = load_file(ref / "checkpoint-3" / "adapter_model.safetensors"), load_file(cut / "checkpoint-3" / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
