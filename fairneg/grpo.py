@@ -637,9 +637,7 @@ class GRPOTrainer:
         self.stopped = None                            # the step a warned run stopped after (`run(stop=...)`)
         self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one
         write_json(self.out / "config.json", asdict(cfg))
-        self.done_step = self.start                    # the last step done (the segment's end)
-        self.segment = start_segment(self.out, self.start, changed, dict(model=cfg.model, backend=cfg.backend, groups=cfg.groups,
-                                                                         k=cfg.k, lr=cfg.lr, steps=cfg.steps), code_version())
+        self.done_step, self.changes = self.start, changed   # the last step done (a session's end) and what the resume changed
         self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
                                self.run_id)
 
@@ -805,7 +803,11 @@ def stop_at(self:GRPOTrainer, step:int, # the last step done
 def run(self:GRPOTrainer,
         stop=None, # asked before each step (`fairneg.jobs.StopSignals`): when its `received` is set, the run stops there
        )->list:
-    "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written; the session's end goes to `segments.jsonl`."
+    "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written; the session goes to `segments.jsonl`."
+    c = self.cfg
+    if self.start >= c.steps: return self.train_steps(stop)          # complete already: no session to record
+    self.segment = start_segment(self.out, self.start, self.changes, dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k,
+                                                                          lr=c.lr, steps=c.steps), code_version())
     try: written = self.train_steps(stop)
     except BaseException as e:
         end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}"); raise

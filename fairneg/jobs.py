@@ -170,7 +170,8 @@ class StopSignals:
             for s in self.SIGNALS: self._old[s] = signal.signal(getattr(signal, s), self._note)
         return self
     def __exit__(self, *exc):
-        for s, h in self._old.items(): signal.signal(getattr(signal, s), h)
+        for s, h in self._old.items():
+            if h is not None: signal.signal(getattr(signal, s), h)   # None: a handler set outside Python, left as it is
 
 # %% ../nbs/12_jobs.ipynb #df565bc0
 def end_job(reason:str, # what the log says

@@ -217,7 +217,7 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
             jobs.append((cfg.arm, submitit_module().SlurmJob(folder=row["folder"], job_id=row["job_id"]))); continue
         j = submit_train(cfg, dataclasses.replace(job, wait=False), log)
         if j is not None: jobs.append((cfg.arm, j))
-    slurm = any(type(j).__name__ == "SlurmJob" for _, j in jobs)
+    slurm = any(isinstance(j, submitit_module().SlurmJob) for _, j in jobs)
     _, failed = wait_jobs(jobs, log, slurm_states if slurm else None)
     if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
     short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]

@@ -444,6 +444,8 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
     assert [(s["start_step"], s["optimizer"], s["changes"], s["end_step"], s["ended"]) for s in read_segments(cut)] == [
         (0, "fresh", [], 3, "complete"), (2, "exact", [], 3, "complete"), (2, "exact", [], 2, "failed: ResumeMismatchError"),
         (2, "exact", ["groups 2 -> 1"], 3, "complete")]
+    assert train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2], groups=1), resume=True, progress=False) == []
+    assert len(read_segments(cut)) == 4                             # complete already: nothing trained, no session recorded
 
 _DIES = r'''
 import json, os, signal, sys
