@@ -14,7 +14,8 @@ from .store import append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['SLURM_ALIVE', 'JobError', 'submitit_module', 'JobConfig', 'job_params', 'read_squeue', 'slurm_states', 'last_jobs',
-           'running_jobs', 'submit_job', 'job_error', 'wait_jobs', 'StopSignals', 'end_job']
+           'running_jobs', 'submit_job', 'job_error', 'wait_jobs', 'live_job', 'slurm_watch', 'run_as_job',
+           'StopSignals', 'end_job']
 
 # %% ../nbs/12_jobs.ipynb #b6b02a09
 @user_error
@@ -149,6 +150,41 @@ def wait_jobs(jobs:list, # (name, submitit job) pairs
             else: gone.pop(name, None)
         if pending: time.sleep(poll); poll = min(poll * 1.5, max_poll)
     return results, failed
+
+# %% ../nbs/12_jobs.ipynb #f2602337
+def live_job(record, key:str, name:str, # as `running_jobs`: the record, its key field, the name looked for
+             echo:Callable=print, # where the line that it is waited for goes
+             states:Callable=slurm_states, # job ids -> {job id: state}
+            )->object|None:
+    "The submitit handle of `name`'s last Slurm job in `record` while it is queued or running (said), else None."
+    running = running_jobs(record, key, states)
+    if name not in running: return None
+    row, state = running[name]
+    echo(f"[{name}] job {row['job_id']} still {state.lower()}: waiting for it (logs: {row['log']})")
+    return submitit_module().SlurmJob(folder=row["folder"], job_id=row["job_id"])
+
+def slurm_watch(jobs:list)->Callable|None:
+    "`slurm_states` where one of the (name, job) pairs is a Slurm job, else None: what `wait_jobs` asks."
+    slurm = submitit_module().SlurmJob
+    return slurm_states if any(isinstance(j, slurm) for _, j in jobs) else None
+
+# %% ../nbs/12_jobs.ipynb #58ee0180
+def run_as_job(name:str, # what the job does: its lines, its row's `name` in `record`, its Slurm job name
+               fn:Callable, # the work, called with no argument inside the job
+               record, # the JSON Lines record of the submissions (submitit's files go beside it, in `submitit/`)
+               job:JobConfig, # where it runs
+               gpus:int, # GPUs unless `job.gpus` says
+               slurm:dict|None=None, # `job.slurm` read as a mapping
+               echo:Callable=print, # where the lines go
+              )->object:
+    "Run `fn()` as one job and wait for it (or for its job still queued or running); its result, or a `JobError`."
+    j = live_job(record, "name", name, echo)
+    if j is None:
+        ex = submitit_module().AutoExecutor(folder=str(Path(record).parent / "submitit"), cluster=job.cluster)
+        j = submit_job(ex, name, fn, (), record, dict(name=name), dict(job_params(job, gpus, slurm), name=f"fairneg_{name}"), echo)
+    _, failed = wait_jobs([(name, j)], echo, slurm_watch([(name, j)]))
+    if failed: raise JobError(failed[name])
+    return j.result()
 
 # %% ../nbs/12_jobs.ipynb #5a12cbd2
 class StopSignals:

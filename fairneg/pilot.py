@@ -10,11 +10,11 @@ from typing import Callable, Iterable
 from .bank import generate_bank, make_eval_bank, MANIFEST, load_bank
 from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
-from .policies import resolve_model, make_policy
+from .policies import resolve_model, make_policy, needs_gpu
 from .rollout import run_cell, run_tournament, soundness
 from .settings import play_settings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
-from .jobs import JobConfig, running_jobs, slurm_states, submitit_module, wait_jobs
+from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
 from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
@@ -26,8 +26,8 @@ from .store import load_config, read_yaml, write_jsonl, write_json, file_sha256
 # %% auto #0
 __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
            'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'stage_soundness',
-           'arms', 'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'train_arms_as_jobs', 'dpo_arms',
-           'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
+           'arms', 'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'train_arms_as_jobs', 'on_cluster',
+           'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
            'run_pilot', 'pilot']
 
 # %% ../nbs/16_pilot.ipynb #7a8418c5
@@ -141,7 +141,9 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
     return spec
 
 # %% ../nbs/16_pilot.ipynb #3a77939d
-def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool)->Path:
+def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
+                    job:JobConfig|None=None, # `--submit`: the campaigns run as one job
+                   )->Path:
     "Play rational and all-LLM campaigns on training games and run the soundness gate; stop the pilot if it fails."
     out = run / "reward_soundness.json"
     def play_and_judge():
@@ -159,7 +161,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         for nm, s in res["campaigns"].items():
             log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] ({s['n_episodes']} episodes)")
         write_json(out, res)
-    run_stage("soundness", out, play_and_judge, force, only)
+    run_stage("soundness", out, on_cluster("soundness", play_and_judge, run, job, model), force, only)
     res = read_json(out, ParamsError) if out.exists() else None
     if res is not None and not res["passed"] and get(params, "soundness.required", True):
         c = res["campaigns"]
@@ -210,18 +212,24 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
     jobs = []
     for cfg in cfgs:
         if force: shutil.rmtree(cfg.out, ignore_errors=True)
-        running = running_jobs(Path(cfg.out) / JOBS, "arm")
-        if cfg.arm in running:
-            row, state = running[cfg.arm]
-            log(f"[train-{cfg.arm}] job {row['job_id']} still {state.lower()}: waiting for it (logs: {row['log']})")
-            jobs.append((cfg.arm, submitit_module().SlurmJob(folder=row["folder"], job_id=row["job_id"]))); continue
-        j = submit_train(cfg, dataclasses.replace(job, wait=False), log)
+        j = live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log) or submit_train(cfg, dataclasses.replace(job, wait=False), log)
         if j is not None: jobs.append((cfg.arm, j))
-    slurm = any(isinstance(j, submitit_module().SlurmJob) for _, j in jobs)
-    _, failed = wait_jobs(jobs, log, slurm_states if slurm else None)
+    _, failed = wait_jobs(jobs, log, slurm_watch(jobs))
     if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
     short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]
     if short: raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again")
+
+# %% ../nbs/16_pilot.ipynb #b218edb4
+def on_cluster(name:str, # the stage
+               fn:Callable, # its work (writes the stage's output)
+               run:Path, # the run folder: the record is its `jobs.jsonl`
+               job:JobConfig|None, # `--submit`'s options (None, or not submitting: `fn` runs here)
+               model:str, # the model the work runs (a GPU job unless it is an embedded small model)
+              )->Callable:
+    "`fn` itself, or with `--submit` a call that runs it as one cluster job and waits for it."
+    if job is None or not job.submit: return fn
+    slurm = key_values(job.slurm, "--slurm", ParamsError)
+    return lambda: run_as_job(name, fn, run / JOBS, job, int(needs_gpu(model)), slurm, log)
 
 # %% ../nbs/16_pilot.ipynb #a6c7f6ee
 def dpo_arms(params:dict)->list:
@@ -234,7 +242,9 @@ def _model_kw(params:dict)->dict:
                 message_chars=get(params, "train.message_chars", 64))
 
 # %% ../nbs/16_pilot.ipynb #bb50602e
-def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool)->Path|None:
+def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
+                job:JobConfig|None=None, # `--submit`: the episodes are played in one job
+               )->Path|None:
     "The untrained model's episodes on private-information training games, annotated with each DPO arm's type."
     types = [t for t, _ in dpo_arms(params)]
     if not types: return None
@@ -251,11 +261,13 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
         write_jsonl(out / "pairs.jsonl", ann["rows"])
-    run_stage("pairs", out / "pairs.jsonl", annotate_pairs, force, only)
+    run_stage("pairs", out / "pairs.jsonl", on_cluster("pairs", annotate_pairs, run, job, model), force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #efd1652e
-def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool)->dict:
+def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool,
+              job:JobConfig|None=None, # `--submit`: each arm trains in a job of its own, one after the other
+             )->dict:
     "One DPO arm per type; `outcome.json` says whether it trained (its checkpoint) or why not."
     ckpts = {}
     for t, arm in dpo_arms(params):
@@ -269,7 +281,7 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
                 write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(checkpoint_dir(cfg.out, cfg.steps))))
             except DPOTrainError as e:
                 log(f"  {cfg.arm} not trained: {e}"); write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
-        run_stage(f"dpo-{arm}", marker, train_or_record, force, only)
+        run_stage(f"dpo-{arm}", marker, on_cluster(f"dpo-{arm}", train_or_record, run, job, model), force, only)
         o = read_json(marker, ParamsError) if marker.exists() else {}
         if o.get("trained"): ckpts[checkpoint_name(arm, cfg.steps)] = o["checkpoint"]
     return ckpts
@@ -342,7 +354,7 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
               force:bool=False, # redo every stage
               progress:bool=True, # progress bars
               only:list|None=None, # run only these stages (see STAGES; `train` means every GRPO arm, `dpo` every DPO arm)
-              job:JobConfig|None=None, # `--submit`: the GRPO arms, then the eval cells, as cluster jobs (the other stages run here)
+              job:JobConfig|None=None, # `--submit`: every stage that runs the model (soundness, arms, pairs, DPO, eval cells) as cluster jobs
               )->dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
     t0 = time.time()
@@ -357,10 +369,11 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     res = dict(train_bank=train_bank, eval_bank=eval_bank, geometry=stage_geometry(params, run, force, only))
     if only and not set(only) & (set(STAGES[3:]) | set(arm_stages)): return res
     model = stage_model(params, run, force, only)
-    res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress)
+    res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress, job)
     ckpts = stage_train(params, run, train_bank, force, only, progress, job)
     finals = list(ckpts)
-    ckpts.update(stage_dpo(params, run, stage_pairs(params, run, train_bank, model, force, only, progress), model, force, only, progress))
+    pairs = stage_pairs(params, run, train_bank, model, force, only, progress, job)
+    ckpts.update(stage_dpo(params, run, pairs, model, force, only, progress, job))
     res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress, ladder_rungs(params, run, train_bank), job)
     res["analysis"] = stage_analyze(params, run, force, only)
     res["gate"] = stage_gate(params, run, force, only, finals)

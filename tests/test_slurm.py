@@ -13,6 +13,7 @@ from fairneg.cli import app
 from fairneg.jobs import SLURM_ALIVE, slurm_states, wait_jobs
 from fairneg.game import generate_game
 from fairneg.store import read_jsonl
+from fairneg.game import read_json
 
 from conftest import IN_CI
 try: import submitit
@@ -275,19 +276,20 @@ def test_queued_arm_refuses_a_second_writer_and_a_killed_job_resumes_on_submit(t
     _same_arm(uninterrupted, out)
 
 def test_pilot_submit_trains_and_evaluates_through_slurm(tmp_path, slurm):
-    """`fairneg pilot --submit`: the GRPO arms and then the eval cells run as Slurm jobs, the other stages here, into the
-    run folder `make pilot` writes; its report has every section of the report notebook. (The gate stage is left out:
+    """`fairneg pilot --submit`: every stage that runs the model (soundness, the GRPO arm, pairs, the DPO arm, the eval
+    cells) runs as Slurm jobs, the other stages here, into the run folder `make pilot` writes; its report has every section of the report notebook. (The gate stage is left out:
     a preregistered gate needs 8 games, more than a test should play.)"""
     import yaml
     p = dict(bank=dict(train=dict(n_games=2, seed_offset=40000, modes=["private"], out="banks/train"),
                        eval=dict(n=2, first_seed=41000, min_spread=0.2, modes=["full"], max_candidates=200, known_banks=[], out="banks/eval")),
-             geometry=dict(out="geometry.jsonl"), pilot=dict(run_dir="run", lams=[0.0], dpo_types=[], ladder_conditions=[]),
+             geometry=dict(out="geometry.jsonl"), pilot=dict(run_dir="run", lams=[0.0], dpo_types=["rational_private"], ladder_conditions=[], pairs_games=1, pairs_seeds=1),
              soundness=dict(games=2, seeds=1, required=False),
              train=dict(model="tiny-test", steps=2, groups=1, k=2, max_new_tokens=48, max_turns=3, checkpoint_steps=[2]),
+             dpo=dict(steps=2, batch_size=2),
              eval=dict(cells=["ultimatum"], episodes=2), analysis=dict(B=200, min_games=2),
              report=dict(out="run/pilot.html", title="pilot through Slurm"))
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
-    stages = ["train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "eval", "analyze", "report"]
+    stages = ["train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "dpo", "eval", "analyze", "report"]
     cwd = os.getcwd(); os.chdir(tmp_path)
     try: r = runner.invoke(app, ["pilot", "--params", "p.yaml", "--no-progress", "--only", *stages, *SUBMIT])
     finally: os.chdir(cwd)
@@ -295,8 +297,13 @@ def test_pilot_submit_trains_and_evaluates_through_slurm(tmp_path, slurm):
     run = tmp_path / "run"
     arm_jobs, cell_jobs = read_jsonl(run / "train" / "lam0" / "jobs.jsonl"), read_jsonl(run / "eval" / "launch.jsonl")
     assert [(j["arm"], j["executor"]) for j in arm_jobs] == [("lam0", "slurm")]
-    assert [(j["cell"], j["executor"]) for j in cell_jobs] == [("lam0_step2_ultimatum", "slurm")]
+    dpo = read_json(run / "dpo" / "dpo_rational_private" / "outcome.json")     # trained, or why not (too few pairs)
+    cells = ["lam0_step2_ultimatum"] + (["dpo_rational_private_step2_ultimatum"] if dpo["trained"] else [])
+    assert sorted((j["cell"], j["executor"]) for j in cell_jobs) == sorted((c, "slurm") for c in cells)
     assert read_segments(run / "train" / "lam0")[0]["slurm_job"] == arm_jobs[0]["job_id"]
+    stage_jobs = read_jsonl(run / "jobs.jsonl")                          # the model stages, one Slurm job each
+    assert [(j["name"], j["executor"]) for j in stage_jobs] == [(s, "slurm") for s in ("soundness", "pairs", "dpo-dpo_rational_private")]
+    assert (run / "pairs" / "pairs.jsonl").is_file() and (run / "dpo" / "dpo_rational_private" / "outcome.json").is_file()
     html = (run / "pilot.html").read_text()
     nb = json.loads((Path(__file__).resolve().parents[1] / "nbs" / "report.ipynb").read_text())
     headings = [l[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown" for l in "".join(c["source"]).splitlines() if l.startswith("## ")]
