@@ -549,6 +549,7 @@ SUPERSEDED = "superseded_steps.jsonl"   # rows of steps a changed-config resume 
 
 def supersede_steps(out, # the arm's folder
                     after:int, # the step resumed from: rows of later steps are moved
+                    why:str="computed under the old config", # what the line says of the moved rows
                    )->int:
     "Move the `training_steps.jsonl` rows after step `after` to `superseded_steps.jsonl`; how many moved."
     p = Path(out) / TRAINING_STEPS
@@ -557,7 +558,7 @@ def supersede_steps(out, # the arm's folder
     if later:
         append_jsonl([dict(r, superseded_after=after) for r in later], Path(out) / SUPERSEDED)
         write_jsonl(p, [r for r in rows if r["step"] <= after])
-        print(f"resume: the rows of steps {later[0]['step']}-{later[-1]['step']}, computed under the old config, moved to {SUPERSEDED}")
+        print(f"resume: the rows of steps {later[0]['step']}-{later[-1]['step']}, {why}, moved to {SUPERSEDED}")
     return len(later)
 
 def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int):
@@ -566,7 +567,8 @@ def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int)
     if diff: raise ResumeMismatchError(
         f"{cfg.arm}: step {step}, computed again after resuming from step {start}, differs from its row in "
         f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): {'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
-        "The run stopped: it is not the run that was logged (another machine, library or code?); --force starts it over")
+        f"The run stopped: it is not the run that was logged (another machine, library or code?); --recompute continues it, "
+        f"computing the steps after checkpoint-{start} again (their logged rows moved to {SUPERSEDED}); --force starts it over")
 
 # %% ../nbs/13_grpo.ipynb #423114df
 def _resumed_id(state:dict, cfg:GRPOConfig)->str:
@@ -602,7 +604,9 @@ def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
 # %% ../nbs/13_grpo.ipynb #fbd55763
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
-    def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True):
+    def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True,
+                 recompute:bool=False, # `--recompute`: the steps logged after the checkpoint are computed again, their rows moved aside
+                ):
         self.cfg, self.out, self.progress = cfg, Path(cfg.out), progress
         check_run_folder(cfg)                          # never into a folder that holds other runs
         self.out.mkdir(parents=True, exist_ok=True)
@@ -624,6 +628,8 @@ class GRPOTrainer:
             changed = _resume_changes(st["config"], cfg)
             if changed: print(f"resume: {', '.join(changed)} (recorded)")
             if changed: supersede_steps(self.out, self.start)
+            elif recompute and supersede_steps(self.out, self.start, "to be computed again here (--recompute)"):
+                changed = [f"steps after {self.start} computed again (--recompute)"]
         else:
             self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
@@ -832,9 +838,11 @@ def train_steps(self:GRPOTrainer, stop=None)->list:
     if self.wandb is not None: self.wandb.finish()
     return written
 
-def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True)->list:
+def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True,
+          recompute:bool=False, # with `resume`: compute the steps logged after the checkpoint again, not check them
+         )->list:
     "Run GRPO with `cfg` (continuing from the newest complete checkpoint when `resume`)."
-    return GRPOTrainer(cfg, resume, progress).run()
+    return GRPOTrainer(cfg, resume, progress, recompute).run()
 
 # %% ../nbs/13_grpo.ipynb #835d90cd
 def make_config(params:str|dict|None=None, **overrides)->GRPOConfig:
@@ -872,10 +880,10 @@ def train_gpus(cfg:GRPOConfig)->int:
     "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (they train on CPUs), else one."
     return int(needs_gpu(cfg.model))
 
-def train_job(cfg:GRPOConfig)->str:
+def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
     "A submitted arm: train from its newest checkpoint; warned by the cluster, stop after the step, checkpoint and requeue."
     with StopSignals() as stop:
-        t = GRPOTrainer(cfg, resume=True, progress=False)
+        t = GRPOTrainer(cfg, resume=True, progress=False, recompute=recompute)
         print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}" if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
         rows = t.run(stop)
     if t.stopped is not None:
@@ -894,7 +902,8 @@ def refuse_running(cfg:GRPOConfig):
                        f"started again, two runs would write one arm; wait for it, or `scancel {row['job_id']}` first")
 
 def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goes
-                 echo=print)->object|None:
+                 echo=print, recompute:bool=False, # `--recompute`, as `train` takes it
+                )->object|None:
     "Submit the arm as one job (`train_job`), recorded in its `jobs.jsonl`, and wait when asked; None when it is complete."
     out, done = Path(cfg.out), [s for s, _ in checkpoints(cfg.out)]
     if done and done[-1] >= cfg.steps: echo(f"{cfg.arm}: complete already at step {done[-1]} ({out}): nothing submitted"); return None
@@ -902,7 +911,7 @@ def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goe
     ex = submitit_module().AutoExecutor(folder=str(out / "submitit"), cluster=job.cluster)
     out.mkdir(parents=True, exist_ok=True)
     params = dict(job_params(job, train_gpus(cfg), key_values(job.slurm, "--slurm", JobError)), name=f"fairneg_train_{cfg.arm}")
-    j = submit_job(ex, cfg.arm, train_job, (cfg,), out / JOBS, dict(arm=cfg.arm, out=str(out)), params, echo)
+    j = submit_job(ex, cfg.arm, train_job, (cfg, recompute), out / JOBS, dict(arm=cfg.arm, out=str(out)), params, echo)
     if ex.cluster == "debug" or (job.wait if job.wait is not None else ex.cluster == "local"):
         _, failed = wait_jobs([(cfg.arm, j)], echo, slurm_states if ex.cluster == "slurm" else None)
         if failed: raise JobError(failed[cfg.arm])
@@ -925,7 +934,7 @@ def continue_run(cfg:GRPOConfig, # the run asked for
     raise ReadError(f"{out}: holds a run of arm {cfg.arm} with another config ({'; '.join(changed[:4])}): "
                     "--resume to continue it with these changes (recorded), or --force to start over")
 
-def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, progress:bool=True, **fields):
+def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False, progress:bool=True, **fields):
     "Train one arm with GRPO self-play, here or as a cluster job (--submit); writes checkpoints, training_steps.jsonl and transcripts to --out."
     job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})
     if not job.submit and job != JobConfig(): raise typer.BadParameter("job flags (--cluster, --timeout-min, --gpus, ...) go with --submit")
@@ -936,8 +945,8 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, progre
     out_folder(cfg.out, "run folder"); check_run_folder(cfg); refuse_running(cfg)
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
-    if job.submit: submit_train(cfg, job, typer.echo); return
-    rows = train(cfg, resume=resume, progress=progress)
+    if job.submit: submit_train(cfg, job, typer.echo, recompute); return
+    rows = train(cfg, resume=resume, progress=progress, recompute=recompute)
     done = [s for s, _ in checkpoints(cfg.out)]
     if not rows and done and done[-1] >= cfg.steps: typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
     else: typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: {', '.join(map(str, done))}")
@@ -947,4 +956,6 @@ app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
     extra_option("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
     extra_option("resume", bool, False, "Continue from the newest complete checkpoint, even with a changed config (recorded)."),
     extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
+    extra_option("recompute", bool, False, "Compute the steps logged after the newest checkpoint again (their rows moved to "
+                 "superseded_steps.jsonl) instead of checking them: a resume on another machine or library."),
     extra_option("progress", bool, True, "Show a progress bar.")] + config_params(JobConfig)))

@@ -391,7 +391,7 @@ for _e in (ParamsError, PilotStopped):   # a bad parameters file, a failed gate:
 app = typer.Typer(cls=CliGroup, add_completion=False, help="The CPU pilot.")
 
 def pilot(params:Path=Path("params/pilot-cpu.yaml"), force:bool=False, only:list|None=None, progress:bool=True, **job):
-    "Run the CPU pilot; stages whose output exists are skipped, so a second run continues the first. With --submit, the GRPO arms and the eval cells run as cluster jobs."
+    "Run the CPU pilot; stages whose output exists are skipped, so a second run continues the first. With --submit, every stage that runs the model (soundness, GRPO arms, pairs, DPO arms, eval cells) is a cluster job."
     run_pilot(load_params(params), force, progress, only, JobConfig(**{k: v for k, v in job.items() if v is not None}))
 
 app.command("pilot", cls=MultiValueCommand)(config_command(JobConfig, pilot, skip=("wait",), extra=[

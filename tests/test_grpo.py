@@ -417,8 +417,8 @@ def test_nan_weights_stop_the_rollout_naming_the_step(bank, tmp_path):
 def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
     """Killed after a step's row was appended but before a checkpoint followed (checkpoints every 2 steps): the resume
     computes the step again from checkpoint-2, finds its logged row, and ends as the uninterrupted run. A logged row the
-    recomputation does not give stops the run naming the field; a resume that changes the config moves the rows it
-    computes again to superseded_steps.jsonl."""
+    recomputation does not give stops the run naming the field; `--recompute` then computes it again knowingly, and a
+    resume that changes the config does too: each moves the rows it computes again to superseded_steps.jsonl."""
     import shutil
     from safetensors.torch import load_file
     from fairneg.grpo import ResumeMismatchError, train
@@ -436,16 +436,20 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
     with pytest.raises(ResumeMismatchError, match=r"lam0: step 3, computed again after resuming from step 2, differs from its row in .* 1 field\(s\): loss: "):
         train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2]), resume=True, progress=False)
     assert not (cut / "checkpoint-3").exists()
+    again = train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2]), resume=True, progress=False, recompute=True)   # --recompute
+    assert [step_differences(ra[2], r) for r in again] == [[]]       # step 3 computed again: the uninterrupted run's row
+    assert [(r["step"], r["loss"]) for r in read_jsonl(cut / "superseded_steps.jsonl")] == [(3, rb[2]["loss"] + 1)]   # the tampered row
+    shutil.rmtree(cut / "checkpoint-3")
     new = train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2], groups=1), resume=True, progress=False)   # --resume with a change
     assert [(r["step"], r["groups"]) for r in new] == [(3, 1)]
-    assert [(r["step"], r["groups"], r["superseded_after"]) for r in read_jsonl(cut / "superseded_steps.jsonl")] == [(3, 2, 2)]
+    assert [(r["step"], r["groups"], r["superseded_after"]) for r in read_jsonl(cut / "superseded_steps.jsonl")] == [(3, 2, 2)] * 2
     assert [(r["step"], r["groups"]) for r in read_jsonl(cut / "training_steps.jsonl")] == [(1, 2), (2, 2), (3, 1)]
-    from fairneg.adapters import read_segments                    # four sessions: the first, two resumes, one refused
+    from fairneg.adapters import read_segments                    # five sessions: the first, three resumes, one refused
     assert [(s["start_step"], s["optimizer"], s["changes"], s["end_step"], s["ended"]) for s in read_segments(cut)] == [
         (0, "fresh", [], 3, "complete"), (2, "exact", [], 3, "complete"), (2, "exact", [], 2, "failed: ResumeMismatchError"),
-        (2, "exact", ["groups 2 -> 1"], 3, "complete")]
+        (2, "exact", ["steps after 2 computed again (--recompute)"], 3, "complete"), (2, "exact", ["groups 2 -> 1"], 3, "complete")]
     assert train(_tiny_cfg(bank, cut, steps=3, checkpoint_steps=[2], groups=1), resume=True, progress=False) == []
-    assert len(read_segments(cut)) == 4                             # complete already: nothing trained, no session recorded
+    assert len(read_segments(cut)) == 5                             # complete already: nothing trained, no session recorded
 
 _DIES = r'''
 import json, os, signal, sys
