@@ -309,3 +309,28 @@ def test_pilot_submit_trains_and_evaluates_through_slurm(tmp_path, slurm):
     headings = [l[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown" for l in "".join(c["source"]).splitlines() if l.startswith("## ")]
     assert len(headings) >= 10 and [h for h in headings if h not in html] == []
     assert "Training sessions of each arm" in html and "lam0_step2" in html
+
+def test_preempted_arm_requeued_by_slurm_ends_as_uninterrupted(tmp_path, train_bank, uninterrupted, slurm):
+    """Preemption where the partition says PreemptMode=REQUEUE, as Slurm carries it out (`scontrol requeue`: the job's
+    processes are signalled and killed, the same job goes back in the queue): the job does not requeue itself a second
+    time, and its rerun resumes from the newest checkpoint, checks the steps it computes again, and ends the arm as the
+    uninterrupted run did."""
+    out = tmp_path / "lam0"
+    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 2, 4, "--out", out, *SUBMIT)
+    assert r.exit_code == 0, r.output
+    job = _job_id(out)
+    _until(lambda: _steps(out) >= 1, 300, "the job's first step")
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    _until(lambda: (slurm_states([job]) or {}).get(job) == "PENDING", 120, "Slurm to requeue the job")
+    _start_now(job)
+    assert _ended([job], timeout=300) == {job: "COMPLETED"}
+    assert len(read_jsonl(out / "jobs.jsonl")) == 1                      # one submission, run twice by Slurm
+    segs = read_segments(out)
+    assert [s["slurm_job"] for s in segs] == [job, job] and segs[0]["start_step"] == 0, segs
+    assert segs[0]["ended"] in ("stopped on SIGTERM", None), segs        # None: killed before it could say
+    start = segs[1]["start_step"]                                       # checkpoint-2, or the step it stopped after
+    assert (segs[1]["optimizer"], segs[1]["end_step"], segs[1]["ended"]) == ("exact" if start else "fresh", 4, "complete"), segs
+    log = (out / "submitit" / f"{job}_0_log.err").read_text()
+    assert "DUE TO JOB REQUEUE" in log and "requeuing job" not in log, log     # Slurm requeued it; it did not requeue itself
+    assert (f"lam0: resuming from checkpoint-{start} of 4" if start else "lam0: starting at step 0 of 4") in log, log
+    _same_arm(uninterrupted, out)
