@@ -60,6 +60,7 @@ def checkpoint_writer(out, # the arm's folder
     if final.exists(): shutil.rmtree(final)
     tmp.rename(final)
 
+# %% ../nbs/12_adapters.ipynb #9838242d
 def checkpoints(out)->list:
     "Complete checkpoints of a run (those holding `trainer_state.json`), oldest first, as (step, folder)."
     out = Path(out)
@@ -71,6 +72,7 @@ SEGMENTS = "segments.jsonl"   # an arm's training sessions: a `start` row each, 
 
 def _now()->str: return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
+# %% ../nbs/12_adapters.ipynb #9e74e4b2
 def machine()->dict:
     "Where this process runs: the host, its GPU (None on CPUs) and its Slurm job (None outside one)."
     gpu = None
@@ -79,6 +81,7 @@ def machine()->dict:
         if torch.cuda.is_available(): gpu = torch.cuda.get_device_name(0)
     return dict(host=socket.gethostname(), gpu=gpu, slurm_job=os.environ.get("SLURM_JOB_ID"))
 
+# %% ../nbs/12_adapters.ipynb #f6f83f69
 def start_segment(out, # the arm's folder
                   start:int, # the step it starts from (0: from scratch)
                   changes:list, # what the resume changed (`field old -> new`), [] when nothing
@@ -93,6 +96,7 @@ def start_segment(out, # the arm's folder
                        optimizer="exact" if start else "fresh", changes=list(changes), code_version=code, **settings)], p)
     return n
 
+# %% ../nbs/12_adapters.ipynb #2fe3e6f5
 def end_segment(out, segment:int, # the arm's folder and the segment
                 step:int, # the last step done
                 how:str, # how it ended: `complete`, `stopped on SIGUSR1`, `failed: ...`
@@ -100,6 +104,7 @@ def end_segment(out, segment:int, # the arm's folder and the segment
     "Record how a session of the arm ended."
     append_jsonl([dict(segment=segment, event="end", at=_now(), end_step=step, ended=how)], Path(out) / SEGMENTS)
 
+# %% ../nbs/12_adapters.ipynb #b768210f
 def read_segments(out)->list[dict]:
     "The arm's segments, each start row with its end (`ended` None when the session left no end: killed)."
     p = Path(out) / SEGMENTS

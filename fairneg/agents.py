@@ -31,6 +31,7 @@ def make_action(atype:str, # `propose`, `accept`, `pass`, `walk`, `vote`, `rejec
     "An action dict in the protocol's format."
     return {"atype": atype, "offer_id": offer_id, "deal": deal, "vote": vote}
 
+# %% ../nbs/07_agents.ipynb #00e7e3ff
 def answer_text(action:dict, # an action dict
                 message:str|None=None, # public message (agents send none)
                 scratchpad:str="", # private scratchpad (agents keep none)
@@ -49,24 +50,29 @@ class _LRU(OrderedDict):
         if len(self) > self.size: self.popitem(last=False)
         return v
 
+# %% ../nbs/07_agents.ipynb #b512a9c7
 def grid_sum(blocks:list)->np.ndarray:
     "Sum per-issue score blocks `(P, o_k)` over the deal grid: a `(P, D)` array, deals in row-major order."
     U = np.asarray(blocks[0], np.float32)
     for b in blocks[1:]: U = (U[:, :, None] + np.asarray(b, np.float32)[:, None, :]).reshape(U.shape[0], -1)
     return U
 
+# %% ../nbs/07_agents.ipynb #ef0fc126
 def deal_index(deal, n_options)->int:
     "Row-major index of a deal (option indices) among all deals."
     return int(np.ravel_multi_index(tuple(int(o) for o in deal), tuple(n_options)))
 
+# %% ../nbs/07_agents.ipynb #952768e3
 def label_index(label:str, n_options)->int:
     "Row-major index of a deal label like `A1 B2 C3` (as the engine writes it)."
     return deal_index([o for _, o in label_options(label)], n_options)
 
+# %% ../nbs/07_agents.ipynb #afb79294
 def index_label(idx:int, n_options)->str:
     "The deal label of a row-major deal index."
     return deal_label(np.unravel_index(int(idx), tuple(n_options)))
 
+# %% ../nbs/07_agents.ipynb #fbff2ed3
 def dp_n_options(dp:DecisionPoint)->tuple:
     "Number of options of each issue, from a decision point."
     return tuple(len(iss["options"]) for iss in dp.issues)
@@ -95,6 +101,7 @@ class OwnView:
 
 _OWN = _LRU(512)
 
+# %% ../nbs/07_agents.ipynb #a88da8ed
 def own_view(dp:DecisionPoint, strict:bool=False)->OwnView:
     "The seat's own view of a decision point (cached per game fingerprint, seat and strictness)."
     strict = bool(strict)
@@ -117,6 +124,7 @@ class Belief:
     r: np.ndarray | None              # (n, Di) E[max(z_j, 0)^(1/n)]; None when the objective does not need it
     weights: np.ndarray | None = None # (n, P) posterior weights over the prior samples of each party's sheet
 
+# %% ../nbs/07_agents.ipynb #35cb1f86
 def pass_prob(p:np.ndarray, # (n, L) acceptance probabilities, parties independent
               active, # per party: still at the table
               veto, # parties whose acceptance is required
@@ -246,6 +254,7 @@ def prior_pool(n_options, # options per issue (the game shape)
         return PriorPool(*sample_prior_sheets(n_options, size, rng, tau_band), n_options)
     return _POOLS.get_or(key, make)
 
+# %% ../nbs/07_agents.ipynb #91064cd3
 def ultimatum_pool(own_sheet)->PriorPool:
     "Ultimatum: the other party's sheet follows from the rules (`100 - share`); its threshold is uniform on 0..60."
     other = np.array([[100 - v for v in own_sheet[0]]], np.float32)
@@ -278,6 +287,7 @@ def public_evidence(dp:DecisionPoint)->list:
             for o in live.values(): o["signers"].discard(j)
     return ev
 
+# %% ../nbs/07_agents.ipynb #f3b20bac
 def posterior_weights(dp:DecisionPoint, # decision point
                       pool:PriorPool, # prior samples of one party's sheet
                       strict:bool=False, # the acceptance rule the parties' moves are read under (u > tau)
@@ -310,10 +320,12 @@ def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:boo
 @functools.cache
 def _blas()->ThreadpoolController: return ThreadpoolController()   # made on first use: it lists the BLAS libraries loaded then
 
+# %% ../nbs/07_agents.ipynb #ceb47b8a
 def _one_blas_thread():
     "A context that holds BLAS to one thread: these products are small, and BLAS threads on a busy or pinned core cost 10-100x."
     return _blas().limit(limits=1, user_api="blas")
 
+# %% ../nbs/07_agents.ipynb #8bbb060b
 def _expect(W, X, X0, x_bar, hi=None):
     "Posterior expectation per party and deal, with the prior's Monte-Carlo noise removed when X0 is given."
     with _one_blas_thread(): E = (W @ X).astype(np.float64)
@@ -345,13 +357,16 @@ def time_factor(dp:DecisionPoint)->float:
     T = dp.deadline
     return max(T - dp.round, 0) / T if T > 0 else 0.0
 
+# %% ../nbs/07_agents.ipynb #89fa65fa
 def _offer_key(o): return (len(o.signers), int(o.offer_id[1:]) if o.offer_id[1:].isdigit() else 0)
 
+# %% ../nbs/07_agents.ipynb #c5b10eb9
 def _scores(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str)->np.ndarray:
     "`S(d)` over the seat's acceptable deals."
     if objective == "table": return np.prod(bel.r, axis=0)
     return own.z * pass_prob(bel.p, dp.active, dp.veto, dp.min_accept)
 
+# %% ../nbs/07_agents.ipynb #127cf58b
 def _offer_values(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str, offers:list)->dict:
     "`v(o)` for live offers of deals the seat accepts (others are worth nothing): offer_id -> value."
     pos = [(o, own.pos(label_index(o.deal, own.n_options))) for o in offers]
@@ -366,6 +381,7 @@ def _offer_values(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str, offe
         v = own.z[cols] * pass_prob(P, dp.active, dp.veto, dp.min_accept)
     return {o.offer_id: float(x) for (o, _), x in zip(pos, v)}
 
+# %% ../nbs/07_agents.ipynb #a9e2a201
 def _beats_no_deal(own:OwnView, bel:Belief, label:str, objective:str)->bool:
     "Does a deal beat no deal on the objective? Own: the seat accepts it; table: expected nnw > 0."
     q = own.pos(label_index(label, own.n_options))
@@ -403,6 +419,7 @@ def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tup
         return make_action("propose", deal=best), dict(info, rule="propose d*: S(d*) beats the offers it holds")
     return make_action("pass"), dict(info, rule="pass")
 
+# %% ../nbs/07_agents.ipynb #e873f0d3
 def _ballot(dp): return next(o for o in dp.offers if o.offer_id == dp.ballot)
 
 # %% ../nbs/07_agents.ipynb #759d5fb3
@@ -425,6 +442,7 @@ def greedy_rule(dp:DecisionPoint, own:OwnView)->tuple:
         return make_action("propose", deal=best), dict(rule="propose the ideal")
     return make_action("pass"), dict(rule="pass: its ideal is on the table")
 
+# %% ../nbs/07_agents.ipynb #eb821b2a
 def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
     "passive_gate: never propose (unless forced), sign the best acceptable live offer, vote yes iff acceptable."
     ph = dp.phase

@@ -23,6 +23,7 @@ class _Obj(dict):
     "A decoded JSON object that knows whether a key was given twice in it or in an object inside it."
     dup = False
 
+# %% ../nbs/03_answers.ipynb #5748cfa1
 def _pairs(pairs)->_Obj:
     o = _Obj(pairs)
     o.dup = len(o) < len(pairs) or any(getattr(v, "dup", False) for v in o.values())
@@ -48,6 +49,7 @@ def _json_objects(t:str)->list:
         except Exception: pos = t.find("{", pos + 1)
     return out
 
+# %% ../nbs/03_answers.ipynb #46f518d0
 def _repaired(t:str)->list:
     "One lenient retry on the outermost braces: smart quotes, trailing commas, Python literals, single quotes."
     i, j = t.find("{"), t.rfind("}")
@@ -63,6 +65,7 @@ def _repaired(t:str)->list:
 # %% ../nbs/03_answers.ipynb #e45b4ce5
 def _txt(x): return None if x is None else x if isinstance(x, str) else json.dumps(x) if isinstance(x, (dict, list)) else str(x)
 
+# %% ../nbs/03_answers.ipynb #cf2b37a2
 def _norm_oid(x):
     if x is None or isinstance(x, bool): return None if x is None else str(x).lower()
     if isinstance(x, (int, float)):
@@ -73,6 +76,7 @@ def _norm_oid(x):
     m = re.fullmatch(r"(?:offer\s*)?#?\s*o?(\d+)", x, re.I)
     return f"o{int(m[1])}" if m and len(m[1]) < 12 else x
 
+# %% ../nbs/03_answers.ipynb #c763abdc
 def _norm_deal(x):
     if x is None: return None
     if isinstance(x, (list, tuple)): x = " ".join(_txt(v) for v in x)
@@ -82,14 +86,17 @@ def _norm_deal(x):
     x = _txt(x).strip()
     return None if x.lower() in _NULLS else x
 
+# %% ../nbs/03_answers.ipynb #06f6f7a5
 def _norm_vote(x):
     if x is None: return None
     if isinstance(x, bool): return "yes" if x else "no"
     x = _txt(x).strip().lower()
     return "yes" if x in _YES else "no" if x in _NO else None if x in ("null", "none", "") else x
 
+# %% ../nbs/03_answers.ipynb #0dce451e
 def _exact(raw, value)->bool: return isinstance(raw, str) and raw.strip() == value
 
+# %% ../nbs/03_answers.ipynb #2e3d681b
 def lenient_record(how:dict)->dict: return {k: how[k] for k in LENIENT if how.get(k)}
 
 # %% ../nbs/03_answers.ipynb #e40b0e02

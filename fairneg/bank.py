@@ -32,6 +32,7 @@ FINGERPRINTS = ("sheet_fp", "solution_fp")
 class BankError(ValueError):
     "A bank that cannot be written, read or filled, with the folder and the problem in its message."
 
+# %% ../nbs/03_bank.ipynb #387e0a01
 def manifest_row(g:Game, geo:Geometry|None=None)->dict:
     "The manifest row of one game (solving it unless its geometry is given)."
     geo = geo or solve(g)
@@ -40,7 +41,6 @@ def manifest_row(g:Game, geo:Geometry|None=None)->dict:
                 nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 6),
                 file=f"{g.name}.json", n_parties=g.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
                 source=g.meta.get("source", "file"))
-
 
 # %% ../nbs/03_bank.ipynb #246c80d6
 ADAPTER_CONFIG = "adapter_config.json"
@@ -66,10 +66,12 @@ def _check_ids(games:list[Game], out):
         if g.name in seen: raise BankError(f"{out}: two games share the id `{g.name}`")
         seen[g.name] = g
 
+# %% ../nbs/03_bank.ipynb #c5bb679b
 def _no_bank_yet(out:Path)->bool:
     "A folder to write a bank into without asking: missing, empty, or holding only the log of an eval bank that failed."
     return is_empty_folder(out) or (out.is_dir() and {p.name for p in out.iterdir()} <= {REJECTIONS})
 
+# %% ../nbs/03_bank.ipynb #16a502f8
 def _holds_same_bank(out:Path, texts:dict)->bool:
     "Whether `out` already holds exactly these files' texts (a bank written before by the same command); refuses other work."
     if _no_bank_yet(out): return False
@@ -117,10 +119,12 @@ def _manifest_lines(bank)->list[tuple[str, dict]]:
     if not out: raise GameError(path, "<file>", "holds no games (a bank has at least one)")
     return out
 
+# %% ../nbs/03_bank.ipynb #758c7df6
 def read_manifest(bank)->list[dict]:
     "The manifest rows of a bank folder."
     return [row for _, row in _manifest_lines(bank)]
 
+# %% ../nbs/03_bank.ipynb #ba0bffda
 def load_bank(bank)->list[Game]:
     "Every game of a bank, in manifest order, checked against its manifest row."
     games = []
@@ -141,8 +145,10 @@ def resolve_bank_path(path)->Path:
     "A bank path, with `@llm_deliberation` standing for the six shipped LLM-Deliberation games."
     return llmdel_games_dir() if str(path) == LLMDEL_ALIAS else Path(path)
 
+# %% ../nbs/03_bank.ipynb #129acb53
 def _is_llmdel(p:Path)->bool: return p.is_dir() and (p / "config.txt").is_file()
 
+# %% ../nbs/03_bank.ipynb #df541e83
 def bank_games(path)->list[Game]:
     "The games of a bank folder, a game JSON file, an LLM-Deliberation folder, or a folder of those."
     p = resolve_bank_path(path)
@@ -154,6 +160,7 @@ def bank_games(path)->list[Game]:
     if not found: raise GameError(p, "<folder>", "no manifest, game JSON files or LLM-Deliberation game folders here")
     return [load_game(c) for c in found]
 
+# %% ../nbs/03_bank.ipynb #20dc22bc
 def game_fingerprints(path)->list[dict]:
     "`{bank, game, sheet_fp, solution_fp}` for every game of a known bank, recomputed from the games."
     out = []
@@ -162,6 +169,7 @@ def game_fingerprints(path)->list[dict]:
         out.append(dict(bank=str(path), game=g.name, sheet_fp=geo.sheet_fp, solution_fp=geo.solution_fp))
     return out
 
+# %% ../nbs/03_bank.ipynb #cb7f3336
 def bank_fingerprints(dirs:Iterable)->dict:
     "Index of the fingerprints of known banks: `{fingerprint: {value: [{bank, game}, ...]}}`."
     idx = {fp: {} for fp in FINGERPRINTS}
@@ -178,16 +186,19 @@ def check_modes(modes)->tuple[str, ...]:
     if bad or not modes: raise BankError(f"modes {list(modes)}: each must be one of {', '.join(INFO_MODES)}")
     return modes
 
+# %% ../nbs/03_bank.ipynb #00973ed2
 def twin(g:Game, mode:str)->Game:
     "The same game in information mode `mode`, named `<name>-<mode>`."
     t = copy.deepcopy(g)
     t.info_mode, t.name = mode, f"{g.name}-{mode}"
     return t
 
+# %% ../nbs/03_bank.ipynb #90138e4f
 def base_id(game_id:str)->str:
     "The id of a game's base game: the id without a trailing `-full` / `-private`."
     return re.sub(r"-(%s)$" % "|".join(INFO_MODES), "", game_id)
 
+# %% ../nbs/03_bank.ipynb #a04541b0
 def generate_games(n_games:int=24, # how many base games (seeds)
                    seed_offset:int=40000, # the first seed
                    modes=("full", "private"), # information modes: one game per mode per seed
@@ -199,6 +210,7 @@ def generate_games(n_games:int=24, # how many base games (seeds)
     if seed_offset < 0: raise BankError(f"seed_offset must be 0 or more (seeds are non-negative), got {seed_offset}")
     return [twin(base, m) for s in range(seed_offset, seed_offset + n_games) for base in [make_game(s)] for m in modes]
 
+# %% ../nbs/03_bank.ipynb #c1cfc74f
 def generate_bank(n_games:int=24, # how many base games (seeds)
                   seed_offset:int=40000, # the first seed
                   modes=("full", "private"), # information modes: one game per mode per seed
@@ -215,6 +227,7 @@ def _safe_name(g:Game)->Game:
     g = copy.deepcopy(g); g.name = re.sub(r"[^A-Za-z0-9._-]+", "_", g.name).strip("_.-") or "game"
     return g
 
+# %% ../nbs/03_bank.ipynb #18678ed2
 def import_bank(paths:Iterable, # game JSON files, LLM-Deliberation folders, folders of those, or banks
                 out, # the bank folder to write
                 progress:bool=False, # show a progress bar
@@ -239,6 +252,7 @@ def _collisions(twins, geos, known:dict, picked:dict)->list[dict]:
                     for p in picked[fp].get(v, [])]
     return out
 
+# %% ../nbs/03_bank.ipynb #ead4ad2f
 def _floor(geo:Geometry, min_spread:float)->list[dict]:
     "Reasons a game is not discriminative enough."
     n_ir = int(geo.ir.sum())
@@ -247,11 +261,13 @@ def _floor(geo:Geometry, min_spread:float)->list[dict]:
     if geo.nnw_spread < min_spread: out.append(dict(reason="low_spread", nnw_spread=round(geo.nnw_spread, 6), min_spread=min_spread))
     return out
 
+# %% ../nbs/03_bank.ipynb #9b87461a
 def screen_candidate(twins:list[Game], known:dict, picked:dict, min_spread:float)->tuple[list[Geometry], list[dict]]:
     "Solve a candidate's twins; return their geometries and every reason to reject it (empty: accept)."
     geos = [solve(g) for g in twins]
     return geos, _collisions(twins, geos, known, picked) + _floor(geos[0], min_spread)
 
+# %% ../nbs/03_bank.ipynb #8ae8805a
 def rejection_row(seed:int, twins:list[Game], details:list[dict])->dict:
     "One rejections-log row: the candidate, its primary reason, all reasons and their details."
     reasons = sorted({d["reason"] for d in details}, key=REASONS.index)
@@ -265,6 +281,7 @@ def _summary(n_acc, n, n_cand, first_seed, rejections)->str:
     return (f"accepted {n_acc} of {n} after {n_cand} candidates (seeds {first_seed}–{first_seed + n_cand - 1}); "
             f"rejected {len(rejections)}: {why}")
 
+# %% ../nbs/03_bank.ipynb #8df0b10f
 def _screen_seeds(n:int, first_seed:int, modes:tuple, max_candidates:int, known:dict, min_spread:float,
                   make_game:Callable, bar)->tuple:
     "Screen seeds in order until `n` are accepted or `max_candidates` were tried: `(games, geometries, rejections, tried)`."
@@ -351,11 +368,13 @@ def _manifest_text(out:Path)->str|None:
     "The manifest's text of a bank folder (None when there is none): to tell a rewrite from a bank found done."
     return (out / MANIFEST).read_text(encoding="utf-8") if (Path(out) / MANIFEST).is_file() else None
 
+# %% ../nbs/03_bank.ipynb #0623933d
 def _bank_line(out:Path, rows:list, before:str|None, force:bool, what:str)->str:
     "The closing line of a bank command: what it wrote, or that the folder already held this bank."
     if before == jsonl_text(rows) and not force: return f"{out}: already holds these {len(rows)} games; nothing written (--force rewrites it)"
     return f"{out}: {len(rows)} games {what}"
 
+# %% ../nbs/03_bank.ipynb #d4b07fd8
 @app.command(cls=MultiValueCommand)
 def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
              n_games:Annotated[int, typer.Option(help="Number of base games (seeds).")]=24,
@@ -378,6 +397,7 @@ def import_(paths:Annotated[list[Path], typer.Argument(help="Game JSON files, LL
     rows = import_bank(paths, out, force=force)
     typer.echo(_bank_line(out, rows, before, force, "imported"))
 
+# %% ../nbs/03_bank.ipynb #b82f237b
 @app.command("eval", cls=MultiValueCommand)
 def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
           n:Annotated[int, typer.Option(help="Number of base games (seeds) to accept.")]=24,

@@ -22,16 +22,19 @@ def round_geometry(svg:str)->str:
 
 _LIVE_ATTR = re.compile(r' (?:role|aria-roledescription|aria-hidden|pointer-events)="[^"]*"')
 
+# %% ../nbs/00_charts.ipynb #ae866ecb
 def drop_live_attributes(svg:str)->str:
     "Drop the attributes only a live view reads (`role`, `aria-roledescription`, `aria-hidden`, `pointer-events`)."
     return _LIVE_ATTR.sub("", svg)
 
+# %% ../nbs/00_charts.ipynb #f2fe1483
 def vl_version()->str|None:
     "The Vega-Lite version altair writes (`major.minor`), or `None` where vl-convert does not have it (its default then)."
     import altair as alt, vl_convert as vlc
     v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return v if v in vlc.get_vegalite_versions() else None
 
+# %% ../nbs/00_charts.ipynb #fb7b6b6e
 def spec_svg(spec:dict)->str:
     "A Vega-Lite spec rendered to SVG by vl-convert, offline: no ARIA labels or live-view attributes, coordinates cut to 2 decimals."
     import vl_convert as vlc
@@ -45,6 +48,7 @@ def has_widgets()->bool:
     "Whether altair's JupyterChart can be built here (anywidget installed)."
     return find_spec("anywidget") is not None
 
+# %% ../nbs/00_charts.ipynb #61bbcb7b
 def widget_bundle(spec:dict)->dict:
     "The mimebundle of an offline JupyterChart of the spec (JavaScript from vl-convert, not a CDN)."
     import altair as alt
@@ -52,6 +56,7 @@ def widget_bundle(spec:dict)->dict:
     data, _ = alt.JupyterChart(alt.Chart.from_dict(spec), embed_options=EMBED_OPTIONS)._repr_mimebundle_()
     return data
 
+# %% ../nbs/00_charts.ipynb #db976886
 def chart_bundle(spec:dict, **metadata)->dict:
     "The `fairneg` renderer: an offline interactive widget where anywidget is installed, beside a static SVG."
     bundle = {"image/svg+xml": spec_svg(spec), "text/plain": "<altair chart: interactive in JupyterLab, an SVG elsewhere>"}
@@ -68,6 +73,7 @@ def enable(name:str=RENDERER, # an altair renderer name; `fairneg` is this chapt
     alt.renderers.enable(name, **options)
     return alt.renderers.active
 
+# %% ../nbs/00_charts.ipynb #dbdd4810
 def enable_default()->str:
     "Enable the `fairneg` renderer unless the user already chose another than altair's default."
     import altair as alt
@@ -83,6 +89,7 @@ def arm_colors(arms)->dict:
     "One colour per arm, in the order given (the palette repeats past nine arms)."
     return {a: ARM_PALETTE[k % len(ARM_PALETTE)] for k, a in enumerate(dict.fromkeys(arms))}
 
+# %% ../nbs/00_charts.ipynb #8ab942bc
 def color_scale(names, # the names a figure draws, in legend order
                 colors:dict, # name -> colour (`arm_colors`); a name it lacks is drawn in `BASE_COLOR`
                ):

@@ -46,10 +46,12 @@ class RootGroup(CliGroup):
 app = typer.Typer(cls=RootGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False, help=
     "fairneg: fair multi-party negotiation games with exact geometry — game geometry, game banks and the pilot.")
 
+# %% ../nbs/17_cli.ipynb #00d8f96a
 def _version(show:bool):
     if show:
         typer.echo(f"fairneg {__version__}"); raise typer.Exit()
 
+# %% ../nbs/17_cli.ipynb #18e4d96f
 @app.callback()
 def main(version:Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")]=False):
     "A group callback, so that `fairneg` is always a group of verbs (typer collapses a one-command app)."
@@ -63,6 +65,7 @@ def _pick_game(games:list, name:str|None, path)->list:
                                 + (", ..." if len(games) > 12 else "") + ")")
     return hit
 
+# %% ../nbs/17_cli.ipynb #fa3ce468
 @app.command()
 def geometry(game:Annotated[Path, typer.Argument(help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a folder of games or `@llm_deliberation`.")],
              name:Annotated[str|None, typer.Option("--game", help="Of a bank: the game to show in full.")]=None,

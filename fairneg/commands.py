@@ -37,6 +37,7 @@ def user_error(cls:type)->type:
     if cls not in USER_ERRORS: USER_ERRORS.append(cls)
     return cls
 
+# %% ../nbs/00_commands.ipynb #2444473c
 def one_line(text)->str:
     "A message on one line: every run of whitespace (newlines included) becomes one space."
     return " ".join(str(text).split())
@@ -46,10 +47,12 @@ def one_line(text)->str:
 class BadValue(ValueError):
     "A value a user gave (a flag, a parameter, a name) that the code cannot take; the message names it and says why."
 
+# %% ../nbs/00_commands.ipynb #e0ca128b
 class UnknownName(KeyError, BadValue):
     "A name missing from a registry (an agent, a type): a `KeyError` to the code that looks it up, a user error to the CLI."
     def __str__(self): return str(self.args[0]) if self.args else ""
 
+# %% ../nbs/00_commands.ipynb #2af15464
 class MissingInput(FileNotFoundError, BadValue):
     "An input file or folder that is not there: a `FileNotFoundError` to the code, a user error to the CLI."
 
@@ -59,6 +62,7 @@ def crash_dir()->Path:
     if os.environ.get("FAIRNEG_CRASH_DIR"): return Path(os.environ["FAIRNEG_CRASH_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fairneg" / "crashes"
 
+# %% ../nbs/00_commands.ipynb #d3ea5348
 def write_crash_log(exc:BaseException, # the exception that ended the command
                     argv=None, # the command line (default: `sys.argv`)
                    )->Path:
@@ -79,6 +83,7 @@ def usage_line(e:click_exceptions.ClickException)->str:
     ctx = getattr(e, "ctx", None)
     return f"error: {ctx.command_path if ctx is not None else 'fairneg'}: {one_line(e.format_message())}"
 
+# %% ../nbs/00_commands.ipynb #9a6ed42a
 def crash_line(e:BaseException, log:Path)->str:
     "The one line a crash prints: what went wrong and the log file that holds its traceback."
     return f"crash: {type(e).__name__}: {one_line(e)[:300]} (a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})"
@@ -115,6 +120,7 @@ def nearest(word, # a name the user gave
     hit = difflib.get_close_matches(str(word).lower(), list(low), n=1, cutoff=0.6)
     return low[hit[0]] if hit else None
 
+# %% ../nbs/00_commands.ipynb #c154abba
 def unknown_names(bad, # the names that are not known
                   known, # the names that are
                   what:str="key", # what they are, for the message
@@ -136,6 +142,7 @@ def json_kind(v)->str:
 _KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", Path: "a path (a string)",
           list: "a list", dict: "a mapping"}
 
+# %% ../nbs/00_commands.ipynb #c2ed21cf
 def type_problem(v, hint)->str|None:
     "What is wrong with value `v` for a field annotated `hint` (`int`, `float | None`, `list[int]`, ...), or None."
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -165,6 +172,7 @@ def expand_multi(args:list[str], flags:set[str])->list[str]:
         else: out.append(a)
     return out
 
+# %% ../nbs/00_commands.ipynb #5ddab9e9
 class MultiValueCommand(TyperCommand):
     "A typer command whose repeatable options also take several values after one flag."
     def parse_args(self, ctx, args):
@@ -179,6 +187,7 @@ def _flag_help(name:str, doc:str|None, default, readable:bool)->str:
     shown = "" if default is None or default is dataclasses.MISSING or default in ("", []) else f" (default {default})"
     return (doc[0].upper() if doc[0].isascii() else doc[0]) + doc[1:] + shown   # `λ: ...` stays λ
 
+# %% ../nbs/00_commands.ipynb #72ce1b4d
 def _field_default(f):
     if f.default is not dataclasses.MISSING: return f.default
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
@@ -191,6 +200,7 @@ def field_docs(cls)->dict:
         if dataclasses.is_dataclass(c): docs.update({k: v for k, v in docments(c).items() if v or k not in docs})
     return {f.name: docs.get(f.name) for f in dataclasses.fields(cls)}
 
+# %% ../nbs/00_commands.ipynb #c4ea1713
 def config_params(cls, # a dataclass whose fields carry trailing comments (their help)
                   skip=(), # fields left without a flag
                  )->list:
@@ -209,6 +219,7 @@ def config_params(cls, # a dataclass whose fields carry trailing comments (their
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[t], opt]))
     return out
 
+# %% ../nbs/00_commands.ipynb #5683b04f
 def config_command(cls, # the config dataclass
                    fn, # `fn(**kw)`: the command's body; the config's flags arrive under the field names
                    extra:list=(), # more parameters (`inspect.Parameter`s with typer annotations), before the flags
@@ -246,6 +257,7 @@ def config_section(d, # a parsed parameter file
         if (p := type_problem(v, hints[k])): raise error(f"{source}: {what or section} parameter `{k}`: {p}")
     return dict(d)
 
+# %% ../nbs/00_commands.ipynb #6cb7a2d9
 def key_values(items, # `KEY=VALUE` command-line items
                what:str, # the option, for errors
                error:type=ValueError, # the error class raised

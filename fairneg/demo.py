@@ -65,6 +65,7 @@ class DemoMix:
         f = iter(self.fair.act_batch([r for r, p in zip(requests, pick) if not p]))
         return [next(g) if p else next(f) for p in pick]
 
+# %% ../nbs/16_demo.ipynb #907885c2
 def demo_mix()->DemoMix: return DemoMix()
 
 DEMO_CHECKPOINTS = ("lam0_step6=agent:greedy_anchor", "lam0_step12=py:fairneg.demo:demo_mix",

@@ -33,6 +33,7 @@ __all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'pairs_digest', 'dpo_config
 class DPOTrainError(ValueError):
     "A DPO run that cannot start: bad pairs, a bad setting, or an output folder that holds another run."
 
+# %% ../nbs/14_dpo.ipynb #1c999af4
 @dataclass
 class DPOTrainConfig:
     "Every hyperparameter of a DPO run on counterfactual pairs (logged whole to each checkpoint)."
@@ -87,6 +88,7 @@ def pairs_digest(pairs)->str|None:
     try: return file_sha256(pairs_path(pairs))
     except FileNotFoundError: return None
 
+# %% ../nbs/14_dpo.ipynb #b6cdf09b
 def dpo_config_hash(cfg:DPOTrainConfig)->str:
     "Hash of the fields that define the learning problem and of the pairs table's contents (not the bookkeeping)."
     d = {k: v for k, v in asdict(cfg).items() if k not in _BOOKKEEPING} | {"pairs_sha256": pairs_digest(cfg.pairs)}
@@ -100,6 +102,7 @@ def _only_experiment(rows:list, source)->str:
                                             "name the one whose model plays the pairs (--policy-experiment)")
     return names[0]
 
+# %% ../nbs/14_dpo.ipynb #315d5576
 def training_pairs(cfg:DPOTrainConfig)->list:
     "The DPO pairs of a run: `dpo_pairs` of the configured type, on-policy for one experiment, windowed contexts only."
     rows = load_pairs(cfg.pairs)
@@ -113,6 +116,7 @@ def training_pairs(cfg:DPOTrainConfig)->list:
     if not recs: raise DPOTrainError(f"{cfg.pairs}: no {cfg.type} pair (no divergent turn with a legal LLM action)")
     return recs
 
+# %% ../nbs/14_dpo.ipynb #f0cfdd90
 def pair_ids(tok, # the model's tokenizer
              rec:dict, # a `dpo_pairs` record (chat messages or template text as its prompt)
              thinking:bool=False, # the chat template's thinking mode
@@ -123,6 +127,7 @@ def pair_ids(tok, # the model's tokenizer
     answer = lambda a: enc(a if isinstance(a, str) else a[0]["content"]) + [tok.eos_token_id]
     return dict(prompt_ids=enc(prompt), chosen_ids=answer(rec["chosen"]), rejected_ids=answer(rec["rejected"]))
 
+# %% ../nbs/14_dpo.ipynb #38464722
 def check_lengths(ids:list, recs:list, max_length:int):
     "Refuse a pair longer than `max_length` (TRL would cut it): name its episode and turn."
     for x, r in zip(ids, recs):
@@ -138,6 +143,7 @@ def draw_probabilities(recs:list, weighting:str="regret")->np.ndarray:
                             "(pass --weighting uniform to train on them alike)")
     return w / w.sum()
 
+# %% ../nbs/14_dpo.ipynb #68f72d0c
 def effective_pairs(p:np.ndarray)->float:
     "Kish's effective number of pairs under draw probabilities `p`."
     return float(p.sum() ** 2 / (p ** 2).sum())
@@ -161,6 +167,7 @@ def trainer_class():
         _TRAINER["cls"] = WeightedDPOTrainer
     return _TRAINER["cls"]
 
+# %% ../nbs/14_dpo.ipynb #4481813e
 def trl_args(cfg:DPOTrainConfig):
     "TRL's `DPOConfig` for a run: one log per step, no TRL checkpoints (we write our own), nothing reported elsewhere."
     import torch
@@ -182,6 +189,7 @@ def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, c
                                                                 config_hash=chash, pairs=n_pairs), indent=1))
     return checkpoint_dir(out, step)
 
+# %% ../nbs/14_dpo.ipynb #3fb19770
 def finished_run(cfg:DPOTrainConfig)->list|None:
     "The rows of this very run when OUT holds it complete; None when OUT is empty; an error when OUT holds another run."
     out = Path(cfg.out); rows_path = out / TRAINING_STEPS
@@ -205,6 +213,7 @@ def dpo_row(cfg:DPOTrainConfig, step:int, logs:dict, p:np.ndarray, seconds:float
                     train_s=round(seconds, 3), total_s=round(seconds, 3), **memory_reading(), config_hash=chash,
                     code_version=code_version(), backend="hf", base_dtype=dtype, gradient_checkpointing=False)
 
+# %% ../nbs/14_dpo.ipynb #74d7d626
 def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bool=True):
     "A TrainerCallback that appends each step's row, writes the checkpoints that are due, and shows one progress bar."
     from transformers import TrainerCallback
@@ -232,6 +241,7 @@ def _lora(model, cfg:DPOTrainConfig):
     try: return lora_config(model, cfg)
     except ValueError as e: raise DPOTrainError(str(e)) from None
 
+# %% ../nbs/14_dpo.ipynb #67179974
 def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     "Train one DPO arm on its pairs; return its step rows (those of a finished identical run without training again)."
     done = finished_run(cfg)
@@ -263,6 +273,7 @@ def make_dpo_config(params:str|dict|None=None, **overrides)->DPOTrainConfig:
     "A DPOTrainConfig from a parameter file's `dpo:` section (or the whole file when it has none) and explicit overrides (None means: not given)."
     return load_config(DPOTrainConfig, params, "dpo", whole=True, what="DPO", **overrides)
 
+# %% ../nbs/14_dpo.ipynb #ac7f1ba0
 def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fields):
     "Train one DPO arm on counterfactual pairs; writes PEFT checkpoints and training_steps.jsonl to --out."
     try: cfg = make_dpo_config(str(params) if params else None, **fields)
@@ -282,6 +293,7 @@ def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fie
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="DPO on counterfactual pairs.")
 
+# %% ../nbs/14_dpo.ipynb #8ffbf501
 @app.callback()
 def _group():
     "DPO on counterfactual pairs (a group callback, so that `fairneg dpo train` stays a verb of its own)."

@@ -77,11 +77,13 @@ def _mask(self:NegotiationEnv, seat):
     if "demand" in dp_legal: m[5 + self._m: 5 + self._m + s.game.n_options[seat]] = 1
     return m
 
+# %% ../nbs/07_env.ipynb #9b444659
 @patch
 def _decode(self:NegotiationEnv, a, seat)->dict:
     "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
     return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
 
+# %% ../nbs/07_env.ipynb #169e71fb
 @patch
 def _action(self:NegotiationEnv, a, seat)->dict:
     s = self.state
@@ -125,6 +127,7 @@ def step(self:NegotiationEnv, action):
         self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
     self._accumulate_rewards()
 
+# %% ../nbs/07_env.ipynb #9151899c
 @patch
 def render(self:NegotiationEnv):
     "The current seat's prompt (ANSI text), or the outcome once the episode is over."
@@ -132,6 +135,7 @@ def render(self:NegotiationEnv):
     seat = current_seats(self.state)[0]
     return "\n\n".join(m["content"] for m in prompt(self.state, seat, self.framing))
 
+# %% ../nbs/07_env.ipynb #696a7ee2
 @patch
 def close(self:NegotiationEnv): pass
 

@@ -24,12 +24,14 @@ Z_DECIMALS = 4   # z is rounded in the chart's data (a 0.0001 change is far belo
 def _z_columns(geo:Geometry, pos)->dict:
     return {f"z{k}": np.round(geo.Z[k, pos], Z_DECIMALS) for k in range(geo.game.n)}
 
+# %% ../nbs/04_explorer.ipynb #ea17ab68
 def deal_table(geo:Geometry):
     "One row per deal: game, deal label, set (IR, passable or other), IR-Pareto mark, NNW, and every party's z."
     import pandas as pd
     return pd.DataFrame(dict(game=geo.game.name, deal=[geo.label(p) for p in range(geo.n_deals)], set=deal_sets(geo),
                              pareto=geo.pareto_ir, nnw=np.round(geo.nnw, Z_DECIMALS), **_z_columns(geo, slice(None))))
 
+# %% ../nbs/04_explorer.ipynb #6697d3ad
 def solution_table(geo:Geometry):
     "The NBS and KS deals of a game (where defined), one row per deal in `deal_table`'s columns: `NBS = KS` where they are one deal."
     import pandas as pd
@@ -43,15 +45,18 @@ class ExplorerError(ValueError):
     "The explorer's input is unusable (a missing episode file, episodes on none of the games)."
 user_error(ExplorerError)
 
+# %% ../nbs/04_explorer.ipynb #2a14a0d0
 def episode_policy(row:dict)->str:
     "The policy an episode row stands for: an eval side's checkpoint or `untrained (<policy>)`, else its seats' policies."
     if row.get("eval_side") == "base": return f"untrained ({row.get('eval_policy') or '?'})"
     return row.get("eval_checkpoint") or "+".join(dict.fromkeys(row.get("seats") or ["?"]))
 
+# %% ../nbs/04_explorer.ipynb #9a0ad2fa
 def closed_deal(row:dict)->bool:
     "Did the episode close a deal (and log its label)?"
     return bool(row.get("deal")) and isinstance(row.get("deal_label"), str)
 
+# %% ../nbs/04_explorer.ipynb #77576772
 def deal_position(geo:Geometry, row:dict)->int:
     "The position in `geo.deals` of the row's deal, or an `ExplorerError` naming the row's source, game and label."
     try: return geo.position(parse_deal_label(row["deal_label"], geo.game.n_options))
@@ -71,6 +76,7 @@ def _once(episodes:list[dict])->list[dict]:
         out.append(r)
     return out
 
+# %% ../nbs/04_explorer.ipynb #dd18c9b8
 def struck_table(geos:list[Geometry], episodes:list[dict]):
     "Deals the episodes struck, one row per (game, deal, policy) with its episode count and every party's z."
     import pandas as pd
@@ -90,11 +96,13 @@ def inline(df):
     import altair as alt, json
     return alt.InlineData(values=json.loads(df.to_json(orient="records")))
 
+# %% ../nbs/04_explorer.ipynb #a071b32e
 def seat_labels(geos:list[Geometry])->list[str]:
     "Selector labels for party indices: `1 mayor`, ... where every game has the same parties, else `seat 1`, ..."
     if len({tuple(g.game.parties) for g in geos}) == 1: return [f"{k+1} {p}" for k, p in enumerate(geos[0].game.parties)]
     return [f"seat {k+1}" for k in range(max(g.game.n for g in geos))]
 
+# %% ../nbs/04_explorer.ipynb #5c4b7054
 def explorer_params(names:list[str], labels:list[str], game:str, x:int=0, y:int=1)->list:
     "The chart's parameters: the game and the two parties (selectors), and the party labels (for the caption)."
     import altair as alt
@@ -103,6 +111,7 @@ def explorer_params(names:list[str], labels:list[str], game:str, x:int=0, y:int=
     return [alt.param(name="game", value=game, bind=alt.binding_select(options=names, name="game ")),
             seats(x, "x"), seats(y, "y"), alt.param(name="seatlabels", value=labels)]
 
+# %% ../nbs/04_explorer.ipynb #43d38b10
 def on_axes(chart):
     "A layer filtered to the chosen game, with `x` and `y` the chosen parties' z."
     return (chart.transform_filter("datum.game == game")
@@ -136,6 +145,7 @@ def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
             shape=alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=pols)), tooltip=["policy:N", "deal:N", "episodes:Q"]))
     return layers
 
+# %% ../nbs/04_explorer.ipynb #0bbb7d9d
 def caption_layer():
     "A line above the plot naming the game and the chosen parties (it follows the selectors)."
     import altair as alt, pandas as pd
@@ -169,6 +179,7 @@ def _skipped(f:Path, root:Path)->bool:
     "A table in a private folder (`_shared_base`: the eval's base sides before each cell's copy) or a half-written one."
     return any(part.startswith("_") or ".tmp-" in part for part in f.relative_to(root).parts[:-1])
 
+# %% ../nbs/04_explorer.ipynb #8bf20d40
 def episodes_under(path)->list[dict]:
     "The episode rows (each with its `_source`, file:line) of an episodes.jsonl file, or of every one under a folder."
     p = Path(path)
@@ -178,6 +189,7 @@ def episodes_under(path)->list[dict]:
     if not files: raise ExplorerError(f"{p}: no {EPISODES} in this folder or below it")
     return [r for f in files for r in episode_rows(f, ExplorerError)]
 
+# %% ../nbs/04_explorer.ipynb #b84c6e5b
 def explorer(source, # a bank folder, a game JSON file or an LLM-Deliberation folder (or a folder of those)
              episodes=None, # an episodes.jsonl file or a run folder (its episodes.jsonl files, at any depth)
              **kw):

@@ -24,6 +24,7 @@ class ExportError(ValueError):
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")   # what PEFT's from_pretrained reads
 
+# %% ../nbs/15_export.ipynb #8fc68c07
 def export_name(arm:str, step:int)->str:
     "The folder a checkpoint is exported to: `lam05_checkpoint-24`, as the seed's adapter repository names them."
     return f"{arm}_checkpoint-{int(step)}"
@@ -41,6 +42,7 @@ def checkpoint_facts(ckpt:Path)->dict:
                 lora={k: ac.get(k) for k in ("r", "lora_alpha", "lora_dropout", "target_modules", "bias")},
                 segments=read_segments(ckpt.parent))
 
+# %% ../nbs/15_export.ipynb #1ec267f9
 def eval_verdicts(ev:dict|None, # an eval.json (`fairneg eval analyze`), or None
                   name:str, # the checkpoint's name there (`lam05_step24`)
                  )->list[dict]:
@@ -62,6 +64,7 @@ def _table(rows:list[dict], cols:dict)->str:
 CARD_SETTINGS = ("model", "bank", "lam", "steps", "groups", "k", "lr", "kl_coef", "temperature", "max_turns", "context", "framing",
                  "backend", "seed")   # the training settings a card lists (those the config has)
 
+# %% ../nbs/15_export.ipynb #d79c50c2
 def model_card(f:dict, # `checkpoint_facts`
                verdicts:list[dict], # `eval_verdicts`
                folder:str, # the exported folder's name
@@ -107,6 +110,7 @@ def export_checkpoint(ckpt:Path, # a checkpoint folder `ARM/checkpoint-STEP/`
     tmp.rename(dst)
     return dst
 
+# %% ../nbs/15_export.ipynb #3f296b31
 def export_arm(arm_dir:Path, out:Path, ev:dict|None=None,
                steps:list[int]|None=None, # the steps to export (default: every complete checkpoint)
                force:bool=False)->list[Path]:
@@ -130,6 +134,7 @@ def arm_folders(paths:list[Path])->list[Path]:
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="Export checkpoints as hub-ready PEFT adapter folders with model cards.")
 
+# %% ../nbs/15_export.ipynb #041b83f8
 @app.command(cls=MultiValueCommand)
 def export(arms:Annotated[list[Path], typer.Argument(help="Arm folders (with checkpoint-STEP/), or folders of arms (a run's train/).")],
            out:Annotated[Path, typer.Option(help="The folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each).")],

@@ -74,18 +74,21 @@ def issue_letter(k:int)->str: return string.ascii_uppercase[k]
 
 _ISSUE_INDEX = {c: k for s in (string.ascii_uppercase, string.ascii_lowercase) for k, c in enumerate(s)}
 
+# %% ../nbs/01_game.ipynb #7e4c7f3f
 def issue_index(letter:str)->int:
     "The issue an issue letter names (`B` or `b` -> 1): `issue_letter`'s inverse."
     k = _ISSUE_INDEX.get(letter)   # a table, not `str.index`: the engine reads every label of every deal through it
     if k is None: raise ValueError(f"`{letter}` is not an issue letter (A-Z)")
     return k
 
+# %% ../nbs/01_game.ipynb #598f74f0
 def label_option(t:str)->tuple:
     "`(issue, option)` (both 0-based) of an option label such as `B3`, without a range check; ValueError when it is none."
     m = re.fullmatch(r"([A-Za-z])(\d+)", t.strip())
     if not m: raise ValueError(f"`{t}` is not an option label like A1")
     return issue_index(m[1]), int(m[2]) - 1
 
+# %% ../nbs/01_game.ipynb #ac3a7ec9
 def label_options(label:str)->list:
     "`(issue, option)` of every option label of a well-formed deal label, as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
     return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]   # no regex: agents and prompts read many labels
@@ -95,14 +98,17 @@ def deal_key(text)->str|None:
     "A deal text's option labels, upper-cased and sorted: two texts of the same deal get one key (None for a non-string)."
     return " ".join(sorted(re.findall(r"[A-Z]\d+", text.upper()))) if isinstance(text, str) else None
 
+# %% ../nbs/01_game.ipynb #c6d5ff9e
 def option_label(k:int, o:int)->str:
     "Label of option `o` (0-based) of issue `k`, e.g. `B3`."
     return f"{issue_letter(k)}{o+1}"
 
+# %% ../nbs/01_game.ipynb #f414d4fd
 def deal_label(deal)->str:
     "A deal (one option index per issue) as `A1 B2 C3`."
     return " ".join(option_label(k, int(o)) for k, o in enumerate(deal))
 
+# %% ../nbs/01_game.ipynb #166b5089
 def parse_deal_label(text:str, n_options)->tuple:
     "Parse `A1 B2 C3` (or `A1,B2,C3`) into option indices, checking every issue appears once with a valid option."
     toks = [t for t in re.split(r"[\s,;]+", text.strip().upper()) if t]
@@ -134,6 +140,7 @@ def accepts(u, # a utility, or an array of utilities
 def _check(ok, source, field, problem):
     if not ok: raise GameError(source, field, problem)
 
+# %% ../nbs/01_game.ipynb #0d255a72
 def _finite_number(s)->bool:
     "An int or float, not a bool, that `np.isfinite` accepts (plain int64-range ints without calling numpy)."
     return (type(s) is int and -2**63 <= s < 2**63) or (isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s))
@@ -183,6 +190,7 @@ def validate_game(g:Game, source="<game>")->Game:
 class PartyError(ValueError):
     "A party given by a name the game does not have, or an index out of its range."
 
+# %% ../nbs/01_game.ipynb #8e0085d5
 def party_index(g:Game, # the game
                 p, # a party's name (`SportCo`) or index (0-based; negative counts from the end)
                )->int:
@@ -199,10 +207,12 @@ def party_index(g:Game, # the game
 class ReadError(ValueError):
     "A file that cannot be read as UTF-8 text or parsed, with the file and the problem in its one-line message."
 
+# %% ../nbs/01_game.ipynb #2340d072
 def _fail(error:type, source, field:str, problem:str):
     "Raise `error` about `source`: `GameError(source, field, problem)` for game errors, else the message `<source>: <problem>`."
     raise (error(source, field, problem) if issubclass(error, GameError) else error(f"{source}: {problem}")) from None
 
+# %% ../nbs/01_game.ipynb #0b39580a
 def read_text(path, error:type=ReadError)->str:
     "A UTF-8 text file's content (universal newlines); `error` names the file and why when it is unreadable or not UTF-8."
     path = Path(path)
@@ -219,6 +229,7 @@ def read_json(path, error:type=ReadError):
     try: return json.loads(text)
     except json.JSONDecodeError as e: _fail(error, path, "<json>", f"not valid JSON: {e}")
 
+# %% ../nbs/01_game.ipynb #73e04cba
 def json_lines(path, error:type=ReadError)->list[tuple[int, object]]:
     "`(line number, value)` for every non-blank line of a JSON Lines file; `error` names the file, the line and why."
     out = []
@@ -254,6 +265,7 @@ _REQUIRED = ["name", "parties", "roles", "issues", "options", "scores", "thresho
 
 def game_to_dict(g:Game)->dict: return asdict(g)
 
+# %% ../nbs/01_game.ipynb #e7192de1
 def _check_fields(d, source):
     "Unknown fields (with the nearest known one) first, then missing ones, then each field's JSON type."
     _check(isinstance(d, dict), source, "<root>", f"a game file must hold a JSON object, not {json_kind(d)}")
@@ -265,6 +277,7 @@ def _check_fields(d, source):
         kind, ok = FIELD_TYPES[f]
         _check(ok(v), source, f, f"must be {kind}, got {json_kind(v)}")
 
+# %% ../nbs/01_game.ipynb #24f02e79
 def game_from_dict(d:dict, source="<dict>")->Game:
     "Build and validate a game from a dict, naming `source` in errors."
     _check_fields(d, source)
@@ -272,16 +285,19 @@ def game_from_dict(d:dict, source="<dict>")->Game:
     except (TypeError, ValueError) as e: raise GameError(source, "<root>", str(e)) from None
     return validate_game(g, source)
 
+# %% ../nbs/01_game.ipynb #5e86392e
 def game_text(g:Game)->str:
     "A game's file: pretty JSON."
     return json.dumps(game_to_dict(g), indent=1, ensure_ascii=False) + "\n"
 
+# %% ../nbs/01_game.ipynb #235dec63
 def save_game(g:Game, path)->Path:
     "Write a game as pretty JSON."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(game_text(g), encoding="utf-8")
     return path
 
+# %% ../nbs/01_game.ipynb #3d06e318
 def load_game(path)->Game:
     "Load and validate a game JSON file (or an LLM-Deliberation folder)."
     path = Path(path)
@@ -306,6 +322,7 @@ def _parse_scores_file(p:Path, source):
     except ValueError as e: raise GameError(source, f"scores_files/{p.name}", f"not a number: {e}") from None
     return sheet, (int(tau) if tau == int(tau) else tau)
 
+# %% ../nbs/01_game.ipynb #78e812fe
 def _issue_names(text:str, m:int):
     "Issue and option names from the global instructions, falling back to labels."
     issues = [f"Issue {issue_letter(k)}" for k in range(m)]
@@ -355,6 +372,7 @@ def _grid_sums(rows:np.ndarray, n_options)->np.ndarray:
     for a, b in zip(ends, ends[1:]): U = (U[:, :, None] + rows[:, None, a:b]).reshape(len(rows), -1)
     return U
 
+# %% ../nbs/01_game.ipynb #f355fb35
 def _has_nbs_deal(scores, thresholds, n_options)->bool:
     "Does some deal give every party a positive surplus (so IR is non-empty and the NBS exists)?"
     U = _grid_sums(np.array([[s for row in sheet for s in row] for sheet in scores]), n_options)
@@ -367,6 +385,7 @@ def _weights(rng, m:int, total:int=100, lo:int=4)->list[int]:
     cuts = [0] + sorted((rng.choice(top - 1, size=m - 1, replace=False) + 1).tolist()) + [top]
     return [b - a - 1 + lo for a, b in zip(cuts, cuts[1:])]
 
+# %% ../nbs/01_game.ipynb #4c30592a
 def generate_game(seed:int, n_parties:int=6, n_issues:int=5, info_mode:str="full",
                   tau_lo:float=0.30, tau_hi:float=0.60)->Game:
     "A six-party (by default) game that is a pure function of `seed`."
@@ -407,6 +426,7 @@ def ultimatum_game()->Game:
         options=[[str(s) for s in SHARES]], scores=[[SHARES], [[100 - s for s in SHARES]]], thresholds=[0, 0],
         veto=[0, 1], quorum=2, protocol="ultimatum", meta=dict(source="canonical")), "ultimatum_game()")
 
+# %% ../nbs/01_game.ipynb #46fb76dc
 def divide_dollar_game(n:int=2)->Game:
     "Divide-the-dollar: each of `n` parties demands a share; demands summing above 100 leave everyone with 0."
     sheets = [[SHARES if k == i else [0] * len(SHARES) for k in range(n)] for i in range(n)]

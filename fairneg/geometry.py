@@ -20,16 +20,19 @@ def enumerate_deals(g:Game)->np.ndarray:
     "All deals as a `(|D|, m)` array of option indices, issue A most significant."
     return np.indices(g.n_options, dtype=np.int16).reshape(g.m, -1).T
 
+# %% ../nbs/02_geometry.ipynb #e2f0cfce
 def score_arrays(g:Game)->list[np.ndarray]:
     "Per issue, the `(n, o_k)` matrix of every party's scores."
     return [np.array([g.scores[i][k] for i in range(g.n)], dtype=float) for k in range(g.m)]
 
+# %% ../nbs/02_geometry.ipynb #61bdcc90
 def utility_matrix(g:Game, deals:np.ndarray)->np.ndarray:
     "`U[i, d] = u_i(d)` for the given deals."
     U = np.zeros((g.n, len(deals)))
     for k, S in enumerate(score_arrays(g)): U += S[:, deals[:, k]]
     return U
 
+# %% ../nbs/02_geometry.ipynb #06bb59f0
 def _grid_utilities(g:Game)->np.ndarray:
     "`U` for every deal in `enumerate_deals` order, by broadcasting each issue's scores onto the grid (no gathers)."
     return _grid_sums(np.array([[s for row in sheet for s in row] for sheet in g.scores], dtype=float), g.n_options)
@@ -39,6 +42,7 @@ def _sorted_sum(X:np.ndarray)->np.ndarray:
     "Column sums that do not depend on the row order, rounded so equal rationals compare equal."
     return np.round(np.sort(X, axis=0).sum(axis=0), 12)
 
+# %% ../nbs/02_geometry.ipynb #d384d0dc
 def _best_of(cand:np.ndarray, primary:np.ndarray, sumz_at):
     "Best of the deal positions `cand` (ascending): highest `primary` (one per candidate), then highest `sumz_at(positions)`, then smallest index."
     if len(cand) == 0: return None
@@ -47,10 +51,12 @@ def _best_of(cand:np.ndarray, primary:np.ndarray, sumz_at):
     sz = sumz_at(top)
     return int(top[np.flatnonzero(sz == sz.max())[0]])
 
+# %% ../nbs/02_geometry.ipynb #4c89b819
 def _argbest(mask:np.ndarray, primary:np.ndarray, sumz:np.ndarray):
     "Position of the best masked deal: highest `primary`, then highest `sumz`, then smallest index; None if none."
     return _best_of(np.flatnonzero(mask), primary[mask], lambda p: sumz[p])
 
+# %% ../nbs/02_geometry.ipynb #ab82ceb7
 def _nash_objective(S:np.ndarray, cols=None)->np.ndarray:
     "Nash product of surpluses `S` (n × D) at columns `cols` (all by default), exact integers when every surplus is, else a log-sum."
     pmax = np.maximum(S.max(axis=1), 1)
@@ -61,6 +67,7 @@ def _nash_objective(S:np.ndarray, cols=None)->np.ndarray:
         else np.prod(pos.astype(np.int64), axis=0)
     return np.round(np.sort(np.log(pos), axis=0).sum(axis=0), 12)
 
+# %% ../nbs/02_geometry.ipynb #61037929
 def nnw_from_z(Z:np.ndarray)->np.ndarray:
     "Normalized Nash welfare `(prod_i max(z_i, 0))^(1/n)` per column of `Z` (n × D)."
     n = Z.shape[0]
@@ -79,6 +86,7 @@ def _dominated(V:np.ndarray, by:np.ndarray)->np.ndarray:
 
 _PROBE = 32
 
+# %% ../nbs/02_geometry.ipynb #fe8e7fdf
 def pareto_mask(U:np.ndarray, mask:np.ndarray)->np.ndarray:
     "Boolean mask of the deals in `mask` that are Pareto-optimal within `mask` (U is n × D)."
     out = np.zeros(U.shape[1], bool)
@@ -142,6 +150,7 @@ def _ks_objective(U, tau, ir):
     R = np.where(span[:, None] > 0, (U - tau[:, None]) / np.where(span > 0, span, 1)[:, None], 1.0)
     return R.min(axis=0)
 
+# %% ../nbs/02_geometry.ipynb #93e4d8bf
 def _feasible(g:Game)->tuple:
     "Feasible deals, their mixed-radix indices and utilities (every deal unless the game has a `pie`)."
     deals = enumerate_deals(g)
@@ -176,6 +185,7 @@ def _solutions(U:np.ndarray, S:np.ndarray, Z:np.ndarray, tau:np.ndarray, ir:np.n
                 egal=_best_of(cand, Si.min(0), sumz_at),
                 util=_best_of(cand, _sorted_sum(Ui), sumz_at))
 
+# %% ../nbs/02_geometry.ipynb #64e3176d
 def _nnw_spread(nnw:np.ndarray, ir:np.ndarray)->tuple:
     "Max − min and standard deviation of `nnw` over IR (None, None when IR is empty)."
     if not ir.any(): return None, None
@@ -203,10 +213,12 @@ def _party_profile(g:Game, i:int)->tuple:
     "What party i is, independent of names and of issue and option order."
     return (g.roles[i], i in g.veto, float(g.thresholds[i]), tuple(sorted(tuple(sorted(r)) for r in g.scores[i])))
 
+# %% ../nbs/02_geometry.ipynb #1bfc350d
 def _form_for_order(g:Game, order)->tuple:
     "Canonical issues for one party order: options sorted within issues, issues sorted."
     return tuple(sorted(tuple(sorted(zip(*[g.scores[i][k] for i in order]))) for k in range(g.m)))
 
+# %% ../nbs/02_geometry.ipynb #39ae69b1
 def _party_orders(profiles):
     "Every party order consistent with sorted profiles (ties permuted), capped."
     idx = sorted(range(len(profiles)), key=lambda i: profiles[i])
@@ -214,6 +226,7 @@ def _party_orders(profiles):
     if math.prod(math.factorial(len(gr)) for gr in groups) > _MAX_TIE_PERMS: return [idx]
     return [sum(p, []) for p in itertools.product(*[[list(q) for q in itertools.permutations(gr)] for gr in groups])]
 
+# %% ../nbs/02_geometry.ipynb #7b1040b5
 def sheet_fingerprint(g:Game)->str:
     "SHA-256 of the sheets, thresholds, roles, veto set, quorum and protocol, invariant to relabeling."
     profiles = [_party_profile(g, i) for i in range(g.n)]
@@ -221,6 +234,7 @@ def sheet_fingerprint(g:Game)->str:
     head = dict(n=g.n, quorum=g.quorum, strict=g.strict, pie=g.pie, protocol=g.protocol, info_mode=g.info_mode)
     return hashlib.sha256(json.dumps([head, best], default=float).encode()).hexdigest()[:16]
 
+# %% ../nbs/02_geometry.ipynb #b29463a5
 def _solution_fp(U:np.ndarray, positions)->str:
     "SHA-256 of the party-order-free multiset of utility vectors at the solution points."
     M = np.array([U[:, p] if p is not None else np.full(U.shape[0], -1e18) for p in positions]).T
@@ -251,6 +265,7 @@ def solve_pure(g:Game)->dict:
                 ks=best(ir, ks), egal=best(ir, lambda u: min(u[i] - tau[i] for i in range(n))),
                 util=best(ir, lambda u: sum(u)), n_ir=len(ir))
 
+# %% ../nbs/02_geometry.ipynb #e0c56712
 def solutions_as_deals(geo:Geometry)->dict:
     "The four solutions of a `Geometry` as option-index tuples (None when undefined)."
     return {s: (None if geo.solution(s) is None else tuple(int(o) for o in geo.deals[geo.solution(s)])) for s in SOLUTIONS}
@@ -279,6 +294,7 @@ def party_rows(geo:Geometry)->list[dict]:
         rows.append(row)
     return rows
 
+# %% ../nbs/02_geometry.ipynb #d000d8f4
 def geometry_summary(geo:Geometry)->dict:
     "The JSON summary of a game's geometry printed by `fairneg geometry --json`: counts, solutions, each party at each."
     return dict(name=geo.game.name, n_parties=geo.game.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
@@ -295,8 +311,10 @@ def geometry_headline(geo:Geometry)->str:
     return (f"Geometry({geo.game.name}: {geo.game.n} parties, {geo.n_deals} deals, {int(geo.ir.sum())} IR, "
             f"{int(geo.passable.sum())} passable; {sols})")
 
+# %% ../nbs/02_geometry.ipynb #5df33002
 def _u_z(u, z)->str: return "—" if u is None else f"{u:g} ({z:+.2f})"
 
+# %% ../nbs/02_geometry.ipynb #9685c979
 def party_frame(geo:Geometry):
     "`party_rows` as a table a person reads: one row per party, `u (z)` under each solution."
     import pandas as pd
@@ -317,6 +335,7 @@ def geometry_text(geo:Geometry)->str:
                       *("  " + line for line in table.split("\n")),
                       f"  sheet_fp {s['sheet_fp']}  solution_fp {s['solution_fp']}"])
 
+# %% ../nbs/02_geometry.ipynb #d99ba93b
 def geometry_html(geo:Geometry)->str:
     "The headline and the party table as HTML (a `Geometry` in JupyterLab)."
     import html
@@ -340,6 +359,7 @@ def deal_sets(geo:Geometry)->np.ndarray:
     "Each deal's set, as the deal maps colour it: `IR`, else `passable`, else `other`."
     return np.where(geo.ir, "IR", np.where(geo.passable, "passable", "other"))
 
+# %% ../nbs/02_geometry.ipynb #f0c7b8d5
 def _deal_frame(geo:Geometry, i:int, j:int):
     import pandas as pd
     return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=deal_sets(geo),
@@ -374,6 +394,7 @@ def _density(zi, zj, bins:int):
     n = pd.DataFrame(dict(ci=ci, cj=cj)).value_counts().reset_index(name="deals")
     return pd.DataFrame(dict(zi=ei[n.ci], zi2=ei[n.ci + 1], zj=ej[n.cj], zj2=ej[n.cj + 1], deals=n.deals))
 
+# %% ../nbs/02_geometry.ipynb #beb7abac
 def plot_deals(geo:Geometry, i:int|str=0, j:int|str=1, struck=None, width:int=420, height:int=380,
                bins:int=24, # cells per axis of the density of the deals that are neither IR nor passable
                ):

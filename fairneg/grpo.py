@@ -142,6 +142,7 @@ def _fill_config(cfg:GRPOConfig):
     cfg.checkpoint_steps = sorted({int(s) for s in cfg.checkpoint_steps})
     if cfg.importance_correction == "auto": cfg.importance_correction = "tis" if cfg.backend == "vllm" else "none"
 
+# %% ../nbs/13_grpo.ipynb #1879db59
 def _check_config(cfg:GRPOConfig):
     "Refuse a value out of range or not one of its choices: a `ValueError` that names the field."
     if not 0 <= cfg.lam <= 1: raise ValueError(f"lam must be in [0, 1], got {cfg.lam}")
@@ -168,6 +169,7 @@ def _problem(cfg:GRPOConfig)->dict:
     "The fields that define the learning problem."
     return {k: v for k, v in asdict(cfg).items() if k not in _VOLATILE and not (k in _ADDED and v == _ADDED[k])}
 
+# %% ../nbs/13_grpo.ipynb #446e3d95
 def config_hash(cfg:GRPOConfig)->str:
     "Hash of the hyperparameters that define the learning problem (not the bookkeeping or the batch geometry)."
     d = _problem(cfg)
@@ -189,6 +191,7 @@ def _rng(*key)->np.random.Generator:
     "A numpy generator seeded by a tuple of ints."
     return np.random.Generator(np.random.PCG64([int(x) & 0xFFFFFFFF for x in key]))
 
+# %% ../nbs/13_grpo.ipynb #4893f139
 def step_plan(step:int, n_games:int, cfg:GRPOConfig, n_parties:list)->list:
     "For each group of a step: (game index, seat policy names, k episode seeds)."
     rng = _rng(cfg.seed, step, 7)
@@ -212,6 +215,7 @@ def episode_seat_rewards(ep, cfg:GRPOConfig)->np.ndarray:
     return rewards_from_z(np.asarray(ep.row["z"], float), cfg.lam, cfg.eps, cfg.g_floor, cfg.shaping_weight,
                           [s["illegal"] + s["fabrication"] + s["parse_error"] for s in st], [max(s["attempts"], 0) for s in st])
 
+# %% ../nbs/13_grpo.ipynb #8afda2fd
 def group_advantages(R:np.ndarray, # (k, n) rewards of the k episodes of one group, per seat
                      trained:list, # per seat: is it the policy (trained on)?
                      std_normalize:bool=False)->tuple:
@@ -239,11 +243,13 @@ class Sample:
     turn: str = ""                      # which turn it is (game, episode seed, seat, turn index), for error messages
     seat_key: str = ""                  # `episode#seat`: the seat whose turns `pack_samples` may chain into one sequence
 
+# %% ../nbs/13_grpo.ipynb #3cb7adca
 def _turn_name(ep, t:dict)->str:
     "A turn's address in error messages: game, episode seed, seat and turn index."
     row = getattr(ep, "row", None) or {}
     return f"{row.get('instance_id', '?')} seed {row.get('episode_seed', '?')} seat {t['seat']} turn {t['turn_idx']}"
 
+# %% ../nbs/13_grpo.ipynb #511741ed
 def collect_samples(episodes, advantages:list, # per episode: an (n,) array
                     flat:list|None=None, # per episode: an (n,) bool array, the seat's group is flat (None: none is)
                     flat_groups:str="kl_only")->list:
@@ -261,14 +267,20 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
 
 # %% ../nbs/13_grpo.ipynb #9817c858
 def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)   # `Packed` or `Sample`
+
+# %% ../nbs/13_grpo.ipynb #f08b7fec
 def _ids(x)->list: return x.ids if hasattr(x, "ids") else list(x.prompt_ids) + list(x.completion_ids)
+
+# %% ../nbs/13_grpo.ipynb #8c7884b2
 def _spans(x)->list: return x.spans if hasattr(x, "spans") else [(len(x.prompt_ids), _n_tokens(x))]
 
+# %% ../nbs/13_grpo.ipynb #f2ee0eff
 def shared_tokens(items:list, share_prefix:int)->int:
     "Tokens a pass over these sequences does not compute: each group's shared first stretch (`llm.prefix_groups`) past its first row."
     if not share_prefix: return 0
     return sum(P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items], [_spans(x) for x in items], share_prefix))
 
+# %% ../nbs/13_grpo.ipynb #3adb9c92
 def micro_batches(samples:list, size:int, token_budget:int,
                   share_prefix:int=0, # keep sequences sharing a first stretch of this many tokens together, counted once (0: no)
                   )->list:
@@ -294,6 +306,7 @@ class Packed:
     spans: list     # `(start, end)` of each answer in `ids`, in turn order
     samples: list   # the answers' samples, aligned with `spans`
 
+# %% ../nbs/13_grpo.ipynb #8dd9c82f
 def pack_samples(samples:list, pack:bool=True)->list:
     "Training sequences: each seat's turns chained into one wherever a prompt extends the sequence so far (else one each)."
     out, last = [], {}
@@ -347,12 +360,14 @@ def _count_nonfinite(new:list, ref:list|None, res:dict):
     res["nonfinite_new"] += int(bad_new.sum()); res["nonfinite_ref"] += int(bad_ref.sum())
     res["nonfinite_tokens"] += int((bad_new | bad_ref).sum())
 
+# %% ../nbs/13_grpo.ipynb #3f488c28
 def nonfinite_what(res:dict)->str|None:
     "What of an update was not finite (`logprobs, ref_logprobs, loss, grad_norm`), or None when everything was."
     what = [k for k, bad in (("logprobs", res["nonfinite_new"]), ("ref_logprobs", res["nonfinite_ref"]),
                              ("loss", not math.isfinite(res["loss"])), ("grad_norm", not math.isfinite(res["grad_norm"]))) if bad]
     return ", ".join(what) or None
 
+# %% ../nbs/13_grpo.ipynb #cdd8978b
 def guarded_step(optimizer, scheduler, params:list, max_grad_norm:float, res:dict):
     "Clip and take the optimizer and schedule step, unless something was not finite (`res['nonfinite']`): then only drop the gradients."
     import torch
@@ -372,6 +387,7 @@ def _masks(batch:list, tokenizer, vocab:int):
                              "the sampler and the trainer must compile the same grammar (llm.grammar_text)") from None
     return [s.masks if s.masks is not None else None if s.schema is None else replay(s) for s in batch]
 
+# %% ../nbs/13_grpo.ipynb #a27d85c6
 def allowed_bitmask(allowed:list, vocab:int):
     "Packed int32 bitmask `[T, ceil(vocab/32)]` (xgrammar's layout) allowing, at step t, the token ids in `allowed[t]`."
     import torch
@@ -455,6 +471,7 @@ def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
         else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return bool(on), why
 
+# %% ../nbs/13_grpo.ipynb #3e522536
 def make_optimizer(model, cfg:GRPOConfig)->tuple:
     "AdamW over the trainable (adapter) parameters and a linear-warm-up-then-constant schedule."
     import torch
@@ -481,6 +498,7 @@ def activation_bytes_per_token(model, n:int=64, # tokens of the probe sequence (
     model.train(was)
     return total[0] / n
 
+# %% ../nbs/13_grpo.ipynb #6c8ba050
 def checkpointing_needed(bytes_per_token:float, token_budget:int, free_bytes:int,
                          margin:float=0.8, # the share of free memory the activations may take
                         )->tuple:
@@ -490,6 +508,7 @@ def checkpointing_needed(bytes_per_token:float, token_budget:int, free_bytes:int
     return on, (f"{'on' if on else 'off'}: {token_budget:,} tokens x {bytes_per_token / 2**20:.2f} MB = {need / 2**30:.1f} GB of "
                 f"activations {'>' if on else '<='} {margin:.0%} of {free_bytes / 2**30:.1f} GB free")
 
+# %% ../nbs/13_grpo.ipynb #32874596
 def checkpointing_plan(model, token_budget:int)->tuple:
     "`(on, why)` for this model and budget: off on a CPU; on a GPU, from the measured activations and its free memory."
     import torch
@@ -518,6 +537,7 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
                                                                 run_id=rid or run_id(cfg), history=history), indent=1, default=str))
     return checkpoint_dir(out, step)
 
+# %% ../nbs/13_grpo.ipynb #68109299
 def load_training_state(ckpt, optimizer, scheduler)->dict:
     "Restore optimizer, scheduler and RNG states from a checkpoint; return its trainer state."
     import torch
@@ -547,6 +567,7 @@ class ResumeMismatchError(RuntimeError):
 
 SUPERSEDED = "superseded_steps.jsonl"   # rows of steps a changed-config resume computed again
 
+# %% ../nbs/13_grpo.ipynb #ef1cd0fa
 def supersede_steps(out, # the arm's folder
                     after:int, # the step resumed from: rows of later steps are moved
                     why:str="computed under the old config", # what the line says of the moved rows
@@ -561,6 +582,7 @@ def supersede_steps(out, # the arm's folder
         print(f"resume: the rows of steps {later[0]['step']}-{later[-1]['step']}, {why}, moved to {SUPERSEDED}")
     return len(later)
 
+# %% ../nbs/13_grpo.ipynb #4493d690
 def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int):
     "Raise `ResumeMismatchError` when a step computed again after resuming from `start` differs from its logged row."
     diff = step_differences(logged, row)
@@ -576,16 +598,17 @@ def _resumed_id(state:dict, cfg:GRPOConfig)->str:
     if state.get("run_id"): return state["run_id"]
     return f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}" if state.get("config_hash") else run_id(cfg)
 
+# %% ../nbs/13_grpo.ipynb #223fafd6
 def _resume_changes(was:dict, cfg:GRPOConfig)->list:
     "`field old -> new` for `groups` and each field of the learning problem a resume changes."
     return [f"{k} {was.get(k, _ADDED.get(k))!r} -> {v!r}" for k, v in asdict(cfg).items()
             if (k == "groups" or k not in _VOLATILE) and was.get(k, _ADDED.get(k)) != v]
 
-
 # %% ../nbs/13_grpo.ipynb #370c6c52
 class NonFiniteStepsError(FloatingPointError):
     "Too many GRPO steps in a row had a non-finite loss or gradient (their updates were skipped)."
 
+# %% ../nbs/13_grpo.ipynb #b2f5292d
 def trailing_nonfinite(path, upto:int)->int:
     "How many rows of a steps table, up to step `upto`, end it with a skipped (non-finite) update."
     rows = sorted((r for r in read_jsonl(path) if r["step"] <= upto), key=lambda r: r["step"]) if Path(path).exists() else []
@@ -595,6 +618,7 @@ def trailing_nonfinite(path, upto:int)->int:
         n += 1
     return n
 
+# %% ../nbs/13_grpo.ipynb #ddc9ff74
 def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
     return (f"{cfg.arm}: the updates of steps {step - n + 1}-{step} were all skipped (not finite: {row['nonfinite']}; "
             f"{row['nonfinite_tokens']} tokens with a non-finite log-prob at step {step}); the weights are those of step "
@@ -661,12 +685,14 @@ def _policy(self:GRPOTrainer):
                     batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
                     message_chars=c.message_chars, constrain=cons, decode=c.decode)
 
+# %% ../nbs/13_grpo.ipynb #4fffdd97
 @patch
 def _vllm_dtype(self:GRPOTrainer)->dict:
     "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
     c = self.cfg
     return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
 
+# %% ../nbs/13_grpo.ipynb #8c2b0181
 @patch
 def _sync_vllm(self:GRPOTrainer, step:int):
     "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
@@ -791,11 +817,13 @@ def log_step(self:GRPOTrainer, step:int, row:dict, eps:list)->bool:
     if step in c.checkpoint_steps or step == c.steps: self.save(step)
     return new
 
+# %% ../nbs/13_grpo.ipynb #f8e42058
 @patch
 def save(self:GRPOTrainer, step:int)->Path:
     "Write the checkpoint of `step` (the adapter, optimizer, scheduler and RNG states, the trainer state)."
     return save_checkpoint(self.out, step, self.model, self.opt, self.sch, self.cfg, self.history, self.run_id)
 
+# %% ../nbs/13_grpo.ipynb #caf80ed1
 @patch
 def stop_at(self:GRPOTrainer, step:int, # the last step done
             why:str, # what asked the run to stop (a signal's name)
@@ -805,6 +833,7 @@ def stop_at(self:GRPOTrainer, step:int, # the last step done
     self.stopped = step
     print(f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; its checkpoint is complete", flush=True)
 
+# %% ../nbs/13_grpo.ipynb #3ba96fba
 @patch
 def run(self:GRPOTrainer,
         stop=None, # asked before each step (`fairneg.jobs.StopSignals`): when its `received` is set, the run stops there
@@ -820,6 +849,7 @@ def run(self:GRPOTrainer,
     end_segment(self.out, self.segment, self.done_step, f"stopped on {stop.received}" if self.stopped is not None else "complete")
     return written
 
+# %% ../nbs/13_grpo.ipynb #ef4e809f
 @patch
 def train_steps(self:GRPOTrainer, stop=None)->list:
     "The steps of `run`: from the start (or the resumed checkpoint) to `cfg.steps`, or to the stop asked for."
@@ -838,6 +868,7 @@ def train_steps(self:GRPOTrainer, stop=None)->list:
     if self.wandb is not None: self.wandb.finish()
     return written
 
+# %% ../nbs/13_grpo.ipynb #55fd6b40
 def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True,
           recompute:bool=False, # with `resume`: compute the steps logged after the checkpoint again, not check them
          )->list:
@@ -852,16 +883,19 @@ def make_config(params:str|dict|None=None, **overrides)->GRPOConfig:
         cfg.out = str(Path(cfg.out) / cfg.arm)                                 # `<out>/lam05`: the pilot's convention
     return cfg
 
+# %% ../nbs/13_grpo.ipynb #d8842e45
 def run_arms(out)->set:
     "The arms whose steps or checkpoints a folder holds (itself, not its subfolders)."
     out = Path(out)
     arms = {r.get("arm") for r in read_jsonl(out / TRAINING_STEPS)} if (out / TRAINING_STEPS).exists() else set()
     return (arms | {read_json(p / "trainer_state.json").get("config", {}).get("arm") for _, p in checkpoints(out)}) - {None}
 
+# %% ../nbs/13_grpo.ipynb #dca495b9
 def holds_arm(out, arm:str)->bool:
     "Whether a folder holds a run of this arm."
     return Path(out).is_dir() and arm in run_arms(out)
 
+# %% ../nbs/13_grpo.ipynb #11f962ce
 def check_run_folder(cfg:GRPOConfig):
     "Refuse an output folder that holds other runs: arm folders of its own, or another arm's steps or checkpoints."
     out = Path(cfg.out)
@@ -871,7 +905,6 @@ def check_run_folder(cfg:GRPOConfig):
     other = sorted(run_arms(out) - {cfg.arm})
     if other: raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
 
-
 # %% ../nbs/13_grpo.ipynb #668aa5c8
 JOBS = "jobs.jsonl"   # an arm's submitted jobs, one row per submission
 JOB_FIELDS = tuple(JobConfig.__dataclass_fields__)   # the job flags `fairneg train` takes beside the config's
@@ -880,6 +913,7 @@ def train_gpus(cfg:GRPOConfig)->int:
     "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (they train on CPUs), else one."
     return int(needs_gpu(cfg.model))
 
+# %% ../nbs/13_grpo.ipynb #f057d2d0
 def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
     "A submitted arm: train from its newest checkpoint; warned by the cluster, stop after the step, checkpoint and requeue."
     with StopSignals() as stop:
@@ -901,6 +935,7 @@ def refuse_running(cfg:GRPOConfig):
         raise JobError(f"{cfg.out}: job {row['job_id']} of arm {cfg.arm} is still {state.lower()} (logs: {row['log']}): not "
                        f"started again, two runs would write one arm; wait for it, or `scancel {row['job_id']}` first")
 
+# %% ../nbs/13_grpo.ipynb #00a85768
 def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goes
                  echo=print, recompute:bool=False, # `--recompute`, as `train` takes it
                 )->object|None:
@@ -934,6 +969,7 @@ def continue_run(cfg:GRPOConfig, # the run asked for
     raise ReadError(f"{out}: holds a run of arm {cfg.arm} with another config ({'; '.join(changed[:4])}): "
                     "--resume to continue it with these changes (recorded), or --force to start over")
 
+# %% ../nbs/13_grpo.ipynb #25552060
 def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False, progress:bool=True, **fields):
     "Train one arm with GRPO self-play, here or as a cluster job (--submit); writes checkpoints, training_steps.jsonl and transcripts to --out."
     job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})

@@ -22,6 +22,7 @@ __all__ = ['SLURM_ALIVE', 'JobError', 'submitit_module', 'JobConfig', 'job_param
 class JobError(ValueError):
     "A job that cannot be submitted, or whose state cannot be known; the message says which and why."
 
+# %% ../nbs/12_jobs.ipynb #f55e7c37
 def submitit_module():
     "The submitit module (imported only when a job is submitted), or a `JobError` saying how to install it."
     try: import submitit
@@ -42,6 +43,7 @@ class JobConfig:
     signal_s: int = 120 # Slurm warns a job this many seconds before its time limit (USR1); a training job checkpoints and requeues
     wait: bool|None = None # wait for submitted jobs (default: for local and debug)
 
+# %% ../nbs/12_jobs.ipynb #bdec2dad
 def job_params(c:JobConfig, # the submission's options
                gpus:int, # GPUs per job when `c.gpus` is not given
                slurm:dict|None=None, # `c.slurm` read as a mapping (`KEY=VALUE` items parsed by the caller)
@@ -61,6 +63,7 @@ def read_squeue(text:str)->dict:
     "`{job_id: state}` from the lines of `squeue -h -o '%i %T'`."
     return dict(l.split()[:2] for l in text.splitlines() if len(l.split()) >= 2)
 
+# %% ../nbs/12_jobs.ipynb #38b79dd3
 def slurm_states(job_ids:Iterable, # Slurm job ids
                  squeue:str="squeue", # the command
                  )->dict|None:
@@ -72,6 +75,7 @@ def slurm_states(job_ids:Iterable, # Slurm job ids
     if p.returncode: return {} if "Invalid job id" in p.stderr else None   # one id, forgotten already
     return read_squeue(p.stdout)
 
+# %% ../nbs/12_jobs.ipynb #7981424c
 def last_jobs(record, # a JSON Lines job record (`launch.jsonl`, `jobs.jsonl`)
               key:str, # the field that names what a job works on (`cell`, `arm`)
              )->dict:
@@ -79,6 +83,7 @@ def last_jobs(record, # a JSON Lines job record (`launch.jsonl`, `jobs.jsonl`)
     p = Path(record)
     return {r[key]: r for r in read_jsonl(p)} if p.is_file() else {}
 
+# %% ../nbs/12_jobs.ipynb #ec9889d4
 def running_jobs(record, key:str, # as `last_jobs`
                  states:Callable=slurm_states, # job ids -> {job id: state}
                  )->dict:
@@ -122,6 +127,7 @@ def job_error(e:BaseException)->str:
         if lines: return lines[-1]
     return " ".join(l.strip() for l in parts[0].splitlines() if l.strip()) or type(e).__name__
 
+# %% ../nbs/12_jobs.ipynb #d258eee9
 def wait_jobs(jobs:list, # (name, submitit job) pairs
               echo:Callable=print, # where the outcome lines go
               states:Callable|None=None, # job ids -> {job id: state} (`slurm_states`): notices jobs that ended without a result
@@ -163,6 +169,7 @@ def live_job(record, key:str, name:str, # as `running_jobs`: the record, its key
     echo(f"[{name}] job {row['job_id']} still {state.lower()}: waiting for it (logs: {row['log']})")
     return submitit_module().SlurmJob(folder=row["folder"], job_id=row["job_id"])
 
+# %% ../nbs/12_jobs.ipynb #357bb252
 def slurm_watch(jobs:list)->Callable|None:
     "`slurm_states` where one of the (name, job) pairs is a Slurm job, else None: what `wait_jobs` asks."
     slurm = submitit_module().SlurmJob

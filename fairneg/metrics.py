@@ -43,9 +43,11 @@ def outcome_deal(g:Game, outcome:dict)->tuple|None:
         raise ValueError(f"deal {deal_label(d)} pays more than the pie ({g.pie:g}) of {g.name}: it is not feasible")
     return d
 
+# %% ../nbs/03_metrics.ipynb #8b829deb
 def _bonus_paid(g:Game, outcome:dict, deal)->bool:
     return deal is not None and bool(outcome.get("unanimous", False)) and g.unanimity_bonus != 0
 
+# %% ../nbs/03_metrics.ipynb #7155ba49
 def _paid(g:Game, outcome:dict, deal)->np.ndarray:
     "Paid utilities of a checked deal (None: no deal)."
     if deal is None: return np.asarray(g.thresholds, float).copy()
@@ -53,10 +55,12 @@ def _paid(g:Game, outcome:dict, deal)->np.ndarray:
     if _bonus_paid(g, outcome, deal): u[g.chair] += g.unanimity_bonus
     return u
 
+# %% ../nbs/03_metrics.ipynb #78fdd703
 def outcome_utilities(g:Game, outcome:dict)->np.ndarray:
     "What each party is paid: `u_i(d)` plus p1's unanimity bonus on a unanimous close; `tau_i` when no deal closed."
     return _paid(g, outcome, outcome_deal(g, outcome))
 
+# %% ../nbs/03_metrics.ipynb #16d2a827
 def outcome_z(g:Game, outcome:dict)->np.ndarray:
     "Normalized surplus `z_i = (u_i - tau_i) / c_i` of the paid utilities; exactly 0 for every party when no deal closed."
     d = outcome_deal(g, outcome)
@@ -81,10 +85,12 @@ def check_geometry(g:Game, geo:Geometry):
        or geo.game.pie != g.pie or geo.game.strict != g.strict:
         raise ValueError(f"the geometry passed is of game {geo.game.name}, not of {g.name}")
 
+# %% ../nbs/03_metrics.ipynb #f8d95ad9
 def _dist(z:np.ndarray, geo:Geometry, pos)->float|None:
     if pos is None: return None
     return float(np.linalg.norm(z - geo.Z[:, pos]) / math.sqrt(len(z)))
 
+# %% ../nbs/03_metrics.ipynb #5fb3f021
 def episode_metrics(g:Game, outcome:dict, geo:Geometry|None=None)->dict:
     "SPEC §3 metrics of one episode from its outcome `{deal, walk, unanimous}`; pass `geo=solve(g)` to reuse it."
     if geo is None: geo = solve(g)
@@ -114,10 +120,12 @@ def _mean(vals)->tuple[float|None, int]:
     xs = [float(v) for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return (float(np.mean(xs)) if xs else None), len(xs)
 
+# %% ../nbs/03_metrics.ipynb #3ec44bb5
 def closed_deals(rows:list[dict])->list[dict]:
     "The episodes that closed a deal."
     return [r for r in rows if r["deal"]]
 
+# %% ../nbs/03_metrics.ipynb #8be7016b
 def given_deal(rows:list[dict], with_counts:bool=False)->dict:
     "Closure-conditional means `X_given_deal` over the closed deals, for every endpoint but `deal` and `walk`."
     closed = closed_deals(rows)
@@ -126,6 +134,7 @@ def given_deal(rows:list[dict], with_counts:bool=False)->dict:
     if with_counts: out["counts"] = {k: c for k, (_, c) in res.items()}
     return out
 
+# %% ../nbs/03_metrics.ipynb #f61c49de
 def summarize_metrics(rows:list[dict])->dict:
     "Means of every endpoint over all episodes and `X_given_deal` means over closed deals, with counts."
     rows = list(rows)

@@ -35,6 +35,7 @@ __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FI
 class ReplayError(RuntimeError):
     "A logged episode whose replay does not reproduce its turn records."
 
+# %% ../nbs/13_pairs.ipynb #48da0824
 class PackageError(ValueError):
     "Logged episodes or rows that cannot be annotated or packaged as they are (duplicates, another schema)."
 
@@ -42,6 +43,7 @@ from .agents import _LRU   # the agents' small least-recently-used cache
 
 _GAMES = _LRU(256)
 
+# %% ../nbs/13_pairs.ipynb #2173b426
 def line_game(line:dict)->Game:
     "The game of a `states.jsonl` line (built once per game fingerprint)."
     st = line["state"]
@@ -65,6 +67,7 @@ def replay_answer(t:dict):
 
 _SAME = ("seat", "phase", "round", "legality", "applied", "forced_pass")
 
+# %% ../nbs/13_pairs.ipynb #d1eab8ae
 def replay(line:dict, # a `states.jsonl` line
            seats=None, # the seats whose decision points to return (default: the line's LLM seats)
           )->list:
@@ -93,6 +96,7 @@ def structured(a:dict|None)->dict|None:
     "An action as the four structured fields (None stays None)."
     return None if a is None else {k: a.get(k) for k in ACTION_FIELDS}
 
+# %% ../nbs/13_pairs.ipynb #3ee5c28f
 def rejected_action(t:dict)->dict|None:
     "The LLM's action at a logged turn: as applied when legal, as written when not, None when it did not parse."
     if t["legality"] != "ok": return structured(t["action"])
@@ -114,6 +118,7 @@ def action_key(a:dict|None)->tuple|None:
 def _offer_deal(dp, oid):
     return next((o.deal for o in dp.offers if o.offer_id == oid), None)
 
+# %% ../nbs/13_pairs.ipynb #c2949dcc
 def endorsed_deal(a:dict, dp:DecisionPoint)->tuple:
     "`(deal label or None, basis)`: the deal an action endorses at a decision point (basis None: no price)."
     at = a.get("atype")
@@ -144,10 +149,12 @@ class TableValues:
 
 _VALUES = _LRU(256)
 
+# %% ../nbs/13_pairs.ipynb #48121f4e
 def table_values(g:Game, key:str|None=None)->TableValues:
     "`TableValues` of a game, cached by fingerprint."
     return _VALUES.get_or(key or game_sha(g), lambda: TableValues(g))
 
+# %% ../nbs/13_pairs.ipynb #f141fc3c
 def action_value(a:dict|None, dp:DecisionPoint, vals:TableValues)->float|None:
     "The full-information table value of an action (see the table above); None when it has no price."
     if a is None: return None
@@ -162,6 +169,7 @@ def _agent(name:str, prior_seed:int=0):
     if k not in _AGENTS: _AGENTS[k] = get_agent(name, prior_seed)
     return _AGENTS[k]
 
+# %% ../nbs/13_pairs.ipynb #af8c6752
 def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that must act
                            game:Game, # its game (the leaky types read every sheet)
                            types=COUNTERFACTUAL_TYPES, # counterfactual types (agent names)
@@ -209,12 +217,15 @@ def state_fields(dp:DecisionPoint)->dict:
     d["history"] = [{k: e.get(k) for k in _EVENT_KEYS} for e in dp.history]
     return d
 
+# %% ../nbs/13_pairs.ipynb #53e4e29a
 def row_decision_point(row:dict)->DecisionPoint:
     "The `DecisionPoint` a row was scored at, rebuilt from its fields (without the seat's own scratchpad)."
     return read_decision_point({**{k: row[k] for k in STATE_FIELDS + VIEW_FIELDS + DP_ROW_IDS}, "own_scratchpad": None})
 
+# %% ../nbs/13_pairs.ipynb #60363462
 def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(",", ":"))
 
+# %% ../nbs/13_pairs.ipynb #a733f178
 def _framing(ref:str|None)->str: return ref.split(":", 1)[0] if ref and ":" in ref else "table"
 
 # %% ../nbs/13_pairs.ipynb #adba416d
@@ -227,6 +238,7 @@ def _row_ids(line:dict, t:dict, thinking, extras:dict, cap)->dict:
                 truncated=extras.get(t["turn_idx"], {}).get("truncated"), protocol_version=t["protocol_version"],
                 turn_token_budget=budget)
 
+# %% ../nbs/13_pairs.ipynb #27cdb2aa
 def _turn_view(dp:DecisionPoint, t:dict, framing:str, g, chats:dict|None)->list:
     "The prompt the seat was shown: its decision point rendered, or in a conversation (`chats` given) its chat so far, which grows by its answer."
     if chats is None: return render_prompt(dp, framing, g)
@@ -285,6 +297,7 @@ def _annotate_chunk(args)->tuple:
     st["cpu_ms"] += round((time.process_time() - cpu) * 1e3)
     return i, n, dict(st)
 
+# %% ../nbs/13_pairs.ipynb #40405c86
 def _llm_turns(line)->int:
     llm = set(line.get("llm_seats", llm_seats(line["seats"])))
     return sum(t["seat"] in llm for t in line["state"]["turns"])
@@ -302,6 +315,7 @@ def _cap_points(lines:list, max_points:int|None)->tuple:
         n += k
     return keep, limits
 
+# %% ../nbs/13_pairs.ipynb #4e86faa1
 def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, workers:int, st:Counter)->int:
     "Annotate contiguous chunks (in forked workers when asked) and append their rows to `out` in order; returns the row count."
     out = writable_file(out); out.parent.mkdir(parents=True, exist_ok=True)
@@ -345,6 +359,7 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
         return dict(rows=rows, n_rows=len(rows), **_report(st, t0))
     return dict(n_rows=_annotate_to_file(lines, types, include_views, limits, out, workers, st), **_report(st, t0))
 
+# %% ../nbs/13_pairs.ipynb #67c860d7
 def _report(st:Counter, t0:float)->dict:
     return dict(decision_points=st["decision_points"], views_logged=st["views_logged"], view_mismatch=st["view_mismatch"],
                 seconds=time.perf_counter() - t0, worker_cpu_seconds=st["cpu_ms"] / 1e3 if "cpu_ms" in st else None)
@@ -354,6 +369,7 @@ def _frame(rows):
     import pandas as pd
     return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
 
+# %% ../nbs/13_pairs.ipynb #b80e1cf8
 def divergence_table(rows, by=("experiment_name", "counterfactual_type"), override:bool=False):
     "Per group: rows, excluded non-action rows, action rows, divergent rows and the divergence rate (divergent / action rows)."
     df = _frame(rows); by = list(by)
@@ -367,6 +383,7 @@ def divergence_table(rows, by=("experiment_name", "counterfactual_type"), overri
     import pandas as pd
     return pd.DataFrame(out)
 
+# %% ../nbs/13_pairs.ipynb #87d4ed9f
 def row_conventions(rows, best_response:str="rational_private", override:bool=False):
     "Per experiment: decision points, rows, scored best-response turns and divergence pairs (the p4_pairs count)."
     import pandas as pd
@@ -391,6 +408,7 @@ def own_value(a:dict|None, dp:DecisionPoint)->float|None:
     u = sum(sheet[k][o] for k, o in label_options(label))
     return (u - tau) / (sum(map(max, sheet)) - tau)
 
+# %% ../nbs/13_pairs.ipynb #0ec0f0f4
 def regret(row:dict)->float|None:
     "How much better the chosen action is than the LLM's on the type's own objective, on the truth."
     if row["objective"] == "table":
@@ -403,6 +421,7 @@ def regret(row:dict)->float|None:
 class DPOError(ValueError):
     "A DPO export that the defaults refuse."
 
+# %% ../nbs/13_pairs.ipynb #65ae7568
 def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool, override:bool)->list:
     "The rows of `ctype` a DPO export may use: on-policy for one experiment unless told otherwise, of a type a model can imitate, of one protocol."
     ag = get_agent(ctype)
@@ -415,6 +434,7 @@ def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:
     check_poolable(sel, override)
     return sel
 
+# %% ../nbs/13_pairs.ipynb #3b8b544f
 def _dpo_prompt(r:dict, framing:str|None, games)->list:
     "A pair's prompt messages: the row's decision point re-rendered, or in a conversation the seat's logged chat."
     if version_context(r["protocol_version"]) == "conversation":
@@ -466,10 +486,12 @@ def pairs_path(d, annotations_dirname:str="pairs")->Path:
         if f.is_file(): return f
     raise MissingInput(f"{d}: no pairs.jsonl (annotate the cell with `fairneg pairs annotate`)")
 
+# %% ../nbs/13_pairs.ipynb #fbaa4e1e
 def load_pairs(d, annotations_dirname:str="pairs")->list:
     "The rows of an annotation folder's pairs table (`pairs_path`)."
     return read_jsonl(pairs_path(d, annotations_dirname))
 
+# %% ../nbs/13_pairs.ipynb #7735282a
 def check_rows(rows:list, source:str="rows"):
     "Refuse rows that miss a required field or repeat a key."
     for i, r in enumerate(rows):
@@ -528,6 +550,7 @@ def _card_tables(df)->tuple:
         rows=("episode_id", "size"), experiments=("experiment_name", lambda s: ", ".join(sorted(set(s))))).reset_index()
     return exp, types, proto
 
+# %% ../nbs/13_pairs.ipynb #8e9b4ab9
 def _protocol_groups(df)->list:
     "Per protocol version: its rows, action rows, and divergent rows (None when its turn budgets do not pool)."
     groups = []
@@ -605,6 +628,7 @@ def _pct(v)->str:
     "A rate as a percentage (— when there is none)."
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
 
+# %% ../nbs/13_pairs.ipynb #2f844531
 def _card_summary(stats:dict, title:str)->list:
     "The card's opening lines: what a row is, the counts, the divergence per protocol version, the hazard warnings."
     L = [f"# {title}", "",

@@ -34,6 +34,7 @@ __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'Pil
 class ParamsError(ValueError):
     "A parameters file that cannot be used (the file, the key and the problem)."
 
+# %% ../nbs/16_pilot.ipynb #a56c0034
 class PilotStopped(RuntimeError):
     "A gate the pilot must pass did not pass; the message says which and where its numbers are."
 
@@ -63,6 +64,7 @@ def check_params(p:dict, src:str):
         if not isinstance(d, dict): raise ParamsError(f"{src}: `{where}:` must be a mapping")
         if (bad := sorted(set(d) - set(keys))): raise ParamsError(f"{src}: {where}: {unknown_names(bad, keys)}")
 
+# %% ../nbs/16_pilot.ipynb #ddcb1658
 def load_params(path)->dict:
     "Read a YAML parameters file, checked (`check_params`); remember where it came from under `_source`."
     p = read_yaml(path, ParamsError)
@@ -70,6 +72,7 @@ def load_params(path)->dict:
     check_params(p, str(path))
     return {**p, "_source": str(path)}
 
+# %% ../nbs/16_pilot.ipynb #67108824
 def need(params:dict, key:str):
     "The value at a dotted key such as `bank.train.n_games`, or a `ParamsError` naming the file and key."
     cur = params
@@ -79,6 +82,7 @@ def need(params:dict, key:str):
         cur = cur[part]
     return cur
 
+# %% ../nbs/16_pilot.ipynb #e17aa3c2
 def get(params:dict, key:str, default=None):
     "The value at a dotted key, or `default`."
     try: return need(params, key)
@@ -87,12 +91,14 @@ def get(params:dict, key:str, default=None):
 # %% ../nbs/16_pilot.ipynb #46ebcb7d
 def log(msg:str): print(msg, flush=True)
 
+# %% ../nbs/16_pilot.ipynb #f4b078dc
 def stage_due(name:str, output, force:bool=False, only:list|None=None)->bool:
     "Whether a stage is to run: selected, and its output missing or `force` (a skipped stage says so)."
     if only and name not in only: return False
     if Path(output).exists() and not force: log(f"[{name}] skipped: {output} exists"); return False
     return True
 
+# %% ../nbs/16_pilot.ipynb #98fe05df
 def run_stage(name:str, # shown in the log
               output, # the file whose existence means the stage is done
               fn:Callable, # does the work; must write `output` last
@@ -121,6 +127,7 @@ def stage_banks(params:dict, run:Path, force:bool, only, progress:bool)->tuple:
               ev("modes"), ev("max_candidates"), progress=progress, verbose=False, force=force), force, only)
     return train, evalb
 
+# %% ../nbs/16_pilot.ipynb #6f94558a
 def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
     "The geometry of the six LLM-Deliberation games."
     out = Path(get(params, "geometry.out", run / "llmdel-geometry.jsonl"))
@@ -128,6 +135,7 @@ def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
     run_stage("llmdel-geometry", out, lambda: write_jsonl(out, rows()), force, only)
     return out
 
+# %% ../nbs/16_pilot.ipynb #80dda098
 def stage_model(params:dict, run:Path, force:bool, only)->str:
     "Build (or reuse from the cache) the embedded model; record where it is, how it was built and its weights' sha256."
     spec = need(params, "train.model")
@@ -177,15 +185,18 @@ def arms(params:dict)->list:
     "The λ of each arm and its name (`lam0`, `lam1`, ...)."
     return [(float(l), GRPOConfig(lam=float(l)).arm) for l in get(params, "pilot.lams", [0.0, 1.0])]
 
+# %% ../nbs/16_pilot.ipynb #8505805f
 def arm_configs(params:dict, run:Path, train_bank:Path)->list:
     "Each GRPO arm's config: the file's `train:` section with its λ, the training bank and `RUN/train/<arm>`."
     return [make_config(params, lam=lam, bank=str(train_bank), out=str(run / "train" / arm)) for lam, arm in arms(params)]
 
+# %% ../nbs/16_pilot.ipynb #63a850b3
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
     "Train one GRPO arm: an interrupted arm resumes from its newest checkpoint, a forced one starts over in an empty folder."
     if force: shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
     train(cfg, resume=True, progress=progress)
 
+# %% ../nbs/16_pilot.ipynb #c06f6292
 def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool,
                 job:JobConfig|None=None, # `--submit`: the arms go as jobs, all at once
                )->dict:
@@ -196,6 +207,7 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
         for cfg in cfgs: run_stage(f"train-{cfg.arm}", done(cfg), lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
     return {checkpoint_name(cfg.arm, cfg.steps): str(checkpoint_dir(cfg.out, cfg.steps)) for cfg in cfgs}
 
+# %% ../nbs/16_pilot.ipynb #9a4dcea8
 def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
     "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
     out = {}
@@ -236,6 +248,7 @@ def dpo_arms(params:dict)->list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
     return [(t, dpo_arm(t)) for t in get(params, "pilot.dpo_types", [])]
 
+# %% ../nbs/16_pilot.ipynb #d4aa55d5
 def _model_kw(params:dict)->dict:
     "The untrained model's answer caps, as in training."
     return dict(max_new_tokens=get(params, "train.max_new_tokens", 160), scratchpad_chars=get(params, "train.scratchpad_chars", 64),
@@ -326,6 +339,7 @@ def gated(result:dict, checkpoints:Iterable[str])->dict:
     keep = set(checkpoints)
     return {**result, "cells": {n: c for n, c in result["cells"].items() if c["checkpoint"] in keep}}
 
+# %% ../nbs/16_pilot.ipynb #e6c02130
 def stage_gate(params:dict, run:Path, force:bool, only,
                checkpoints:Iterable[str]|None=None, # the checkpoints the gate judges (default: every one evaluated)
                )->Path:
@@ -339,6 +353,7 @@ def stage_gate(params:dict, run:Path, force:bool, only,
     run_stage("gate", out, judge_gate, force, only)
     return out
 
+# %% ../nbs/16_pilot.ipynb #89e06d2c
 def stage_report(params:dict, run:Path, force:bool, only)->Path:
     "The research-note report of the run."
     out = Path(get(params, "report.out", "reports/pilot.html"))

@@ -32,6 +32,7 @@ def is_llm_seat(name:str)->bool:
     "Whether a seat name means a language model (`tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`)."
     return name in EMBEDDED or name.startswith(("hf:", "vllm:"))
 
+# %% ../nbs/11_policies.ipynb #a49b1c39
 def resolve_model(spec, # `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder or a hub id
                   build:bool=True, # build an embedded model that is not cached yet (False: only say where it goes)
                  )->str:
@@ -39,15 +40,16 @@ def resolve_model(spec, # `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder 
     path = model_path(spec)                              # `hf:`/`vllm:` dropped first: `vllm:tiny` is the embedded model too
     return str((tiny_path if build else tiny_folder)(EMBEDDED[path])) if path in EMBEDDED else path
 
+# %% ../nbs/11_policies.ipynb #1b861a2f
 def default_constrain(spec, constrain=None)->str:
     "`constrain` if given, else `legal` for the embedded models (`tiny`, `tiny-test`) and `none` for real models."
     if constrain in (None, "auto"): return "legal" if model_path(spec) in EMBEDDED else "none"
     return constrain_mode(constrain)
 
+# %% ../nbs/11_policies.ipynb #0aae1050
 def needs_gpu(model:str)->bool:
     "Whether a job running this model spec asks for a GPU by default: every model but the embedded small ones (they run on CPUs)."
     return model_path(model) not in EMBEDDED
-
 
 # %% ../nbs/11_policies.ipynb #8fc78514
 def make_policy(spec:str, # a model spec (see `resolve_model`)
@@ -65,6 +67,7 @@ class PolicyError(ValueError):
 
 user_error(PolicyError)   # commands print it as one line, exit 2
 
+# %% ../nbs/11_policies.ipynb #a7f22f9c
 @dataclass(frozen=True)
 class PolicySpec:
     "How to build one policy: a computable agent, a factory, a model, or a model plus an adapter."
@@ -98,6 +101,7 @@ def parse_policy(spec:str, # a seat name or spec: an agent, `random-legal`, a mo
         return PolicySpec("model", rest)
     return _adapter_spec(Path(s), model)
 
+# %% ../nbs/11_policies.ipynb #39d36c58
 def _adapter_spec(p:Path, model:str|None)->PolicySpec:
     "An adapter folder's spec, its base model from `model` or its adapter_config.json."
     if (p / "adapter_config.json").is_file():
@@ -116,6 +120,7 @@ def policy_label(spec:PolicySpec)->str:
     "The seat name a spec plays under in episode rows."
     return Path(spec.target).name if spec.kind == "adapter" else spec.target
 
+# %% ../nbs/11_policies.ipynb #dc53b252
 def engine_key(spec:PolicySpec, llm_kw:dict)->tuple|None:
     "The vLLM engine a model or adapter spec runs on (its base model and LLM options), or None when it needs none."
     if spec.kind not in ("model", "adapter"): return None
@@ -150,6 +155,7 @@ def model_spec(name:str)->PolicySpec:
     try: return parse_policy(name)
     except PolicyError: return PolicySpec("model", name)
 
+# %% ../nbs/11_policies.ipynb #c18bd076
 def seat_policies(names, # seat policy names
                   model:str|None=None, # the `--model` spec (the seats named after it are that model)
                   thinking:bool=False, # thinking mode of model policies
@@ -165,7 +171,6 @@ def seat_policies(names, # seat policy names
         if n in out or is_agent_seat(n): continue
         out[n] = build_policy(model_spec(n) if n == model else parse_policy(n), n, **kw)
     return out
-
 
 # %% ../nbs/11_policies.ipynb #9fbe8f83
 class PlayGroup(CliGroup):
@@ -186,6 +191,7 @@ def _play_seats(seats:str|None, model:str|None, games:list)->list[str]:
     except (ValueError, PolicyError) as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
     return names
 
+# %% ../nbs/11_policies.ipynb #870eb9f9
 def _play_line(q:dict, out:Path)->str:
     "The closing line of `fairneg play`: the folder's episodes, parse and legality counts, unique keys, protocols."
     return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
@@ -246,6 +252,7 @@ def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
     if have == len(wanted): return f"{out}: already holds all {len(wanted)} episodes of this cell; nothing played (--force plays it again)"
     return f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}" if held else None
 
+# %% ../nbs/11_policies.ipynb #3d34fc9c
 def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|None]:
     "The (games, seeds) blocks to play into `out` and the line that says so (refusing a folder of another cell)."
     wanted = {(g.name, s) for g in games for s in c.seeds}

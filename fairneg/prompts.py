@@ -19,16 +19,20 @@ _SYSTEM = {}
 
 def _who(dp, i): return dp.parties[i]
 
+# %% ../nbs/06_prompts.ipynb #dfb7b446
 def _names(dp, idx, conj="and"):
     idx = list(idx)
     if len(idx) == dp.n_parties: return "every party" if conj == "and" else "any party"
     nm = [_who(dp, i) for i in idx]
     return f" {conj} ".join(nm) if len(nm) <= 2 else ", ".join(nm[:-1]) + f" {conj} " + nm[-1]
 
+# %% ../nbs/06_prompts.ipynb #30e40d24
 def _row(sheet): return " | ".join(f"{issue_letter(k)} " + " ".join(map(str, r)) for k, r in enumerate(sheet))
 
+# %% ../nbs/06_prompts.ipynb #b04cdcc5
 def _named_issues(dp)->bool: return any(iss["name"] != f"Issue {issue_letter(k)}" for k, iss in enumerate(dp.issues))
 
+# %% ../nbs/06_prompts.ipynb #3537ae3d
 def _issue_line(dp, with_options:bool)->str:
     parts = []
     for k, iss in enumerate(dp.issues):
@@ -50,8 +54,10 @@ def _sheet_table(dp)->str:
         lines.append(f"{_who(dp, i)} {tag} need {dp.thresholds[i]:g}: {_row(sh)}")
     return "\n".join(lines)
 
+# %% ../nbs/06_prompts.ipynb #4cdad2e7
 def _score_words(v): return "nothing" if v == 0 else f"{v:g}"
 
+# %% ../nbs/06_prompts.ipynb #298dc9b8
 def _sheet_prose(dp, sheet, subject:str)->str:
     "A narrative of one sheet: issues by importance, options by value."
     order = sorted(range(len(sheet)), key=lambda k: -max(sheet[k]))
@@ -64,6 +70,7 @@ def _sheet_prose(dp, sheet, subject:str)->str:
         bits.append(f"{lead} ({vals})")
     return "; ".join(bits) + "."
 
+# %% ../nbs/06_prompts.ipynb #58b9380e
 def _fill_brief(text:str, sheet)->str:
     def sub(m):
         k = issue_index(m[1])
@@ -89,6 +96,7 @@ def _rules_table(dp, prose:bool)->str:
             f"sign, {veto} included. No deal if {vor} walks or fewer than {q} remain. After turn {T}: yes/no vote on the "
             f"standing offer (most signatures; newest on ties), passing with {q} yes, {veto} included.")
 
+# %% ../nbs/06_prompts.ipynb #756cbb8b
 def _format_block(hint:str)->str: return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
 
 # %% ../nbs/06_prompts.ipynb #77d7838b
@@ -108,6 +116,7 @@ def _ultimatum_system(dp:DecisionPoint, prose:bool)->str:
     hint = "atype propose with a deal" if dp.role == "p1" else "atype accept with the offer_id, or reject"
     return "\n".join([head, body, _format_block(hint)])
 
+# %% ../nbs/06_prompts.ipynb #5d8e1368
 def _divide_system(dp:DecisionPoint)->str:
     "Divide-the-dollar's system message: the claimant's own issue of demands and the size of the pie."
     me, n = dp.party, dp.n_parties
@@ -127,6 +136,7 @@ def _table_terse(dp:DecisionPoint, ex:str)->list:
     if _named_issues(dp): parts.append(_issue_line(dp, False))
     return parts + [_sheet_table(dp), _rules_table(dp, False)]
 
+# %% ../nbs/06_prompts.ipynb #6d30c8b6
 def _table_brief(dp:DecisionPoint, game:Game|None, ex:str)->list:
     "The prose opening of a game with its own text: the global instructions, the party's brief, its threshold, the names."
     me = dp.party
@@ -139,6 +149,7 @@ def _table_brief(dp:DecisionPoint, game:Game|None, ex:str)->list:
             "In this negotiation the parties are called " + ", ".join(f"{p} ({names.get(p, p)})" for p in dp.parties)
             + f"; you are {me}. A deal is written as one option per issue, e.g. \"{ex}\"."]
 
+# %% ../nbs/06_prompts.ipynb #f2b50d2d
 def _table_prose(dp:DecisionPoint, ex:str)->list:
     "The prose opening of a generated game: the meeting, its issues, the seat's sheet in sentences and its threshold."
     me, n, m = dp.party, dp.n_parties, len(dp.issues)
@@ -163,6 +174,7 @@ def _table_system(dp:DecisionPoint, prose:bool, game:Game|None)->str:
     parts.append(_format_block("atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or vote; deal to propose"))
     return "\n".join(parts)
 
+# %% ../nbs/06_prompts.ipynb #52b67310
 def _system_text(dp:DecisionPoint, framing:str, game:Game|None)->str:
     "The system message of the decision point's protocol in a framing (`table` or `prose`)."
     prose = framing == "prose"
@@ -184,6 +196,7 @@ def _event_text(dp, ev)->str:
     if msg: t += ' "' + (msg if len(msg) <= 300 else msg[:297] + "...") + '"'
     return f"[{ev['round']}] {who} {t}"
 
+# %% ../nbs/06_prompts.ipynb #23cb5e46
 def _value(dp, deal:str)->float:
     return sum(dp.own_sheet[k][o] for k, o in label_options(deal))
 
@@ -209,6 +222,7 @@ def _table_lines(dp:DecisionPoint, live:list, since:int|None, show_values:bool)-
         elif ph == "turn": L.append("No live offers.")
     return L
 
+# %% ../nbs/06_prompts.ipynb #850353e7
 def _ballot_lines(dp:DecisionPoint, show_values:bool)->list:
     "The forced-final vote: the ballot, what it takes to pass, and the votes cast so far."
     b = next(o for o in dp.offers if o.offer_id == dp.ballot)
@@ -246,6 +260,7 @@ def _retry_line(dp)->str:
     return (f"Your last answer was invalid: {dp.retry_error}. Answer again; another invalid answer counts as "
             + ("an abstention." if dp.phase == "vote" else "a pass."))
 
+# %% ../nbs/06_prompts.ipynb #ac12089c
 def _move_line(dp)->str:
     "What the seat may do now, as the user message's last line."
     ph, legal = dp.phase, dp.legal
@@ -265,6 +280,7 @@ def render_prompt(dp:DecisionPoint, framing:str="table", game:Game|None=None, hi
     return [{"role": "system", "content": system_text(dp, framing, game)},
             {"role": "user", "content": _user_text(dp, history_window, show_values)}]
 
+# %% ../nbs/06_prompts.ipynb #2c8a7ac6
 def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str:
     "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
     check_choice("framing", framing, FRAMINGS)
@@ -275,10 +291,12 @@ def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str
         system = _SYSTEM[key] = _system_text(dp, framing, game)
     return system
 
+# %% ../nbs/06_prompts.ipynb #e2f46c19
 def prompt(s:State, seat:int, framing:str="table", **kw)->list:
     "Chat messages for `seat` at the current state."
     return render_prompt(decision_point(s, seat), framing, s.game, **kw)
 
+# %% ../nbs/06_prompts.ipynb #586afa7b
 def approx_tokens(text:str)->int:
     "A rough token count (words, digits and punctuation marks; digits count one each as in Qwen-style tokenizers)."
     return len(re.findall(r"\d|[^\W\d]+|[^\w\s]", text))
@@ -289,11 +307,13 @@ def last_turn_index(dp:DecisionPoint)->int:
     h, seat = dp.history, dp.seat
     return next((k + 1 for k in range(len(h) - 1, -1, -1) if h[k]["seat"] == seat), 0)
 
+# %% ../nbs/06_prompts.ipynb #47f83d38
 def conversation_text(dp:DecisionPoint, show_values:bool=False)->str:
     "This turn's user message in the conversation context: events since the seat's last turn, the standing, its move."
     if dp.retry_error: return _retry_line(dp) + "\n" + _move_line(dp)
     return _user_text(dp, show_values=show_values, since=last_turn_index(dp))
 
+# %% ../nbs/06_prompts.ipynb #044a8bab
 def render_conversation(dp:DecisionPoint, framing:str="table", game:Game|None=None,
                         history:list|None=None, # the seat's conversation so far (None or []: it starts with the system message)
                         show_values:bool=False)->list:

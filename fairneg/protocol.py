@@ -71,6 +71,7 @@ def register_kind(kind:ProtocolKind)->ProtocolKind:
     if kind.name not in PROTOCOLS: PROTOCOLS.append(kind.name)      # so a game file may name it
     return kind
 
+# %% ../nbs/05_protocol.ipynb #38fb6226
 def protocol_kind(name:str)->ProtocolKind:
     "The declaration of the kind a game's `protocol` names."
     try: return KINDS[name]
@@ -105,10 +106,12 @@ class Protocol:
     vote_tokens: int   # generation cap of a forced-final vote turn
     context: str = "window"   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
+# %% ../nbs/05_protocol.ipynb #53c849a8
 def version_context(version:str)->str:
     "The context a `protocol_version` names: `conversation` for the `…-conv-v1` versions, else `window`."
     return "conversation" if "conv" in str(version).split("-") else "window"
 
+# %% ../nbs/05_protocol.ipynb #66e8546c
 def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, turn_max_tokens:int|None=None,
                  context:str|None=None, # `window` (default) or `conversation`: the seat's context framing (its own version)
                 )->Protocol:
@@ -132,6 +135,7 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
 class PoolingError(ValueError):
     "Rows from different protocol versions or turn-token budgets, combined without an explicit override."
 
+# %% ../nbs/05_protocol.ipynb #be5d384e
 def budget_items(r:dict)->list:
     "`(phase class, budget)` pairs a row met: `action` and `vote` (episode rows: smallest and largest of `turn_token_budgets`)."
     if "turn_token_budget" in r and r["turn_token_budget"] is not None:
@@ -139,6 +143,7 @@ def budget_items(r:dict)->list:
     b = sorted(int(x) for x in r.get("turn_token_budgets") or [])
     return ([("action", b[0])] if b else []) + ([("vote", b[-1])] if len(b) > 1 else [])
 
+# %% ../nbs/05_protocol.ipynb #f98add2f
 def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
     parts = []
     if len(ver) > 1: parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
@@ -147,6 +152,7 @@ def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
     if unrecorded and bud: parts.append(f"no turn_token_budget recorded ({unrecorded:,} rows)")
     return "; ".join(parts)
 
+# %% ../nbs/05_protocol.ipynb #686670bb
 def check_poolable(rows, # rows (dicts, or a DataFrame) with `protocol_version` and `turn_token_budget` (or `turn_token_budgets`)
                    override:bool=False, # pool anyway (the caller takes responsibility; the summary still says what met)
                   )->dict:
@@ -170,6 +176,7 @@ def field_names(schema)->tuple:
     "The fields a record schema (`Offer`, `DecisionPoint`) declares, in order."
     return tuple(f.name for f in fields(schema))
 
+# %% ../nbs/05_protocol.ipynb #bffd6086
 def read_record(schema, d:dict)->dict:
     "`d` as a `schema` record's fields, in order; a field unknown or missing is a `ValueError` naming it."
     names = field_names(schema)
@@ -178,6 +185,7 @@ def read_record(schema, d:dict)->dict:
         ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
     return {k: d[k] for k in names}
 
+# %% ../nbs/05_protocol.ipynb #570453d7
 class Record:
     "What the engine's record dataclasses share: their JSON form, reading it back, and a pointer for item access."
     __slots__ = ()
@@ -211,6 +219,7 @@ COUNTERS = ("attempts", "illegal", "fabrication", "parse_error", "forced_passes"
 
 def _new_stats(): return dict.fromkeys(("turns",) + COUNTERS, 0)
 
+# %% ../nbs/05_protocol.ipynb #7824ae03
 @dataclass
 class State:
     "The complete engine-side state of one episode; round-trips through JSON with `state_to_dict`/`state_from_dict`."
@@ -237,6 +246,7 @@ class State:
     stats: list            # per seat counters (turns, attempts, illegal, fabrication, parse_error, forced_passes, spoiled_ballots)
     result: dict|None      # how it ended, once done
 
+# %% ../nbs/05_protocol.ipynb #38ac6f9d
 def game_sha(g:Game)->str:
     "Fingerprint of a game's full JSON (16 hex digits); the same as hashing `game_to_dict(g)`, without its deep copy."
     d = {f.name: getattr(g, f.name) for f in fields(g)}
@@ -246,6 +256,7 @@ def game_sha(g:Game)->str:
 def _cycle_ok(perm, last, chair):
     return (len(perm) < 2 or perm[0] != last) and (len(perm) < 3 or perm[-1] != chair)
 
+# %% ../nbs/05_protocol.ipynb #d080216c
 def _draw_cycle(s:State)->list:
     "Next cycle of the turn order: a seeded permutation of the seats at the table (p1 never last, no seat twice in a row)."
     seats = [i for i, a in enumerate(s.active) if a]
@@ -280,11 +291,13 @@ def new_episode(game:Game, seed:int=0, info_mode:str|None=None, max_turns:int|No
 # %% ../nbs/05_protocol.ipynb #364c9bf8
 def is_done(s:State)->bool: return s.phase == "done"
 
+# %% ../nbs/05_protocol.ipynb #055bae54
 def current_seats(s:State)->list:
     "Seats that must act now: one seat, or every seat yet to demand in divide-the-dollar; [] when done."
     if s.phase == "done": return []
     return list(s.queue) if kind_of(s).simultaneous else [s.queue[0]]
 
+# %% ../nbs/05_protocol.ipynb #c22d9cee
 def turn_token_budget(s:State)->int:
     "Generation cap of the current phase."
     return s.protocol.vote_tokens if s.phase == "vote" else s.protocol.turn_tokens
@@ -297,10 +310,12 @@ def most_signed(offers:list)->str|None:
         if o.status == "live" and len(o.signers) >= nb: best, nb = o.offer_id, len(o.signers)
     return best
 
+# %% ../nbs/05_protocol.ipynb #1189db02
 def standing_offer_id(s:State)->str|None:
     "The live offer with the most signatures (ties: the newest), or None (SPEC §5)."
     return most_signed(s.offers)
 
+# %% ../nbs/05_protocol.ipynb #015e6100
 def find_offer(s:State, oid):
     m = re.fullmatch(r"o(\d+)", oid) if isinstance(oid, str) else None
     k = int(m[1]) - 1 if m else -1
@@ -331,6 +346,7 @@ def check_deal(game:Game, text)->tuple:
     if missing: return "illegal", f"a deal needs one option for every issue; missing {', '.join(missing)}", None
     return "ok", None, tuple(deal)
 
+# %% ../nbs/05_protocol.ipynb #4263491f
 def _check_demand(game:Game, seat:int, text)->tuple:
     "Divide-the-dollar: a demand is one option of the seat's own issue."
     mine = issue_letter(seat)
@@ -345,6 +361,7 @@ def _check_demand(game:Game, seat:int, text)->tuple:
         return "illegal", f"demand exactly one option of your own issue {mine} ({mine}1-{mine}{nopt[seat]}), not `{text}`", None
     return "ok", None, (label_option(toks[0])[1],)
 
+# %% ../nbs/05_protocol.ipynb #9ea872dd
 def vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
 
 # %% ../nbs/05_protocol.ipynb #234facf0
@@ -404,22 +421,26 @@ def _end(s:State, reason:str, offer:Offer|None=None, signers=None, walk:bool=Fal
                     walk=walk, unanimous=deal is not None and len(signers) == s.game.n)
     s.phase, s.queue = "done", []
 
+# %% ../nbs/05_protocol.ipynb #12d20b3e
 def _maybe_close(s:State, off:Offer):
     sig = off.signers
     if len(sig) >= s.game.quorum and all(v in sig for v in s.game.veto):
         _end(s, kind_of(s).closes_as, off, sig)
 
+# %% ../nbs/05_protocol.ipynb #f793a27e
 def _start_vote(s:State):
     s.ballot = standing_offer_id(s)
     if s.ballot is None: return _end(s, "no_ballot")
     s.phase, s.round = "vote", s.protocol.max_turns + 1
     s.queue = [i for i, a in enumerate(s.active) if a]
 
+# %% ../nbs/05_protocol.ipynb #fd9e1ec2
 def _resolve_vote(s:State):
     yes = [i for i, v in enumerate(s.votes) if v == "yes"]
     if len(yes) >= s.game.quorum and all(v in yes for v in s.game.veto): _end(s, "vote_passed", find_offer(s, s.ballot), yes)
     else: _end(s, "vote_failed")
 
+# %% ../nbs/05_protocol.ipynb #9f36d050
 def _resolve_demands(s:State):
     g = s.game
     for i, d in enumerate(s.demands):
@@ -461,12 +482,14 @@ def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
         s.phase, s.round, s.queue = "respond", 1, [1 - seat]
     _maybe_close(s, off)
 
+# %% ../nbs/05_protocol.ipynb #9c93ea59
 def _do_accept(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     "Sign the offer; close it once the quorum and every veto holder have signed."
     canon.signers.append(seat)
     applied["offer_id"] = ev["offer_id"] = canon.offer_id
     _maybe_close(s, canon)
 
+# %% ../nbs/05_protocol.ipynb #16660947
 def _do_walk(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     "Leave the table and withdraw the seat's signatures; a veto holder's walk, or one below the quorum, ends the episode."
     s.active[seat] = False
@@ -482,14 +505,17 @@ def _do_vote(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     s.votes[seat] = applied["vote"] = ev["vote"] = a["vote"]
     applied["offer_id"] = ev["offer_id"] = s.ballot
 
+# %% ../nbs/05_protocol.ipynb #184c591d
 def _do_reject(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     "The ultimatum's responder rejects: the episode ends."
     _end(s, "rejected")
 
+# %% ../nbs/05_protocol.ipynb #407e0b47
 def _do_demand(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
     "Record the seat's demand, hidden until every seat has demanded."
     s.demands[seat] = applied["deal"] = option_label(seat, canon[0]); return True
 
+# %% ../nbs/05_protocol.ipynb #9901e72a
 def _do_forced_pass(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
     "A second bad answer: an abstention in the vote, the end of an ultimatum phase, a missing demand."
     ev["forced"] = applied["forced"] = True
@@ -580,6 +606,7 @@ def outcome(s:State)->dict:
         for t in s.turns if t["forced_pass"]]
     return out
 
+# %% ../nbs/05_protocol.ipynb #056eed6d
 def episode_record(s:State)->dict:
     "JSON-able record of an episode: ids, protocol, outcome, lenient totals, per-seat counters and every turn record."
     o = outcome(s); o["deal"] = list(o["deal"]) if o["deal"] is not None else None
@@ -595,6 +622,7 @@ def state_to_dict(s:State)->dict:
     d["game"], d["protocol"], d["offers"] = game_to_dict(s.game), asdict(s.protocol), [o.to_dict() for o in s.offers]
     return json.loads(json.dumps(d))
 
+# %% ../nbs/05_protocol.ipynb #f3889a55
 def state_from_dict(d:dict)->State:
     "Rebuild a state from `state_to_dict` output (the game is validated again, each offer read against `Offer`)."
     return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"), "protocol": Protocol(**d["protocol"]),
@@ -648,16 +676,19 @@ def to_dict(self:DecisionPoint)->dict:
     d["offers"] = [o.to_dict() for o in self.offers]
     return d
 
+# %% ../nbs/05_protocol.ipynb #4900f2f4
 @patch(cls_method=True)
 def from_dict(cls:DecisionPoint, d:dict)->DecisionPoint:
     "The decision point a JSON form holds, each offer read too; a field unknown or missing is a `ValueError` naming it."
     r = read_record(cls, d)
     return cls(**{**r, "offers": [Offer.from_dict(o) for o in r["offers"]]})
 
+# %% ../nbs/05_protocol.ipynb #ba3e163c
 def read_decision_point(d:dict)->DecisionPoint:
     "A decision point read back from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
     return DecisionPoint.from_dict(d)
 
+# %% ../nbs/05_protocol.ipynb #9073f630
 def as_decision_point(dp:DecisionPoint|dict)->DecisionPoint:
     "A decision point as it is, or read from its JSON form (a logged one), for readers that take either."
     return dp if isinstance(dp, DecisionPoint) else DecisionPoint.from_dict(dp)

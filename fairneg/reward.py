@@ -27,6 +27,7 @@ def g_smooth(z, eps:float=EPS, g_floor:float|None=None):
     if g_floor is not None: out = np.maximum(out, g_floor)
     return out[()] if out.ndim == 0 else out
 
+# %% ../nbs/03_reward.ipynb #4978f223
 def g_floor_crossing(g_floor:float=G_FLOOR, eps:float=EPS)->float:
     "The `z` below which `g_floor` binds (where the linear branch reaches it)."
     return eps * (g_floor - math.log(eps)) + eps
@@ -36,15 +37,18 @@ def table_reward(z, eps:float=EPS, g_floor:float|None=None):
     "`R_table = mean_i g(z_i)` over the last axis (the parties)."
     return np.mean(g_smooth(z, eps, g_floor), axis=-1)[()]
 
+# %% ../nbs/03_reward.ipynb #8c9179c0
 def _check_lam(lam):
     if not 0 <= lam <= 1: raise ValueError(f"lam must lie in [0, 1], got {lam}")
 
+# %% ../nbs/03_reward.ipynb #9d0730ec
 def seat_rewards(z, lam:float, eps:float=EPS, g_floor:float|None=None)->np.ndarray:
     "`R_i(lam) = (1 - lam) g(z_i) + lam R_table` for every seat (last axis)."
     _check_lam(lam)
     gz = np.asarray(g_smooth(z, eps, g_floor), dtype=float)
     return (1 - lam) * gz + lam * gz.mean(axis=-1, keepdims=True)
 
+# %% ../nbs/03_reward.ipynb #a2c3591a
 def format_shaping(illegal, turns, shaping_weight:float)->np.ndarray:
     "Per-seat shaping `- shaping_weight * illegal_i / turns_i` (0 for a seat with no turns)."
     if shaping_weight < 0: raise ValueError(f"shaping_weight must be >= 0, got {shaping_weight} (a negative weight pays for illegal turns)")
@@ -69,6 +73,7 @@ def rewards_from_z(z, # per-seat normalized surplus of the outcome (`outcome_z`)
         r = r + sh
     return r
 
+# %% ../nbs/03_reward.ipynb #7e2c22f2
 def episode_rewards(g:Game, outcome:dict, lam:float, eps:float=EPS, g_floor:float|None=None, shaping_weight:float=0.0,
                     illegal=None, turns=None, geo:Geometry|None=None)->np.ndarray:
     "Per-seat rewards `R_i(lam)` of one episode's outcome, with format shaping when `shaping_weight > 0`."
@@ -86,6 +91,7 @@ def g_curve_frame(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, z
     if g_floor is not None: parts.append(pd.DataFrame(dict(z=z, g=g_smooth(z, eps, g_floor), curve=f"g (floor {g_floor:g})")))
     return pd.concat(parts, ignore_index=True)
 
+# %% ../nbs/03_reward.ipynb #46466731
 def plot_g(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, zmax:float=1.0, width:int=460, height:int=300):
     "Altair chart of `g(z)` with and without the floor, beside `log z`, with the no-deal point `g(0)` marked."
     import altair as alt, pandas as pd
@@ -122,6 +128,7 @@ def seat_reward_frame(examples:dict, eps:float=EPS, g_floor:float|None=None, n_l
             rows.append(dict(outcome=label, lam=float(lam), seat="R_table", reward=float(table_reward(z, eps, g_floor))))
     return pd.DataFrame(rows)
 
+# %% ../nbs/03_reward.ipynb #a47e1994
 def plot_seat_rewards(examples:dict, eps:float=EPS, g_floor:float|None=None, width:int=460, height:int=300):
     "Altair chart of every seat's `R_i(lam)` across `lam` for example outcomes `{label: (z, names)}`, one shown at a time."
     import altair as alt

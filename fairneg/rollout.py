@@ -48,6 +48,7 @@ class TurnRequest:
     messages: list | None = None   # conversation context: the seat's chat so far, ending with this turn's user message
     prev_ids: list | None = None   # conversation context: the ids of the seat's last turn (prompt + sampled), same policy
 
+# %% ../nbs/08_rollout.ipynb #31b0021c
 def request_messages(req:TurnRequest)->list:
     "The chat messages a policy is shown for a request: its conversation, or the windowed prompt of its decision point."
     return req.messages if req.messages is not None else render_prompt(req.dp, req.framing, req.game)
@@ -57,6 +58,7 @@ def turn_seed(episode_id:str, turn_idx:int)->int:
     "A 63-bit seed that is a pure function of the episode and the turn index."
     return int.from_bytes(hashlib.blake2b(f"{episode_id}#{turn_idx}".encode(), digest_size=8).digest(), "big") >> 1
 
+# %% ../nbs/08_rollout.ipynb #c7da3aa1
 class ScriptedPolicy:
     "A test policy: `fn(request) -> answer text`, optionally costing a fixed time per batch call."
     def __init__(self, fn, name:str="scripted", cost_per_call:float=0.0):
@@ -66,6 +68,7 @@ class ScriptedPolicy:
         if self.cost_per_call: time.sleep(self.cost_per_call)
         return [{"text": self.fn(r)} for r in requests]
 
+# %% ../nbs/08_rollout.ipynb #243530ba
 class AgentPolicy:
     "A computable agent of `fairneg.agents` seated as a policy."
     def __init__(self, name:str):
@@ -94,6 +97,7 @@ class EpisodeSpec:
     experiment_name: str = "fairneg"
     play: PlaySettings = PlaySettings()  # context, framing, information mode, deadline and token caps (checked once, carried whole)
 
+# %% ../nbs/08_rollout.ipynb #1cb8def8
 @dataclass
 class Episode:
     "A played (or playing) episode: its spec, engine state and per-turn policy extras."
@@ -111,11 +115,13 @@ def spec_state(spec:EpisodeSpec):
     return new_episode(spec.game, spec.seed, info_mode=p.info_mode, max_turns=deadline_turns(spec.game.protocol, p.max_turns),
                        turn_max_tokens=p.turn_max_tokens, context=p.context)
 
+# %% ../nbs/08_rollout.ipynb #d3d39203
 def start_episode(spec:EpisodeSpec)->Episode:
     "A fresh episode for `spec`; its id is `instance_id:protocol:seed`."
     if len(spec.seats) != spec.game.n: raise ValueError(f"{spec.game.name}: {len(spec.seats)} seat policies for {spec.game.n} parties")
     return Episode(spec, spec_state(spec))
 
+# %% ../nbs/08_rollout.ipynb #91bef673
 def _requests(live):
     "Every seat that must act in every live episode, grouped by policy name."
     groups = defaultdict(list)
@@ -141,6 +147,7 @@ def _apply_outputs(items, outs, policy_name):
             ep.chats[seat] = req.messages + [{"role": "assistant", "content": out.get("text") or ""}]
             ep.chat_ids[seat] = list(out["prompt_ids"]) + list(out["completion_ids"]) if "prompt_ids" in out else None
 
+# %% ../nbs/08_rollout.ipynb #aaf24394
 def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None)->list:
     "Play every spec, `width` episodes live at a time, one `act_batch` call per policy per wave; returns finished episodes."
     if not (isinstance(width, int) and width >= 1): raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
@@ -169,6 +176,7 @@ def _geo(geos, g):
     if key not in geos: geos[key] = solve(g)
     return geos[key]
 
+# %% ../nbs/08_rollout.ipynb #5bf9ace1
 def episode_row(ep:Episode, geos:dict|None=None)->dict:
     "The `episodes.jsonl` row of a finished episode."
     s, spec = ep.state, ep.spec
@@ -183,6 +191,7 @@ def episode_row(ep:Episode, geos:dict|None=None)->dict:
                 **m, warnings=o["warnings"],
                 proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose") for i in range(s.game.n)])
 
+# %% ../nbs/08_rollout.ipynb #f55c9da9
 def transcript_rows(ep:Episode)->list:
     "The `rollout_transcripts.jsonl` rows of one episode (one per attempt)."
     s = ep.state
@@ -193,6 +202,7 @@ def transcript_rows(ep:Episode)->list:
                  episode_seed=ep.spec.seed, policy=ep.spec.seats[t["seat"]], prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
                  **{k: t[k] for k in keep}, outcome=res) for t in s.turns]
 
+# %% ../nbs/08_rollout.ipynb #74868b2d
 @functools.lru_cache(maxsize=1)
 def code_version()->str:
     "`fairneg <version> (<commit>)` for run records; the commit where the package sits in a git checkout."
@@ -223,6 +233,7 @@ def _lenient_report(rows:list, att:int, parse_errors:int, not_ok:int)->dict:
                 strict_legal_rate=(att - not_ok - lo) / att if att and lo is not None else None,
                 lenient_unrecorded_episodes=unrec)
 
+# %% ../nbs/08_rollout.ipynb #6b7214de
 def quality_report(rows:list, transcripts:list|None=None)->dict:
     "Run quality from episode rows (and transcript rows when available), with what lenient readings added to it."
     keys = [(r["instance_id"], r["episode_seed"]) for r in rows]
@@ -270,6 +281,7 @@ def cell_identity(line:dict)->dict:
     "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or of a cell about to be played); a missing play setting is its default."
     return {k: line.get(k, _PLAY_DEFAULTS.get(k)) for k in CELL_IDENTITY}
 
+# %% ../nbs/08_rollout.ipynb #6dd65aba
 def _refuse_other_cell(out:Path, identity:dict):
     "Raise `RunFolderError` when a line of the folder's `cell.jsonl` is another cell, naming the fields that differ."
     for line in read_jsonl(out / CELL):
@@ -289,6 +301,7 @@ def drop_unfinished(out:Path)->int:
         if len(keep) < len(rows): write_jsonl(out / name, keep); dropped += len(rows) - len(keep)
     return dropped
 
+# %% ../nbs/08_rollout.ipynb #6044248e
 def held_episodes(out, # a cell folder (missing or empty: a new cell)
                   identity:dict, # `cell_identity` of the cell to play into it
                  )->set:
@@ -300,6 +313,7 @@ def held_episodes(out, # a cell folder (missing or empty: a new cell)
     drop_unfinished(out)
     return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
 
+# %% ../nbs/08_rollout.ipynb #82179455
 def missing_runs(games:list, seeds, held:set)->list[tuple[list, list]]:
     "The (games, seeds) blocks still to play: games that lack the same seeds grouped, in the games' and seeds' order."
     todo = {}
@@ -317,6 +331,7 @@ def seat_names(seats, games)->dict:
     if wrong: raise ValueError(f"{len(names)} seat names, but these games need one per party: {', '.join(wrong)}")
     return {id(g): names * g.n if len(names) == 1 else names for g in games}
 
+# %% ../nbs/08_rollout.ipynb #f15f9ed1
 def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_play", width:int=64,
                    play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
                    extra_policies:dict|None=None, progress:bool=True)->dict:
@@ -329,6 +344,7 @@ def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_p
     if out is not None: write_cell_tables(out, {EPISODES: rows, TRANSCRIPTS: trans}, quality_report(rows, trans))
     return dict(episodes=eps, rows=rows, transcripts=trans)
 
+# %% ../nbs/08_rollout.ipynb #8a207493
 def summary_table(rows:list):
     "By seat policy (a table with several policies counts for each): deal rate, mean nnw, below-threshold rate, worst-off z, own z."
     import pandas as pd
@@ -344,10 +360,12 @@ def episode_table_rewards(rows:list, eps:float=0.01, g_floor:float|None=None)->n
     "`R_table` of each episode row, from its logged per-party `z`."
     return np.array([float(table_reward(np.asarray(r["z"], float), eps=eps, g_floor=g_floor)) for r in rows])
 
+# %% ../nbs/08_rollout.ipynb #143c6a5d
 @user_error
 class SoundnessError(ValueError):
     "A soundness check that cannot be run as asked: an expected order that is not `A>B` of two campaigns, an empty campaign."
 
+# %% ../nbs/08_rollout.ipynb #fcf8510a
 def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above campaign B's
                       names, # the campaigns' names
                      )->tuple[str, str]:
@@ -363,6 +381,7 @@ def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above c
     if parts[0] == parts[1]: raise SoundnessError(f"--expect-above `{exp}` compares a campaign with itself")
     return parts[0], parts[1]
 
+# %% ../nbs/08_rollout.ipynb #db4b22c8
 def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_floor:float|None=None)->dict:
     "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes when each `A>B` holds without overlap."
     orders = [(exp, *parse_expectation(exp, list(campaigns))) for exp in expect_above]   # refused before any bootstrap
@@ -396,10 +415,12 @@ def view_ref(messages:list, # chat messages, as `render_prompt` returns them
     blob = json.dumps(messages, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return f"{framing}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
+# %% ../nbs/08_rollout.ipynb #7873f265
 def is_agent_seat(name:str)->bool:
     "Whether a seat's policy name is a computable agent (every other seat is an LLM seat)."
     return name in AGENT_NAMES or name in AGENT_ALIASES
 
+# %% ../nbs/08_rollout.ipynb #6766f500
 def llm_seats(seats:list)->list:
     "Indices of the LLM seats: those whose policy is not a computable agent."
     return [i for i, n in enumerate(seats) if not is_agent_seat(n)]
@@ -424,6 +445,7 @@ def random_legal_action(dp:DecisionPoint, # a decision point where the seat acts
     if r < p_propose + p_accept and dp.acceptable: return {"atype": "accept", "offer_id": rng.choice(dp.acceptable)}
     return {"atype": "pass"}
 
+# %% ../nbs/08_rollout.ipynb #319dc3e5
 class RandomLegalPolicy:
     "A CPU stand-in for an LLM: a random but legal answer per request, seeded by the request's per-turn seed."
     def __init__(self, name:str=RANDOM_LEGAL, p_propose:float=0.3, p_accept:float=0.3, p_yes:float=0.7,
@@ -462,6 +484,7 @@ class ViewLog:
 
 _STATE_EXTRAS = ("n_prompt_tokens", "n_completion_tokens", "truncated")
 
+# %% ../nbs/08_rollout.ipynb #e03c69ab
 def episode_state_line(ep:Episode, # a finished episode
                        refs:dict|None=None, # turn_idx -> view_ref of the LLM turns
                        cell:dict|None=None, # run options to keep with the episode (model, thinking, token caps)
@@ -490,6 +513,7 @@ def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with on
         raise ValueError(f"--model {model} is given but no seat takes it (name `llm` or `model` in --seats)")
     return [model if n in LLM_SEAT_ALIASES else n for n in names]
 
+# %% ../nbs/08_rollout.ipynb #65511d04
 def max_budget(games, play:PlaySettings|None=None)->int:
     "The largest per-turn token cap any game's protocol gives under `play` (the `max_new_tokens` of a model policy)."
     return max(max(p.turn_tokens, p.vote_tokens) for g in games for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol])
@@ -532,11 +556,13 @@ def run_cell(games, # the games
 class MergeError(ValueError):
     "Chunks that must not be merged into one cell."
 
+# %% ../nbs/08_rollout.ipynb #c3a1d36f
 def _chunk_tables(d)->dict:
     d = Path(d)
     if not (d / EPISODES).is_file(): raise MergeError(f"{d}: no episodes.jsonl (not a cell folder)")
     return {t: read_jsonl(d / t) if (d / t).is_file() else None for t in CELL_TABLES}
 
+# %% ../nbs/08_rollout.ipynb #13a5014f
 def _refuse_mixed(label:str, by_chunk:dict):
     "Raise when the chunks show more than one value of `label` (`chunk -> set of values`)."
     vals = sorted({v for vs in by_chunk.values() for v in vs}, key=str)
@@ -585,6 +611,7 @@ soundness_app = typer.Typer(cls=CliGroup, add_completion=False, help="The reward
 def _keys(d:Path)->set:
     return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(Path(d) / EPISODES, RunFolderError)}
 
+# %% ../nbs/08_rollout.ipynb #b9f99791
 def _merged_already(chunks, out)->bool:
     "Whether `out` holds every episode of every chunk (the same merge run again)."
     names = [str(c) for c in chunks]
@@ -593,6 +620,7 @@ def _merged_already(chunks, out)->bool:
     held = _keys(out)
     return all(_keys(c) <= held for c in chunks)
 
+# %% ../nbs/08_rollout.ipynb #18ac8078
 def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
@@ -604,6 +632,7 @@ def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of o
     typer.echo(f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
                f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 
+# %% ../nbs/08_rollout.ipynb #6a34695f
 def _campaign_rows(spec:str)->tuple:
     "`NAME=DIR` → (name, episode rows of DIR/episodes.jsonl or the file itself)."
     if "=" not in spec: raise typer.BadParameter(f"`{spec}`: expected NAME=DIR")
@@ -612,6 +641,7 @@ def _campaign_rows(spec:str)->tuple:
     if not p.exists(): raise typer.BadParameter(f"campaign `{name}`: no episodes file at {p}")
     return name, episode_rows(p, SoundnessError)     # an episode twice is refused, naming the file and lines
 
+# %% ../nbs/08_rollout.ipynb #ebd9709f
 @soundness_app.command("soundness")
 def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/episodes.jsonl; repeat per campaign"),
                   expect_above:list[str]=typer.Option(..., help="expected order `A>B`; repeat for several"),

@@ -38,6 +38,7 @@ def dpo_arm(pair_type:str)->str:
     "The default name of the DPO arm trained on pairs of `pair_type`: `dpo_strict`."
     return f"{DPO_PREFIX}{pair_type}"
 
+# %% ../nbs/00_runlayout.ipynb #8bf386b6
 def is_dpo_arm(arm:str)->bool:
     "Whether an arm's name is a DPO arm's."
     return str(arm).startswith(DPO_PREFIX)
@@ -46,6 +47,7 @@ def is_dpo_arm(arm:str)->bool:
 class CheckpointNameError(ValueError):
     "A checkpoint name that says no arm and step."
 
+# %% ../nbs/00_runlayout.ipynb #d2359460
 def checkpoint_name(arm:str, step:int)->str:
     "The name evaluation gives an arm's checkpoint: `lam05_step12`."
     return f"{arm}_step{int(step)}"
@@ -66,6 +68,7 @@ def checkpoint_dir(out, # the arm's folder
     "The folder of an arm's checkpoint after `step`: `OUT/checkpoint-STEP`."
     return Path(out) / f"checkpoint-{int(step)}"
 
+# %% ../nbs/00_runlayout.ipynb #b11164bf
 def checkpoint_dir_step(path)->int|None:
     "The step a checkpoint folder's name says (`checkpoint-12` → 12); `None` for any other folder."
     m = re.fullmatch(r"checkpoint-(\d+)", Path(path).name)

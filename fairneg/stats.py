@@ -23,6 +23,7 @@ def cluster_sums(values, clusters):
     np.add.at(S, inv.ravel(), np.where(ok, V, 0.0)); np.add.at(C, inv.ravel(), ok)
     return S, C, ids
 
+# %% ../nbs/01_stats.ipynb #beb59ae1
 def resample_counts(n_clusters:int, B:int=10_000, seed:int=0)->np.ndarray:
     "`(B, G)` matrix: how often each of `G` clusters is drawn in each of `B` resamples with replacement."
     rng = np.random.Generator(np.random.PCG64(seed))
@@ -30,6 +31,7 @@ def resample_counts(n_clusters:int, B:int=10_000, seed:int=0)->np.ndarray:
     flat = (draws + n_clusters * np.arange(B)[:, None]).ravel()         # one bincount over (resample, cluster) cells
     return np.bincount(flat, minlength=B * n_clusters).reshape(B, n_clusters).astype(float)
 
+# %% ../nbs/01_stats.ipynb #35399924
 def percentile_interval(draws:np.ndarray, level:float=0.95)->tuple:
     "Per-column percentile interval of bootstrap draws, NaN draws ignored (NaN bounds for no draws or an all-NaN column)."
     a = (1 - level) / 2
@@ -39,6 +41,7 @@ def percentile_interval(draws:np.ndarray, level:float=0.95)->tuple:
         lo, hi = np.nanquantile(draws, [a, 1 - a], axis=0)
     return lo, hi
 
+# %% ../nbs/01_stats.ipynb #ed647df3
 def cluster_bootstrap(values, clusters, B:int=10_000, seed:int=0, level:float=0.95)->dict:
     "Mean, percentile interval and bootstrap draws of each column of `values`, resampling clusters."
     S, C, ids = cluster_sums(values, clusters)
@@ -57,6 +60,7 @@ def ratio_influence(S, C)->np.ndarray:
         N = C.sum(0)
         return (S - S.sum(0) / N * C) / N
 
+# %% ../nbs/01_stats.ipynb #9f5a76fb
 def cluster_se(influence)->np.ndarray:
     "CR1 cluster-robust standard error of each column: `sqrt(G/(G−1) · Σ_g influence²)`; NaN below 2 clusters."
     I = np.asarray(influence, float)
@@ -64,6 +68,7 @@ def cluster_se(influence)->np.ndarray:
     if G < 2: return np.full(I.shape[1:], np.nan)
     return np.sqrt(G / (G - 1) * (I ** 2).sum(0))
 
+# %% ../nbs/01_stats.ipynb #b4b89f6c
 def t_interval(estimate, se, n_clusters:int, level:float=0.95)->tuple:
     "`estimate ± t_{G−1}·se`: the cluster-robust t interval; NaN bounds below 2 clusters or without an se."
     c = student_t.ppf(0.5 + level / 2, n_clusters - 1) if n_clusters >= 2 else np.nan
@@ -80,6 +85,7 @@ def verdict(lo:float, hi:float, good:int)->str:
     if hi < 0: return "favourable" if good < 0 else "unfavourable"
     return "spans_zero"
 
+# %% ../nbs/01_stats.ipynb #c1f20629
 def intervals_separated(a_lo:float, a_hi:float, b_lo:float, b_hi:float)->bool:
     "Is interval A entirely above interval B?"
     return bool(a_lo > b_hi)

@@ -34,10 +34,12 @@ CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)   # the tables of a campaign
 class RunFolderError(ValueError):
     "An output path that cannot take this command's output: a file where a folder goes, or a folder that holds other work."
 
+# %% ../nbs/02_store.ipynb #7da7e128
 def file_in_the_way(path)->Path|None:
     "The nearest of `path`'s folders that exists as a file (so nothing can be written under it), or None."
     return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
 
+# %% ../nbs/02_store.ipynb #e54cd0d1
 def writable_file(path)->Path:
     "`path` as a `Path`, refusing a folder there or a file where one of its folders should be (before anything is written)."
     path = Path(path)
@@ -45,6 +47,7 @@ def writable_file(path)->Path:
     if (f := file_in_the_way(path)) is not None: raise RunFolderError(f"{f}: is a file, not a folder (so {path} cannot be written)")
     return path
 
+# %% ../nbs/02_store.ipynb #4d77ad72
 def write_text_atomic(path, text:str)->Path:
     "Write a text file atomically (a temporary file renamed into place), creating its folder."
     path = writable_file(path)
@@ -52,22 +55,27 @@ def write_text_atomic(path, text:str)->Path:
     tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text, encoding="utf-8"); os.replace(tmp, path)
     return path
 
+# %% ../nbs/02_store.ipynb #31ba8f2e
 def jsonl_text(rows:Iterable[dict])->str:
     "Rows as the text of a JSON Lines file."
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
+# %% ../nbs/02_store.ipynb #63b95e62
 def json_text(obj, indent:int=1)->str:
     "One JSON document as the text of its file."
     return json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n"
 
+# %% ../nbs/02_store.ipynb #f1053d40
 def write_jsonl(path, rows:Iterable[dict])->Path:
     "Write rows as JSON Lines atomically (a temporary file renamed into place)."
     return write_text_atomic(path, jsonl_text(rows))
 
+# %% ../nbs/02_store.ipynb #40936d7d
 def write_json(path, obj, indent:int=1)->Path:
     "Write one JSON document atomically."
     return write_text_atomic(path, json_text(obj, indent))
 
+# %% ../nbs/02_store.ipynb #b6fe5112
 def append_jsonl(rows, path)->Path:
     "Append rows to a JSON Lines table in one write, flushed to disk (tables are appended, never rewritten)."
     path = writable_file(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,12 +84,14 @@ def append_jsonl(rows, path)->Path:
         f.write(text); f.flush(); os.fsync(f.fileno())
     return path
 
+# %% ../nbs/02_store.ipynb #a544ca61
 def read_jsonl(path)->list:
     "Rows of a JSON Lines file, naming the file and line of a bad row."
     return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
 
 EPISODE_KEY = ("instance_id", "episode_seed")   # what names an episode in a table: one row each (SPEC §8)
 
+# %% ../nbs/02_store.ipynb #638e36b7
 def duplicate_keys(rows, key=EPISODE_KEY)->dict:
     "`{key: [line, ...]}` for every key held by more than one row (rows without the key's fields are not counted)."
     seen = defaultdict(list)
@@ -89,6 +99,7 @@ def duplicate_keys(rows, key=EPISODE_KEY)->dict:
         if all(f in r for f in key): seen[tuple(r[f] for f in key)].append(str(r.get("_source", n)).rpartition(":")[2] or n)
     return {k: v for k, v in seen.items() if len(v) > 1}
 
+# %% ../nbs/02_store.ipynb #b1cee777
 def refuse_duplicates(rows, source, error:type=ReadError, key=EPISODE_KEY):
     "Raise `error` naming `source`, the first duplicated keys and their lines, when a table holds a key twice."
     dups = duplicate_keys(rows, key)
@@ -97,6 +108,7 @@ def refuse_duplicates(rows, source, error:type=ReadError, key=EPISODE_KEY):
     raise error(f"{source}: {len(dups)} ({', '.join(key)}) key(s) appear more than once ({shown}{'; ...' if len(dups) > 3 else ''}): "
                 f"a table holds each episode once (was a command run twice into one folder?)")
 
+# %% ../nbs/02_store.ipynb #9e2ff429
 def episode_rows(path, error:type=ReadError)->list[dict]:
     "The rows of one `episodes.jsonl`, each with `_source` = file:line; a bad file or row, or an episode twice, is an `error` naming it."
     rows = []
@@ -115,11 +127,13 @@ def out_folder(path, # the output folder a command is given
     if (f := file_in_the_way(path)) is not None: raise RunFolderError(f"{f}: is a file, not a folder (so the {what} {path} cannot be made)")
     return path
 
+# %% ../nbs/02_store.ipynb #2850ce3d
 def is_empty_folder(path)->bool:
     "Whether `path` is missing or an empty folder."
     path = Path(path)
     return not path.exists() or (path.is_dir() and not any(path.iterdir()))
 
+# %% ../nbs/02_store.ipynb #57fa9a91
 def check_replaceable(out, # the folder `--force` would replace
                       holds_this:bool, # whether it holds this command's kind of output
                       what:str, # that kind, in words (`a campaign cell`)
@@ -131,12 +145,14 @@ def check_replaceable(out, # the folder `--force` would replace
     if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
         raise RunFolderError(f"{out}: is the working folder or holds it; give a folder below it")
 
+# %% ../nbs/02_store.ipynb #623c16db
 def _alive(pid:str)->bool:
     "Whether a process of this id runs (so its `.new-` folder is in use)."
     try: os.kill(int(pid), 0); return int(pid) != os.getpid()
     except (ValueError, ProcessLookupError): return False
     except PermissionError: return True
 
+# %% ../nbs/02_store.ipynb #1d9e85b2
 @contextmanager
 def fresh_folder(out, # the folder to replace (or create)
                 ):
@@ -170,6 +186,7 @@ def _yaml_problem(e:yaml.YAMLError)->str:
     text = ": ".join(str(w) for w in what if w) or str(e)
     return " ".join((text + (f" (line {m.line + 1}, column {m.column + 1})" if m else "")).split())
 
+# %% ../nbs/02_store.ipynb #c58beed7
 def read_yaml(path, error:type=ReadError):
     "A YAML file's content; `error` naming the file and the problem, in one line, when it cannot be read (`read_text`) or parsed."
     text = read_text(path, error)
@@ -186,6 +203,7 @@ def params_mapping(params, # a YAML parameter file, or a parameter set already r
         return d, str(d.pop("_source", "parameters"))
     return read_yaml(params, error) or {}, str(params)
 
+# %% ../nbs/02_store.ipynb #6c2be008
 def load_config(cls, # the config dataclass
                 params=None, # a YAML parameter file, a parameter set already read (see `params_mapping`), or None
                 section:str="", # the file's section the config reads (`train`, `dpo`, `eval`)

@@ -26,6 +26,7 @@ def gpu_reading()->dict:
     except Exception:                        # telemetry never stops a run
         return {}
 
+# %% ../nbs/00_telemetry.ipynb #23a17206
 def memory_reading()->dict:
     "Peak host memory; on a GPU, this step's peak allocated/reserved memory (peaks reset per row) and NVML's reading."
     import torch
@@ -45,6 +46,7 @@ def peak_flops(name:str|None)->float|None:
     "The dense bf16 FLOP/s of a GPU named `name` (its spec), or None for a device the table does not know."
     return next((f for k, f in PEAK_BF16 if name and k in name), None)
 
+# %% ../nbs/00_telemetry.ipynb #52637de1
 def matmul_params(model)->int:
     "Parameters that multiply (every parameter but the input embedding's, which is a lookup)."
     emb = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
@@ -52,6 +54,7 @@ def matmul_params(model)->int:
     tied = emb is not None and out is not None and out.weight is emb       # a tied output layer multiplies with it
     return sum(p.numel() for p in model.parameters()) - (0 if emb is None or tied else emb.numel())
 
+# %% ../nbs/00_telemetry.ipynb #644e0209
 def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`, `passes` (default 1)
                device_name:str|None=None, # the GPU (default: this process's, on CUDA)
               )->dict:

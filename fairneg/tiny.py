@@ -65,6 +65,7 @@ def tiny_recipe(size:str="pilot", # `pilot` or `test`
                 data={**_DATA, **s["data"]}, tokenizer=dict(_TOKENIZER), train={**_TRAIN, **s["train"]},
                 prompt_fingerprint=prompt_fingerprint())
 
+# %% ../nbs/10_tiny.ipynb #6553c221
 def recipe_hash(recipe:dict)->str:
     "A 12-hex-digit hash of a recipe (canonical JSON)."
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
@@ -116,6 +117,7 @@ class SFTPoint:
     answer: str                # the answer text, `answer_text(action)`
     state: State|None = None   # the engine state at the decision point (kept for held-out points)
 
+# %% ../nbs/10_tiny.ipynb #e8b4b8a8
 def play_sft_episodes(games:list, # the games
                       data:dict, # the recipe's `data` section
                       seed:int, # recipe seed
@@ -145,6 +147,7 @@ def replay_points(ep, # a finished `fairneg.rollout.Episode`
     if s.result != ep.state.result: raise RuntimeError(f"replay of {ep.state.episode_id} diverged")
     return out
 
+# %% ../nbs/10_tiny.ipynb #6dd88df4
 def prompt_messages(pt:SFTPoint, # a decision point
                     history_window:int=8, # recent moves shown
                     framing:str="table", # prompt framing
@@ -186,6 +189,7 @@ def sft_dataset(points:list, # training points
                                    chat_template_kwargs={"enable_thinking": bool(te) and i % te == te - 1})
                               for i, p in enumerate(points)])
 
+# %% ../nbs/10_tiny.ipynb #6bc68fcd
 def _drop_right_pad_mask(module, args, kwargs):
     "Forward pre-hook: drop the attention mask of a right-padded batch (exact under causal attention)."
     m = kwargs.get("attention_mask")
@@ -204,6 +208,7 @@ def _bar_callback(total:int, progress:bool):
         def on_train_end(self, args, state, control, **kw): self.bar.close()
     return Bar()
 
+# %% ../nbs/10_tiny.ipynb #def9940a
 @contextlib.contextmanager
 def _quiet_datasets():
     "Silence the `datasets` map progress bars inside the block."
@@ -220,6 +225,7 @@ def native_bf16()->bool:
     import torch
     return any(getattr(torch.cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 
+# %% ../nbs/10_tiny.ipynb #5d4238c3
 def train_sft(model, tok, # model and tokenizer
               ds, # dataset from `sft_dataset`
               train:dict, # the recipe's `train` section
@@ -274,6 +280,7 @@ def generate_answers(model, tok, # model and tokenizer
         out += tok.batch_decode(g[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     return out
 
+# %% ../nbs/10_tiny.ipynb #8504456d
 def answer_rates(points:list, # held-out points (with their states)
                  texts:list, # the model's answers
                 )->dict:
@@ -291,6 +298,7 @@ def _versions()->dict:
     import importlib.metadata as md
     return {p: md.version(p) for p in ("torch", "transformers", "trl", "tokenizers", "datasets")}
 
+# %% ../nbs/10_tiny.ipynb #affad93c
 def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
     pols = {a: NoisyAgentPolicy(a, data["noise"], seed) for a in data["agents"]}
     eps = play_sft_episodes(sft_games(data, seed, n, first), data, seed, pols)
@@ -313,6 +321,7 @@ def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_erro
                 seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions(),
                 weights_sha256=weights)
 
+# %% ../nbs/10_tiny.ipynb #44852bef
 def _install(tmp:Path, out:Path)->None:
     "Move a finished build folder into place atomically (an existing `out` is replaced, never half-written)."
     if out.exists():
@@ -328,6 +337,7 @@ def _stage(bar, times:dict, name:str):
     yield
     times[name] = time.perf_counter() - t; bar.update()
 
+# %% ../nbs/10_tiny.ipynb #bb84ffa1
 def _tiny_data(rec:dict, seed:int)->tuple:
     "The recipe's decision points: `(train pool, train points, held-out points, agent errors)`, each in its seeded order."
     data, tr = rec["data"], rec["train"]
@@ -336,6 +346,7 @@ def _tiny_data(rec:dict, seed:int)->tuple:
     random.Random(f"order:{seed}").shuffle(pool); random.Random(f"eval:{seed}").shuffle(held)
     return pool, pool[:tr["steps"] * tr["batch_size"]], held[:data["n_eval"]], err_train + err_held
 
+# %% ../nbs/10_tiny.ipynb #06e847a9
 def _prompt_lengths(tok, points:list, data:dict)->list:
     "Each training point's prompt length in tokens, as the model reads it."
     return [len(tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]),
@@ -402,10 +413,12 @@ def cache_dir()->Path:
     "The folder cached tiny models live in: `$FAIRNEG_CACHE/tiny`, default `~/.cache/fairneg/tiny`."
     return Path(os.environ.get("FAIRNEG_CACHE") or "~/.cache/fairneg").expanduser() / "tiny"
 
+# %% ../nbs/10_tiny.ipynb #d71958e6
 def tiny_folder(size:str="pilot", seed:int=0)->Path:
     "Where the cached model of a recipe lives (built or not)."
     return cache_dir() / f"{size}-s{seed}-{recipe_hash(tiny_recipe(size, seed))}"
 
+# %% ../nbs/10_tiny.ipynb #bd0eaf8f
 def tiny_path(size:str="pilot", # `pilot` or `test`
               seed:int=0, # recipe seed
               progress:bool=True, # progress bars while building
@@ -419,6 +432,7 @@ def tiny_path(size:str="pilot", # `pilot` or `test`
         if not (d / "build_report.json").exists(): build_tiny(d, size, seed, progress=progress, overwrite=True)
     return d
 
+# %% ../nbs/10_tiny.ipynb #5fe2f93d
 def build_report(path)->dict:
     "The `build_report.json` of a tiny model folder (`weights_sha256` read off the weights when a build predates it)."
     r = read_json(Path(path) / "build_report.json")
@@ -432,6 +446,7 @@ app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help
 def model_group():
     "A group callback, so that `fairneg model` stays a group of verbs whatever their number."
 
+# %% ../nbs/10_tiny.ipynb #2913763d
 @app.command("build-tiny")
 def build_tiny_cmd(out:Annotated[Path|None, typer.Option(help="Folder to write (default: the cache folder of the recipe).")]=None,
                    size:Annotated[str, typer.Option(help="Model size: pilot or test.")]="pilot",
@@ -449,5 +464,3 @@ def build_tiny_cmd(out:Annotated[Path|None, typer.Option(help="Folder to write (
                f"{r['n_train']} SFT examples, built in {r['seconds']['total']:.0f} s")
     typer.echo(f"held-out parse rate {r['greedy']['parse']:.2f} (sampled {r['sampled']['parse']:.2f}), "
                f"legal {r['greedy']['legal']:.2f} (sampled {r['sampled']['legal']:.2f})")
-
-

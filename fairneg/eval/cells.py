@@ -29,9 +29,11 @@ __all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'Eval
 class EvalError(ValueError):
     "An evaluation that cannot be launched, analysed or gated as asked; the message says why."
 
+# %% ../../nbs/13_eval_cells.ipynb #af1eeb50
 class PairingError(EvalError):
     "Trained and untrained episodes that are not paired, or not comparable (protocol version, token budgets)."
 
+# %% ../../nbs/13_eval_cells.ipynb #3688671d
 class PreregError(EvalError):
     "A preregistration that cannot be used, with the file and the problem in its message."
 
@@ -63,6 +65,7 @@ def check_condition(condition:str)->str:
     if condition not in CONDITIONS: raise EvalError(f"unknown condition `{condition}` (known: {', '.join(CONDITIONS)})")
     return condition
 
+# %% ../../nbs/13_eval_cells.ipynb #cd5a87de
 def condition_games(condition:str, # one of CONDITIONS
                     bank=None, # the held-out bank (primary, framing, rational_guard)
                     crossgame_bank=None, # games for `crossgame` (default: `crossgame_games()`)
@@ -79,6 +82,7 @@ def condition_games(condition:str, # one of CONDITIONS
 # %% ../../nbs/13_eval_cells.ipynb #39cf58a8
 def condition_framing(condition:str)->str: return "prose" if condition == "framing" else "table"
 
+# %% ../../nbs/13_eval_cells.ipynb #4454eae9
 def condition_seats(condition:str, g:Game, seed:int, policy:str, opponent:str)->list[str]:
     "Seat policy names of one episode: self-play, or (rational guard) the policy in seat `seed % n`."
     if condition != "rational_guard": return [policy] * g.n
@@ -95,12 +99,12 @@ def parse_checkpoint(text:str, model:str|None=None)->tuple[str, PolicySpec]:
     if not SAFE_ID.fullmatch(name): raise EvalError(f"--checkpoint `{text}`: the name `{name}` must be letters, digits, `.`, `_`, `-`")
     return name, parse_policy(spec, model)
 
+# %% ../../nbs/13_eval_cells.ipynb #ea620eb5
 def base_spec(trained:PolicySpec, base:str|None=None, model:str|None=None)->PolicySpec:
     "The untrained side: `base` when given, else an adapter's base model with no adapter."
     if base: return parse_policy(base, model)
     if trained.kind == "adapter": return PolicySpec("model", trained.model)
     raise EvalError(f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. agent:oracle_omniscient)")
-
 
 # %% ../../nbs/13_eval_cells.ipynb #3aa5f0bf
 @dataclass
@@ -183,6 +187,7 @@ def play_side(games:list[Game], # the games
     write_cell_tables(out, {TRANSCRIPTS: trans, STATES: states, EPISODES: rows}, quality_report(rows, trans))
     return rows
 
+# %% ../../nbs/13_eval_cells.ipynb #da6f226a
 def side_done(d:Path, expected:set)->bool:
     "Does the side folder already hold exactly the expected episodes? (Anything else there is an error.)"
     p = d / EPISODES
@@ -192,6 +197,7 @@ def side_done(d:Path, expected:set)->bool:
     raise EvalError(f"{p}: holds {len(have)} episodes, not the {len(expected)} of this cell; tables are appended, "
                     f"never rewritten: use a fresh --out-dir or remove {d}")
 
+# %% ../../nbs/13_eval_cells.ipynb #3e3bc567
 def _release(pols:dict):
     "Drop policies (and the CUDA cache where torch is loaded) before the next side."
     pols.clear(); gc.collect()
@@ -210,6 +216,7 @@ def _model_fingerprint(spec:PolicySpec):
     if not path.is_dir(): return m
     return sorted((str(p.relative_to(path)), p.stat().st_size, int(p.stat().st_mtime)) for p in path.rglob("*") if p.is_file())
 
+# %% ../../nbs/13_eval_cells.ipynb #41075774
 def base_key(cell:Cell, games:list[Game])->str:
     "What fixes a cell's untrained side, whatever the checkpoint: cells with the same key play the same base episodes."
     d = dict(condition=cell.condition, base=str(cell.base), games=[game_sha(g) for g in games], seeds=cell.seeds,
@@ -238,6 +245,7 @@ def _private(d:Path)->Path:
     "A folder next to `d` that only this process writes (renamed to `d` when complete)."
     return d.with_name(f"{d.name}.tmp-{socket.gethostname()}-{os.getpid()}")
 
+# %% ../../nbs/13_eval_cells.ipynb #9943dbb2
 def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     "Copy a shared base side into a cell's `base/` under the cell's labels (`eval_base_shared` = its key)."
     name, tmp = f"{cell.experiment_prefix}{cell.name}_base", _private(dst)
@@ -254,6 +262,7 @@ def side_episodes(cell:Cell, games:list)->set:
     "The `(game, seed)` pairs a complete side of the cell holds."
     return {(g.name, s) for g in games for s in cell.seeds}
 
+# %% ../../nbs/13_eval_cells.ipynb #24823625
 def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
     "The cell's `cell.json`: its condition, policies and labels, games, seeds, framing and shared base."
     return json.loads(json.dumps(dict(
@@ -264,6 +273,7 @@ def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
         framing=cell.play.framing, turn_max_tokens=cell.turn_max_tokens, context=cell.play.context,
         shared_base=f"{SHARED_BASE}/{key}" if key else None)))
 
+# %% ../../nbs/13_eval_cells.ipynb #87cd71a8
 def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
     "Write the cell's `cell.json` (see `cell_record`), leaving it untouched when it already says the same."
     p, text = Path(cell.out) / "cell.json", json.dumps(cell_record(cell, games, sides, key), indent=1) + "\n"
@@ -276,6 +286,7 @@ def _cell_sides(cell:Cell)->dict:
 
 CELL_RECORD_NOTES = ("description", "shared_base")   # cell.json fields that describe, not define, a cell: the condition's wording, and the shared base's key (it hashes the code version)
 
+# %% ../../nbs/13_eval_cells.ipynb #cd3dff31
 def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
                       force:bool=False, # clear a folder that holds another cell's episodes (else refuse it)
                       games:list|None=None, # the cell's games, when already read

@@ -39,6 +39,7 @@ def closure_conditional(endpoint:str)->bool:
     "Is the endpoint measured over closed deals only (and so subject to the viability screen)?"
     return endpoint.endswith("_given_deal") or endpoint in ON_CLOSED_DEALS
 
+# %% ../../nbs/13_eval_contrasts.ipynb #4c5fe9e7
 def check_endpoints(endpoints)->tuple[str, ...]:
     "Validated endpoint names."
     endpoints = tuple(dict.fromkeys(endpoints))
@@ -46,6 +47,7 @@ def check_endpoints(endpoints)->tuple[str, ...]:
     if bad or not endpoints: raise EvalError(f"unknown endpoint(s) {', '.join(bad) or '(none given)'} (known: {', '.join(GOOD_DIRECTION)})")
     return endpoints
 
+# %% ../../nbs/13_eval_contrasts.ipynb #5076536e
 def endpoint_values(rows:list[dict], endpoints=EVAL_ENDPOINTS)->np.ndarray:
     "`(E, K)` matrix of endpoint values: booleans as 0/1, missing as NaN, `*_given_deal` NaN where no deal closed."
     out = np.full((len(rows), len(endpoints)), np.nan)
@@ -76,6 +78,7 @@ def contrast_from_sums(ST, CT, SB, CB, # per-cluster sums and counts, trained an
     return dict(estimate=mt - mb, trained=mt, base=mb, lo=lo, hi=hi, se=se, pct_lo=pct_lo, pct_hi=pct_hi, draws=draws,
                 undefined=np.isnan(draws).sum(0), n_trained=CT.sum(0).astype(int), n_base=CB.sum(0).astype(int))
 
+# %% ../../nbs/13_eval_contrasts.ipynb #1a389c7d
 def paired_bootstrap(trained, # (E,) or (E, K) trained values, NaN = undefined
                      base, # the untrained values of the same episodes, same shape
                      clusters, # (E,) cluster (game) of each episode pair
@@ -91,11 +94,13 @@ def paired_bootstrap(trained, # (E,) or (E, K) trained values, NaN = undefined
 # %% ../../nbs/13_eval_contrasts.ipynb #b6529139
 def _key(r:dict)->tuple: return (str(r["instance_id"]), int(r["episode_seed"]))
 
+# %% ../../nbs/13_eval_contrasts.ipynb #e7266835
 def _examples(keys, k:int=4)->str:
     keys = sorted(keys)
     txt = ", ".join(f"{i} seed {s}" for i, s in keys[:k])
     return txt + (f", … ({len(keys)} in all)" if len(keys) > k else "")
 
+# %% ../../nbs/13_eval_contrasts.ipynb #e8c99797
 def check_rows(rows:list[dict], side:str, endpoints=EVAL_ENDPOINTS, cell:str="cell"):
     "Every row has the SPEC fields the analysis reads; else an error naming the row and the fields."
     need = list(dict.fromkeys([*SPEC_FIELDS, *(e.removesuffix("_given_deal") for e in endpoints)]))
@@ -103,6 +108,7 @@ def check_rows(rows:list[dict], side:str, endpoints=EVAL_ENDPOINTS, cell:str="ce
         miss = [f for f in need if f not in r]
         if miss: raise EvalError(f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: analyze needs the SPEC §3 episode fields")
 
+# %% ../../nbs/13_eval_contrasts.ipynb #5adf870f
 def pair_sides(trained:list[dict], base:list[dict], cell:str="cell")->tuple[list, list, list]:
     "Align the sides on `(instance_id, episode_seed)`; refuse duplicated, missing or extra keys."
     idx = {}
@@ -128,8 +134,10 @@ def row_budgets(r:dict)->tuple:
     if v is None: return ()
     return tuple(sorted({int(x) for x in (v if isinstance(v, (list, tuple)) else [v])}))
 
+# %% ../../nbs/13_eval_contrasts.ipynb #2e86587d
 def _budget_text(c:Counter)->str: return ", ".join(f"{list(k) if k else 'none recorded'} ×{n}" for k, n in sorted(c.items()))
 
+# %% ../../nbs/13_eval_contrasts.ipynb #b00bf4a9
 def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="cell")->dict:
     "Refuse pairs run under different protocol versions or token caps (SPEC §5); return the versions and budgets met."
     bad = Counter((t["protocol_version"], b["protocol_version"]) for t, b in zip(trained, base) if t["protocol_version"] != b["protocol_version"])
@@ -159,16 +167,19 @@ def split_cell_name(name:str)->tuple[str, str|None]:
         if name.endswith("_" + c) and len(name) > len(c) + 1: return name[:-len(c) - 1], c
     return name, None
 
+# %% ../../nbs/13_eval_contrasts.ipynb #519ee5f7
 def cell_identity(name:str, rows:list[dict])->tuple[str, str|None]:
     "A cell's checkpoint and condition: from its rows' `eval_*` fields when they agree, else from its name."
     ck, cond = ({r.get(f) for r in rows} for f in ("eval_checkpoint", "eval_condition"))
     if len(ck) == 1 and len(cond) == 1 and None not in ck | cond: return ck.pop(), cond.pop()
     return split_cell_name(name)
 
+# %% ../../nbs/13_eval_contrasts.ipynb #5c3eb9b2
 def resampling_note(cluster:str)->str|None:
     "What a single-game interval resamples, said wherever it appears (SPEC §7); None for game-cluster intervals."
     return "single game: the interval resamples its episodes, not games" if cluster == "episode" else None
 
+# %% ../../nbs/13_eval_contrasts.ipynb #3f638ba8
 def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints=EVAL_ENDPOINTS)->dict:
     "Check and pair a cell's sides; per-cluster sums and counts of every endpoint, and the facts every row carries."
     for side, rows in (("trained", trained), ("untrained", base)): check_rows(rows, side, endpoints, name)
@@ -185,6 +196,7 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
                 n_games=n_games, n_episodes=len(keys), cluster=unit, n_clusters=len(ids),
                 resampling_note=resampling_note(unit), deal_trained=deal_t, deal_base=deal_b, **comp)
 
+# %% ../../nbs/13_eval_contrasts.ipynb #f8fa9d65
 def _json_float(x):
     "A JSON-safe float (None for NaN / inf)."
     x = float(x)
@@ -200,10 +212,12 @@ def too_few_games(cluster:str|None, # the cell's cluster unit (`instance_id`, or
     if cluster != "instance_id" or n_games is None or n_games >= min_games: return None
     return f"{n_games} games, fewer than the {min_games} a verdict needs (SPEC §7)"
 
+# %% ../../nbs/13_eval_contrasts.ipynb #bee8afea
 def too_many_undefined(undefined:int, B:int, max_frac:float=UNDEFINED_MAX_FRAC)->bool:
     "SPEC §7's rule: more than `max_frac` of the B bootstrap draws undefined."
     return undefined > max_frac * B
 
+# %% ../../nbs/13_eval_contrasts.ipynb #6efb81d5
 def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interval
                      good:int, # the endpoint's good direction, +1 or -1
                      closure:bool, # closure-conditional (subject to the viability screen)?
@@ -223,6 +237,7 @@ def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interva
 # %% ../../nbs/13_eval_contrasts.ipynb #9e1a0c03
 def _reading(lo, hi, good:int)->str: return verdict(lo, hi, good) if np.isfinite(lo) and np.isfinite(hi) else "undefined"
 
+# %% ../../nbs/13_eval_contrasts.ipynb #543cda90
 def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC,
                 min_games:int=MIN_GAMES)->dict:
     "The cell's record: per endpoint the contrast, both intervals, verdicts and counts; the screen and the game minimum applied."
@@ -278,6 +293,7 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                 max_undefined=max_undefined, min_games=min_games, endpoints=list(endpoints),
                 cells={n: out[n] for n in cells})
 
+# %% ../../nbs/13_eval_contrasts.ipynb #d588a55d
 def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
     "One `eval_contrasts.jsonl` row per (cell, endpoint), `experiment_name = <prefix><cell>`."
     rows = []
@@ -315,11 +331,13 @@ class CoverageDesign:
     @property
     def label(self)->str: return f"{self.n_games}x{self.n_episodes} {'varying' if self.varying else 'equal'}"
 
+# %% ../../nbs/13_eval_contrasts.ipynb #76542e9e
 def _expit_mean(mu:float, sd:float)->float:
     "`E[expit(mu + sd·Z)]` for standard normal `Z` (Gauss–Hermite, 80 nodes)."
     x, w = np.polynomial.hermite_e.hermegauss(80)
     return float(w @ (1 / (1 + np.exp(-(mu + sd * x)))) / w.sum())
 
+# %% ../../nbs/13_eval_contrasts.ipynb #630421f0
 def design_truth(d:CoverageDesign)->dict:
     "The population contrast of each of `COVERAGE_ENDPOINTS` under a design (over games, by quadrature)."
     mu, esd = np.log(d.deal_base / (1 - d.deal_base)), d.deal_effect_sd if d.varying else 0.0
@@ -342,11 +360,13 @@ def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0)->tuple:
         sides.append(np.stack([np.where(deal, q, 0.0), deal.astype(float), np.where(deal, q, np.nan)], -1))
     return sides[0], sides[1], cl
 
+# %% ../../nbs/13_eval_contrasts.ipynb #ca780562
 def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, hi)->dict:
     n = len(lo); hit = int(np.sum((lo <= truth) & (truth <= hi))); c = hit / n
     return dict(design=d.label, endpoint=endpoint, method=method, truth=truth, coverage=c, mc_se=float(np.sqrt(c * (1 - c) / n)),
                 covered=hit, n_reps=n, undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))), median_width=float(np.nanmedian(hi - lo)))
 
+# %% ../../nbs/13_eval_contrasts.ipynb #a6e9ab96
 def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:int=1000, seed:int=0, level:float=0.95,
                    unit:str="game", # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
                    chunk:int=250)->list[dict]:
@@ -374,6 +394,7 @@ def resolve_runs(pattern)->list[Path]:
     if not files: raise EvalError(f"`{pattern}` matches no episodes.jsonl (give run folders or episodes.jsonl files)")
     return files
 
+# %% ../../nbs/13_eval_contrasts.ipynb #448497eb
 def load_episodes(pattern)->list[dict]:
     "Episode rows of every file a glob names, each with `_source` = file:line."
     return [r for f in resolve_runs(pattern) for r in episode_rows(f, EvalError)]
@@ -384,6 +405,7 @@ def _job_note(row:dict|None)->str:
     if not row: return ""
     return f"; job {row.get('job_id')}" + (f", logs: {row['log']}" if row.get("log") else "")
 
+# %% ../../nbs/13_eval_contrasts.ipynb #9888e467
 def discover_cells(run_dir)->dict:
     "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming every cell not complete."
     found, jobs = sorted(Path(run_dir).glob("*/cell.json")), launched(run_dir)
@@ -404,6 +426,7 @@ def discover_cells(run_dir)->dict:
             ". Their jobs are still running, or failed (see the logs): run the same launch again to complete only these")
     return cells
 
+# %% ../../nbs/13_eval_contrasts.ipynb #0945c4b5
 def glob_cells(baseline:str, trained:Iterable[str])->dict:
     "`{NAME: {trained, base}}` from a baseline glob and `NAME=GLOB` trained globs."
     base, cells = load_episodes(baseline), {}
@@ -423,6 +446,7 @@ def write_eval(result:dict, out, contrasts=None, prefix:str="fairness_grpo_eval_
     append_jsonl(contrast_rows(result, prefix), contrasts)
     return out, contrasts
 
+# %% ../../nbs/13_eval_contrasts.ipynb #521afc29
 def contrast_text(result:dict)->str:
     "A readable summary: one block per cell, one line per endpoint."
     f = lambda x: "   nan" if x is None else f"{x:+.3f}"

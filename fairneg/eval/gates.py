@@ -84,6 +84,7 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
                 analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
                               viability_drop=float(an.get("viability_drop", 0.10)), min_games=_min_games(an, src)), source=src)
 
+# %% ../../nbs/13_eval_gates.ipynb #1af39a87
 def _min_games(an:dict, src:str)->int:
     "The declared game minimum of a preregistration's analysis (default and floor: SPEC §7's `MIN_GAMES`)."
     v = an.get("min_games", MIN_GAMES)
@@ -91,6 +92,7 @@ def _min_games(an:dict, src:str)->int:
         raise PreregError(f"{src}: analysis: min_games must be a whole number of at least {MIN_GAMES} (SPEC §7), not {v!r}")
     return v
 
+# %% ../../nbs/13_eval_gates.ipynb #0a29b5c7
 def load_prereg(path)->dict:
     "Read and validate a preregistration YAML."
     return check_prereg(read_yaml(path, PreregError), str(path))
@@ -100,14 +102,17 @@ def below_threshold_claim(t:dict)->bool:
     "Does a term claim fewer below-threshold deals? A `favourable` requirement or a `ceiling` on any statistic, either form."
     return t["endpoint"].removesuffix("_given_deal") == "below_threshold" and t["require"] in ("favourable", "ceiling")
 
+# %% ../../nbs/13_eval_gates.ipynb #cf6dd178
 def share_guard(t:dict)->bool:
     "Does a term bound max_share from above (`not_unfavourable`, `favourable` or a `ceiling`), either form?"
     return t["endpoint"].removesuffix("_given_deal") == "max_share" and t["require"] in ("favourable", "not_unfavourable", "ceiling")
 
+# %% ../../nbs/13_eval_gates.ipynb #52d777da
 def deal_floor(t:dict)->bool:
     "Does a term bound the deal rate from below (a `floor`, `not_unfavourable` or `favourable`)?"
     return t["endpoint"] == "deal" and t["require"] in ("floor", "not_unfavourable", "favourable")
 
+# %% ../../nbs/13_eval_gates.ipynb #16e25bf1
 def guard_weakness(t:dict, drop:float=0.10)->str|None:
     "Why a floor or ceiling guard bounds too little, or None: a bound on the interval's far side, or looser than the viability screen."
     req, stat = t["require"], t.get("stat")
@@ -144,11 +149,13 @@ def _fmt(e:dict)->str:
     f = lambda x: "nan" if x is None else f"{x:+.3f}"
     return f"{e['endpoint']} {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]"
 
+# %% ../../nbs/13_eval_gates.ipynb #05e3edfd
 def judge_term(t:dict, e:dict)->tuple[str, str]:
     "`(PASS|FAIL|VOID, reason)` of one term against its endpoint's contrast record; a single-game interval says so."
     status, why = _judge(t, e)
     return status, why + (f" [{e['resampling_note']}]" if e.get("resampling_note") else "")
 
+# %% ../../nbs/13_eval_gates.ipynb #b6318646
 def _judge(t:dict, e:dict)->tuple[str, str]:
     few = too_few_games(e.get("cluster"), e.get("n_games"), max(e.get("min_games") or MIN_GAMES, MIN_GAMES))
     if few or e["verdict"] == "too_few_games": return "VOID", f"{_fmt(e)} has too few games: {few or e.get('few_games_reason')}"
@@ -179,6 +186,7 @@ def combine(statuses)->str:
     statuses = list(statuses)
     return "FAIL" if "FAIL" in statuses else "VOID" if "VOID" in statuses else "PASS"
 
+# %% ../../nbs/13_eval_gates.ipynb #c0b3943f
 def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:int=MIN_GAMES)->dict:
     cells = [c for c in result["cells"].values() if c["checkpoint"] == checkpoint and c["condition"] == condition]
     if not cells:
@@ -190,6 +198,7 @@ def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:
     return {**e, "B": result["B"], "n_games": c.get("n_games"), "cluster": c.get("cluster"), "min_games": min_games,
             "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster"))}
 
+# %% ../../nbs/13_eval_gates.ipynb #100ef831
 def check_analysis(prereg:dict, result:dict):
     "Refuse results computed with another analysis than the one the gate was declared for."
     a = prereg["analysis"]
@@ -236,6 +245,7 @@ def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
     return dict(prereg=prereg["name"], source=prereg["source"], checkpoints=out,
                 verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[overall])
 
+# %% ../../nbs/13_eval_gates.ipynb #09a24d5b
 def gate_text(g:dict)->str:
     "A readable gate report."
     lines = []

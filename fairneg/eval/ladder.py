@@ -22,6 +22,7 @@ def _contrast_frame(rows):
     if df.empty: raise EvalError("no contrast rows")
     return df.drop_duplicates(["checkpoint", "condition", "endpoint"], keep="last")
 
+# %% ../../nbs/13_eval_ladder.ipynb #1d6f39b1
 def _arm_order(s):
     "Arms as an ordered categorical, in order of first appearance."
     import pandas as pd
@@ -73,6 +74,7 @@ def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
     zero = alt.Chart(df).mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0))
     return (zero + line + bars + pts).properties(width=width, height=260)
 
+# %% ../../nbs/13_eval_ladder.ipynb #d2b7f1c1
 def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step, title:str|None=None,
                 colors:dict|None=None, # arm -> colour (`fairneg.charts.arm_colors`; default: those of the arms drawn)
                 own_axis:Iterable[str]=(), # arms drawn in a panel of their own on their own step axis (DPO arms: their steps are not GRPO steps)

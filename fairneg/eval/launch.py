@@ -21,6 +21,7 @@ def executor_params(cells:list[Cell], # the cells the jobs play
     gpus = int(any(s.needs_gpu for c_ in cells for s in (c_.trained, c_.base)))
     return job_params(c or JobConfig(), gpus, slurm)
 
+# %% ../../nbs/13_eval_launch.ipynb #60ede361
 def cell_done(cell:Cell)->bool:
     "Are both sides of the cell complete (exactly its episodes)? A side holding other episodes is an `EvalError`."
     expected = side_episodes(cell, condition_games(cell.condition, cell.bank, cell.crossgame_bank))
@@ -31,6 +32,7 @@ def launched(root)->dict:
     "The last `launch.jsonl` row of each cell submitted under `root` (a launch's --out-dir)."
     return last_jobs(Path(root) / "launch.jsonl", "cell")
 
+# %% ../../nbs/13_eval_launch.ipynb #a75e4b21
 def queued_cells(root, # a launch's --out-dir
                  states:Callable=slurm_states, # job ids -> {job id: state}
                  )->dict:

@@ -16,6 +16,7 @@ def chat_text(tokenizer, messages:list, thinking:bool=False)->str:
         return "\n\n".join(m["content"] for m in messages) + "\n\n"
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=thinking)
 
+# %% ../../nbs/09_llm_chat.ipynb #feb9a4cb
 def encode_request(tokenizer, req, thinking:bool=False)->list:
     "Prompt token ids of a `TurnRequest`: its windowed prompt, or its conversation (grown from `prev_ids` when given)."
     if req.messages is not None and req.prev_ids:
@@ -37,6 +38,7 @@ def turn_frame(tokenizer, thinking:bool=False)->tuple:
         _FRAMES[key] = (tokenizer, text[i:j], text[j + len(usr):])     # the tokenizer is kept: its id stays unique
     return _FRAMES[key][1:]
 
+# %% ../../nbs/09_llm_chat.ipynb #00a3e05c
 def next_turn_ids(tokenizer, prev_ids:list, # the seat's last turn: its prompt ids and the ids it sampled
                   user_text:str, # this turn's user message
                   thinking:bool=False)->list:

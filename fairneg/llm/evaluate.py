@@ -37,6 +37,7 @@ class _Recorder:
     def end_episodes(self, ids):                      # the policy's per-episode state (seat caches) ends with them
         if hasattr(self.policy, "end_episodes"): self.policy.end_episodes(ids)
 
+# %% ../../nbs/09_llm_evaluate.ipynb #389eda2d
 def _rates(rows:list, agents:list)->dict:
     n = len(rows)
     if not n: return dict(attempts=0)

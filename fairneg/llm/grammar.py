@@ -16,6 +16,7 @@ __all__ = ['NULL', 'deal_schema', 'text_schema', 'legal_action_schema', 'phase_s
 # %% ../../nbs/09_llm_grammar.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
 
+# %% ../../nbs/09_llm_grammar.ipynb #f4b3266b
 def deal_schema(dp:DecisionPoint, enum_max:int=64)->dict:
     "JSON schema of a full deal label of the decision point's game: an enum when small, else a regex pattern."
     opts = [len(iss["options"]) for iss in dp.issues]
@@ -34,6 +35,7 @@ def text_schema(n:int)->dict:
 
 NULL = {"type": "null"}
 
+# %% ../../nbs/09_llm_grammar.ipynb #7d2b84af
 def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None=None)->dict:
     "An action object: the protocol's four keys in order, those the atype does not use null."
     props = {"atype": {"const": atype}, "offer_id": offer_id or NULL, "deal": deal or NULL, "vote": vote or NULL}
@@ -91,6 +93,7 @@ def _schema_str(schema)->str:
 
 _EBNF = {}       # schema string -> its EBNF grammar text
 
+# %% ../../nbs/09_llm_grammar.ipynb #87b0a919
 def grammar_text(schema)->str:
     "The EBNF text of a JSON schema's grammar (xgrammar, no free whitespace): the one grammar the sampler and the trainer compile."
     import xgrammar as xgr
@@ -113,6 +116,7 @@ def compiled_ebnf(tokenizer, text:str, # an xgrammar EBNF grammar text (see `gra
     if g is None: g = ent[2][text] = ent[1].compile_grammar(text)
     return g
 
+# %% ../../nbs/09_llm_grammar.ipynb #c1866fd3
 def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
                      vocab:int|None=None, # the model's output width (default: the tokenizer's size)
                     ):

@@ -37,6 +37,7 @@ def policy_answer(text:str, prompt_ids:list, completion_ids:list, logprobs:list,
     if schema is not None: out["schema"] = _schema_str(schema)
     return out
 
+# %% ../../nbs/09_llm_hf.ipynb #2707d176
 def count_call(stats:dict, prompts:list, answers:list, t0:float,
                cached:int=0, # prompt tokens served from a prefix cache (not computed)
               ):
@@ -125,6 +126,7 @@ def act_batch(self:HFPolicy, requests:list)->list:
 # %% ../../nbs/09_llm_hf.ipynb #458c5622
 def _kv_key(r)->tuple: return (r.dp.episode_id, r.dp.seat)
 
+# %% ../../nbs/09_llm_hf.ipynb #711a50b7
 @patch
 def _cached(self:HFPolicy, r, prompt:list)->tuple:
     "`(length, keys and values)` of the cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
@@ -132,6 +134,7 @@ def _cached(self:HFPolicy, r, prompt:list)->tuple:
     if e is None or len(e[0]) >= len(prompt) or prompt[:len(e[0])] != e[0]: return 0, None
     return len(e[0]), e[1]
 
+# %% ../../nbs/09_llm_hf.ipynb #7d7b017a
 @patch
 def _remember(self:HFPolicy, r, ids:list, kv)->None:
     "Keep a seat's ids and their keys and values for its next turn, dropping the oldest past `kv_cache_tokens`."
@@ -139,6 +142,7 @@ def _remember(self:HFPolicy, r, ids:list, kv)->None:
     while sum(len(i) for i, _ in self._kv.values()) > self.kv_cache_tokens and len(self._kv) > 1:
         self._kv.pop(next(iter(self._kv)))
 
+# %% ../../nbs/09_llm_hf.ipynb #593e99bd
 @patch
 def end_episodes(self:HFPolicy, episode_ids)->None:
     "Drop the caches of finished episodes (`co_step` calls this as episodes end)."

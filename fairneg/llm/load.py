@@ -26,6 +26,7 @@ def model_path(spec)->str:
         if spec.startswith(pre): return spec[len(pre):]
     return spec
 
+# %% ../../nbs/09_llm_load.ipynb #124a5578
 def default_dtype(dtype=None):
     "The torch dtype to load weights in: `dtype` if given (a dtype or its name), else bf16 on a CUDA device with bf16, else float32."
     import torch
@@ -33,6 +34,7 @@ def default_dtype(dtype=None):
         return getattr(torch, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)) if isinstance(dtype, str) else dtype
     return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
 
+# %% ../../nbs/09_llm_load.ipynb #47bc0e4f
 def load_model(spec, # a folder, a hub id or `hf:PATH`
                adapter=None, # a PEFT adapter folder to put on top (optional)
                dtype=None, # weights dtype (default: bf16 on a CUDA device with bf16, else float32)
@@ -101,6 +103,7 @@ def qwen3_config(tok, # the tokenizer (vocabulary size, eos and pad ids)
     return Qwen3Config(**{"vocab_size": -(-len(tok) // 64) * 64, "bos_token_id": None, "eos_token_id": tok.eos_token_id,
                           "pad_token_id": tok.pad_token_id, **shape})
 
+# %% ../../nbs/09_llm_load.ipynb #68dcb595
 def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
                shape:dict, # Qwen3Config fields: layers, widths, heads
                seed:int=0, # initialization seed
@@ -117,6 +120,7 @@ def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
     m.generation_config.bos_token_id = None
     return m
 
+# %% ../../nbs/09_llm_load.ipynb #5249f36d
 def n_params(model)->int:
     "Number of distinct parameters (tied embeddings counted once)."
     return sum(p.numel() for p in model.parameters())
@@ -134,6 +138,7 @@ def standin_shape(shape:str="small", # `small` (hidden/layers below) or `qwen3-8
     return dict(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, max_position_embeddings=32768, tie_word_embeddings=True)
 
+# %% ../../nbs/09_llm_load.ipynb #b7e230fe
 def _standin_corpus()->list:
     "Texts the stand-in tokenizer is trained on: prompts of each protocol and framing, and answers."
     texts = ["system\n", "user\n", "assistant\n", ANSWER_FORMAT]
@@ -145,6 +150,7 @@ def _standin_corpus()->list:
         texts.append(json.dumps({"scratchpad": "My threshold is met.", "message": "I accept.", "action": a}))
     return texts
 
+# %% ../../nbs/09_llm_load.ipynb #1c4420e6
 def standin_model(out, # folder to write (reused when it already holds the model)
                   seed:int=0, # weight initialization seed
                   vocab_size:int=1024, # BPE vocabulary cap (the corpus is small: fewer merges are found)
@@ -167,18 +173,22 @@ def _base(model):
     "The underlying `transformers` model of a PEFT model (or the model itself)."
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
+# %% ../../nbs/09_llm_load.ipynb #11cb0689
 @lru_cache(maxsize=None)
 def _forward_params(cls)->tuple:
     ps = inspect.signature(cls.forward).parameters
     return ("cache" if "cache" in ps else "past_key_values"), "logits_to_keep" in ps
 
+# %% ../../nbs/09_llm_load.ipynb #90a4785a
 def _device(model): return next(model.parameters()).device
 
+# %% ../../nbs/09_llm_load.ipynb #adcfe6c7
 def vocab_size(model)->int:
     "Width of the model's output layer (may exceed the tokenizer's vocabulary)."
     emb = model.get_output_embeddings()
     return int(emb.weight.shape[0]) if emb is not None else int(model.config.get_text_config().vocab_size)
 
+# %% ../../nbs/09_llm_load.ipynb #74af4a03
 def stop_ids(model, tokenizer)->list:
     "End-of-sequence token ids: the tokenizer's and those of the model's generation config."
     ids = [tokenizer.eos_token_id]

@@ -48,12 +48,12 @@ def _forward_spans(model, inputs:dict, # the forward's tensors
         return selective_log_softmax(lg, torch.as_tensor(S[i][a:b], device=dev))
     return [[span(i, a, b, m) for (a, b), m in zip(SP[i], M[i])] for i in range(len(S))]
 
+# %% ../../nbs/09_llm_logprobs.ipynb #c30a7978
 def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:
     "Per sequence, per span: log-probs from one forward over the right-padded whole sequences (`right_pad`)."
     ids, mask, pos = right_pad(S, pad_id, _device(model))
     return _forward_spans(model, dict(input_ids=ids, attention_mask=mask, position_ids=pos),
                           lambda i, p: p, S, SP, M, temperature, vocab)
-
 
 # %% ../../nbs/09_llm_logprobs.ipynb #fcdb8ccf
 def span_logprobs(model, seqs:list, # token ids per sequence
@@ -85,6 +85,7 @@ def span_logprobs(model, seqs:list, # token ids per sequence
             out[i] = r
     return [lp for r in out for lp in r]
 
+# %% ../../nbs/09_llm_logprobs.ipynb #6ca969c1
 def sequence_logprobs(model, prompt_ids_list:list, completion_ids_list:list,
                       masks:list|None=None, # per sequence: packed allowed-token bitmask `[T, W]` (constrained) or None
                       temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
@@ -124,6 +125,7 @@ def is_checkpointing(model)->bool:
     "Whether activation (gradient) checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
     return any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
 
+# %% ../../nbs/09_llm_logprobs.ipynb #84c30392
 def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are neighbours)
                   Ps:list, # per sequence: the length of the first stretch it shares with its group
                   S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:

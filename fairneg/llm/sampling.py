@@ -25,6 +25,7 @@ def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
             ids[i, cols] = torch.as_tensor(s, dtype=torch.long); mask[i, cols] = 1
     return ids, mask
 
+# %% ../../nbs/09_llm_sampling.ipynb #a2b2d6a1
 def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
     "Left-pad token lists: `(input_ids, attention_mask, position_ids)`, positions counted from each row's first token."
     ids, mask = _lay_out(seqs, pad_id, left=True)
@@ -42,6 +43,7 @@ def right_pad(seqs:list, pad_id:int, device="cpu")->tuple:
 class ContextLimitError(RuntimeError):
     "A turn's prompt plus its generation cap would pass the model's context length (never cut silently)."
 
+# %% ../../nbs/09_llm_sampling.ipynb #735ce2e1
 def context_limit(model=None, tokenizer=None)->int|None:
     "The context length a model serves: its `max_position_embeddings`, or the tokenizer's `model_max_length` if smaller."
     cfg = getattr(_base(model), "config", None) if model is not None else None
@@ -49,6 +51,7 @@ def context_limit(model=None, tokenizer=None)->int|None:
     lims = [int(x) for x in lims if isinstance(x, int) and 0 < x < 10**8]     # transformers' "no limit" is ~1e30
     return min(lims) if lims else None
 
+# %% ../../nbs/09_llm_sampling.ipynb #c537cb2e
 def check_context(requests:list, prompts:list, caps:list, # per request: prompt ids and generation cap
                   limit:int|None)->None:
     "Raise `ContextLimitError` for the first request whose prompt plus cap passes `limit` (None: no limit known)."
@@ -68,6 +71,7 @@ def _top_p(probs, p:float):
     sp = sp * ((sp.cumsum(-1) - sp) < p)
     return probs.new_zeros(probs.shape).scatter(-1, si, sp)
 
+# %% ../../nbs/09_llm_sampling.ipynb #4c3c80a2
 def _draw(gens:list, probs):
     "One token per row: a uniform draw from the row's generator, inverted through its (unnormalized) CDF."
     import torch
@@ -81,6 +85,7 @@ def _new_cache(model):
     try: return DynamicCache(config=_base(model).config)
     except TypeError: return DynamicCache()   # older transformers
 
+# %% ../../nbs/09_llm_sampling.ipynb #f1249e5b
 def seed_cache(model, prefixes:list, # per row: `(keys, values)` (one `[heads, T, dim]` tensor per layer) or None
                device)->tuple:
     "A `DynamicCache` of the rows' cached keys and values, left-padded to the longest, and its attention mask."
@@ -100,6 +105,7 @@ def seed_cache(model, prefixes:list, # per row: `(keys, values)` (one `[heads, T
     for i, c in enumerate(lens): mask[i, C - c:] = 1
     return cache, mask
 
+# %% ../../nbs/09_llm_sampling.ipynb #3abd65f5
 def row_cache(cache, prompt_mask, # the row's attention mask over the prompt columns (cached and new)
               P:int, # the prompt columns
               n_fed:int, # completion ids fed to the model after the prompt (all but the last sampled)
@@ -151,6 +157,7 @@ class _Rows:
         "`[{completion_ids, logprobs, truncated}]`, one per row."
         return [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(self.out, self.lps, self.trunc)]
 
+# %% ../../nbs/09_llm_sampling.ipynb #0b77df60
 def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dict,
                   graphed:bool=False, # `model` replays CUDA graphs: mark the step, and copy the logits out of the graph's memory
                   **extra, # more forward arguments (a static cache's `cache_position`)
@@ -171,6 +178,7 @@ def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dic
 class NonFiniteLogitsError(FloatingPointError):
     "The model's logits hold a NaN or an infinity: no token can be drawn from them."
 
+# %% ../../nbs/09_llm_sampling.ipynb #c6bf5d61
 def check_logits(logits, live:list, # per row: whether it still samples
                  step:int, # the decode step (0: the prompt's forward)
                 )->None:
@@ -182,6 +190,7 @@ def check_logits(logits, live:list, # per row: whether it still samples
         f"{', '.join(map(str, bad))} of {len(live)}: its weights or activations hold a NaN or an overflow "
         "(a non-finite optimizer step? a bf16 overflow?), so no token can be drawn")
 
+# %% ../../nbs/09_llm_sampling.ipynb #dfbf5c16
 def no_mass_past(logits, vocab:int|None):
     "Set the logits of the ids at or past `vocab` (the tokenizer's size) to -inf, in place (None: leave all)."
     if vocab is not None and vocab < logits.shape[-1]: logits[..., vocab:] = float("-inf")
@@ -212,6 +221,7 @@ def decode_mode(decode:str="auto", device=None)->str:
     if decode not in DECODES: raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {decode!r}")
     return decode
 
+# %% ../../nbs/09_llm_sampling.ipynb #8b6351d5
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
                  max_new:list, # per-row token caps
@@ -258,6 +268,7 @@ def bucket(n:int, lo:int=1)->int:
     "The smallest power of two that is at least `n` and `lo`."
     return max(lo, 1 << max(n - 1, 0).bit_length())
 
+# %% ../../nbs/09_llm_sampling.ipynb #92b36c61
 def static_cache(model, B:int, L:int):
     "`(columns, cache)`: a static KV cache of `B` rows and at least `L` columns; per width one is kept and zeroed for reuse, its length only growing (two widths kept)."
     from transformers import StaticCache
@@ -269,11 +280,13 @@ def static_cache(model, B:int, L:int):
     while len(kept) > 2: kept.pop(next(iter(kept)))
     return n, c
 
+# %% ../../nbs/09_llm_sampling.ipynb #7fa92b51
 def release_decode_caches(model)->None:
     "Free the static caches a model's decoding keeps (before an update needs the memory, or when a graphed path is left)."
     import torch
     if model.__dict__.pop("_fairneg_static", None) and torch.cuda.is_available(): torch.cuda.empty_cache()
 
+# %% ../../nbs/09_llm_sampling.ipynb #bba51578
 def graphed_forward(model):
     "The model's forward compiled once for CUDA graphs (`torch.compile`, mode `reduce-overhead`; on a CPU, compiled only)."
     f = model.__dict__.get("_fairneg_graphed")

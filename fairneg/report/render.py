@@ -51,6 +51,7 @@ _EXTERNAL = [(re.compile(r"<script\b[^>]*\bsrc\s*=", re.I), "a <script src=...>"
              (re.compile(r"""\bsrc\s*=\s*["']?(?:https?:)?//""", re.I), "an element loaded from the network (src=...)"),
              (re.compile(r"""url\(\s*["']?(?:https?:)?//""", re.I), "a CSS url() on the network")]
 
+# %% ../../nbs/15_report_render.ipynb #ed777303
 def check_self_contained(html:str)->str:
     "The page, or a `ReportError` when it loads anything from outside itself."
     for pat, what in _EXTERNAL:
@@ -114,6 +115,7 @@ def _params(items:Iterable[str])->dict:
     "`KEY=VALUE` notebook parameters, values read as YAML."
     return key_values(items, "--param", ReportError)
 
+# %% ../../nbs/15_report_render.ipynb #1d0c8d4f
 @app.command()
 def report(run_dir:Annotated[Path, typer.Argument(help="The run directory (train/<arm>/, eval/, eval.json, eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/).")],
            out:Annotated[Path|None, typer.Option(help="The HTML page to write (default: reports/<run dir name>.html); the executed notebook goes beside it.")]=None,

@@ -43,6 +43,7 @@ INPUTS = {  # input -> what it is, in words
     "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry", "segments": "training sessions (segments.jsonl)",
 }
 
+# %% ../../nbs/15_report_run.ipynb #af88613b
 def find_inputs(run_dir)->dict:
     "`{input: [paths]}` of every `LAYOUT` input found under `run_dir` (an empty list where none is)."
     root, out = Path(run_dir), {}
@@ -58,6 +59,7 @@ def _read_json(path)->dict:
     "A JSON input; one line naming the file and why when it is unreadable, not UTF-8 or not JSON."
     return read_json(path, ReportError)
 
+# %% ../../nbs/15_report_run.ipynb #fcce8948
 def _steps_frame(paths:list):
     import pandas as pd
     rows = []
@@ -73,6 +75,7 @@ def _steps_frame(paths:list):
     df["arm"] = pd.Categorical(df["arm"], categories=arms, ordered=True)
     return df.drop_duplicates(["arm", "step"], keep="last").sort_values(["arm", "step"]).reset_index(drop=True)
 
+# %% ../../nbs/15_report_run.ipynb #37151dc5
 def _segments_frame(paths:list):
     "Every arm's training sessions, one row each (see `fairneg.adapters.read_segments`), the arm named by its folder."
     import pandas as pd
@@ -80,6 +83,7 @@ def _segments_frame(paths:list):
     except ReadError as e: raise ReportError(str(e)) from None
     return pd.DataFrame(rows) if rows else None
 
+# %% ../../nbs/15_report_run.ipynb #e05d83f3
 def _contrasts_frame(rows:list):
     import pandas as pd
     if not rows: return None

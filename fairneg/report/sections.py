@@ -32,6 +32,7 @@ def show(*items):
         if isinstance(x, (list, tuple)): show(*x)
         else: display(x)
 
+# %% ../../nbs/15_report_sections.ipynb #9d12f263
 def _guard(fn):
     "Run a section; a missing or unusable input becomes a note."
     try: return fn()
@@ -53,6 +54,7 @@ def run_summary(run:Run)->list[str]:
     if run.has("soundness"): out.append(f"reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}")
     return out
 
+# %% ../../nbs/15_report_sections.ipynb #31db2519
 def header(run:Run, title:str|None=None)->Html:
     "The report's title, what the run holds, and which inputs were found where."
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -67,11 +69,13 @@ def header(run:Run, title:str|None=None)->Html:
                 f"<ul>{facts}</ul>" + f'<details class="fairneg-details"><summary>Inputs read</summary>'
                 f'<table class="fairneg-table">{rows}</table></details></div>')
 
+# %% ../../nbs/15_report_sections.ipynb #4ba01037
 def footer(run:Run)->Html:
     "Provenance: the interpreter that computed the report, fairneg's version and the run directory."
     return note(f"Computed by fairneg {__version__} on Python {sys.version.split()[0]} ({sys.executable}) "
                 f"from {run.root.resolve()}.")
 
+# %% ../../nbs/15_report_sections.ipynb #79f665cf
 def details(summary:str, *items)->Html:
     "Items (Stylers, DataFrames, HTML) folded under a `<details>` summary line (opens without any script)."
     body = "".join(x.to_html() if hasattr(x, "to_html") and not isinstance(x, str) else str(x) for x in items)
@@ -84,6 +88,7 @@ def _coinciding_text(steps, cols)->str:
     pairs = coinciding_arms(steps, cols) if cols else []
     return "".join(f" {a} and {b} coincide on every step of these panels (dashed lines, one over the other)." for a, b in pairs)
 
+# %% ../../nbs/15_report_sections.ipynb #9b1a0885
 def training_section(run:Run)->list:
     "Training curves (reward, rates, drift) and the per-arm summary."
     def build():
@@ -104,6 +109,7 @@ def _arm_rows(run:Run, arms:Iterable[str]):
     arms = set(arms)
     return run.contrasts[run.contrasts.checkpoint.map(_arm_of).isin(arms)]
 
+# %% ../../nbs/15_report_sections.ipynb #1c13a8fe
 def ladder_tables(run:Run, endpoint:str, condition:str="primary")->list:
     "The ladder as tables: the GRPO arms by checkpoint step, the DPO arms (their own steps) apart."
     dpo = dpo_arm_names(run)
@@ -117,6 +123,7 @@ def ladder_tables(run:Run, endpoint:str, condition:str="primary")->list:
         out.append(t)
     return out
 
+# %% ../../nbs/15_report_sections.ipynb #1b45c880
 def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:str="primary")->list:
     "The checkpoint ladder of some endpoints on one condition: figure and tables each, DPO arms on their own step axis."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
@@ -128,6 +135,7 @@ def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:s
                                *ladder_tables(run, ep, condition)])
     return out
 
+# %% ../../nbs/15_report_sections.ipynb #f25b8215
 def frontier_section(run:Run, condition:str="primary")->list:
     "The frontier table: per arm and rung, the deal-rate contrast and the closure-conditional endpoints (VOID marked)."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
@@ -166,6 +174,7 @@ def last_dpo_steps(run:Run)->object:
     if not run.has("dpo_steps"): return None
     return run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm")
 
+# %% ../../nbs/15_report_sections.ipynb #dda3e8a7
 def dpo_table(run:Run)->object:
     "One row per DPO arm: trained or why not, the pairs it drew from (available, effective) and its last step."
     import pandas as pd
@@ -178,6 +187,7 @@ def dpo_table(run:Run)->object:
                      "reward margin": r.get("reward_margin"), "margin > 0": r.get("reward_accuracy"), "why not": o.get("reason", "")})
     return pd.DataFrame(recs)
 
+# %% ../../nbs/15_report_sections.ipynb #72e67afd
 def dpo_section(run:Run)->list:
     "The DPO arms: what each trained on or why it did not, and its loss and implicit-reward margin per step."
     if not run.has("dpo"): return [note(run.why_missing("dpo"))]
@@ -196,6 +206,7 @@ def _cell_of(run:Run, checkpoint:str, condition:str)->str:
         if c.get("checkpoint") == checkpoint and c.get("condition") == condition: return n
     raise ReportError(f"no eval cell of checkpoint `{checkpoint}` on `{condition}` in {run.root}")
 
+# %% ../../nbs/15_report_sections.ipynb #38615a1d
 def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared against `b`
                         condition:str="primary", endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000, seed:int=0)->dict:
     "Checkpoint `a`'s trained side against `b`'s on one condition, paired on (game, seed): `analyze_cells`' result for that pseudo-cell."
@@ -205,12 +216,14 @@ def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared ag
     except EvalError as e: raise ReportError(str(e)) from None
     return next(iter(res["cells"].values()))
 
+# %% ../../nbs/15_report_sections.ipynb #39221772
 def dpo_checkpoints(run:Run)->dict:
     "Each trained DPO arm's last evaluated checkpoint, by arm."
     cks = [c.get("checkpoint") for c in run.cells.values()]
     arms = {o["arm"] for o in run.dpo if o.get("trained")}
     return {a: ck for ck in last_checkpoints(cks) if (a := (_arm_step(ck) or (None,))[0]) in arms}
 
+# %% ../../nbs/15_report_sections.ipynb #d078bb27
 def dpo_pair_table(run:Run, target:str="dpo_fairness_private", control:str="dpo_rational_private", condition:str="primary",
                    endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000)->object:
     "Per endpoint: the base, target − base, control − base and target − control, each with its interval and verdict."
@@ -279,6 +292,7 @@ def divide_section(run:Run, condition:str="divide_dollar")->list:
     return _guard(lambda: [_styled(divide_table(divide_demands(run, condition)), [], "Divide-the-dollar: the mean demand (of 100), how "
                                    "often the demands fitted, and the mean total claimed per episode", left=["policy"])])
 
+# %% ../../nbs/15_report_sections.ipynb #89d0f614
 def ultimatum_section(run:Run, condition:str="ultimatum")->list:
     "The ultimatum split distribution of the base and trained policies."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
@@ -297,12 +311,14 @@ def gate_section(run:Run)->list:
     if not run.has("gate"): return [note(run.why_missing("gate"))]
     return _guard(lambda: [Html(f"<p>Overall verdict: {badge(run.gate['verdict'])}</p>"), gate_table(run.gate)])
 
+# %% ../../nbs/15_report_sections.ipynb #ad56aba1
 def soundness_section(run:Run)->list:
     "The reward-soundness campaigns and checks."
     if not run.has("soundness"): return [note(run.why_missing("soundness"))]
     return _guard(lambda: [Html(f"<p>Reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}</p>"),
                            soundness_table(run.soundness), soundness_checks(run.soundness)])
 
+# %% ../../nbs/15_report_sections.ipynb #0cb4f450
 def banks_section(run:Run)->list:
     "One line per bank."
     if not run.has("banks"): return [note(run.why_missing("banks"))]
