@@ -33,7 +33,8 @@ def lora_config(model, # the base model
     from peft import LoraConfig
     names = {n.split(".")[-1] for n, _ in model.named_modules()}
     targets = [t for t in cfg.lora_targets if t in names]
-    if not targets: raise ValueError(f"none of the LoRA targets {cfg.lora_targets} is a module of {type(model).__name__}")
+    if not targets:
+        raise ValueError(f"none of the LoRA targets {cfg.lora_targets} is a module of {type(model).__name__}")
     return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, task_type="CAUSAL_LM")
 
 # %% ../nbs/12_adapters.ipynb #1aa80ef0
@@ -53,7 +54,8 @@ def checkpoint_writer(out, # the arm's folder
                       step:int, # the step the checkpoint is taken after
                      ):
     "A fresh `OUT/checkpoint-STEP.tmp/` to fill; renamed to `OUT/checkpoint-STEP/` only when the block completes."
-    final = checkpoint_dir(out, step); tmp = final.with_name(final.name + ".tmp")
+    final = checkpoint_dir(out, step)
+    tmp = final.with_name(final.name + ".tmp")
     if tmp.exists(): shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     yield tmp

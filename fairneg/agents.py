@@ -45,7 +45,8 @@ class _LRU(OrderedDict):
     def __init__(self, size:int): super().__init__(); self.size = size
     def get_or(self, key, make):
         if key in self:
-            self.move_to_end(key); return self[key]
+            self.move_to_end(key)
+            return self[key]
         v = self[key] = make()
         if len(self) > self.size: self.popitem(last=False)
         return v
@@ -138,7 +139,8 @@ def pass_prob(p:np.ndarray, # (n, L) acceptance probabilities, parties independe
     need = quorum - len(veto)
     if need <= 0: return out
     if need > len(others): return np.zeros(L)
-    dist = np.zeros((len(others) + 1, L)); dist[0] = 1.0
+    dist = np.zeros((len(others) + 1, L))
+    dist[0] = 1.0
     for j in others:
         pj = p[j]
         dist[1:] = dist[1:] * (1 - pj) + dist[:-1] * pj
@@ -343,10 +345,12 @@ def private_belief(dp:DecisionPoint, # decision point (private information)
     pool = ultimatum_pool(dp.own_sheet) if ult else prior_pool(own.n_options, prior_seed)
     key = ("ultimatum", tuple(dp.own_sheet[0])) if ult else prior_seed
     W = posterior_weights(dp, pool, own.strict)
-    p = _expect(W, *_seat_table(dp, own, pool, key, "A", not ult), hi=1.0); p[own.seat] = 1.0
+    p = _expect(W, *_seat_table(dp, own, pool, key, "A", not ult), hi=1.0)
+    p[own.seat] = 1.0
     r = None
     if need_r:
-        r = _expect(W, *_seat_table(dp, own, pool, key, "R", not ult)); r[own.seat] = np.maximum(own.z, 0) ** (1 / own.n)
+        r = _expect(W, *_seat_table(dp, own, pool, key, "R", not ult))
+        r[own.seat] = np.maximum(own.z, 0) ** (1 / own.n)
     return Belief(p, r, W)
 
 # %% ../nbs/07_agents.ipynb #04472166
@@ -406,7 +410,8 @@ def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tup
         return make_action("propose", deal=best), dict(rule="propose d*", best=best, S_best=s_best)
     live = [o for o in dp.offers if o.status == "live"]
     vals = _offer_values(own, bel, dp, objective, live)
-    delta = time_factor(dp); C = delta * s_best
+    delta = time_factor(dp)
+    C = delta * s_best
     info = dict(best=best, S_best=s_best, delta=delta, C=C, offer_values=vals)
     acc = [o for o in live if o.offer_id in dp.acceptable and vals.get(o.offer_id, 0) > 0
            and vals[o.offer_id] >= C]
@@ -430,7 +435,8 @@ def greedy_rule(dp:DecisionPoint, own:OwnView)->tuple:
         yes = own.accepts(_ballot(dp).deal)
         return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
     if ph == "respond":
-        o = dp.offers[-1]; ok = own.z_of(o.deal) >= ANCHOR_Z
+        o = dp.offers[-1]
+        ok = own.z_of(o.deal) >= ANCHOR_Z
         return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond: near ideal", ok=ok)
     if ph in ("open", "propose"): return make_action("propose", deal=best), dict(rule="propose the ideal")
     live = [o for o in dp.offers if o.status == "live"]
@@ -450,7 +456,8 @@ def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
         yes = own.accepts(_ballot(dp).deal)
         return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
     if ph == "respond":
-        o = dp.offers[-1]; ok = own.accepts(o.deal)
+        o = dp.offers[-1]
+        ok = own.accepts(o.deal)
         return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
     if ph in ("open", "propose"):
         return make_action("propose", deal=index_label(own.best, own.n_options)), dict(rule="forced proposal (the only legal action)")
@@ -527,7 +534,8 @@ class Agent:
         "The agent's action at a decision point (`seed` is accepted for the common interface; the rules are deterministic)."
         dp = as_decision_point(dp)
         a, _ = self.decide(dp, game)
-        if a["atype"] not in dp.legal: raise RuntimeError(f"{self.name} chose `{a['atype']}`, not legal in phase {dp.phase}")
+        if a["atype"] not in dp.legal:
+            raise RuntimeError(f"{self.name} chose `{a['atype']}`, not legal in phase {dp.phase}")
         return a
 
     def act_batch(self, items)->list:

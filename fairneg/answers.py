@@ -107,10 +107,12 @@ def parse_answer(obj:dict)->dict:
     if "action" not in obj: how["flat_action"] = 1
     if isinstance(a, str): a = {**obj, "atype": a}; how["string_action"] = 1
     if not isinstance(a, dict):
-        out["error"] = "`action` must be an object like {\"atype\": \"pass\"}"; return out
+        out["error"] = "`action` must be an object like {\"atype\": \"pass\"}"
+        return out
     at = a.get("atype", a.get("type"))
     if at is None or (isinstance(at, str) and not at.strip()):
-        out["error"] = "the action has no `atype`"; return out
+        out["error"] = "the action has no `atype`"
+        return out
     if "atype" not in a: how["type_for_atype"] = 1
     act = {"atype": _txt(at).strip().lower(), "offer_id": _norm_oid(a.get("offer_id")),
            "deal": _norm_deal(a.get("deal")), "vote": _norm_vote(a.get("vote"))}
@@ -118,7 +120,8 @@ def parse_answer(obj:dict)->dict:
     if at in ATYPES and not _exact(a.get("atype", a.get("type")), at): how["atype_normalised"] = 1
     if at in ("accept", "vote") and a.get("offer_id") is not None and not _exact(a["offer_id"], act["offer_id"]):
         how["offer_id_normalised"] = 1
-    if at in ("propose", "demand") and a.get("deal") is not None and not isinstance(a["deal"], str): how["deal_normalised"] = 1
+    if at in ("propose", "demand") and a.get("deal") is not None and not isinstance(a["deal"], str):
+        how["deal_normalised"] = 1
     if at == "vote" and act["vote"] in ("yes", "no") and not _exact(a.get("vote"), act["vote"]): how["vote_synonym"] = 1
     out["action"], out["lenient"] = act, lenient_record(how)
     return out
@@ -131,7 +134,8 @@ def parse_action(text)->dict:
         if not isinstance(text, str): text = str(text)
         t = _THINK.sub(" ", text[-_MAX_CHARS:])
         if "</think>" in t.lower(): t = t[t.lower().rfind("</think>") + 8:]
-        objs = _json_objects(t); repaired = not objs
+        objs = _json_objects(t)
+        repaired = not objs
         if repaired: objs = _repaired(t)
         acts = [x for x in objs if "action" in x[0] or "atype" in x[0]]
         if acts:

@@ -47,7 +47,8 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 def adapter_config(folder, error:type=ReadError)->dict:
     "The `adapter_config.json` of a PEFT adapter folder; `error` names the folder or file and why when it is missing or unusable."
-    folder = Path(folder); p = folder / ADAPTER_CONFIG
+    folder = Path(folder)
+    p = folder / ADAPTER_CONFIG
     if not folder.is_dir(): raise error(f"{folder}: not a folder, so not a PEFT adapter")
     if not p.is_file(): raise error(f"{folder}: no {ADAPTER_CONFIG}, so not a PEFT adapter folder")
     cfg = read_json(p, error)
@@ -91,7 +92,8 @@ def write_bank(games:list[Game], # the games
                extra:dict|None=None, # more files of the bank: name -> text (the eval bank's guard and rejections)
               )->list[dict]:
     "Write games as `<id>.json` and the manifest into a new folder that replaces `out` whole; return the manifest rows."
-    out = out_folder(out, "bank folder"); _check_ids(games, out)
+    out = out_folder(out, "bank folder")
+    _check_ids(games, out)
     rows = [manifest_row(g, geo) for g, geo in tqdm(list(zip(games, geos or [None] * len(games))), desc=f"solving {out.name}",
                                                     disable=not progress)]
     texts = {**{f"{g.name}.json": game_text(g) for g in games}, **(extra or {}), MANIFEST: jsonl_text(rows)}
@@ -224,7 +226,8 @@ def generate_bank(n_games:int=24, # how many base games (seeds)
 # %% ../nbs/03_bank.ipynb #0be75192
 def _safe_name(g:Game)->Game:
     if SAFE_ID.fullmatch(g.name): return g
-    g = copy.deepcopy(g); g.name = re.sub(r"[^A-Za-z0-9._-]+", "_", g.name).strip("_.-") or "game"
+    g = copy.deepcopy(g)
+    g.name = re.sub(r"[^A-Za-z0-9._-]+", "_", g.name).strip("_.-") or "game"
     return g
 
 # %% ../nbs/03_bank.ipynb #18678ed2
@@ -258,7 +261,8 @@ def _floor(geo:Geometry, min_spread:float)->list[dict]:
     n_ir = int(geo.ir.sum())
     if n_ir == 0: return [dict(reason="empty_ir", n_ir=0)]
     out = [dict(reason="no_nbs", n_ir=n_ir)] if geo.nbs is None else []
-    if geo.nnw_spread < min_spread: out.append(dict(reason="low_spread", nnw_spread=round(geo.nnw_spread, 6), min_spread=min_spread))
+    if geo.nnw_spread < min_spread:
+        out.append(dict(reason="low_spread", nnw_spread=round(geo.nnw_spread, 6), min_spread=min_spread))
     return out
 
 # %% ../nbs/03_bank.ipynb #9b87461a
@@ -292,7 +296,9 @@ def _screen_seeds(n:int, first_seed:int, modes:tuple, max_candidates:int, known:
         tgeos, details = screen_candidate(twins, known, picked, min_spread)
         if details: rejections.append(rejection_row(seed, twins, details))
         else:
-            games += twins; geos += tgeos; bar.update(1)
+            games += twins
+            geos += tgeos
+            bar.update(1)
             for g, geo in zip(twins, tgeos):
                 for fp in FINGERPRINTS: picked[fp].setdefault(getattr(geo, fp), []).append(g.name)
         seed += 1
@@ -371,7 +377,8 @@ def _manifest_text(out:Path)->str|None:
 # %% ../nbs/03_bank.ipynb #0623933d
 def _bank_line(out:Path, rows:list, before:str|None, force:bool, what:str)->str:
     "The closing line of a bank command: what it wrote, or that the folder already held this bank."
-    if before == jsonl_text(rows) and not force: return f"{out}: already holds these {len(rows)} games; nothing written (--force rewrites it)"
+    if before == jsonl_text(rows) and not force:
+        return f"{out}: already holds these {len(rows)} games; nothing written (--force rewrites it)"
     return f"{out}: {len(rows)} games {what}"
 
 # %% ../nbs/03_bank.ipynb #d4b07fd8

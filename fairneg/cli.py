@@ -49,7 +49,8 @@ app = typer.Typer(cls=RootGroup, no_args_is_help=True, add_completion=False, pre
 # %% ../nbs/17_cli.ipynb #00d8f96a
 def _version(show:bool):
     if show:
-        typer.echo(f"fairneg {__version__}"); raise typer.Exit()
+        typer.echo(f"fairneg {__version__}")
+        raise typer.Exit()
 
 # %% ../nbs/17_cli.ipynb #18e4d96f
 @app.callback()
@@ -73,7 +74,8 @@ def geometry(game:Annotated[Path, typer.Argument(help="A game JSON file, an LLM-
     "Print a game's exact geometry (each solution's deal and nnw, each party's u and z there), or one row per game of a bank."
     games = _pick_game(bank_games(game), name, game)
     geos = [solve(g) for g in games]
-    if json_: typer.echo(json.dumps(geometry_summary(geos[0]) if len(geos) == 1 else [geometry_summary(g) for g in geos]))
+    if json_:
+        typer.echo(json.dumps(geometry_summary(geos[0]) if len(geos) == 1 else [geometry_summary(g) for g in geos]))
     elif len(geos) == 1: typer.echo(geometry_text(geos[0]))
     else:
         typer.echo(f"{game}: {len(geos)} games; `--game NAME` shows one in full")

@@ -96,10 +96,12 @@ class CliGroup(TyperGroup):
     def invoke(self, ctx):
         try: rv = super().invoke(ctx)
         except tuple(USER_ERRORS) as e:
-            typer.echo("error: " + one_line(e), err=True); raise typer.Exit(EXIT_USER)
+            typer.echo("error: " + one_line(e), err=True)
+            raise typer.Exit(EXIT_USER)
         except _PASS: raise
         except Exception as e:
-            typer.echo(crash_line(e, write_crash_log(e)), err=True); raise typer.Exit(EXIT_CRASH)
+            typer.echo(crash_line(e, write_crash_log(e)), err=True)
+            raise typer.Exit(EXIT_CRASH)
         return None if ctx.parent is None else rv   # a command's return value is not an exit status
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode:bool=True, **extra):
@@ -168,7 +170,8 @@ def expand_multi(args:list[str], flags:set[str])->list[str]:
         if a in flags: cur, n = a, 0; out.append(a)
         elif a.startswith("-") and len(a) > 1: cur = None; out.append(a)
         elif cur is not None:
-            out += [a] if n == 0 else [cur, a]; n += 1
+            out += [a] if n == 0 else [cur, a]
+            n += 1
         else: out.append(a)
     return out
 

@@ -90,7 +90,8 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
              conditions=("primary", "ultimatum"))->Path:
     "Write a small but realistic run directory in the report's layout, with the real writers where they are cheap."
     out = Path(out)
-    if out.exists() and any(out.iterdir()): raise ReportError(f"{out}: not empty; demo_run writes a fresh run directory")
+    if out.exists() and any(out.iterdir()):
+        raise ReportError(f"{out}: not empty; demo_run writes a fresh run directory")
     write_bank([generate_game(s) for s in (40000, 40001, 40002)], out / "banks" / "train")
     write_bank([generate_game(41000 + s) for s in range(eval_games)], out / "banks" / "eval")
     cells = plan_cells(checkpoints, conditions, out / "eval", base=base, bank=out / "banks" / "eval", episodes=episodes)

@@ -73,7 +73,8 @@ def _check_dpo_config(cfg:DPOTrainConfig):
         raise ValueError(f"type must be a counterfactual type ({', '.join(COUNTERFACTUAL_TYPES)}), got {cfg.type!r}")
     if get_agent(cfg.type).information_leaky:
         raise ValueError(f"type {cfg.type} is information-leaky (it reads every sheet): a model cannot honestly imitate it")
-    if cfg.weighting not in ("regret", "uniform"): raise ValueError(f"weighting must be regret or uniform, got {cfg.weighting!r}")
+    if cfg.weighting not in ("regret", "uniform"):
+        raise ValueError(f"weighting must be regret or uniform, got {cfg.weighting!r}")
     for k in ("steps", "batch_size", "lora_r", "max_length"):
         if getattr(cfg, k) < 1: raise ValueError(f"{k} must be at least 1, got {getattr(cfg, k)}")
     if cfg.beta <= 0: raise ValueError(f"beta must be positive, got {cfg.beta}")
@@ -132,7 +133,8 @@ def check_lengths(ids:list, recs:list, max_length:int):
     "Refuse a pair longer than `max_length` (TRL would cut it): name its episode and turn."
     for x, r in zip(ids, recs):
         n = len(x["prompt_ids"]) + max(len(x["chosen_ids"]), len(x["rejected_ids"]))
-        if n > max_length: raise DPOTrainError(f"{r['episode_id']} turn {r['turn_idx']}: {n} tokens > max_length {max_length} (raise --max-length)")
+        if n > max_length:
+            raise DPOTrainError(f"{r['episode_id']} turn {r['turn_idx']}: {n} tokens > max_length {max_length} (raise --max-length)")
 
 # %% ../nbs/14_dpo.ipynb #303c07f4
 def draw_probabilities(recs:list, weighting:str="regret")->np.ndarray:
@@ -192,7 +194,8 @@ def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, c
 # %% ../nbs/14_dpo.ipynb #3fb19770
 def finished_run(cfg:DPOTrainConfig)->list|None:
     "The rows of this very run when OUT holds it complete; None when OUT is empty; an error when OUT holds another run."
-    out = Path(cfg.out); rows_path = out / TRAINING_STEPS
+    out = Path(cfg.out)
+    rows_path = out / TRAINING_STEPS
     ck = checkpoints(out)
     if not ck and not rows_path.exists(): return None
     last = json.loads((ck[-1][1] / "trainer_state.json").read_text()) if ck else {}
@@ -230,9 +233,11 @@ def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bo
             s, seen = state.global_step, int(logs.get("num_tokens", 0))
             row = dpo_row(cfg, s, logs, p, time.perf_counter() - self.t0, seen - self.tokens, dtype, chash)
             self.tokens = seen
-            append_jsonl([row], out / TRAINING_STEPS); rows.append(row)
+            append_jsonl([row], out / TRAINING_STEPS)
+            rows.append(row)
             if s in due: save_dpo_checkpoint(out, s, model, cfg, len(p), chash)
-            self.bar.update(1); self.bar.set_postfix(loss=f"{row['loss']:.3f}", margin=f"{row['reward_margin'] or 0:+.3f}")
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{row['loss']:.3f}", margin=f"{row['reward_margin'] or 0:+.3f}")
     return Record()
 
 # %% ../nbs/14_dpo.ipynb #89227461
@@ -263,7 +268,9 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
                                              beta=cfg.beta), code_version())   # a DPO run is one session: it restarts, never resumes
     try: tr.train()
-    except BaseException as e: end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, f"failed: {type(e).__name__}"); raise
+    except BaseException as e:
+        end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, f"failed: {type(e).__name__}")
+        raise
     end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, "complete")
     shutil.rmtree(Path(cfg.out) / "_trl", ignore_errors=True)
     return rows
@@ -285,7 +292,8 @@ def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fie
         check_replaceable(out, bool(checkpoints(out)) or (out / TRAINING_STEPS).is_file(), "a DPO run")
         shutil.rmtree(out, ignore_errors=True)
     elif (done := finished_run(cfg)) is not None:
-        typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): nothing trained (--force trains it again)"); return
+        typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): nothing trained (--force trains it again)")
+        return
     rows = train_dpo(cfg, progress)
     last = rows[-1] if rows else {}
     typer.echo(f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} ({last.get('pairs_available')} pairs, effective "

@@ -39,7 +39,8 @@ class NegotiationEnv(AECEnv):
         k = protocol_kind(p.kind)
         self._m = 1 if k.responds else (p.max_turns + 1 if k.signs else 0)   # the most offers an episode can hold
         self._d = max(g.n_options) if k.own_issue else g.n_deals
-        if action_mode == "discrete" and self._d > 500_000: raise ValueError(f"{g.n_deals} deals is too many for discrete actions")
+        if action_mode == "discrete" and self._d > 500_000:
+            raise ValueError(f"{g.n_deals} deals is too many for discrete actions")
         self._n_act = 5 + self._m + self._d
         obs = {"observation": spaces.Box(-1, 2**31 - 1, (8,), np.int64),
                "decision_point": spaces.Text(1 << 20, min_length=1, charset=_PRINTABLE)}
@@ -58,8 +59,10 @@ def reset(self:NegotiationEnv, seed=None, options=None):
     self._seed = int(seed) if seed is not None else self._seed + 1
     self.state = new_episode(self.game, self._seed, **self._kw)
     self.agents = self.possible_agents[:]
-    self.rewards = {a: 0.0 for a in self.agents}; self._cumulative_rewards = {a: 0.0 for a in self.agents}
-    self.terminations = {a: False for a in self.agents}; self.truncations = {a: False for a in self.agents}
+    self.rewards = {a: 0.0 for a in self.agents}
+    self._cumulative_rewards = {a: 0.0 for a in self.agents}
+    self.terminations = {a: False for a in self.agents}
+    self.truncations = {a: False for a in self.agents}
     self.infos = {a: {} for a in self.agents}
     self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
 
@@ -113,7 +116,8 @@ def observe(self:NegotiationEnv, agent):
 def step(self:NegotiationEnv, action):
     if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
         return self._was_dead_step(action)
-    agent = self.agent_selection; seat = self.possible_agents.index(agent)
+    agent = self.agent_selection
+    seat = self.possible_agents.index(agent)
     self._cumulative_rewards[agent] = 0.0
     act = self._decode(action, seat) if self.action_mode == "discrete" and action is not None else action
     rec = apply_action(self.state, seat, act)
@@ -121,7 +125,8 @@ def step(self:NegotiationEnv, action):
     if is_done(self.state):
         z = outcome_z(self.game, outcome(self.state))
         for i, a in enumerate(self.possible_agents):
-            self.rewards[a] = float(z[i]); self.terminations[a] = True
+            self.rewards[a] = float(z[i])
+            self.terminations[a] = True
     else:
         for a in self.agents: self.rewards[a] = 0.0
         self.agent_selection = self.possible_agents[current_seats(self.state)[0]]

@@ -99,7 +99,8 @@ def inline(df):
 # %% ../nbs/04_explorer.ipynb #a071b32e
 def seat_labels(geos:list[Geometry])->list[str]:
     "Selector labels for party indices: `1 mayor`, ... where every game has the same parties, else `seat 1`, ..."
-    if len({tuple(g.game.parties) for g in geos}) == 1: return [f"{k+1} {p}" for k, p in enumerate(geos[0].game.parties)]
+    if len({tuple(g.game.parties) for g in geos}) == 1:
+        return [f"{k+1} {p}" for k, p in enumerate(geos[0].game.parties)]
     return [f"seat {k+1}" for k in range(max(g.game.n for g in geos))]
 
 # %% ../nbs/04_explorer.ipynb #5c4b7054
@@ -167,7 +168,8 @@ def explore(geos:list[Geometry], # the games' geometries
     names = [g.game.name for g in geos]
     struck = struck_table(geos, list(episodes))
     game = game or (struck.game.iloc[0] if len(struck) else names[0])
-    if game not in names: raise ExplorerError(f"game `{game}` is not among the {len(names)} games ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
+    if game not in names:
+        raise ExplorerError(f"game `{game}` is not among the {len(names)} games ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
     deals = pd.concat([deal_table(g) for g in geos], ignore_index=True)
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
     return alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(

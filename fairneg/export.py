@@ -33,7 +33,8 @@ def export_name(arm:str, step:int)->str:
 def checkpoint_facts(ckpt:Path)->dict:
     "The facts a card states: arm, step, method, λ, the config, the adapter's LoRA settings and the arm's sessions."
     ckpt = Path(ckpt)
-    if not (ckpt / "trainer_state.json").is_file(): raise ExportError(f"{ckpt}: no trainer_state.json: not a checkpoint of fairneg train or dpo")
+    if not (ckpt / "trainer_state.json").is_file():
+        raise ExportError(f"{ckpt}: no trainer_state.json: not a checkpoint of fairneg train or dpo")
     state, ac = read_json(ckpt / "trainer_state.json", ExportError), read_json(ckpt / "adapter_config.json", ExportError)
     cfg = state.get("config") or {}
     arm = cfg.get("arm") or ckpt.parent.name
@@ -101,7 +102,8 @@ def export_checkpoint(ckpt:Path, # a checkpoint folder `ARM/checkpoint-STEP/`
     if dst.exists() and not force: raise ExportError(f"{dst}: exported already: --force replaces it")
     files = [Path(ckpt) / n for n in ADAPTER_FILES if (Path(ckpt) / n).is_file()]
     if not any(p.name.startswith("adapter_model") for p in files): raise ExportError(f"{ckpt}: no adapter_model file")
-    shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir(parents=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     for p in files: shutil.copy2(p, tmp / p.name)
     verdicts = eval_verdicts(ev, checkpoint_name(f["arm"], f["step"]))
     (tmp / "README.md").write_text(model_card(f, verdicts, name))
@@ -118,7 +120,8 @@ def export_arm(arm_dir:Path, out:Path, ev:dict|None=None,
     have = dict(checkpoints(arm_dir))
     if not have: raise ExportError(f"{arm_dir}: no complete checkpoint (checkpoint-STEP/ with its trainer state)")
     missing = sorted(set(steps or ()) - set(have))
-    if missing: raise ExportError(f"{arm_dir}: no checkpoint of step {', '.join(map(str, missing))} (have {', '.join(map(str, sorted(have)))})")
+    if missing:
+        raise ExportError(f"{arm_dir}: no checkpoint of step {', '.join(map(str, missing))} (have {', '.join(map(str, sorted(have)))})")
     return [export_checkpoint(have[s], out, ev, force) for s in sorted(steps or have)]
 
 # %% ../nbs/15_export.ipynb #8b13496b
@@ -128,7 +131,8 @@ def arm_folders(paths:list[Path])->list[Path]:
     for p in map(Path, paths):
         if not p.is_dir(): raise ExportError(f"{p}: no such folder")
         arms = [p] if checkpoints(p) else [q for q in sorted(p.iterdir()) if q.is_dir() and checkpoints(q)]
-        if not arms: raise ExportError(f"{p}: no checkpoint here or in its subfolders (an arm folder, or a run's train/ folder)")
+        if not arms:
+            raise ExportError(f"{p}: no checkpoint here or in its subfolders (an arm folder, or a run's train/ folder)")
         out += arms
     return out
 

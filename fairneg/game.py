@@ -116,7 +116,8 @@ def parse_deal_label(text:str, n_options)->tuple:
     for t in toks:
         k, o = label_option(t)
         if k >= len(n_options): raise ValueError(f"issue {t[0]} does not exist (the game has {len(n_options)} issues)")
-        if not 0 <= o < n_options[k]: raise ValueError(f"option {t} does not exist (issue {t[0]} has {n_options[k]} options)")
+        if not 0 <= o < n_options[k]:
+            raise ValueError(f"option {t} does not exist (issue {t[0]} has {n_options[k]} options)")
         if deal[k] is not None: raise ValueError(f"issue {t[0]} appears twice")
         deal[k] = o
     missing = [issue_letter(k) for k, o in enumerate(deal) if o is None]
@@ -169,7 +170,8 @@ def validate_game(g:Game, source="<game>")->Game:
                    f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores for issue {issue_letter(k)}, "
                    f"which has {len(g.options[k])} options (ragged sheet)")
             for o, s in enumerate(row):
-                if not _finite_number(s): raise GameError(source, f"scores[{i}][{k}][{o}]", f"`{s!r}` is not a finite number")
+                if not _finite_number(s):
+                    raise GameError(source, f"scores[{i}][{k}][{o}]", f"`{s!r}` is not a finite number")
     _check(len(g.thresholds) == n, source, "thresholds", f"{len(g.thresholds)} thresholds for {n} parties")
     ideal = g.ideal
     for i, t in enumerate(g.thresholds):
@@ -219,7 +221,8 @@ def read_text(path, error:type=ReadError)->str:
     try: raw = path.read_bytes()
     except OSError as e: _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
     try: text = raw.decode("utf-8")
-    except UnicodeDecodeError as e: _fail(error, path, "<file>", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
+    except UnicodeDecodeError as e:
+        _fail(error, path, "<file>", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 # %% ../nbs/01_game.ipynb #b3f50303
@@ -236,7 +239,8 @@ def json_lines(path, error:type=ReadError)->list[tuple[int, object]]:
     for ln, line in enumerate(read_text(path, error).split("\n"), 1):   # not splitlines: U+2028 may sit inside a string
         if not line.strip(): continue
         try: out.append((ln, json.loads(line)))
-        except json.JSONDecodeError as e: _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
+        except json.JSONDecodeError as e:
+            _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
     return out
 
 # %% ../nbs/01_game.ipynb #20418b66
@@ -293,7 +297,8 @@ def game_text(g:Game)->str:
 # %% ../nbs/01_game.ipynb #235dec63
 def save_game(g:Game, path)->Path:
     "Write a game as pretty JSON."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(game_text(g), encoding="utf-8")
     return path
 
@@ -340,10 +345,12 @@ def _issue_names(text:str, m:int):
 # %% ../nbs/01_game.ipynb #0f5d8d83
 def import_llm_deliberation(folder)->Game:
     "Import an LLM-Deliberation game folder as a `Game` (prose kept for the `prose` framing)."
-    folder = Path(folder); src = folder
+    folder = Path(folder)
+    src = folder
     _check(folder.is_dir(), src, "<folder>", "not a folder")
     cfg = [l.split(",") for l in read_text(folder / "config.txt", GameError).splitlines() if l.strip()]
-    for j, row in enumerate(cfg): _check(len(row) >= 3, src, f"config.txt line {j+1}", "needs name,id,role[,incentive,model]")
+    for j, row in enumerate(cfg):
+        _check(len(row) >= 3, src, f"config.txt line {j+1}", "needs name,id,role[,incentive,model]")
     names, ids = [r[0].strip() for r in cfg], [r[1].strip() for r in cfg]
     roles = [r[2].strip() for r in cfg]
     incentives = [r[3].strip() if len(r) > 3 else "cooperative" for r in cfg]
@@ -406,7 +413,8 @@ def generate_game(seed:int, n_parties:int=6, n_issues:int=5, info_mode:str="full
         taus = [int(x) for x in rng.integers(int(100 * tau_lo), int(100 * tau_hi) + 1, size=n_parties)]
         if _has_nbs_deal(scores, taus, n_opts): break
         tau_hi = max(tau_lo, tau_hi - 0.02)
-    else: raise GameError(f"generate_game(seed={seed})", "thresholds", "could not draw thresholds that leave a deal with positive surplus for everyone")
+    else:
+        raise GameError(f"generate_game(seed={seed})", "thresholds", "could not draw thresholds that leave a deal with positive surplus for everyone")
     roles = ["p1", "p2"] + ["player"] * (n_parties - 2)
     g = Game(name=f"gen-{seed}" + ("" if info_mode == "full" else f"-{info_mode}"),
              parties=[f"party{i+1}" for i in range(n_parties)], roles=roles,

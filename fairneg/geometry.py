@@ -94,7 +94,8 @@ def pareto_mask(U:np.ndarray, mask:np.ndarray)->np.ndarray:
     if len(cand) == 0: return out
     V = U[:, cand]
     keep = np.arange(len(cand))
-    if len(cand) > 2 * _PROBE: keep = np.flatnonzero(~_dominated(V, V[:, np.argsort(-V.sum(0), kind="stable")[:_PROBE]]))
+    if len(cand) > 2 * _PROBE:
+        keep = np.flatnonzero(~_dominated(V, V[:, np.argsort(-V.sum(0), kind="stable")[:_PROBE]]))
     R = V[:, keep]
     out[cand[keep[~_dominated(R, R)]]] = True
     return out
@@ -135,7 +136,8 @@ class Geometry:
         "Position in `deals` of a deal given as option indices."
         idx = int(np.ravel_multi_index(tuple(int(o) for o in deal), self.game.n_options))
         pos = np.searchsorted(self.index, idx)
-        if pos >= len(self.index) or self.index[pos] != idx: raise KeyError(f"{deal_label(deal)} is not a feasible deal")
+        if pos >= len(self.index) or self.index[pos] != idx:
+            raise KeyError(f"{deal_label(deal)} is not a feasible deal")
         return int(pos)
     def z(self, deal): return None if deal is None else self.Z[:, self.position(deal)]
     def solution(self, name): return getattr(self, name)
@@ -165,7 +167,8 @@ def _feasible(g:Game)->tuple:
 def _sets(g:Game, U:np.ndarray)->dict:
     "Thresholds, ideal point, surpluses, acceptance, IR and PASS for utilities `U`."
     tau = np.asarray(g.thresholds, float)
-    ideal = g.ideal; c = ideal - tau
+    ideal = g.ideal
+    c = ideal - tau
     S = U - tau[:, None]
     acc = accepts(U, tau[:, None], g.strict)
     veto_ok = acc[g.veto].all(0) if g.veto else np.ones(U.shape[1], bool)
@@ -403,7 +406,8 @@ def plot_deals(geo:Geometry, i:int|str=0, j:int|str=1, struck=None, width:int=42
     i, j = geo.party(i), geo.party(j)
     df = _deal_frame(geo, i, j)
     names = geo.game.parties
-    x = alt.X("zi:Q", title=f"z of {names[i]}"); y = alt.Y("zj:Q", title=f"z of {names[j]}")
+    x = alt.X("zi:Q", title=f"z of {names[i]}")
+    y = alt.Y("zj:Q", title=f"z of {names[j]}")
     rest = df[df.set == "other"]
     cloud = alt.Chart(_density(rest.zi.to_numpy(), rest.zj.to_numpy(), bins)).mark_rect(color="#8c8c8c").encode(
         x, alt.X2("zi2:Q"), y, alt.Y2("zj2:Q"),

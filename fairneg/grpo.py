@@ -254,7 +254,8 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
                     flat:list|None=None, # per episode: an (n,) bool array, the seat's group is flat (None: none is)
                     flat_groups:str="kl_only")->list:
     "Samples of every generated policy turn; under `flat_groups='drop'`, those of flat groups are left out."
-    if flat_groups not in ("kl_only", "drop"): raise ValueError(f"flat_groups must be kl_only or drop, got {flat_groups!r}")
+    if flat_groups not in ("kl_only", "drop"):
+        raise ValueError(f"flat_groups must be kl_only or drop, got {flat_groups!r}")
     out = []
     for e, (ep, A) in enumerate(zip(episodes, advantages)):
         for t in ep.state.turns:
@@ -294,7 +295,8 @@ def micro_batches(samples:list, size:int, token_budget:int,
     for k in sorted(range(len(units)), key=costs.__getitem__):
         u, n = units[k], costs[k]
         if cur and (len(cur) + len(u) > size or toks + n > token_budget): out.append(cur); cur, toks = [], 0
-        cur += u; toks += n
+        cur += u
+        toks += n
     if cur: out.append(cur)
     return out
 
@@ -313,9 +315,12 @@ def pack_samples(samples:list, pack:bool=True)->list:
     for s in samples:
         ids, p = list(s.prompt_ids) + list(s.completion_ids), last.get(s.seat_key) if pack and s.seat_key else None
         if p is not None and len(s.prompt_ids) >= len(p.ids) and s.prompt_ids[:len(p.ids)] == p.ids:
-            p.ids = ids; p.spans.append((len(s.prompt_ids), len(ids))); p.samples.append(s)
+            p.ids = ids
+            p.spans.append((len(s.prompt_ids), len(ids)))
+            p.samples.append(s)
             continue
-        p = Packed(ids, [(len(s.prompt_ids), len(ids))], [s]); out.append(p)
+        p = Packed(ids, [(len(s.prompt_ids), len(ids))], [s])
+        out.append(p)
         if s.seat_key: last[s.seat_key] = p
     return out
 
@@ -357,7 +362,8 @@ def _count_nonfinite(new:list, ref:list|None, res:dict):
     import torch
     bad_new = ~torch.isfinite(torch.cat(new).detach())
     bad_ref = ~torch.isfinite(torch.cat(ref)) if ref is not None else torch.zeros_like(bad_new)
-    res["nonfinite_new"] += int(bad_new.sum()); res["nonfinite_ref"] += int(bad_ref.sum())
+    res["nonfinite_new"] += int(bad_new.sum())
+    res["nonfinite_ref"] += int(bad_ref.sum())
     res["nonfinite_tokens"] += int((bad_new | bad_ref).sum())
 
 # %% ../nbs/13_grpo.ipynb #3f488c28
@@ -420,11 +426,13 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
     model.train()                                          # the policy pass: train mode
     t1 = time.perf_counter()
     new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share, vocab=len(tokenizer))
-    if first: kept["anchor"] = [n.detach() for n in new]   # the trainer under the rollout's weights: later passes' ratios start here
+    if first:
+        kept["anchor"] = [n.detach() for n in new]   # the trainer under the rollout's weights: later passes' ratios start here
     _count_nonfinite(new, kept["ref"], res)
     loss, st = grpo_loss(new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok, cfg, kept["anchor"])
     loss.backward()
-    res["ref_s"] += t1 - t0; res["update_s"] += time.perf_counter() - t1
+    res["ref_s"] += t1 - t0
+    res["update_s"] += time.perf_counter() - t1
     res["loss"] += float(loss.detach())
     for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] += st.get(k, 0.0)
     res["ratio_max"], res["gap_max"] = max(res["ratio_max"], st["ratio_max"]), max(res["gap_max"], st["gap_max"])
@@ -456,7 +464,8 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
         if res["nonfinite"]: break                          # the rest of the passes would meet the same numbers
         res["optimizer_steps"] += 1
     res["passes"] = passes = it + 1
-    for k in ("loss", "kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] /= passes   # per pass
+    for k in ("loss", "kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"):
+        res[k] /= passes   # per pass
     res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
     model.eval()
     return res
@@ -490,7 +499,8 @@ def activation_bytes_per_token(model, n:int=64, # tokens of the probe sequence (
         s = t.untyped_storage()
         if s.data_ptr() not in params and s.data_ptr() not in seen: seen.add(s.data_ptr()); total[0] += s.nbytes()
         return t
-    was = model.training; model.train()
+    was = model.training
+    model.train()
     ids = [(7 * i) % max(vocab_size(model) - 1, 1) + 1 for i in range(n)]
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         lp = span_logprobs(model, [ids], [[(1, n)]])
@@ -544,8 +554,11 @@ def load_training_state(ckpt, optimizer, scheduler)->dict:
     ckpt = Path(ckpt)
     if (ckpt / "training_state.pt").exists():                    # a checkpoint of an earlier version
         st = torch.load(ckpt / "training_state.pt", weights_only=False)
-        optimizer.load_state_dict(st["optimizer"]); scheduler.load_state_dict(st["scheduler"])
-        torch.set_rng_state(st["torch_rng"]); np.random.set_state(st["numpy_rng"]); random.setstate(st["python_rng"])
+        optimizer.load_state_dict(st["optimizer"])
+        scheduler.load_state_dict(st["scheduler"])
+        torch.set_rng_state(st["torch_rng"])
+        np.random.set_state(st["numpy_rng"])
+        random.setstate(st["python_rng"])
     else:
         _accelerator(optimizer, scheduler).load_state(str(ckpt), load_kwargs={"weights_only": False})
     return read_json(ckpt / "trainer_state.json")
@@ -662,7 +675,8 @@ class GRPOTrainer:
         self.checkpointing, self.checkpointing_why = use_gradient_checkpointing(self.model, cfg)
         self.model.eval()
         self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
-        self.logged = logged_steps(self.rows_path); self.logged_trans = logged_steps(self.trans_path)
+        self.logged = logged_steps(self.rows_path)
+        self.logged_trans = logged_steps(self.trans_path)
         self.logged_rows = {r["step"]: r for r in read_jsonl(self.rows_path)} if self.logged else {}   # a recomputed step is checked against its row
         self.stopped = None                            # the step a warned run stopped after (`run(stop=...)`)
         self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one
@@ -697,7 +711,8 @@ def _vllm_dtype(self:GRPOTrainer)->dict:
 def _sync_vllm(self:GRPOTrainer, step:int):
     "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
     import shutil
-    root = self.out / "_vllm_adapters"; path = root / f"step-{step}"
+    root = self.out / "_vllm_adapters"
+    path = root / f"step-{step}"
     self.model.save_pretrained(path)
     self.policy.set_adapter(path)
     for old in root.glob("step-*"):       # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
@@ -724,7 +739,10 @@ def score(self:GRPOTrainer, plan:list, groups:list)->tuple:
     for (gi, seats, seeds), grp in zip(plan, groups):
         R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
         A, f = group_advantages(R, [s == POLICY for s in seats], self.cfg.std_normalize)
-        flat += int(f.sum()); eps += grp; advs += list(A); flats += [f] * len(grp)
+        flat += int(f.sum())
+        eps += grp
+        advs += list(A)
+        flats += [f] * len(grp)
         Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
     return eps, advs, flats, np.concatenate(Rs), flat
 
@@ -754,11 +772,13 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
         )->dict:
     c = self.cfg
     rows = [e.row for e in eps]
-    pt = _policy_turns(eps, flats); gen = pt["tokens_generated"]
+    pt = _policy_turns(eps, flats)
+    gen = pt["tokens_generated"]
     worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
     A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
     n_tok = max(up["n_tokens"], 1)
-    trained = up["n_tokens"] > 0; tis = trained and c.importance_correction == "tis"
+    trained = up["n_tokens"] > 0
+    tis = trained and c.importance_correction == "tis"
     return step_row(experiment_name=c.experiment_name, arm=c.arm, step=step, lam=c.lam, groups=c.groups, k=c.k,
                 episodes=len(rows), reward_mean=float(R.mean()), reward_std=float(R.std()), worst_off_g=float(np.mean(worst_g)),
                 deal_rate=float(np.mean([r["deal"] for r in rows])), walk_rate=float(np.mean([r["walk"] for r in rows])),
@@ -809,8 +829,10 @@ def log_step(self:GRPOTrainer, step:int, row:dict, eps:list)->bool:
     c, new = self.cfg, step not in self.logged
     if not new and step in self.logged_rows: check_recomputed(c, step, self.logged_rows[step], row, self.start)
     if new:
-        append_jsonl([row], self.rows_path); self.logged.add(step)
-        if self.wandb is not None: self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
+        append_jsonl([row], self.rows_path)
+        self.logged.add(step)
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
     if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
         append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
         self.logged_trans.add(step)
@@ -845,7 +867,8 @@ def run(self:GRPOTrainer,
                                                                           lr=c.lr, steps=c.steps), code_version())
     try: written = self.train_steps(stop)
     except BaseException as e:
-        end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}"); raise
+        end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}")
+        raise
     end_segment(self.out, self.segment, self.done_step, f"stopped on {stop.received}" if self.stopped is not None else "complete")
     return written
 
@@ -864,7 +887,8 @@ def train_steps(self:GRPOTrainer, stop=None)->list:
         self.done_step = step
         bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
         self.skipped = self.skipped + 1 if row["nonfinite"] else 0
-        if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps: raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))
+        if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps:
+            raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))
     if self.wandb is not None: self.wandb.finish()
     return written
 
@@ -901,9 +925,11 @@ def check_run_folder(cfg:GRPOConfig):
     out = Path(cfg.out)
     if not out.is_dir(): return
     nested = sorted(p.parent.name for p in out.glob(f"*/{TRAINING_STEPS}"))
-    if nested: raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): give this run a folder of its own (--out {out / cfg.arm})")
+    if nested:
+        raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): give this run a folder of its own (--out {out / cfg.arm})")
     other = sorted(run_arms(out) - {cfg.arm})
-    if other: raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
+    if other:
+        raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
 
 # %% ../nbs/13_grpo.ipynb #668aa5c8
 JOBS = "jobs.jsonl"   # an arm's submitted jobs, one row per submission
@@ -941,7 +967,9 @@ def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goe
                 )->object|None:
     "Submit the arm as one job (`train_job`), recorded in its `jobs.jsonl`, and wait when asked; None when it is complete."
     out, done = Path(cfg.out), [s for s, _ in checkpoints(cfg.out)]
-    if done and done[-1] >= cfg.steps: echo(f"{cfg.arm}: complete already at step {done[-1]} ({out}): nothing submitted"); return None
+    if done and done[-1] >= cfg.steps:
+        echo(f"{cfg.arm}: complete already at step {done[-1]} ({out}): nothing submitted")
+        return None
     refuse_running(cfg)
     ex = submitit_module().AutoExecutor(folder=str(out / "submitit"), cluster=job.cluster)
     out.mkdir(parents=True, exist_ok=True)
@@ -961,7 +989,8 @@ def continue_run(cfg:GRPOConfig, # the run asked for
     out = Path(cfg.out)
     if force and out.exists():
         check_replaceable(out, holds_arm(out, cfg.arm), f"a run of arm {cfg.arm}")
-        shutil.rmtree(out); return False, f"{out}: --force: the run there was removed; training from step 0"
+        shutil.rmtree(out)
+        return False, f"{out}: --force: the run there was removed; training from step 0"
     if resume or not holds_arm(out, cfg.arm): return resume, None
     was = read_json(out / "config.json", ReadError) if (out / "config.json").is_file() else None
     changed = ["no config.json there"] if was is None else _resume_changes(was, cfg)
@@ -973,19 +1002,24 @@ def continue_run(cfg:GRPOConfig, # the run asked for
 def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False, progress:bool=True, **fields):
     "Train one arm with GRPO self-play, here or as a cluster job (--submit); writes checkpoints, training_steps.jsonl and transcripts to --out."
     job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})
-    if not job.submit and job != JobConfig(): raise typer.BadParameter("job flags (--cluster, --timeout-min, --gpus, ...) go with --submit")
+    if not job.submit and job != JobConfig():
+        raise typer.BadParameter("job flags (--cluster, --timeout-min, --gpus, ...) go with --submit")
     try: cfg = make_config(str(params) if params else None, **fields)
     except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
-    out_folder(cfg.out, "run folder"); check_run_folder(cfg); refuse_running(cfg)
+    out_folder(cfg.out, "run folder")
+    check_run_folder(cfg)
+    refuse_running(cfg)
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
     if job.submit: submit_train(cfg, job, typer.echo, recompute); return
     rows = train(cfg, resume=resume, progress=progress, recompute=recompute)
     done = [s for s, _ in checkpoints(cfg.out)]
-    if not rows and done and done[-1] >= cfg.steps: typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
-    else: typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: {', '.join(map(str, done))}")
+    if not rows and done and done[-1] >= cfg.steps:
+        typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
+    else:
+        typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: {', '.join(map(str, done))}")
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [

@@ -26,7 +26,8 @@ class JobError(ValueError):
 def submitit_module():
     "The submitit module (imported only when a job is submitted), or a `JobError` saying how to install it."
     try: import submitit
-    except ImportError: raise JobError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
+    except ImportError:
+        raise JobError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
     return submitit
 
 # %% ../nbs/12_jobs.ipynb #84fd8ac6
@@ -70,7 +71,8 @@ def slurm_states(job_ids:Iterable, # Slurm job ids
     "The state of each job slurmctld still knows (an ended job drops out after MinJobAge); None when squeue cannot answer."
     ids = sorted({str(j) for j in job_ids})
     if not ids: return {}
-    try: p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60)
+    try:
+        p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired): return None
     if p.returncode: return {} if "Invalid job id" in p.stderr else None   # one id, forgotten already
     return read_squeue(p.stdout)
@@ -145,9 +147,13 @@ def wait_jobs(jobs:list, # (name, submitit job) pairs
         for name, j in list(pending.items()):
             try: res = j.result() if j.done() else waiting     # a debug job runs (and may raise) inside done()
             except Exception as e:
-                del pending[name]; fail(name, j, job_error(e)); continue
+                del pending[name]
+                fail(name, j, job_error(e))
+                continue
             if res is not waiting:
-                del pending[name]; results[name] = res; echo(f"[{name}] {res}")
+                del pending[name]
+                results[name] = res
+                echo(f"[{name}] {res}")
             elif now is not None and now.get(str(j.job_id)) not in SLURM_ALIVE:
                 if time.monotonic() - gone.setdefault(name, time.monotonic()) >= grace:
                     del pending[name]
@@ -228,7 +234,8 @@ def end_job(reason:str, # what the log says
     except Exception: return False                  # not inside a submitit job
     print(f"{'requeuing' if requeue else 'ending'} job {env.job_id} ({reason})", file=sys.stderr, flush=True)
     if requeue:
-        try: env._requeue(1)                        # what submitit's own handler calls: slurm `scontrol requeue`; local exits 144
+        try:
+            env._requeue(1)                        # what submitit's own handler calls: slurm `scontrol requeue`; local exits 144
         except (subprocess.CalledProcessError, OSError) as e:
             print(f"job {env.job_id} could not be requeued ({e}): submit it again to continue", file=sys.stderr, flush=True)
     sys.exit(-1)                                    # no result file: a requeued job gives the result

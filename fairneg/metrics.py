@@ -38,7 +38,8 @@ def outcome_deal(g:Game, outcome:dict)->tuple|None:
     except (TypeError, ValueError): raise ValueError(f"deal {d!r} is not a sequence of option indices") from None
     if len(d) != g.m: raise ValueError(f"deal {d} has {len(d)} options for the {g.m} issues of {g.name}")
     for k, (o, no) in enumerate(zip(d, g.n_options)):
-        if not 0 <= o < no: raise ValueError(f"deal {d}: option {o} of issue {k} does not exist in {g.name} ({no} options)")
+        if not 0 <= o < no:
+            raise ValueError(f"deal {d}: option {o} of issue {k} does not exist in {g.name} ({no} options)")
     if g.pie is not None and float(utility(g, d).sum()) > g.pie + 1e-9:
         raise ValueError(f"deal {deal_label(d)} pays more than the pie ({g.pie:g}) of {g.name}: it is not feasible")
     return d
@@ -145,6 +146,7 @@ def summarize_metrics(rows:list[dict])->dict:
     counts = {}
     for k in METRIC_NAMES: out[k], counts[k] = _mean(r[k] for r in rows)
     gd = given_deal(rows, with_counts=True)
-    counts.update(gd.pop("counts")); out.update(gd)
+    counts.update(gd.pop("counts"))
+    out.update(gd)
     out["counts"] = counts
     return out

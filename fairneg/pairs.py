@@ -54,15 +54,18 @@ def read_states(paths)->list:
     "`states.jsonl` lines from cell folders or files, sorted by (instance_id, episode_seed, episode_id)."
     lines = []
     for p in ([paths] if isinstance(paths, (str, Path)) else paths):
-        p = Path(p); f = p / STATES if p.is_dir() else p
-        if not f.is_file(): raise MissingInput(f"{p}: no states.jsonl (run the cell with `fairneg play`, which logs it)")
+        p = Path(p)
+        f = p / STATES if p.is_dir() else p
+        if not f.is_file():
+            raise MissingInput(f"{p}: no states.jsonl (run the cell with `fairneg play`, which logs it)")
         lines += read_jsonl(f)
     return sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
 
 # %% ../nbs/13_pairs.ipynb #d92c65fe
 def replay_answer(t:dict):
     "What `apply_action` needs to reproduce a logged turn: its parsed action with message and scratchpad, else its raw text."
-    if t["action"] is not None: return {"action": t["action"], "message": t["message"], "scratchpad": t.get("scratchpad")}
+    if t["action"] is not None:
+        return {"action": t["action"], "message": t["message"], "scratchpad": t.get("scratchpad")}
     return t["raw"]
 
 _SAME = ("seat", "phase", "round", "legality", "applied", "forced_pass")
@@ -101,7 +104,8 @@ def rejected_action(t:dict)->dict|None:
     "The LLM's action at a logged turn: as applied when legal, as written when not, None when it did not parse."
     if t["legality"] != "ok": return structured(t["action"])
     a = structured(t["applied"])
-    if a["atype"] in ("propose", "demand"): a["offer_id"] = None   # the id the engine gave the new offer is not part of the answer
+    if a["atype"] in ("propose", "demand"):
+        a["offer_id"] = None   # the id the engine gave the new offer is not part of the answer
     return a
 
 # %% ../nbs/13_pairs.ipynb #855a4579
@@ -141,7 +145,8 @@ class TableValues:
     def __init__(self, g:Game):
         geo = solve(g)
         self.n_options = tuple(g.n_options)
-        self.nnw = np.zeros(g.n_deals); self.nnw[geo.index] = geo.nnw
+        self.nnw = np.zeros(g.n_deals)
+        self.nnw[geo.index] = geo.nnw
         self.optimum = float(geo.nnw[geo.passable].max()) if geo.passable.any() else 0.0
     def value(self, label:str|None)->float:
         "`nnw` of a deal label (0 for no deal)."
@@ -180,7 +185,8 @@ def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that m
     for name in types:
         ag = _agent(name, prior_seed)
         if ag.kind != "bayes" or protocol_kind(dp.protocol).own_issue:
-            out[name] = ag.act(dp, game); continue
+            out[name] = ag.act(dp, game)
+            continue
         leaky = ag.information_leaky
         if leaky not in bel:
             strict = game.strict if leaky else False   # a decision point does not carry the game's acceptance rule
@@ -255,22 +261,28 @@ def annotate_line(line:dict, # a `states.jsonl` line
                   as_json:bool=False, # return JSON lines (the shared state fields serialized once per decision point)
                  )->list:
     "The rows of one logged episode: one per (LLM turn, counterfactual type)."
-    g = line_game(line); vals = table_values(g, line["state"]["game_sha"])
+    g = line_game(line)
+    vals = table_values(g, line["state"]["game_sha"])
     framing, cellinfo = line.get("framing", "table"), line.get("cell") or {}
     cap, thinking = cellinfo.get("max_new_tokens"), cellinfo.get("model_thinking")
     extras = {x["turn_idx"]: x for x in line.get("turn_extras", [])}
-    leak = {t: _agent(t).information_leaky for t in types}; obj = {t: _agent(t).objective for t in types}
+    leak = {t: _agent(t).information_leaky for t in types}
+    obj = {t: _agent(t).objective for t in types}
     conv = version_context(line["protocol_version"]) == "conversation"
     chats = {} if conv else None    # a conversation: each seat's chat so far
     rows = []
     for t, dp in replay(line)[:limit]:
-        rej = rejected_action(t); rk = action_key(rej)
+        rej = rejected_action(t)
+        rk = action_key(rej)
         rval = action_value(rej, dp, vals) if t["legality"] == "ok" else None
         chosen = counterfactual_actions(dp, g, types)
         view = _turn_view(dp, t, framing, g, chats)
-        ref = view_ref(view, framing); logged = extras.get(t["turn_idx"], {}).get("view_ref")
+        ref = view_ref(view, framing)
+        logged = extras.get(t["turn_idx"], {}).get("view_ref")
         if stats is not None:
-            stats["decision_points"] += 1; stats["view_mismatch"] += bool(logged and logged != ref); stats["views_logged"] += bool(logged)
+            stats["decision_points"] += 1
+            stats["view_mismatch"] += bool(logged and logged != ref)
+            stats["views_logged"] += bool(logged)
         head = _row_ids(line, t, thinking, extras, cap)
         base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval, table_optimum=vals.optimum,
                     view_ref=logged or ref, **state_fields(dp))
@@ -310,7 +322,8 @@ def _cap_points(lines:list, max_points:int|None)->tuple:
     keep, n = [], 0
     for l in lines:
         if n >= max_points: break
-        keep.append(l); k = _llm_turns(l)
+        keep.append(l)
+        k = _llm_turns(l)
         if n + k > max_points: limits[len(keep) - 1] = max_points - n
         n += k
     return keep, limits
@@ -318,7 +331,8 @@ def _cap_points(lines:list, max_points:int|None)->tuple:
 # %% ../nbs/13_pairs.ipynb #4e86faa1
 def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, workers:int, st:Counter)->int:
     "Annotate contiguous chunks (in forked workers when asked) and append their rows to `out` in order; returns the row count."
-    out = writable_file(out); out.parent.mkdir(parents=True, exist_ok=True)
+    out = writable_file(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     n, cost = len(lines), np.cumsum([_llm_turns(l) for l in lines])
     k = max(1, min(n, workers * 4))   # contiguous chunks of about equal numbers of decision points
     cuts = sorted({0, n, *(int(np.searchsorted(cost, cost[-1] * j / k, side="right")) for j in range(1, k) if n)})
@@ -333,7 +347,8 @@ def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, w
     n = 0
     with open(out, "a") as f:
         for (i, ni, s), (_, _, _, part) in zip(sorted(done), jobs):
-            n += ni; st.update(s)
+            n += ni
+            st.update(s)
             with open(part) as p: f.write(p.read())
             os.remove(part)
     return n
@@ -349,7 +364,8 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
     "Annotate logged episodes: `{rows (when out is None), n_rows, decision_points, view_mismatch, seconds}`."
     lines = sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
     dup = [k for k, c in Counter(l["episode_id"] for l in lines).items() if c > 1]
-    if dup: raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` merges chunks and refuses duplicates")
+    if dup:
+        raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` merges chunks and refuses duplicates")
     lines, limits = _cap_points(lines, max_points)
     bad = [t for t in types if t not in COUNTERFACTUAL_TYPES]
     if bad: raise BadValue(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
@@ -372,7 +388,8 @@ def _frame(rows):
 # %% ../nbs/13_pairs.ipynb #b80e1cf8
 def divergence_table(rows, by=("experiment_name", "counterfactual_type"), override:bool=False):
     "Per group: rows, excluded non-action rows, action rows, divergent rows and the divergence rate (divergent / action rows)."
-    df = _frame(rows); by = list(by)
+    df = _frame(rows)
+    by = list(by)
     out = []
     for key, grp in df.groupby(by, sort=True):
         check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]], override)
@@ -387,7 +404,8 @@ def divergence_table(rows, by=("experiment_name", "counterfactual_type"), overri
 def row_conventions(rows, best_response:str="rational_private", override:bool=False):
     "Per experiment: decision points, rows, scored best-response turns and divergence pairs (the p4_pairs count)."
     import pandas as pd
-    df = _frame(rows); out = []
+    df = _frame(rows)
+    out = []
     for name, grp in df.groupby("experiment_name", sort=True):
         check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]], override)
         br = grp[(grp["counterfactual_type"] == best_response) & (grp["rejected_legality"] == "ok")]
@@ -414,7 +432,8 @@ def regret(row:dict)->float|None:
     if row["objective"] == "table":
         c, r = row["counterfactual_value"], row["rejected_value"]
     else:
-        dp = row_decision_point(row); c, r = own_value(row["chosen_action"], dp), own_value(row["rejected_action"], dp)
+        dp = row_decision_point(row)
+        c, r = own_value(row["chosen_action"], dp), own_value(row["rejected_action"], dp)
     return None if c is None or r is None else float(c - r)
 
 # %% ../nbs/13_pairs.ipynb #f72db5aa
@@ -430,7 +449,8 @@ def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:
     if policy_experiment is None and not all_experiments:
         raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), or pass all_experiments")
     sel = [r for r in rows if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
-    if not sel: raise DPOError(f"no {ctype} rows" + (f" of experiment {policy_experiment}" if not all_experiments else ""))
+    if not sel:
+        raise DPOError(f"no {ctype} rows" + (f" of experiment {policy_experiment}" if not all_experiments else ""))
     check_poolable(sel, override)
     return sel
 
@@ -441,7 +461,8 @@ def _dpo_prompt(r:dict, framing:str|None, games)->list:
         if not r.get("view"): raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
                                              "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
         return r["view"]
-    dp = row_decision_point(r); fr = framing or _framing(r["view_ref"])
+    dp = row_decision_point(r)
+    fr = framing or _framing(r["view_ref"])
     return render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
 
 # %% ../nbs/13_pairs.ipynb #d5ca8796
@@ -466,7 +487,8 @@ def dpo_pairs(rows:list, # annotated rows
         ch, rj = answer_text(r["chosen_action"]), answer_text(r["rejected_action"])
         if tokenizer is not None:
             rec = dict(prompt=chat_text(tokenizer, msgs, thinking), chosen=ch, rejected=rj)
-        else: rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}], rejected=[{"role": "assistant", "content": rj}])
+        else:
+            rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}], rejected=[{"role": "assistant", "content": rj}])
         rec.update(regret=rg, weight=max(rg, 0.0) if rg is not None else 0.0,
                    **{k: r[k] for k in ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id",
                                         "episode_seed", "seat", "phase", "policy", "protocol_version", "turn_token_budget", "view_ref")})
@@ -499,7 +521,8 @@ def check_rows(rows:list, source:str="rows"):
         if miss: raise PackageError(f"{source}: row {i} misses {', '.join(miss)} (not a counterfactual-pairs row)")
     keys = Counter(tuple(r[k] for k in _KEY) for r in rows)
     dup = [k for k, n in keys.items() if n > 1]
-    if dup: raise PackageError(f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, counterfactual_type) keys, e.g. {dup[0]}")
+    if dup:
+        raise PackageError(f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, counterfactual_type) keys, e.g. {dup[0]}")
 
 # %% ../nbs/13_pairs.ipynb #f8dd43f2
 def package(runs:dict, # experiment name -> annotation folder
@@ -509,7 +532,8 @@ def package(runs:dict, # experiment name -> annotation folder
             annotations_dirname:str="pairs",
            )->dict:
     "Append annotation runs to a dataset folder; write its parquet file and dataset card; returns the card's numbers."
-    out = Path(out); new = []
+    out = Path(out)
+    new = []
     for name, d in runs.items():
         rs = load_pairs(d, annotations_dirname)
         if not rs: raise PackageError(f"run {name}: {d} has no rows")
@@ -524,12 +548,15 @@ def package(runs:dict, # experiment name -> annotation folder
     append_jsonl(new, out / "pairs.jsonl")
     import warnings
     with warnings.catch_warnings():   # tqdm.auto warns about notebook widgets on import
-        warnings.simplefilter("ignore"); import datasets
-    bars = datasets.is_progress_bar_enabled(); datasets.disable_progress_bars()
+        warnings.simplefilter("ignore")
+        import datasets
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
     (out / "data").mkdir(parents=True, exist_ok=True)
     for f in (out / "data").glob("*.parquet"): f.unlink()
     cols = list(dict.fromkeys(k for r in allrows for k in r))   # every column, also those only some rows have (`view`)
-    try: datasets.Dataset.from_dict({k: [r.get(k) for r in allrows] for k in cols}).to_parquet(str(out / "data" / "train-00000-of-00001.parquet"))
+    try:
+        datasets.Dataset.from_dict({k: [r.get(k) for r in allrows] for k in cols}).to_parquet(str(out / "data" / "train-00000-of-00001.parquet"))
     finally:
         if bars: datasets.enable_progress_bars()
     stats = card_stats(allrows, pool)
@@ -601,7 +628,8 @@ def _card_hazards(df, types, pool:dict, div)->list:
 # %% ../nbs/13_pairs.ipynb #1872caab
 def card_stats(rows:list, pool:dict|None=None)->dict:
     "The numbers the card reports (counts, rates with denominators, both conventions, hazards)."
-    df = _frame(rows); pool = pool or check_poolable(rows, override=True)
+    df = _frame(rows)
+    pool = pool or check_poolable(rows, override=True)
     override = not pool["poolable"]
     df["budget_key"] = df["protocol_version"] + " @ " + df["turn_token_budget"].astype(str)
     exp, types, proto = _card_tables(df)
@@ -617,7 +645,8 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
 def _md(records:list, cols:list, fmt:dict|None=None)->str:
     fmt = fmt or {}
     L = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in records: L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v))(r[c]) for c in cols) + " |")
+    for r in records:
+        L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v))(r[c]) for c in cols) + " |")
     return "\n".join(L)
 
 # %% ../nbs/13_pairs.ipynb #a1894285
@@ -642,7 +671,8 @@ def _card_summary(stats:dict, title:str)->list:
         if g["divergent"] is not None:
             L.append(f"- `{g['protocol_version']}`: {g['divergent']:,} of {g['action_rows']:,} action rows divergent "
                      f"({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
-        else: L.append(f"- `{g['protocol_version']}`: {g['rows']:,} rows under more than one turn-token budget; no pooled rate.")
+        else:
+            L.append(f"- `{g['protocol_version']}`: {g['rows']:,} rows under more than one turn-token budget; no pooled rate.")
     L.append("")
     for name, text in stats["hazards"]: L += [f"> ⚠ **{name}.** {text}", ""]
     return L
@@ -728,7 +758,8 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
         same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes], types=list(types),
                                                                    include_views=include_views, max_points=max_points)
         if clash and same and rep0.get("n_episodes") == len(lines):   # the same annotation of the same episodes (none added since)
-            typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated"); return
+            typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
+            return
         if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten): "
                                      "give another --out for another annotation of them")
     rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)

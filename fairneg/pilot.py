@@ -56,7 +56,8 @@ def check_params(p:dict, src:str):
         if sec in p: config_section(p, sec, cls, src, ParamsError)
     if "bank" in p:
         if not isinstance(p["bank"], dict): raise ParamsError(f"{src}: `bank:` must be a mapping (train:, eval:)")
-        if (bad := sorted(set(p["bank"]) - {"train", "eval"})): raise ParamsError(f"{src}: bank: {unknown_names(bad, ['train', 'eval'], 'section')}")
+        if (bad := sorted(set(p["bank"]) - {"train", "eval"})):
+            raise ParamsError(f"{src}: bank: {unknown_names(bad, ['train', 'eval'], 'section')}")
     for where, keys in PARAM_KEYS.items():
         d = p
         for part in where.split("."): d = d.get(part) if isinstance(d, dict) else None
@@ -108,7 +109,8 @@ def run_stage(name:str, # shown in the log
     "Run `fn()` unless `output` exists (or the stage is not selected); return whether it ran."
     output = Path(output)
     if not stage_due(name, output, force, only): return False
-    t0 = time.time(); log(f"[{name}] running -> {output}")
+    t0 = time.time()
+    log(f"[{name}] running -> {output}")
     fn()
     if not output.exists(): raise RuntimeError(f"stage {name} did not write {output}")
     log(f"[{name}] done in {time.time() - t0:.0f} s")
@@ -148,6 +150,13 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
     run_stage("model", run / "model.json", build, force, only)
     return spec
 
+# %% ../nbs/16_pilot.ipynb #d4aa55d5
+def _model_kw(params:dict)->dict:
+    "The model's answer caps and thinking mode as the arms train with them: the `train:` section's, else `GRPOConfig`'s."
+    c = make_config(params, lam=0.0)
+    return dict(max_new_tokens=c.max_new_tokens, scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
+                **({"thinking": True} if c.thinking else {}))     # off is the policies' default (and what cell records hold)
+
 # %% ../nbs/16_pilot.ipynb #3a77939d
 def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
                     job:JobConfig|None=None, # `--submit`: the campaigns run as one job
@@ -160,8 +169,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         games = load_bank(train_bank)[:n]
         kw = dict(play=play_settings(max_turns=get(params, "train.max_turns")), progress=progress)
         rat = run_tournament(games, "bayes_rational", seeds, out=run / "soundness" / "rational", experiment_name="pilot_soundness_rational", **kw)
-        pol = make_policy(model, name="llm", max_new_tokens=get(params, "train.max_new_tokens", 160),
-                          scratchpad_chars=get(params, "train.scratchpad_chars", 64), message_chars=get(params, "train.message_chars", 64))
+        pol = make_policy(model, name="llm", **_model_kw(params))
         llm = run_tournament(games, "llm", seeds, out=run / "soundness" / "llm", experiment_name="pilot_soundness_llm",
                              extra_policies={"llm": pol}, **kw)
         res = soundness({"rational control": rat["rows"], "all-LLM": llm["rows"]}, ["rational control>all-LLM"],
@@ -193,7 +201,8 @@ def arm_configs(params:dict, run:Path, train_bank:Path)->list:
 # %% ../nbs/16_pilot.ipynb #63a850b3
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
     "Train one GRPO arm: an interrupted arm resumes from its newest checkpoint, a forced one starts over in an empty folder."
-    if force: shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
+    if force:
+        shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
     train(cfg, resume=True, progress=progress)
 
 # %% ../nbs/16_pilot.ipynb #c06f6292
@@ -202,9 +211,11 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
                )->dict:
     "One GRPO arm per λ (each resumes from its newest checkpoint by itself; `--force` trains it again from the start)."
     cfgs, done = arm_configs(params, run, train_bank), lambda cfg: checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json"
-    if job is not None and job.submit: train_arms_as_jobs([c for c in cfgs if stage_due(f"train-{c.arm}", done(c), force, only)], job, force)
+    if job is not None and job.submit:
+        train_arms_as_jobs([c for c in cfgs if stage_due(f"train-{c.arm}", done(c), force, only)], job, force)
     else:
-        for cfg in cfgs: run_stage(f"train-{cfg.arm}", done(cfg), lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
+        for cfg in cfgs:
+            run_stage(f"train-{cfg.arm}", done(cfg), lambda cfg=cfg: train_arm(cfg, force, progress), force, only)
     return {checkpoint_name(cfg.arm, cfg.steps): str(checkpoint_dir(cfg.out, cfg.steps)) for cfg in cfgs}
 
 # %% ../nbs/16_pilot.ipynb #9a4dcea8
@@ -229,7 +240,8 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
     _, failed = wait_jobs(jobs, log, slurm_watch(jobs))
     if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
     short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]
-    if short: raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again")
+    if short:
+        raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again")
 
 # %% ../nbs/16_pilot.ipynb #b218edb4
 def on_cluster(name:str, # the stage
@@ -248,12 +260,6 @@ def dpo_arms(params:dict)->list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
     return [(t, dpo_arm(t)) for t in get(params, "pilot.dpo_types", [])]
 
-# %% ../nbs/16_pilot.ipynb #d4aa55d5
-def _model_kw(params:dict)->dict:
-    "The untrained model's answer caps, as in training."
-    return dict(max_new_tokens=get(params, "train.max_new_tokens", 160), scratchpad_chars=get(params, "train.scratchpad_chars", 64),
-                message_chars=get(params, "train.message_chars", 64))
-
 # %% ../nbs/16_pilot.ipynb #bb50602e
 def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
                 job:JobConfig|None=None, # `--submit`: the episodes are played in one job
@@ -265,11 +271,12 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
     def annotate_pairs():
         shutil.rmtree(out, ignore_errors=True)             # an interrupted stage starts over (cell tables are appended)
         games = [g for g in load_bank(train_bank) if g.info_mode == "private"][:get(params, "pilot.pairs_games", 12)]
-        if not games: raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)")
+        if not games:
+            raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)")
         kw = _model_kw(params)
         played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
                           experiment_name="pilot_pairs_base", extra_policies={"llm": make_policy(model, name="llm", **kw)},
-                          progress=progress, cell=dict(model=model, model_thinking="off", max_new_tokens=kw["max_new_tokens"]),
+                          progress=progress, cell=dict(model=model, model_thinking="on" if kw.get("thinking") else "off", max_new_tokens=kw["max_new_tokens"]),
                           play=play_settings(max_turns=get(params, "train.max_turns")))
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
@@ -293,7 +300,8 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
                 train_dpo(cfg, progress)
                 write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(checkpoint_dir(cfg.out, cfg.steps))))
             except DPOTrainError as e:
-                log(f"  {cfg.arm} not trained: {e}"); write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
+                log(f"  {cfg.arm} not trained: {e}")
+                write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
         run_stage(f"dpo-{arm}", marker, on_cluster(f"dpo-{arm}", train_or_record, run, job, model), force, only)
         o = read_json(marker, ParamsError) if marker.exists() else {}
         if o.get("trained"): ckpts[checkpoint_name(arm, cfg.steps)] = o["checkpoint"]
@@ -312,7 +320,8 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
                            context=None if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
         return plan_launch(lc, llm_kw=_model_kw(params))
     def play_cells():
-        if force: shutil.rmtree(run / "eval", ignore_errors=True)   # retrained checkpoints keep their paths: never reuse their old sides
+        if force:
+            shutil.rmtree(run / "eval", ignore_errors=True)   # retrained checkpoints keep their paths: never reuse their old sides
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
         cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
         sub = job is not None and job.submit
@@ -349,7 +358,8 @@ def stage_gate(params:dict, run:Path, force:bool, only,
         res = read_json(run / "eval.json", ParamsError)
         g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")),
                           gated(res, checkpoints) if checkpoints is not None else res)
-        log(gate_text(g)); write_json(out, g)
+        log(gate_text(g))
+        write_json(out, g)
     run_stage("gate", out, judge_gate, force, only)
     return out
 
@@ -373,12 +383,14 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
               )->dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
     t0 = time.time()
-    run = Path(get(params, "pilot.run_dir", "runs/pilot")); run.mkdir(parents=True, exist_ok=True)
+    run = Path(get(params, "pilot.run_dir", "runs/pilot"))
+    run.mkdir(parents=True, exist_ok=True)
     grpo_stages, dpo_stages = [f"train-{a}" for _, a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
     arm_stages = grpo_stages + dpo_stages
     if only:
         bad = [s for s in only if s not in STAGES and s not in arm_stages]
-        if bad: raise ParamsError(f"unknown stage(s) {', '.join(bad)} (stages: {', '.join(STAGES + tuple(arm_stages))})")
+        if bad:
+            raise ParamsError(f"unknown stage(s) {', '.join(bad)} (stages: {', '.join(STAGES + tuple(arm_stages))})")
         only = list(only) + (grpo_stages if "train" in only else []) + (dpo_stages if "dpo" in only else [])
     train_bank, eval_bank = stage_banks(params, run, force, only, progress)
     res = dict(train_bank=train_bank, eval_bank=eval_bank, geometry=stage_geometry(params, run, force, only))

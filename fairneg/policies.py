@@ -91,7 +91,8 @@ def parse_policy(spec:str, # a seat name or spec: an agent, `random-legal`, a mo
     if s == RANDOM_LEGAL: return PolicySpec("random", s)
     if is_llm_seat(s): return PolicySpec("model", s)
     if kind == "agent":
-        if not is_agent_seat(rest): raise PolicyError(f"`{s}`: no computable agent `{rest}` (known: {', '.join((*AGENT_NAMES, *AGENT_ALIASES))})")
+        if not is_agent_seat(rest):
+            raise PolicyError(f"`{s}`: no computable agent `{rest}` (known: {', '.join((*AGENT_NAMES, *AGENT_ALIASES))})")
         return PolicySpec("agent", rest)
     if kind == "py":
         if rest.count(":") != 1 or not all(rest.split(":")): raise PolicyError(f"`{s}`: expected py:<module>:<factory>")
@@ -139,7 +140,8 @@ def build_policy(spec:PolicySpec, # what to build
     if spec.kind == "py":
         mod, attr = spec.target.split(":")
         try: factory = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e: raise PolicyError(f"`{spec}`: cannot import the factory ({e})") from None
+        except (ImportError, AttributeError) as e:
+            raise PolicyError(f"`{spec}`: cannot import the factory ({e})") from None
         return factory()
     model, adapter = (spec.model, spec.target) if spec.kind == "adapter" else (spec.target, None)
     key = engine_key(spec, llm_kw)
@@ -177,7 +179,8 @@ class PlayGroup(CliGroup):
     "`fairneg play`: `merge` is a subcommand; anything else goes to the default command `run`."
     default_cmd = "run"
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")): args = [self.default_cmd, *args]
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = [self.default_cmd, *args]
         return super().parse_args(ctx, args)
 
 # %% ../nbs/11_policies.ipynb #10640fa6
@@ -230,12 +233,15 @@ class PlayConfig:
 def _check_play_config(c:PlayConfig):
     "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
     if c.bank is None: raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
-    if c.model_thinking not in ("on", "off"): raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
-    if c.constrain not in (None, *CONSTRAIN): raise ValueError(f"constrain must be {' or '.join(CONSTRAIN)}, got {c.constrain!r}")
+    if c.model_thinking not in ("on", "off"):
+        raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
+    if c.constrain not in (None, *CONSTRAIN):
+        raise ValueError(f"constrain must be {' or '.join(CONSTRAIN)}, got {c.constrain!r}")
     c.play                                                  # context, framing, info_mode, max_turns and turn_max_tokens
     if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
     twice = sorted({s for s in c.seeds if c.seeds.count(s) > 1})
-    if twice: raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: each (game, seed) episode is played once")
+    if twice:
+        raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: each (game, seed) episode is played once")
 
 # %% ../nbs/11_policies.ipynb #b23e430d
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
@@ -247,9 +253,11 @@ TABLE_LEVEL_NOTE = ("  deal_rate, mean_nnw, below_threshold_rate and worst_off_z
 
 def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
     "What a run into `out` will do: start over, resume, or nothing (None: a new cell)."
-    if force: return f"{out}: --force: playing all {len(wanted)} episodes into a new folder that replaces it when complete"
+    if force:
+        return f"{out}: --force: playing all {len(wanted)} episodes into a new folder that replaces it when complete"
     have = len(wanted & held)
-    if have == len(wanted): return f"{out}: already holds all {len(wanted)} episodes of this cell; nothing played (--force plays it again)"
+    if have == len(wanted):
+        return f"{out}: already holds all {len(wanted)} episodes of this cell; nothing played (--force plays it again)"
     return f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}" if held else None
 
 # %% ../nbs/11_policies.ipynb #3d34fc9c
@@ -315,7 +323,8 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
     for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width), ("--batch-size", batch_size),
                     ("--max-new-tokens", max_new_tokens)):
         if v < 1: raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
-    if constrain not in ("auto", *CONSTRAIN): raise typer.BadParameter(f"`{constrain}`, not {' or '.join(('auto', *CONSTRAIN))}", param_hint="--constrain")
+    if constrain not in ("auto", *CONSTRAIN):
+        raise typer.BadParameter(f"`{constrain}`, not {' or '.join(('auto', *CONSTRAIN))}", param_hint="--constrain")
     try: play = play_settings(framing=framing, context=context, max_turns=max_turns)
     except BadValue as e: raise typer.BadParameter(str(e)) from None
     kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
@@ -328,7 +337,8 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
     if out is None: out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
                                                       + ("-conversation" if context == "conversation" else "") + ".json")
     write_json(out, res)
-    typer.echo(eval_text(res)); typer.echo(f"-> {out}")
+    typer.echo(eval_text(res))
+    typer.echo(f"-> {out}")
 
 model_app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
     "Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.")

@@ -120,7 +120,8 @@ def _ultimatum_system(dp:DecisionPoint, prose:bool)->str:
 def _divide_system(dp:DecisionPoint)->str:
     "Divide-the-dollar's system message: the claimant's own issue of demands and the size of the pie."
     me, n = dp.party, dp.n_parties
-    L = issue_letter(dp.seat); opts = dp.issues[dp.seat]["options"]
+    L = issue_letter(dp.seat)
+    opts = dp.issues[dp.seat]["options"]
     head = (f"You are {me}, one of {n} claimants to 100 points. Each claimant secretly demands a share at the same time: "
             f"you demand one option of your issue {L} ({', '.join(f'{L}{o + 1}={d}' for o, d in enumerate(opts))}). "
             f"If the demands add up to at most {dp.pie if dp.pie is not None else 100:g}, each gets its demand; "
@@ -140,7 +141,8 @@ def _table_terse(dp:DecisionPoint, ex:str)->list:
 def _table_brief(dp:DecisionPoint, game:Game|None, ex:str)->list:
     "The prose opening of a game with its own text: the global instructions, the party's brief, its threshold, the names."
     me = dp.party
-    if game is None: raise ValueError(f"the prose framing of {dp.instance_id} needs its game (render_prompt(..., game=g))")
+    if game is None:
+        raise ValueError(f"the prose framing of {dp.instance_id} needs its game (render_prompt(..., game=g))")
     pr = game.prose
     brief = _fill_brief(pr.get("individual", {}).get(me, ""), dp.own_sheet)
     names = pr.get("party_names", {})
@@ -248,7 +250,8 @@ def _user_text(dp:DecisionPoint, history_window:int=8, show_values:bool=False,
         if hist: L += ["Since your last turn:" if since else "Moves so far:"] + [_event_text(dp, e) for e in hist]
     if vote: L += _ballot_lines(dp, show_values)
     if k.responds and ph == "respond":
-        o = dp.offers[-1]; k = label_option(o.deal)[1]
+        o = dp.offers[-1]
+        k = label_option(o.deal)[1]
         L.append(f"{_who(dp, o.proposer)} offers {o.offer_id}: {o.deal} (proposer share {dp.issues[0]['options'][k]}, "
                  f"{_value(dp, o.deal):g} to you).")
     if dp.retry_error: L.append(_retry_line(dp))

@@ -58,7 +58,8 @@ class ProtocolKind:
 
     def problem(self, game:Game)->str|None:
         "Why `game` cannot be played as this kind; None when it can."
-        if self.parties is not None and game.n != self.parties: return f"{self.name} needs {self.parties} parties, {game.name} has {game.n}"
+        if self.parties is not None and game.n != self.parties:
+            return f"{self.name} needs {self.parties} parties, {game.name} has {game.n}"
         if self.own_issue and game.m != game.n: return f"{self.name} needs one issue per party ({game.name})"
 
 # %% ../nbs/05_protocol.ipynb #38711ff2
@@ -66,7 +67,8 @@ KINDS: dict = {}   # name -> ProtocolKind: every kind of game the engine plays
 
 def register_kind(kind:ProtocolKind)->ProtocolKind:
     "Declare a kind of game: games may name it in `protocol`, and the engine plays it by its declaration."
-    if kind.opening not in PHASES: raise ValueError(f"kind {kind.name}: opening phase `{kind.opening}` is not one of {', '.join(PHASES)}")
+    if kind.opening not in PHASES:
+        raise ValueError(f"kind {kind.name}: opening phase `{kind.opening}` is not one of {', '.join(PHASES)}")
     KINDS[kind.name] = kind
     if kind.name not in PROTOCOLS: PROTOCOLS.append(kind.name)      # so a game file may name it
     return kind
@@ -148,7 +150,8 @@ def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
     parts = []
     if len(ver) > 1: parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
     for cls, c in bud.items():
-        if len(c) > 1: parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)" for b, n in c.most_common()))
+        if len(c) > 1:
+            parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)" for b, n in c.most_common()))
     if unrecorded and bud: parts.append(f"no turn_token_budget recorded ({unrecorded:,} rows)")
     return "; ".join(parts)
 
@@ -161,7 +164,8 @@ def check_poolable(rows, # rows (dicts, or a DataFrame) with `protocol_version` 
     ver, bud, unrecorded = Counter(), defaultdict(Counter), 0
     for r in rows:
         ver[r.get("protocol_version")] += 1
-        items = budget_items(r); unrecorded += not items
+        items = budget_items(r)
+        unrecorded += not items
         for cls, b in items: bud[cls][b] += 1
     mixed = len(ver) > 1 or any(len(c) > 1 for c in bud.values()) or bool(unrecorded and bud)
     summary = dict(rows=len(rows), protocol_versions=dict(ver), turn_token_budgets={k: dict(v) for k, v in bud.items()},
@@ -350,7 +354,8 @@ def check_deal(game:Game, text)->tuple:
 def _check_demand(game:Game, seat:int, text)->tuple:
     "Divide-the-dollar: a demand is one option of the seat's own issue."
     mine = issue_letter(seat)
-    if not isinstance(text, str) or not text.strip(): return "illegal", f"a demand is one option of your issue {mine}, like `{mine}6`", None
+    if not isinstance(text, str) or not text.strip():
+        return "illegal", f"a demand is one option of your issue {mine}, like `{mine}6`", None
     toks, nopt = _TOK.findall(text.upper()), game.n_options
     for t in toks:
         mt = _LABEL.fullmatch(t)
@@ -380,7 +385,8 @@ def check_action(s:State, seat:int, a:dict)->tuple:
         lg, err, canon = _check_demand(s.game, seat, a.get("deal")) if dd else check_deal(s.game, a.get("deal"))
         if lg == "fabrication": return lg, err, None
     if at not in legal:
-        if ph == "vote": return "illegal", f"this is the forced-final vote on {s.ballot}: the only legal answer is {vote_form(s.ballot)}", None
+        if ph == "vote":
+            return "illegal", f"this is the forced-final vote on {s.ballot}: the only legal answer is {vote_form(s.ballot)}", None
         what = f"unknown atype `{at}`" if at not in ATYPES else f"`{at}` is not legal now"
         return "illegal", f"{what}; legal now: {', '.join(legal)}", None
     if at in ("propose", "demand"):
@@ -407,7 +413,8 @@ def lenient_readings(s:State, seat:int, p:dict, canon=None)->dict:
     if a is None: return {}
     how, at = dict(p.get("lenient") or {}), a["atype"]
     if at == "vote" and s.phase == "vote" and a["offer_id"] is None: how["vote_ballot_implied"] = 1
-    if at == "accept" and s.phase == "respond" and a["offer_id"] is None and s.offers: how["accept_last_offer_implied"] = 1
+    if at == "accept" and s.phase == "respond" and a["offer_id"] is None and s.offers:
+        how["accept_last_offer_implied"] = 1
     if at in ("propose", "demand") and isinstance(canon, tuple):
         label = option_label(seat, canon[0]) if at == "demand" and kind_of(s).own_issue else deal_label(canon)
         if a["deal"] != label: how["deal_normalised"] = 1
@@ -437,7 +444,8 @@ def _start_vote(s:State):
 # %% ../nbs/05_protocol.ipynb #fd9e1ec2
 def _resolve_vote(s:State):
     yes = [i for i, v in enumerate(s.votes) if v == "yes"]
-    if len(yes) >= s.game.quorum and all(v in yes for v in s.game.veto): _end(s, "vote_passed", find_offer(s, s.ballot), yes)
+    if len(yes) >= s.game.quorum and all(v in yes for v in s.game.veto):
+        _end(s, "vote_passed", find_offer(s, s.ballot), yes)
     else: _end(s, "vote_failed")
 
 # %% ../nbs/05_protocol.ipynb #9f36d050
@@ -477,7 +485,8 @@ def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
         if o.proposer == seat and o.status == "live": o.status = "withdrawn"
     off = Offer(f"o{len(s.offers) + 1}", seat, deal_label(canon), [seat], "live", s.round)
     s.offers.append(off)
-    applied["offer_id"] = ev["offer_id"] = off.offer_id; applied["deal"] = ev["deal"] = off.deal
+    applied["offer_id"] = ev["offer_id"] = off.offer_id
+    applied["deal"] = ev["deal"] = off.deal
     if kind_of(s).responds:
         s.phase, s.round, s.queue = "respond", 1, [1 - seat]
     _maybe_close(s, off)
@@ -513,14 +522,16 @@ def _do_reject(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
 # %% ../nbs/05_protocol.ipynb #407e0b47
 def _do_demand(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
     "Record the seat's demand, hidden until every seat has demanded."
-    s.demands[seat] = applied["deal"] = option_label(seat, canon[0]); return True
+    s.demands[seat] = applied["deal"] = option_label(seat, canon[0])
+    return True
 
 # %% ../nbs/05_protocol.ipynb #9901e72a
 def _do_forced_pass(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
     "A second bad answer: an abstention in the vote, the end of an ultimatum phase, a missing demand."
     ev["forced"] = applied["forced"] = True
     if s.phase == "vote":
-        s.votes[seat] = "abstain"; ev.update(atype="vote", offer_id=s.ballot, vote="abstain")
+        s.votes[seat] = "abstain"
+        ev.update(atype="vote", offer_id=s.ballot, vote="abstain")
         applied.update(atype="vote", offer_id=s.ballot, vote="abstain")
     elif s.phase == "propose": _end(s, "no_offer")
     elif s.phase == "respond": _end(s, "no_response")
@@ -572,7 +583,8 @@ def apply_action(s:State, seat:int, answer)->dict:
             s.pending[seat] = err
             return rec
         s.pending[seat] = None
-        st["forced_passes"] += 1; rec["forced_pass"] = True
+        st["forced_passes"] += 1
+        rec["forced_pass"] = True
         if s.phase == "vote": st["spoiled_ballots"] += 1; rec["spoiled_ballot"] = True
         a, canon = _FORCED, None
     rec["applied"] = _apply(s, seat, a, canon, p["message"])
@@ -609,7 +621,8 @@ def outcome(s:State)->dict:
 # %% ../nbs/05_protocol.ipynb #056eed6d
 def episode_record(s:State)->dict:
     "JSON-able record of an episode: ids, protocol, outcome, lenient totals, per-seat counters and every turn record."
-    o = outcome(s); o["deal"] = list(o["deal"]) if o["deal"] is not None else None
+    o = outcome(s)
+    o["deal"] = list(o["deal"]) if o["deal"] is not None else None
     seat_stats = [{**x, "lenient_attempts": lenient_totals(s.turns, i)["lenient_attempts"]} for i, x in enumerate(s.stats)]
     return dict(episode_id=s.episode_id, instance_id=s.game.name, game_sha=s.game_sha, episode_seed=s.seed,
                 protocol_version=s.protocol.version, info_mode=s.info_mode, n_parties=s.game.n,
@@ -710,7 +723,8 @@ def decision_point(s:State, seat:int)->DecisionPoint:
     g, full, ph = s.game, s.info_mode == "full", s.phase
     acting = seat in current_seats(s)
     if ph == "vote": acceptable = [s.ballot]
-    elif ph in ("turn", "respond"): acceptable = [o.offer_id for o in s.offers if o.status == "live" and seat not in o.signers]
+    elif ph in ("turn", "respond"):
+        acceptable = [o.offer_id for o in s.offers if o.status == "live" and seat not in o.signers]
     else: acceptable = []
     return DecisionPoint(   # by position; each line's comment names its fields
         g.name, {"instance_id": g.name, "game_sha": s.game_sha}, s.episode_id, s.seed,      # instance_id game_ref episode_id episode_seed
@@ -729,6 +743,7 @@ def resolve_game(dp:DecisionPoint|dict, games)->Game:
     ref = dp.game_ref if isinstance(dp, DecisionPoint) else dp.get("game_ref", dp)
     for g in (games.values() if isinstance(games, dict) else games):
         if g.name == ref["instance_id"]:
-            if game_sha(g) != ref["game_sha"]: raise ValueError(f"game {g.name} differs from the one played (fingerprint mismatch)")
+            if game_sha(g) != ref["game_sha"]:
+                raise ValueError(f"game {g.name} differs from the one played (fingerprint mismatch)")
             return g
     raise KeyError(f"game {ref['instance_id']} not found")

@@ -51,7 +51,8 @@ def seat_rewards(z, lam:float, eps:float=EPS, g_floor:float|None=None)->np.ndarr
 # %% ../nbs/03_reward.ipynb #a2c3591a
 def format_shaping(illegal, turns, shaping_weight:float)->np.ndarray:
     "Per-seat shaping `- shaping_weight * illegal_i / turns_i` (0 for a seat with no turns)."
-    if shaping_weight < 0: raise ValueError(f"shaping_weight must be >= 0, got {shaping_weight} (a negative weight pays for illegal turns)")
+    if shaping_weight < 0:
+        raise ValueError(f"shaping_weight must be >= 0, got {shaping_weight} (a negative weight pays for illegal turns)")
     il, tu = np.asarray(illegal, dtype=float), np.asarray(turns, dtype=float)
     if il.shape != tu.shape: raise ValueError(f"illegal {il.shape} and turns {tu.shape} must have the same shape")
     if (il < 0).any() or (tu < 0).any(): raise ValueError("turn counts must be non-negative")
@@ -67,7 +68,8 @@ def rewards_from_z(z, # per-seat normalized surplus of the outcome (`outcome_z`)
     "Per-seat rewards `R_i(lam)` from the outcome's `z`, with the format-shaping penalty added when `shaping_weight > 0`."
     r = seat_rewards(z, lam, eps, g_floor)
     if shaping_weight:
-        if illegal is None or turns is None: raise ValueError("shaping_weight > 0 needs per-seat `illegal` and `turns` counts")
+        if illegal is None or turns is None:
+            raise ValueError("shaping_weight > 0 needs per-seat `illegal` and `turns` counts")
         sh = format_shaping(illegal, turns, shaping_weight)
         if sh.shape != r.shape: raise ValueError(f"shaping counts {sh.shape} do not match the {r.shape[-1]} seats")
         r = r + sh
@@ -88,7 +90,8 @@ def g_curve_frame(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, z
     pos = np.union1d(z[z >= eps], np.geomspace(eps / 100, eps, 40))  # log z down to log(eps/100)
     parts = [pd.DataFrame(dict(z=pos, g=np.log(pos), curve="log z")),
              pd.DataFrame(dict(z=z, g=g_smooth(z, eps), curve="g (no floor)"))]
-    if g_floor is not None: parts.append(pd.DataFrame(dict(z=z, g=g_smooth(z, eps, g_floor), curve=f"g (floor {g_floor:g})")))
+    if g_floor is not None:
+        parts.append(pd.DataFrame(dict(z=z, g=g_smooth(z, eps, g_floor), curve=f"g (floor {g_floor:g})")))
     return pd.concat(parts, ignore_index=True)
 
 # %% ../nbs/03_reward.ipynb #46466731
@@ -101,7 +104,8 @@ def plot_g(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, zmax:flo
     style = {"g (no floor)": ("#2a7ab0", [1, 0], 4.0), "log z": ("#8c8c8c", [5, 3], 1.5)}
     if g_floor is not None: style[names[1]] = ("#d62728", [1, 0], 2.0)
     sc = lambda j: alt.Scale(domain=names, range=[style[c][j] for c in names])
-    x = alt.X("z:Q", title="normalized surplus z"); y = alt.Y("g:Q", title="g(z)", scale=alt.Scale(domain=[float(df.g.min()) - 1, 0.5]))
+    x = alt.X("z:Q", title="normalized surplus z")
+    y = alt.Y("g:Q", title="g(z)", scale=alt.Scale(domain=[float(df.g.min()) - 1, 0.5]))
     lines = alt.Chart(df).mark_line().encode(
         x, y, color=alt.Color("curve:N", scale=sc(0), sort=names), strokeDash=alt.StrokeDash("curve:N", scale=sc(1), sort=names),
         strokeWidth=alt.StrokeWidth("curve:N", scale=sc(2), sort=names), order=alt.Order("z:Q"),
@@ -121,7 +125,8 @@ def seat_reward_frame(examples:dict, eps:float=EPS, g_floor:float|None=None, n_l
     import pandas as pd
     rows = []
     for label, (z, names) in examples.items():
-        z = np.asarray(z, float); names = names or [f"seat {i+1}" for i in range(len(z))]
+        z = np.asarray(z, float)
+        names = names or [f"seat {i+1}" for i in range(len(z))]
         for lam in np.linspace(0, 1, n_lam):
             for i, r in enumerate(seat_rewards(z, lam, eps, g_floor)):
                 rows.append(dict(outcome=label, lam=float(lam), seat=f"{i+1} {names[i]} (z={z[i]:.2f})", reward=float(r)))

@@ -118,7 +118,8 @@ def spec_state(spec:EpisodeSpec):
 # %% ../nbs/08_rollout.ipynb #d3d39203
 def start_episode(spec:EpisodeSpec)->Episode:
     "A fresh episode for `spec`; its id is `instance_id:protocol:seed`."
-    if len(spec.seats) != spec.game.n: raise ValueError(f"{spec.game.name}: {len(spec.seats)} seat policies for {spec.game.n} parties")
+    if len(spec.seats) != spec.game.n:
+        raise ValueError(f"{spec.game.name}: {len(spec.seats)} seat policies for {spec.game.n} parties")
     return Episode(spec, spec_state(spec))
 
 # %% ../nbs/08_rollout.ipynb #91bef673
@@ -150,7 +151,8 @@ def _apply_outputs(items, outs, policy_name):
 # %% ../nbs/08_rollout.ipynb #aaf24394
 def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None)->list:
     "Play every spec, `width` episodes live at a time, one `act_batch` call per policy per wave; returns finished episodes."
-    if not (isinstance(width, int) and width >= 1): raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
+    if not (isinstance(width, int) and width >= 1):
+        raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
     pending, live, done = deque(specs), [], []
     geos = {} if geos is None else geos
     bar = tqdm(total=len(pending), desc="episodes", disable=not progress, leave=False)
@@ -162,7 +164,10 @@ def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|No
         still, ended = [], []
         for ep in live:
             if is_done(ep.state):
-                ep.row = episode_row(ep, geos); done.append(ep); ended.append(ep.state.episode_id); bar.update(1)
+                ep.row = episode_row(ep, geos)
+                done.append(ep)
+                ended.append(ep.state.episode_id)
+                bar.update(1)
             else: still.append(ep)
         live = still
         for p in policies.values():                    # a policy may keep per-episode state (an LLM's seat caches)
@@ -308,7 +313,8 @@ def held_episodes(out, # a cell folder (missing or empty: a new cell)
     "The (instance_id, episode_seed) keys the folder holds of this cell; `RunFolderError` for a file or a folder of other work."
     out = out_folder(out, "cell folder")
     if is_empty_folder(out): return set()
-    if not (out / CELL).is_file(): raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or --force to replace it")
+    if not (out / CELL).is_file():
+        raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or --force to replace it")
     _refuse_other_cell(out, identity)
     drop_unfinished(out)
     return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
@@ -436,8 +442,10 @@ def random_legal_action(dp:DecisionPoint, # a decision point where the seat acts
     ph, legal = dp.phase, dp.legal
     if ph == "vote": return {"atype": "vote", "offer_id": dp.ballot, "vote": "yes" if rng.random() < p_yes else "no"}
     if ph == "demand":
-        k = dp.seat; return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp.issues[k]['options'])))}
-    if ph == "respond": return {"atype": "accept" if rng.random() < p_yes else "reject", "offer_id": dp.offers[-1].offer_id}
+        k = dp.seat
+        return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp.issues[k]['options'])))}
+    if ph == "respond":
+        return {"atype": "accept" if rng.random() < p_yes else "reject", "offer_id": dp.offers[-1].offer_id}
     r = rng.random()
     if "pass" not in legal or r < p_propose:
         return {"atype": "propose", "deal": " ".join(option_label(k, rng.randrange(len(iss['options'])))
@@ -478,7 +486,8 @@ class ViewLog:
         for t in ep.state.turns:
             refs = self.refs.get((ep.state.episode_id, t["seat"]))
             if ep.spec.seats[t["seat"]] != self.name or refs is None: continue
-            k = seen[t["seat"]]; seen[t["seat"]] += 1
+            k = seen[t["seat"]]
+            seen[t["seat"]] += 1
             if k < len(refs): out[t["turn_idx"]] = refs[k]
         return out
 
@@ -531,7 +540,8 @@ def run_cell(games, # the games
             )->dict:
     "`run_tournament` plus the annotator's log: the `view_ref` of every LLM turn and one `states.jsonl` line per episode."
     seeds = [int(s) for s in seeds]
-    if len(set(seeds)) != len(seeds): raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
     names = [seats] if isinstance(seats, str) else list(seats)
     wrapped = {n: ViewLog(p, n) if not is_agent_seat(n) else p for n, p in (extra_policies or {}).items()}
     play = play or PlaySettings()
@@ -587,12 +597,14 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
             k = (r["instance_id"], r["episode_seed"])
             if k in seen: dups.append(f"{k[0]} seed {k[1]} ({seen[k]} and {c})")
             else: seen[k] = c
-    if dups: raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5]) + (" ..." if len(dups) > 5 else ""))
+    if dups:
+        raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5]) + (" ..." if len(dups) > 5 else ""))
     _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("model max_new_tokens caps", {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()})
     has = {c: t[STATES] is not None for c, t in parts.items()}
-    if len(set(has.values())) > 1: raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
+    if len(set(has.values())) > 1:
+        raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
     turns = [x for t in parts.values() for x in (t[TRANSCRIPTS] or [])]
     try: check_poolable(turns if turns else [r for t in parts.values() for r in t[EPISODES]])
     except PoolingError as e: raise MergeError(f"the chunks do not pool: {e}") from None
@@ -625,10 +637,12 @@ def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of o
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
     if _merged_already(chunks, out):
-        typer.echo(f"{out}: already holds every episode of these chunks; nothing merged"); return
+        typer.echo(f"{out}: already holds every episode of these chunks; nothing merged")
+        return
     try: q = merge_cells(chunks, out)
     except MergeError as e:
-        typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
     typer.echo(f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
                f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 
@@ -637,7 +651,8 @@ def _campaign_rows(spec:str)->tuple:
     "`NAME=DIR` → (name, episode rows of DIR/episodes.jsonl or the file itself)."
     if "=" not in spec: raise typer.BadParameter(f"`{spec}`: expected NAME=DIR")
     name, d = spec.split("=", 1)
-    p = Path(d); p = p / EPISODES if p.is_dir() else p
+    p = Path(d)
+    p = p / EPISODES if p.is_dir() else p
     if not p.exists(): raise typer.BadParameter(f"campaign `{name}`: no episodes file at {p}")
     return name, episode_rows(p, SoundnessError)     # an episode twice is refused, naming the file and lines
 
@@ -651,7 +666,8 @@ def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/e
     "The offline reward soundness gate: exit 0 only when every expected order holds with non-overlapping intervals."
     camps = [_campaign_rows(c) for c in campaign]
     twice = sorted({n for n, _ in camps if [m for m, _ in camps].count(n) > 1})
-    if twice: raise typer.BadParameter(f"campaign name(s) {', '.join(twice)} given more than once", param_hint="--campaign")
+    if twice:
+        raise typer.BadParameter(f"campaign name(s) {', '.join(twice)} given more than once", param_hint="--campaign")
     res = soundness(dict(camps), expect_above, B=b, seed=seed, g_floor=g_floor)
     write_json(out, res)
     for nm, s in res["campaigns"].items():

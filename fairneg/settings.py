@@ -40,13 +40,16 @@ class PlaySettings:
     turn_max_tokens: int|None = None  # every turn's token cap raised to N (protocol `...-uncapped-turn<N>-v1`); None: the protocol's caps
 
     def __post_init__(self):
-        check_choice("context", self.context, CONTEXTS); check_choice("framing", self.framing, FRAMINGS)
+        check_choice("context", self.context, CONTEXTS)
+        check_choice("framing", self.framing, FRAMINGS)
         check_choice("info_mode", self.info_mode, (None, *INFO_MODES))
-        check_count("max_turns", self.max_turns, 0); check_count("turn_max_tokens", self.turn_max_tokens, 1)
+        check_count("max_turns", self.max_turns, 0)
+        check_count("turn_max_tokens", self.turn_max_tokens, 1)
 
 # %% ../nbs/02_settings.ipynb #701b4e32
 def play_settings(**given)->PlaySettings:
     "A `PlaySettings` from the values given, `None` meaning the default (`context=None` is `window`)."
     known = {f.name for f in fields(PlaySettings)}
-    if (bad := sorted(set(given) - known)): raise TypeError(f"not play settings: {', '.join(bad)} (known: {', '.join(sorted(known))})")
+    if (bad := sorted(set(given) - known)):
+        raise TypeError(f"not play settings: {', '.join(bad)} (known: {', '.join(sorted(known))})")
     return PlaySettings(**{k: v for k, v in given.items() if v is not None or PlaySettings.__dataclass_fields__[k].default is None})

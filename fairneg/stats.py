@@ -19,8 +19,10 @@ def cluster_sums(values, clusters):
     V = V[:, None] if V.ndim == 1 else V
     ids, inv = np.unique(np.asarray(clusters), return_inverse=True)
     ok = ~np.isnan(V)
-    S = np.zeros((len(ids), V.shape[1])); C = np.zeros_like(S)
-    np.add.at(S, inv.ravel(), np.where(ok, V, 0.0)); np.add.at(C, inv.ravel(), ok)
+    S = np.zeros((len(ids), V.shape[1]))
+    C = np.zeros_like(S)
+    np.add.at(S, inv.ravel(), np.where(ok, V, 0.0))
+    np.add.at(C, inv.ravel(), ok)
     return S, C, ids
 
 # %% ../nbs/01_stats.ipynb #beb59ae1

@@ -44,7 +44,8 @@ def writable_file(path)->Path:
     "`path` as a `Path`, refusing a folder there or a file where one of its folders should be (before anything is written)."
     path = Path(path)
     if path.is_dir(): raise RunFolderError(f"{path}: is a folder; give a file name to write")
-    if (f := file_in_the_way(path)) is not None: raise RunFolderError(f"{f}: is a file, not a folder (so {path} cannot be written)")
+    if (f := file_in_the_way(path)) is not None:
+        raise RunFolderError(f"{f}: is a file, not a folder (so {path} cannot be written)")
     return path
 
 # %% ../nbs/02_store.ipynb #4d77ad72
@@ -52,7 +53,9 @@ def write_text_atomic(path, text:str)->Path:
     "Write a text file atomically (a temporary file renamed into place), creating its folder."
     path = writable_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text, encoding="utf-8"); os.replace(tmp, path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 # %% ../nbs/02_store.ipynb #31ba8f2e
@@ -78,10 +81,13 @@ def write_json(path, obj, indent:int=1)->Path:
 # %% ../nbs/02_store.ipynb #b6fe5112
 def append_jsonl(rows, path)->Path:
     "Append rows to a JSON Lines table in one write, flushed to disk (tables are appended, never rewritten)."
-    path = writable_file(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = writable_file(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     with path.open("a", encoding="utf-8") as f:
-        f.write(text); f.flush(); os.fsync(f.fileno())
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     return path
 
 # %% ../nbs/02_store.ipynb #a544ca61
@@ -96,7 +102,8 @@ def duplicate_keys(rows, key=EPISODE_KEY)->dict:
     "`{key: [line, ...]}` for every key held by more than one row (rows without the key's fields are not counted)."
     seen = defaultdict(list)
     for n, r in enumerate(rows, 1):
-        if all(f in r for f in key): seen[tuple(r[f] for f in key)].append(str(r.get("_source", n)).rpartition(":")[2] or n)
+        if all(f in r for f in key):
+            seen[tuple(r[f] for f in key)].append(str(r.get("_source", n)).rpartition(":")[2] or n)
     return {k: v for k, v in seen.items() if len(v) > 1}
 
 # %% ../nbs/02_store.ipynb #b1cee777
@@ -123,8 +130,10 @@ def out_folder(path, # the output folder a command is given
               )->Path:
     "`path` as a `Path`, refusing a path that exists and is not a folder (before any work is done)."
     path = Path(path)
-    if path.exists() and not path.is_dir(): raise RunFolderError(f"{path}: is a file, not a folder (the {what}); give a folder")
-    if (f := file_in_the_way(path)) is not None: raise RunFolderError(f"{f}: is a file, not a folder (so the {what} {path} cannot be made)")
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(f"{path}: is a file, not a folder (the {what}); give a folder")
+    if (f := file_in_the_way(path)) is not None:
+        raise RunFolderError(f"{f}: is a file, not a folder (so the {what} {path} cannot be made)")
     return path
 
 # %% ../nbs/02_store.ipynb #2850ce3d
@@ -157,16 +166,19 @@ def _alive(pid:str)->bool:
 def fresh_folder(out, # the folder to replace (or create)
                 ):
     "Yield a new empty folder beside `out`; when the block ends without an error, it replaces `out` (else it is removed)."
-    out = out_folder(out); out.parent.mkdir(parents=True, exist_ok=True)
+    out = out_folder(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     olds = sorted(out.parent.glob(f"{glob.escape(out.name)}.old-*"))
-    if not out.exists() and olds: os.rename(olds[-1], out)            # killed between its two renames: the old folder back
+    if not out.exists() and olds:
+        os.rename(olds[-1], out)            # killed between its two renames: the old folder back
     for stale in out.parent.glob(f"{glob.escape(out.name)}.new-*"):    # a start-over killed earlier (not one still running)
         if not _alive(stale.name.rpartition("-")[2]): shutil.rmtree(stale, ignore_errors=True)
     new, old = out.with_name(f"{out.name}.new-{os.getpid()}"), out.with_name(f"{out.name}.old-{os.getpid()}")
     new.mkdir()
     try: yield new
     except BaseException:
-        shutil.rmtree(new, ignore_errors=True); raise
+        shutil.rmtree(new, ignore_errors=True)
+        raise
     if out.exists(): os.rename(out, old)
     os.rename(new, out)
     shutil.rmtree(old, ignore_errors=True)

@@ -104,7 +104,8 @@ def sft_games(data:dict, # the recipe's `data` section
         np_, ni, info = data["shapes"][k % len(data["shapes"])]
         for j in range(10):
             try:
-                games.append(generate_game(data["game_seed"] + 10_000 * seed + k + 1_000_000 * j, np_, ni, info)); break
+                games.append(generate_game(data["game_seed"] + 10_000 * seed + k + 1_000_000 * j, np_, ni, info))
+                break
             except GameError: continue
     return games
 
@@ -269,7 +270,8 @@ def generate_answers(model, tok, # model and tokenizer
                     )->list[str]:
     "The model's answer text at each decision point."
     import torch
-    model.eval(); out = []
+    model.eval()
+    out = []
     torch.manual_seed(seed)
     kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else dict(do_sample=False)
     for i in range(0, len(points), batch_size):
@@ -325,17 +327,21 @@ def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_erro
 def _install(tmp:Path, out:Path)->None:
     "Move a finished build folder into place atomically (an existing `out` is replaced, never half-written)."
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent)); os.replace(out, old / "x")
-        os.replace(tmp, out); shutil.rmtree(old, ignore_errors=True)
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        os.replace(out, old / "x")
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, out)
 
 # %% ../nbs/10_tiny.ipynb #ec757af2
 @contextlib.contextmanager
 def _stage(bar, times:dict, name:str):
     "Show a build stage on the progress bar; when it ends, record its seconds in `times[name]` and tick the bar."
-    bar.set_postfix_str(name); t = time.perf_counter()
+    bar.set_postfix_str(name)
+    t = time.perf_counter()
     yield
-    times[name] = time.perf_counter() - t; bar.update()
+    times[name] = time.perf_counter() - t
+    bar.update()
 
 # %% ../nbs/10_tiny.ipynb #bb84ffa1
 def _tiny_data(rec:dict, seed:int)->tuple:
@@ -343,7 +349,8 @@ def _tiny_data(rec:dict, seed:int)->tuple:
     data, tr = rec["data"], rec["train"]
     pool, err_train = _collect(data, seed, data["n_games"], 0, False)
     held, err_held = _collect(data, seed, data["n_heldout_games"], data["n_games"], True)
-    random.Random(f"order:{seed}").shuffle(pool); random.Random(f"eval:{seed}").shuffle(held)
+    random.Random(f"order:{seed}").shuffle(pool)
+    random.Random(f"eval:{seed}").shuffle(held)
     return pool, pool[:tr["steps"] * tr["batch_size"]], held[:data["n_eval"]], err_train + err_held
 
 # %% ../nbs/10_tiny.ipynb #06e847a9
@@ -360,14 +367,17 @@ def _save_build(out:Path, model, tok, rec:dict,
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        model.save_pretrained(tmp); tok.save_pretrained(tmp)
-        tmp.chmod(0o755); [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tmp.chmod(0o755)
+        [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
         report = report_for(file_sha256(tmp / "model.safetensors"))
         (tmp / "recipe.json").write_text(json.dumps({**rec, "hash": recipe_hash(rec)}, indent=1))
         (tmp / "build_report.json").write_text(json.dumps(report, indent=1))
         _install(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return report
 
 # %% ../nbs/10_tiny.ipynb #5d674d61
@@ -381,16 +391,21 @@ def build_tiny(out, # the folder to write
     import torch
     out = Path(out)
     if out.exists() and not out.is_dir(): raise FileExistsError(f"{out}: is a file, not a folder")
-    if out.exists() and any(out.iterdir()) and not overwrite: raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
-    rec = tiny_recipe(size, seed); data, tr = rec["data"], rec["train"]
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
+    rec = tiny_recipe(size, seed)
+    data, tr = rec["data"], rec["train"]
     times, t0, c0 = {}, time.perf_counter(), time.process_time()
-    threads = torch.get_num_threads(); torch.set_num_threads(tr["threads"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(tr["threads"])
     stages = tqdm(total=5, desc=f"tiny {size}", disable=not progress)
     try:
         with _stage(stages, times, "data"): pool, train_pts, held, agent_errors = _tiny_data(rec, seed)
-        with _stage(stages, times, "tokenizer"): tok = train_tokenizer(tokenizer_corpus(pool, data["history_window"]), **rec["tokenizer"])
+        with _stage(stages, times, "tokenizer"):
+            tok = train_tokenizer(tokenizer_corpus(pool, data["history_window"]), **rec["tokenizer"])
         model = make_model(tok, rec["model"], seed)
-        with _stage(stages, times, "sft"): hist = train_sft(model, tok, sft_dataset(train_pts, data), tr, seed, progress=progress)
+        with _stage(stages, times, "sft"):
+            hist = train_sft(model, tok, sft_dataset(train_pts, data), tr, seed, progress=progress)
         with _stage(stages, times, "eval"):
             greedy = answer_rates(held, generate_answers(model, tok, held, data))
             sampled = answer_rates(held, generate_answers(model, tok, held, data, sample=True, seed=seed))
@@ -403,7 +418,8 @@ def build_tiny(out, # the folder to write
         report = _save_build(out, model, tok, rec, report_for)
         stages.update()
     finally:
-        stages.close(); torch.set_num_threads(threads)
+        stages.close()
+        torch.set_num_threads(threads)
     return report
 
 # %% ../nbs/10_tiny.ipynb #9668e108
@@ -454,7 +470,8 @@ def build_tiny_cmd(out:Annotated[Path|None, typer.Option(help="Folder to write (
                    overwrite:Annotated[bool, typer.Option(help="Replace an existing --out folder.")]=False,
                    progress:Annotated[bool, typer.Option(help="Show progress bars.")]=True):
     "Build the tiny model: tokenizer, Qwen3 model and supervised warm start; print its build report."
-    if size not in SIZES: raise typer.BadParameter(f"unknown size `{size}` (known: {', '.join(SIZES)})", param_hint="--size")
+    if size not in SIZES:
+        raise typer.BadParameter(f"unknown size `{size}` (known: {', '.join(SIZES)})", param_hint="--size")
     if out is None: out = tiny_path(size, seed, progress=progress)
     else:
         try: build_tiny(out, size, seed, progress=progress, overwrite=overwrite)

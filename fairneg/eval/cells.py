@@ -73,7 +73,8 @@ def condition_games(condition:str, # one of CONDITIONS
     "The games a condition plays."
     check_condition(condition)
     if condition in NEEDS_BANK:
-        if bank is None: raise EvalError(f"condition `{condition}` plays the held-out bank: pass --bank (a bank made by `fairneg bank eval`)")
+        if bank is None:
+            raise EvalError(f"condition `{condition}` plays the held-out bank: pass --bank (a bank made by `fairneg bank eval`)")
         return bank_games(bank)
     if condition == "comparability": return bank_games(LLMDEL_ALIAS)
     if condition == "crossgame": return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()
@@ -95,8 +96,10 @@ def parse_checkpoint(text:str, model:str|None=None)->tuple[str, PolicySpec]:
     "`NAME=SPEC` → `(NAME, PolicySpec)`; NAME names run folders and table rows."
     name, eq, spec = str(text).partition("=")
     name = name.strip()
-    if not eq or not spec.strip(): raise EvalError(f"--checkpoint `{text}`: expected NAME=PATH (e.g. lam0_step24=runs/lam0/checkpoint-24)")
-    if not SAFE_ID.fullmatch(name): raise EvalError(f"--checkpoint `{text}`: the name `{name}` must be letters, digits, `.`, `_`, `-`")
+    if not eq or not spec.strip():
+        raise EvalError(f"--checkpoint `{text}`: expected NAME=PATH (e.g. lam0_step24=runs/lam0/checkpoint-24)")
+    if not SAFE_ID.fullmatch(name):
+        raise EvalError(f"--checkpoint `{text}`: the name `{name}` must be letters, digits, `.`, `_`, `-`")
     return name, parse_policy(spec, model)
 
 # %% ../../nbs/13_eval_cells.ipynb #ea620eb5
@@ -163,7 +166,8 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
         cells += [Cell(name, c, spec, bspec, str(Path(out_dir) / f"{name}_{c}"), opponent=opp,
                        **{**cell_kw, **({"episodes": per[c]} if c in per else {})}) for c in conditions]
     names = Counter(c.name for c in cells)
-    if any(v > 1 for v in names.values()): raise EvalError(f"two checkpoints share a name: {', '.join(k for k, v in names.items() if v > 1)}")
+    if any(v > 1 for v in names.values()):
+        raise EvalError(f"two checkpoints share a name: {', '.join(k for k, v in names.items() if v > 1)}")
     if not cells: raise EvalError("no checkpoints: pass --checkpoint NAME=PATH")
     return cells
 
@@ -200,7 +204,8 @@ def side_done(d:Path, expected:set)->bool:
 # %% ../../nbs/13_eval_cells.ipynb #3e3bc567
 def _release(pols:dict):
     "Drop policies (and the CUDA cache where torch is loaded) before the next side."
-    pols.clear(); gc.collect()
+    pols.clear()
+    gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
 
@@ -292,7 +297,8 @@ def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
                       games:list|None=None, # the cell's games, when already read
                      )->None:
     "Refuse a cell folder whose `cell.json` names another cell while a side holds episodes; `force` clears it instead."
-    out = out_folder(cell.out, "cell folder"); p = out / "cell.json"
+    out = out_folder(cell.out, "cell folder")
+    p = out / "cell.json"
     if not p.is_file() or not any((out / s / EPISODES).is_file() for s in ("trained", "base")): return
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank) if games is None else games
     new, old = cell_record(cell, games, _cell_sides(cell), None), read_json(p, EvalError)
@@ -316,7 +322,8 @@ def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
     if tmp.exists(): shutil.rmtree(tmp)
     pols = {label: build_policy(spec, label, engines, **cell.llm_kw)}
     if cell.condition == "rational_guard":
-        if opp == label: raise EvalError(f"{cell.name}: the {side} policy `{label}` has the rational guard's opponent name")
+        if opp == label:
+            raise EvalError(f"{cell.name}: the {side} policy `{label}` has the rational guard's opponent name")
         pols[opp] = build_policy(cell.opponent)
     rows = play_side(games, cell.seeds, lambda g, s: condition_seats(cell.condition, g, s, label, opp), pols, tmp,
                      f"{cell.experiment_prefix}{name}_{side}", play=cell.play,
@@ -334,10 +341,12 @@ def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
 # %% ../../nbs/13_eval_cells.ipynb #f65592d7
 def _play_shared_base(cell:Cell, games:list, spec, label:str, key:str, engines:dict)->list[dict]:
     "Play the base side into the shared store unless it is complete there; copy it into the cell's `base/`."
-    out = Path(cell.out); store = out.parent / SHARED_BASE / key
+    out = Path(cell.out)
+    store = out.parent / SHARED_BASE / key
     with _locked(store.parent / f"{key}.lock"):
         for old in store.parent.glob(f"{key}.tmp-*"): shutil.rmtree(old, ignore_errors=True)   # crashed players'
-        if not side_done(store, side_episodes(cell, games)): _play_into(cell, games, "base", spec, label, store, key, None, engines)
+        if not side_done(store, side_episodes(cell, games)):
+            _play_into(cell, games, "base", spec, label, store, key, None, engines)
     return _relabel(store, out / "base", cell, key)
 
 # %% ../../nbs/13_eval_cells.ipynb #1d14b45e
@@ -345,7 +354,8 @@ def run_eval_cell(cell:Cell)->dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
     check_cell_folder(cell, games=games)            # before cell.json is written: it says what the folder holds
-    out = Path(cell.out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(cell.out)
+    out.mkdir(parents=True, exist_ok=True)
     sides = _cell_sides(cell)
     key = base_key(cell, games) if cell.share_base else None
     _write_cell_json(cell, games, sides, key)

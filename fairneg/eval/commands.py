@@ -100,7 +100,8 @@ def analyze(
     endpoints:Annotated[list[str], typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, max_share, dist_nbs and their *_given_deal forms).")]=[],
     experiment_prefix:Annotated[str, typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
     "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict and percentile), verdicts and the viability screen."
-    if (run_dir is None) == (baseline is None): raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
+    if (run_dir is None) == (baseline is None):
+        raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
     if trained and run_dir is not None: raise EvalError("--trained goes with --baseline, not with --run-dir")
     cells = discover_cells(run_dir) if run_dir is not None else glob_cells(baseline, trained)
     res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop, min_games=min_games)
@@ -118,7 +119,8 @@ def gate(prereg:Annotated[Path, typer.Argument(help="The preregistration YAML.")
     "Evaluate a preregistered gate: POSITIVE (exit 0), NEGATIVE (1) or VOID (3), with the reason per clause."
     p = load_prereg(prereg)
     result = read_json(eval_json, EvalError)
-    if not isinstance(result, dict) or "cells" not in result: raise EvalError(f"{eval_json}: not an eval.json of `fairneg eval analyze`")
+    if not isinstance(result, dict) or "cells" not in result:
+        raise EvalError(f"{eval_json}: not an eval.json of `fairneg eval analyze`")
     g = evaluate_gate(p, result, checkpoint)
     if out: write_text_atomic(out, json.dumps(g, indent=1) + "\n")
     typer.echo(json.dumps(g) if json_ else gate_text(g) + f"\n{g['verdict']}")

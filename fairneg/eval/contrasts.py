@@ -44,7 +44,8 @@ def check_endpoints(endpoints)->tuple[str, ...]:
     "Validated endpoint names."
     endpoints = tuple(dict.fromkeys(endpoints))
     bad = [e for e in endpoints if e not in GOOD_DIRECTION]
-    if bad or not endpoints: raise EvalError(f"unknown endpoint(s) {', '.join(bad) or '(none given)'} (known: {', '.join(GOOD_DIRECTION)})")
+    if bad or not endpoints:
+        raise EvalError(f"unknown endpoint(s) {', '.join(bad) or '(none given)'} (known: {', '.join(GOOD_DIRECTION)})")
     return endpoints
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5076536e
@@ -87,7 +88,8 @@ def paired_bootstrap(trained, # (E,) or (E, K) trained values, NaN = undefined
     T, U = (np.asarray(x, float) for x in (trained, base))
     T, U = (x[:, None] if x.ndim == 1 else x for x in (T, U))
     if T.shape != U.shape: raise ValueError(f"paired sides must have one shape, got {T.shape} and {U.shape}")
-    ST, CT, ids = cluster_sums(T, clusters); SB, CB, _ = cluster_sums(U, clusters)
+    ST, CT, ids = cluster_sums(T, clusters)
+    SB, CB, _ = cluster_sums(U, clusters)
     W = resample_counts(len(ids), B, seed)
     return {**contrast_from_sums(ST, CT, SB, CB, W @ np.hstack([ST, CT, SB, CB]), level), "n_clusters": int(len(ids))}
 
@@ -106,7 +108,8 @@ def check_rows(rows:list[dict], side:str, endpoints=EVAL_ENDPOINTS, cell:str="ce
     need = list(dict.fromkeys([*SPEC_FIELDS, *(e.removesuffix("_given_deal") for e in endpoints)]))
     for j, r in enumerate(rows):
         miss = [f for f in need if f not in r]
-        if miss: raise EvalError(f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: analyze needs the SPEC §3 episode fields")
+        if miss:
+            raise EvalError(f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: analyze needs the SPEC §3 episode fields")
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5adf870f
 def pair_sides(trained:list[dict], base:list[dict], cell:str="cell")->tuple[list, list, list]:
@@ -189,7 +192,8 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
     n_games = len(set(games))
     clusters, unit = (games, "instance_id") if n_games > 1 else ([k[1] for k in keys], "episode")
     VT, VU = endpoint_values(T, endpoints), endpoint_values(U, endpoints)
-    ST, CT, ids = cluster_sums(VT, clusters); SB, CB, _ = cluster_sums(VU, clusters)
+    ST, CT, ids = cluster_sums(VT, clusters)
+    SB, CB, _ = cluster_sums(VU, clusters)
     deal_t, deal_b = (float(np.mean([bool(r["deal"]) for r in rows])) for rows in (T, U))
     ck, cond = cell_identity(name, trained)
     return dict(cell=name, checkpoint=ck, condition=cond, endpoints=tuple(endpoints), S=np.hstack([ST, CT, SB, CB]),
@@ -227,7 +231,8 @@ def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interva
     "`(interval_verdict, verdict, reason)`: VOID by the screen, `undefined` without a value or past `max_frac` undefined draws."
     finite = np.isfinite(est) and np.isfinite(lo) and np.isfinite(hi)
     iv = verdict(lo, hi, good) if finite else "undefined"
-    if not np.isfinite(est): return iv, "undefined", "no value: a side has no episode on which the endpoint is defined (e.g. no closed deal)"
+    if not np.isfinite(est):
+        return iv, "undefined", "no value: a side has no episode on which the endpoint is defined (e.g. no closed deal)"
     if closure and not viable: return iv, "VOID", None
     if too_many_undefined(undefined, B, max_frac):
         return iv, "undefined", (f"{undefined} of {B} bootstrap draws undefined ({undefined / B:.1%}, more than {max_frac:.0%}): "
@@ -320,13 +325,19 @@ COVERAGE_ENDPOINTS = ("nnw", "deal", "nnw_given_deal")   # a mean, a rate and a 
 @dataclass(frozen=True)
 class CoverageDesign:
     "A synthetic paired design with known contrasts: games drawn from a population, effects equal or varying by game."
-    n_games:int=12; n_episodes:int=4                  # games x paired episodes (seeds)
+    n_games:int=12
+    n_episodes:int=4                  # games x paired episodes (seeds)
     varying:bool=True                                 # effects vary from game to game (else one effect for all)
-    deal_base:float=0.8; deal_sd:float=0.8            # untrained deal rate of the median game; spread of games' logits
-    deal_effect:float=0.3; deal_effect_sd:float=0.4   # trained shift of the deal logit; its spread across games (varying)
-    fair_base:float=0.45; fair_sd:float=0.12          # closed-deal nnw of games
-    fair_effect:float=0.05; fair_effect_sd:float=0.08 # trained change of closed-deal nnw; its spread across games (varying)
-    seed_sd:float=0.03; noise_sd:float=0.03           # seed effect a pair shares; episode noise on each side
+    deal_base:float=0.8
+    deal_sd:float=0.8            # untrained deal rate of the median game; spread of games' logits
+    deal_effect:float=0.3
+    deal_effect_sd:float=0.4   # trained shift of the deal logit; its spread across games (varying)
+    fair_base:float=0.45
+    fair_sd:float=0.12          # closed-deal nnw of games
+    fair_effect:float=0.05
+    fair_effect_sd:float=0.08 # trained change of closed-deal nnw; its spread across games (varying)
+    seed_sd:float=0.03
+    noise_sd:float=0.03           # seed effect a pair shares; episode noise on each side
 
     @property
     def label(self)->str: return f"{self.n_games}x{self.n_episodes} {'varying' if self.varying else 'equal'}"
@@ -349,9 +360,12 @@ def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0)->tuple:
     "Trained and untrained values `(E, n_reps, 3)` of `COVERAGE_ENDPOINTS` (NaN: no deal), and each episode's game."
     rng, on = np.random.default_rng(seed), float(d.varying)
     G, R = d.n_games, n_reps
-    cl = np.repeat(np.arange(G), d.n_episodes); E = len(cl)
-    logit = rng.normal(np.log(d.deal_base / (1 - d.deal_base)), d.deal_sd, (G, R)); fair = rng.normal(d.fair_base, d.fair_sd, (G, R))
-    shift = rng.normal(d.deal_effect, d.deal_effect_sd * on, (G, R)); gain = rng.normal(d.fair_effect, d.fair_effect_sd * on, (G, R))
+    cl = np.repeat(np.arange(G), d.n_episodes)
+    E = len(cl)
+    logit = rng.normal(np.log(d.deal_base / (1 - d.deal_base)), d.deal_sd, (G, R))
+    fair = rng.normal(d.fair_base, d.fair_sd, (G, R))
+    shift = rng.normal(d.deal_effect, d.deal_effect_sd * on, (G, R))
+    gain = rng.normal(d.fair_effect, d.fair_effect_sd * on, (G, R))
     pair = rng.normal(0, d.seed_sd, (E, R))
     sides = []
     for lg, f in ((logit + shift, fair + gain), (logit, fair)):
@@ -362,7 +376,9 @@ def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0)->tuple:
 
 # %% ../../nbs/13_eval_contrasts.ipynb #ca780562
 def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, hi)->dict:
-    n = len(lo); hit = int(np.sum((lo <= truth) & (truth <= hi))); c = hit / n
+    n = len(lo)
+    hit = int(np.sum((lo <= truth) & (truth <= hi)))
+    c = hit / n
     return dict(design=d.label, endpoint=endpoint, method=method, truth=truth, coverage=c, mc_se=float(np.sqrt(c * (1 - c) / n)),
                 covered=hit, n_reps=n, undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))), median_width=float(np.nanmedian(hi - lo)))
 
@@ -371,16 +387,19 @@ def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:in
                    unit:str="game", # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
                    chunk:int=250)->list[dict]:
     "Coverage of the verdict (`cluster_t`) and `percentile` intervals over simulated replications of a design, per endpoint."
-    truth = design_truth(design); T, U, cl = simulate_design(design, n_reps, seed)
+    truth = design_truth(design)
+    T, U, cl = simulate_design(design, n_reps, seed)
     clusters, K = (cl if unit == "game" else np.arange(len(cl))), len(COVERAGE_ENDPOINTS)
     W = resample_counts(len(np.unique(clusters)), B, seed + 1)
     bounds = {m: ([], []) for m in INTERVALS}
     for j in range(0, n_reps, chunk):
         t, u = (x[:, j:j + chunk].reshape(len(cl), -1) for x in (T, U))      # column = replication * K + endpoint
-        ST, CT, _ = cluster_sums(t, clusters); SB, CB, _ = cluster_sums(u, clusters)
+        ST, CT, _ = cluster_sums(t, clusters)
+        SB, CB, _ = cluster_sums(u, clusters)
         r = contrast_from_sums(ST, CT, SB, CB, W @ np.hstack([ST, CT, SB, CB]), level)
         for m, (lo, hi) in (("cluster_t", ("lo", "hi")), ("percentile", ("pct_lo", "pct_hi"))):
-            bounds[m][0].append(r[lo].reshape(-1, K)); bounds[m][1].append(r[hi].reshape(-1, K))
+            bounds[m][0].append(r[lo].reshape(-1, K))
+            bounds[m][1].append(r[hi].reshape(-1, K))
     return [_coverage_row(design, ep, m, truth[ep], np.vstack(bounds[m][0])[:, k], np.vstack(bounds[m][1])[:, k])
             for k, ep in enumerate(COVERAGE_ENDPOINTS) for m in INTERVALS]
 
@@ -409,17 +428,21 @@ def _job_note(row:dict|None)->str:
 def discover_cells(run_dir)->dict:
     "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming every cell not complete."
     found, jobs = sorted(Path(run_dir).glob("*/cell.json")), launched(run_dir)
-    if not found and not jobs: raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")
+    if not found and not jobs:
+        raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")
     cells, missing = {}, {}
     for p in found:
         cj = read_json(p, EvalError)
-        if not isinstance(cj, dict) or "cell" not in cj: raise EvalError(f"{p}: not a cell.json of `fairneg eval launch` (no `cell`)")
+        if not isinstance(cj, dict) or "cell" not in cj:
+            raise EvalError(f"{p}: not a cell.json of `fairneg eval launch` (no `cell`)")
         name = cj["cell"]
         lack = [s for s in ("trained", "base") if not (p.parent / s / EPISODES).is_file()]
         if lack: missing[name] = f"no {' and no '.join(f'{s}/{EPISODES}' for s in lack)}"
-        else: cells[name] = {s: episode_rows(p.parent / s / EPISODES, EvalError) for s in ("trained", "base")}   # paths, not globs
+        else:
+            cells[name] = {s: episode_rows(p.parent / s / EPISODES, EvalError) for s in ("trained", "base")}   # paths, not globs
     for name in jobs:                                   # submitted, but its job never started (or died before writing)
-        if name not in cells and name not in missing: missing[name] = "no cell.json: its job has not started, or ended before"
+        if name not in cells and name not in missing:
+            missing[name] = "no cell.json: its job has not started, or ended before"
     if missing:
         raise EvalError(f"{run_dir}: {len(missing)} cell(s) not complete: " + "; ".join(
             f"{n} ({why}{_job_note(jobs.get(n))})" for n, why in sorted(missing.items())) +
@@ -432,7 +455,8 @@ def glob_cells(baseline:str, trained:Iterable[str])->dict:
     base, cells = load_episodes(baseline), {}
     for t in trained:
         name, eq, pat = str(t).partition("=")
-        if not eq or not name.strip(): raise EvalError(f"--trained `{t}`: expected NAME=GLOB (NAME = the cell, e.g. lam0_step24_primary)")
+        if not eq or not name.strip():
+            raise EvalError(f"--trained `{t}`: expected NAME=GLOB (NAME = the cell, e.g. lam0_step24_primary)")
         if name.strip() in cells: raise EvalError(f"--trained names the cell `{name.strip()}` twice")
         cells[name.strip()] = dict(trained=load_episodes(pat), base=base)
     if not cells: raise EvalError("--baseline needs at least one --trained NAME=GLOB")

@@ -30,8 +30,10 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
     if bad: raise PreregError(f"{src}: {where}: {unknown_names(sorted(bad), sorted(_TERM_KEYS | {'id', 'with'}))}")
     for k in ("condition", "endpoint", "require"):
         if k not in t: raise PreregError(f"{src}: {where}: missing `{k}`")
-    if t["require"] not in REQUIRES: raise PreregError(f"{src}: {where}: require `{t['require']}` is not one of {', '.join(REQUIRES)}")
-    if t["endpoint"] not in directions: raise PreregError(f"{src}: {where}: endpoint `{t['endpoint']}` is not declared under `endpoints:`")
+    if t["require"] not in REQUIRES:
+        raise PreregError(f"{src}: {where}: require `{t['require']}` is not one of {', '.join(REQUIRES)}")
+    if t["endpoint"] not in directions:
+        raise PreregError(f"{src}: {where}: endpoint `{t['endpoint']}` is not declared under `endpoints:`")
     if t["require"] in ("floor", "ceiling") and not isinstance(t.get(t["require"]), (int, float)):
         raise PreregError(f"{src}: {where}: require {t['require']} needs a numeric `{t['require']}:`")
     stat = t.get("stat")
@@ -64,11 +66,15 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         if k not in p: raise PreregError(f"{src}: missing `{k}:`")
     directions = {}
     for ep, g in (p["endpoints"] or {}).items():
-        if ep not in GOOD_DIRECTION: raise PreregError(f"{src}: endpoints: `{ep}` is not an endpoint (known: {', '.join(GOOD_DIRECTION)})")
-        if g not in (1, -1): raise PreregError(f"{src}: endpoints: {ep}: the good direction must be +1 or -1, not {g!r}")
-        if g != GOOD_DIRECTION[ep]: raise PreregError(f"{src}: endpoints: declares {ep} good direction {g:+d}, but fairneg scores {ep} with {GOOD_DIRECTION[ep]:+d}")
+        if ep not in GOOD_DIRECTION:
+            raise PreregError(f"{src}: endpoints: `{ep}` is not an endpoint (known: {', '.join(GOOD_DIRECTION)})")
+        if g not in (1, -1):
+            raise PreregError(f"{src}: endpoints: {ep}: the good direction must be +1 or -1, not {g!r}")
+        if g != GOOD_DIRECTION[ep]:
+            raise PreregError(f"{src}: endpoints: declares {ep} good direction {g:+d}, but fairneg scores {ep} with {GOOD_DIRECTION[ep]:+d}")
         directions[ep] = g
-    if not isinstance(p["clauses"], list) or not p["clauses"]: raise PreregError(f"{src}: `clauses:` must be a non-empty list")
+    if not isinstance(p["clauses"], list) or not p["clauses"]:
+        raise PreregError(f"{src}: `clauses:` must be a non-empty list")
     clauses, ids = [], set()
     for j, c in enumerate(p["clauses"]):
         where = f"clause {j + 1}" + (f" ({c.get('id')})" if isinstance(c, dict) and c.get("id") else "")
@@ -117,7 +123,8 @@ def guard_weakness(t:dict, drop:float=0.10)->str|None:
     "Why a floor or ceiling guard bounds too little, or None: a bound on the interval's far side, or looser than the viability screen."
     req, stat = t["require"], t.get("stat")
     if req not in ("floor", "ceiling"): return None
-    if (req, stat) in (("floor", "hi"), ("ceiling", "lo")): return f"a {req} on `{stat}` holds whenever the interval reaches the bound"
+    if (req, stat) in (("floor", "hi"), ("ceiling", "lo")):
+        return f"a {req} on `{stat}` holds whenever the interval reaches the bound"
     b = t[req]
     if (b < -drop - 1e-12) if req == "floor" else (b > drop + 1e-12):
         return f"a {req} of {b:+g} allows more than the viability screen's {drop:g}"
@@ -158,7 +165,8 @@ def judge_term(t:dict, e:dict)->tuple[str, str]:
 # %% ../../nbs/13_eval_gates.ipynb #b6318646
 def _judge(t:dict, e:dict)->tuple[str, str]:
     few = too_few_games(e.get("cluster"), e.get("n_games"), max(e.get("min_games") or MIN_GAMES, MIN_GAMES))
-    if few or e["verdict"] == "too_few_games": return "VOID", f"{_fmt(e)} has too few games: {few or e.get('few_games_reason')}"
+    if few or e["verdict"] == "too_few_games":
+        return "VOID", f"{_fmt(e)} has too few games: {few or e.get('few_games_reason')}"
     if e["verdict"] == "VOID": return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
     nu, B = e.get("undefined_draws") or 0, e.get("B")
     many = bool(B) and too_many_undefined(nu, B)
@@ -192,9 +200,12 @@ def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:
     if not cells:
         have = ", ".join(f"{c['checkpoint']}/{c['condition']}" for c in result["cells"].values())
         raise EvalError(f"the eval results hold no cell for checkpoint `{checkpoint}` on `{condition}` (have: {have})")
-    if len(cells) > 1: raise EvalError(f"the eval results hold {len(cells)} cells for checkpoint `{checkpoint}` on `{condition}`")
-    if endpoint not in cells[0]["endpoints"]: raise EvalError(f"cell {cells[0]['cell']} has no `{endpoint}` contrast (analyze with that endpoint)")
-    c = cells[0]; e = c["endpoints"][endpoint]     # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
+    if len(cells) > 1:
+        raise EvalError(f"the eval results hold {len(cells)} cells for checkpoint `{checkpoint}` on `{condition}`")
+    if endpoint not in cells[0]["endpoints"]:
+        raise EvalError(f"cell {cells[0]['cell']} has no `{endpoint}` contrast (analyze with that endpoint)")
+    c = cells[0]
+    e = c["endpoints"][endpoint]     # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
     return {**e, "B": result["B"], "n_games": c.get("n_games"), "cluster": c.get("cluster"), "min_games": min_games,
             "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster"))}
 
@@ -207,9 +218,11 @@ def check_analysis(prereg:dict, result:dict):
                         f"({VERDICT_INTERVAL}): it was analysed by an older fairneg; re-run `fairneg eval analyze` on its runs")
     if result.get("min_games", 0) < a["min_games"]:
         raise EvalError(f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares min_games = {a['min_games']}")
-    if result["B"] < a["B"]: raise EvalError(f"the eval used B = {result['B']} resamples; {prereg['source']} declares B = {a['B']}")
+    if result["B"] < a["B"]:
+        raise EvalError(f"the eval used B = {result['B']} resamples; {prereg['source']} declares B = {a['B']}")
     for k in ("level", "viability_drop"):
-        if abs(result[k] - a[k]) > 1e-12: raise EvalError(f"the eval used {k} = {result[k]}; {prereg['source']} declares {k} = {a[k]}")
+        if abs(result[k] - a[k]) > 1e-12:
+            raise EvalError(f"the eval used {k} = {result[k]}; {prereg['source']} declares {k} = {a[k]}")
     mu = result.get("max_undefined", UNDEFINED_MAX_FRAC)
     if mu > UNDEFINED_MAX_FRAC + 1e-12:
         raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most {UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
@@ -265,7 +278,8 @@ def synthetic_cell(n_games:int=24, n_episodes:int=8,
                    )->dict:
     "Paired synthetic episode rows `{trained, base}` with the SPEC §3 fields and chosen effects."
     rng = np.random.default_rng(seed)
-    p = np.clip(deal_base + rng.normal(0, 0.08, n_games), 0, 1); f = np.clip(rng.normal(fair_base, 0.12, n_games), 0.02, 0.98)
+    p = np.clip(deal_base + rng.normal(0, 0.08, n_games), 0, 1)
+    f = np.clip(rng.normal(fair_base, 0.12, n_games), 0.02, 0.98)
     sides = dict(base=(p, f, 0.0, 0.0),
                  trained=(np.clip(p + deal_delta + rng.normal(0, 0.03, n_games), 0, 1),
                           np.clip(f + fair_delta + rng.normal(0, 0.03, n_games), 0.02, 0.98), share_delta, below_delta))
@@ -274,7 +288,8 @@ def synthetic_cell(n_games:int=24, n_episodes:int=8,
         rows = []
         for g in range(n_games):
             for e in range(n_episodes):
-                deal = bool(rng.random() < pd_[g]); q = float(np.clip(fq[g] + rng.normal(0, 0.08), 0, 1))
+                deal = bool(rng.random() < pd_[g])
+                q = float(np.clip(fq[g] + rng.normal(0, 0.08), 0, 1))
                 rows.append(dict(experiment_name=f"synthetic_{side}", instance_id=f"syn-{g:02d}", episode_seed=e,
                                  protocol_version=protocol_version, turn_token_budgets=list(budgets), deal=deal,
                                  walk=bool(not deal and rng.random() < 0.5),

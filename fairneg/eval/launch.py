@@ -45,7 +45,8 @@ def _run_here(cells:list[Cell], echo:Callable)->list[dict]:
     out = []
     for c in cells:
         echo(f"[{c.name}] running here -> {c.out}")
-        out.append(run_eval_cell(c)); echo(f"[{c.name}] {out[-1]}")
+        out.append(run_eval_cell(c))
+        echo(f"[{c.name}] {out[-1]}")
     return out
 
 # %% ../../nbs/13_eval_launch.ipynb #ee31ad46
@@ -91,11 +92,14 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
     for c in cells:
         if cell_done(c):
             echo(f"[{c.name}] complete already ({c.out}): not submitted")
-            done[c.name] = dict(cell=c.name, status="complete already"); continue
+            done[c.name] = dict(cell=c.name, status="complete already")
+            continue
         if c.name in queued:                        # its last job has not ended: never two jobs on one cell
             row, state = queued[c.name]
-            j = submitit.SlurmJob(folder=row.get("folder") or ex.folder, job_id=row["job_id"]); jobs.append((c.name, j))
-            echo(f"[{c.name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})"); continue
+            j = submitit.SlurmJob(folder=row.get("folder") or ex.folder, job_id=row["job_id"])
+            jobs.append((c.name, j))
+            echo(f"[{c.name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})")
+            continue
         jobs.append((c.name, _submit_cell(ex, c, root, params, len(jobs), echo)))
     res = _job_results(jobs, ex.cluster, wait, echo, grace)
     return [{**done, **res}[c.name] for c in cells]

@@ -19,7 +19,8 @@ def same_action(a:dict|None, b:dict|None, dp:DecisionPoint|None=None)->bool:
     "Whether two actions are the same: same atype and the same deal (propose, demand), offer (accept) or vote."
     if not a or not b or a.get("atype") != b.get("atype"): return False
     at = a["atype"]
-    if at in ("propose", "demand"): return deal_key(a.get("deal")) is not None and deal_key(a.get("deal")) == deal_key(b.get("deal"))
+    if at in ("propose", "demand"):
+        return deal_key(a.get("deal")) is not None and deal_key(a.get("deal")) == deal_key(b.get("deal"))
     if at == "accept":
         only = dp.acceptable[0] if dp and len(dp.acceptable) == 1 else None
         return (a.get("offer_id") or only) == (b.get("offer_id") or only)

@@ -54,7 +54,8 @@ def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must
         if a == "propose": acts.append(_act(a, deal=deal_schema(dp, enum_max)))
         elif a == "accept":
             if dp.acceptable: acts.append(_act(a, offer_id={"type": "string", "enum": list(dp.acceptable)}))
-        elif a == "vote": acts.append(_act(a, offer_id={"const": dp.ballot}, vote={"type": "string", "enum": ["yes", "no"]}))
+        elif a == "vote":
+            acts.append(_act(a, offer_id={"const": dp.ballot}, vote={"type": "string", "enum": ["yes", "no"]}))
         elif a == "demand":
             k = dp.seat
             acts.append(_act(a, deal={"type": "string", "enum": _labels(k, len(dp.issues[k]["options"]))}))
@@ -67,18 +68,21 @@ def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must
 # %% ../../nbs/09_llm_grammar.ipynb #dae60134
 def phase_states()->dict:
     "One real state per phase of every kind of game, with the seat that acts and its decision point (examples and tests)."
-    g = generate_game(40000); s = new_episode(g, 0, max_turns=2)
+    g = generate_game(40000)
+    s = new_episode(g, 0, max_turns=2)
     out = {"open": (s, 0, decision_point(s, current_seats(s)[0]))}
     s = new_episode(g, 0, max_turns=2)
     apply_action(s, current_seats(s)[0], {"action": {"atype": "propose", "deal": "A1 B1 C1 D1 E1"}})
-    seat = current_seats(s)[0]; apply_action(s, seat, {"action": {"atype": "propose", "deal": "A2 B2 C2 D2 E2"}})
+    seat = current_seats(s)[0]
+    apply_action(s, seat, {"action": {"atype": "propose", "deal": "A2 B2 C2 D2 E2"}})
     out["turn"] = (s, current_seats(s)[0], decision_point(s, current_seats(s)[0]))
     s = copy.deepcopy(s)
     while s.phase != "vote": apply_action(s, current_seats(s)[0], {"action": {"atype": "pass"}})
     out["vote"] = (s, current_seats(s)[0], decision_point(s, current_seats(s)[0]))
     u = new_episode(ultimatum_game(), 0)
     out["ultimatum-propose"] = (u, current_seats(u)[0], decision_point(u, current_seats(u)[0]))
-    u = new_episode(ultimatum_game(), 0); apply_action(u, current_seats(u)[0], {"action": {"atype": "propose", "deal": "A7"}})
+    u = new_episode(ultimatum_game(), 0)
+    apply_action(u, current_seats(u)[0], {"action": {"atype": "propose", "deal": "A7"}})
     out["ultimatum-respond"] = (u, current_seats(u)[0], decision_point(u, current_seats(u)[0]))
     d = new_episode(divide_dollar_game(), 0)
     out["demand"] = (d, 1, decision_point(d, 1))

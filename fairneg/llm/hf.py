@@ -25,7 +25,8 @@ def constrain_mode(constrain=None)->str:
     "`legal` or `none` from a `constrain` option (a name, a bool, or None: `none`)."
     if constrain in (None, "auto"): return "none"
     if constrain is True or constrain is False: return "legal" if constrain else "none"
-    if constrain not in CONSTRAIN: raise BadValue(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
+    if constrain not in CONSTRAIN:
+        raise BadValue(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
     return constrain
 
 # %% ../../nbs/09_llm_hf.ipynb #df0e06eb
@@ -42,9 +43,12 @@ def count_call(stats:dict, prompts:list, answers:list, t0:float,
                cached:int=0, # prompt tokens served from a prefix cache (not computed)
               ):
     "Add one `act_batch` call (its rows, tokens read and computed, and time since `t0`) to a policy's statistics."
-    stats["calls"] += 1; stats["rows"] += len(answers); stats["act_s"] += time.perf_counter() - t0
+    stats["calls"] += 1
+    stats["rows"] += len(answers)
+    stats["act_s"] += time.perf_counter() - t0
     stats["prompt_tokens_cached"] += int(cached)
-    stats["prompt_tokens"] += sum(map(len, prompts)); stats["completion_tokens"] += sum(a["n_completion_tokens"] for a in answers)
+    stats["prompt_tokens"] += sum(map(len, prompts))
+    stats["completion_tokens"] += sum(a["n_completion_tokens"] for a in answers)
 
 # %% ../../nbs/09_llm_hf.ipynb #8ca1b415
 class HFPolicy:

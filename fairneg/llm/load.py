@@ -115,7 +115,8 @@ def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
     from transformers import Qwen3ForCausalLM
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        with torch.device(device): m = Qwen3ForCausalLM._from_config(qwen3_config(tok, shape), dtype=getattr(torch, dtype))
+        with torch.device(device):
+            m = Qwen3ForCausalLM._from_config(qwen3_config(tok, shape), dtype=getattr(torch, dtype))
     m.generation_config.eos_token_id, m.generation_config.pad_token_id = tok.eos_token_id, tok.pad_token_id
     m.generation_config.bos_token_id = None
     return m
@@ -165,7 +166,8 @@ def standin_model(out, # folder to write (reused when it already holds the model
     if (out / "config.json").exists() and (out / "tokenizer.json").exists(): return out
     dims = standin_shape(shape, hidden, layers)
     tok = train_tokenizer(_standin_corpus(), vocab_size=vocab_size)
-    make_model(tok, dims, seed, dtype, device).save_pretrained(out); tok.save_pretrained(out)
+    make_model(tok, dims, seed, dtype, device).save_pretrained(out)
+    tok.save_pretrained(out)
     return out
 
 # %% ../../nbs/09_llm_load.ipynb #82beefe9

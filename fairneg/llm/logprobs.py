@@ -117,7 +117,8 @@ def prefix_groups(seqs:list, # token ids per sequence
     out, j = [], len(o)
     while j:
         g = o[cut[j]:j]
-        out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1:j]) if len(g) > 1 else 0, g)); j = cut[j]
+        out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1:j]) if len(g) > 1 else 0, g))
+        j = cut[j]
     return out[::-1]
 
 # %% ../../nbs/09_llm_logprobs.ipynb #918b127f

@@ -22,7 +22,8 @@ def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
     for i, s in enumerate(seqs):
         if len(s):
             cols = slice(L - len(s), L) if left else slice(0, len(s))
-            ids[i, cols] = torch.as_tensor(s, dtype=torch.long); mask[i, cols] = 1
+            ids[i, cols] = torch.as_tensor(s, dtype=torch.long)
+            mask[i, cols] = 1
     return ids, mask
 
 # %% ../../nbs/09_llm_sampling.ipynb #a2b2d6a1
@@ -147,7 +148,8 @@ class _Rows:
         "Append each live row's sampled token and its log-prob; end the rows that finished or reached their cap."
         for i, t in enumerate(tokens):
             if not self.live[i]: continue
-            self.out[i].append(t); self.lps[i].append(logprobs[i])
+            self.out[i].append(t)
+            self.lps[i].append(logprobs[i])
             m = matchers[i]
             if m is not None and not m.accept_token(t): raise RuntimeError(f"the grammar rejected sampled token {t}")
             if (m.is_terminated() if m is not None else t in self.eos): self.live[i] = False
@@ -169,7 +171,8 @@ def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dic
         torch.compiler.cudagraph_mark_step_begin()
     kw = {cache_kw: cache, **({"logits_to_keep": 1} if keep else {}), **extra}
     logits = model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **kw).logits[:, -1].float()
-    if graphed: logits = logits.clone()                                   # the next replay overwrites the graph's output
+    if graphed:
+        logits = logits.clone()                                   # the next replay overwrites the graph's output
     stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
     stats["steps"] = stats.get("steps", 0) + 1
     return logits
@@ -204,7 +207,8 @@ def decode_rows(step, # `step(nxt)`: the next logits (float32, `[B, V]`) after t
     t, nxt = 0, None
     while any(rows.live):
         logits = step(nxt)
-        check_logits(logits, rows.live, t); t += 1
+        check_logits(logits, rows.live, t)
+        t += 1
         no_mass_past(logits, vocab)
         if temperature > 0: logits = logits / temperature
         gram.mask(logits, rows.live)
@@ -274,8 +278,11 @@ def static_cache(model, B:int, L:int):
     from transformers import StaticCache
     kept = model.__dict__.setdefault("_fairneg_static", {})                # width -> (columns, cache)
     n, c = kept.pop(B, (0, None))
-    if n >= L: c.reset()                                                   # reset: also after a forward that failed midway
-    else: c = None; n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)   # the old one freed before the new
+    if n >= L:
+        c.reset()                                                   # reset: also after a forward that failed midway
+    else:
+        c = None
+        n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)   # the old one freed before the new
     kept[B] = (n, c)                                                       # the most recent last
     while len(kept) > 2: kept.pop(next(iter(kept)))
     return n, c
@@ -309,15 +316,19 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     P = x.shape[1]
     L = bucket(P + max(max_new, default=0), 256)                           # the cache's columns
     L, cache = static_cache(model, W, L)                                   # a longer kept cache serves as it is
-    mask = torch.zeros((W, L), dtype=torch.long, device=dev); mask[:, :P] = m
+    mask = torch.zeros((W, L), dtype=torch.long, device=dev)
+    mask[:, :P] = m
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
     gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B), vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
     stats, fwd, st = stats if stats is not None else {}, graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
     cache_kw, keep = _forward_params(type(_base(model)))
     def step(nxt):                                                         # the prompt's forward (uncompiled), then the steps
-        if nxt is None: return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats, cache_position=torch.arange(P, device=dev))
-        mask[:, st["col"]] = 1; st["pos"] = st["pos"][:, -1:] + 1
-        cp = torch.tensor([st["col"]], device=dev); st["col"] += 1
+        if nxt is None:
+            return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats, cache_position=torch.arange(P, device=dev))
+        mask[:, st["col"]] = 1
+        st["pos"] = st["pos"][:, -1:] + 1
+        cp = torch.tensor([st["col"]], device=dev)
+        st["col"] += 1
         return _forward_last(fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed, cache_position=cp)
     with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
     return rows.results()[:B]

@@ -73,8 +73,10 @@ def engine_kwargs(path:str, # the model folder
     "The `vllm.LLM` arguments a `VLLMPolicy` starts its engine with."
     has = (lambda k: True) if fields is None else fields.__contains__
     kw = dict(model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0, enable_prefix_caching=bool(prefix_caching))
-    if has("logprobs_mode"): kw["logprobs_mode"] = "processed_logprobs"          # after temperature and masks, as HFPolicy
-    if has("structured_outputs_config"): kw["structured_outputs_config"] = {"backend": "xgrammar"}   # the trainer's replay engine
+    if has("logprobs_mode"):
+        kw["logprobs_mode"] = "processed_logprobs"          # after temperature and masks, as HFPolicy
+    if has("structured_outputs_config"):
+        kw["structured_outputs_config"] = {"backend": "xgrammar"}   # the trainer's replay engine
     if on_cpu: kw.update(max_num_batched_tokens=CPU_BATCHED_TOKENS, gpu_memory_utilization=CPU_MEMORY_SHARE,
                          block_size=CPU_BLOCK_SIZE, dtype=CPU_DTYPE)
     elif gpu_memory is not None: kw["gpu_memory_utilization"] = gpu_memory
@@ -102,7 +104,8 @@ class VLLMPolicy:
         require_vllm("VLLMPolicy")
         from vllm import LLM
         from vllm.engine.arg_utils import EngineArgs
-        self.spec = str(model); self.name = name or self.spec
+        self.spec = str(model)
+        self.name = name or self.spec
         self.constrain = constrain_mode(constrain)
         if self.constrain == "legal": check_xgrammar()     # before the engine starts, not when it dies
         self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,

@@ -258,7 +258,9 @@ def column_chunks(names:list, most:int=MATRIX_COLUMNS)->list[list]:
     size, extra = divmod(len(names), parts)
     out, k = [], 0
     for p in range(parts):
-        n = size + (p < extra); out.append(names[k:k + n]); k += n
+        n = size + (p < extra)
+        out.append(names[k:k + n])
+        k += n
     return out
 
 # %% ../../nbs/15_report_figures.ipynb #98cb31ec
@@ -638,7 +640,9 @@ def bank_table(run:Run)->object:
     rows = []
     for name, d in run.banks.items():
         try: m = read_manifest(d)
-        except (GameError, OSError, ValueError) as e: rows.append(dict(bank=name, games=None, note=f"unreadable: {e}")); continue
+        except (GameError, OSError, ValueError) as e:
+            rows.append(dict(bank=name, games=None, note=f"unreadable: {e}"))
+            continue
         spreads = [r["nnw_spread"] for r in m if r.get("nnw_spread") is not None]
         guard = d / GUARD
         rows.append(dict(bank=name, games=len(m), modes=", ".join(sorted({str(r.get("info_mode")) for r in m})),

@@ -46,8 +46,10 @@ def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
     s = f"{ck} on {condition}: " + ("; ".join(moved) + " moved" if moved else "no key endpoint moved")
     if still and moved: s += f"; {', '.join(still)} did not"
     if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
-    if undefined: s += f"; {', '.join(undefined)} undefined ({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
-    if "deal" in rows and rows["deal"].verdict == "unfavourable": s += "; a closure collapse (fewer deals, the interval below zero)"
+    if undefined:
+        s += f"; {', '.join(undefined)} undefined ({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
+    if "deal" in rows and rows["deal"].verdict == "unfavourable":
+        s += "; a closure collapse (fewer deals, the interval below zero)"
     return s + "."
 
 # %% ../../nbs/15_report_narrative.ipynb #aeba41c4
@@ -69,7 +71,9 @@ def _dpo_sentences(run:Run)->list[str]:
     "Per DPO arm: trained on how many effective pairs, or why not."
     last, out = last_dpo_steps(run), []
     for o in run.dpo:
-        if not o.get("trained"): out.append(f"{o['arm']} was not trained: {o.get('reason', 'no reason recorded')}."); continue
+        if not o.get("trained"):
+            out.append(f"{o['arm']} was not trained: {o.get('reason', 'no reason recorded')}.")
+            continue
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else None
         out.append(f"{o['arm']} trained" + (f" {int(r['step'])} steps on {int(r['pairs_available'])} pairs "
                                            f"({r['pairs_effective']:.1f} effective under its draw weights)" if r is not None else "") + ".")

@@ -33,7 +33,8 @@ OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 def venv_kernel(name:str="python3"):
     "While inside, the kernel spec `name` starts `sys.executable` (a spec first on JUPYTER_PATH); yields the name."
     with tempfile.TemporaryDirectory(prefix="fairneg-kernel-") as d:
-        k = Path(d) / "kernels" / name; k.mkdir(parents=True)
+        k = Path(d) / "kernels" / name
+        k.mkdir(parents=True)
         (k / "kernel.json").write_text(json.dumps(dict(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                                                              "--IPKernelApp.log_level=CRITICAL"],
                                                        display_name=f"Python ({sys.executable})", language="python")))
@@ -56,7 +57,8 @@ def check_self_contained(html:str)->str:
     "The page, or a `ReportError` when it loads anything from outside itself."
     for pat, what in _EXTERNAL:
         m = pat.search(html)
-        if m: raise ReportError(f"the report is not self-contained: it holds {what} ({html[m.start():m.start() + 120]!r})")
+        if m:
+            raise ReportError(f"the report is not self-contained: it holds {what} ({html[m.start():m.start() + 120]!r})")
     return html
 
 # %% ../../nbs/15_report_render.ipynb #09a97cd2
@@ -70,7 +72,8 @@ def notebook_html(nb, # an executed notebook (path or node)
     nb.cells = [c for c in nb.cells if not (c.cell_type == "raw" and c.source.lstrip().startswith("---"))
                 and SKIP_TAG not in c.metadata.get("tags", [])]
     for c in nb.cells:
-        if c.cell_type == "code": c.outputs = [o for o in c.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")]
+        if c.cell_type == "code":
+            c.outputs = [o for o in c.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")]
     if title: nb.metadata["title"] = title
     exp = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"fairneg-report.html.j2": OFFLINE_TEMPLATE})],
                        template_file="fairneg-report.html.j2", exclude_input=True, exclude_input_prompt=True,
@@ -90,11 +93,13 @@ def render_report(run_dir, # the run directory (see `LAYOUT`)
                   )->Path:
     "Execute the report notebook on a run directory with papermill and write it as a self-contained HTML page."
     import papermill as pm
-    run_dir = Path(run_dir); check_run_dir(run_dir)            # before the notebook starts: a folder that is not a run
+    run_dir = Path(run_dir)
+    check_run_dir(run_dir)            # before the notebook starts: a folder that is not a run
     out = Path(out) if out else Path("reports") / f"{run_dir.resolve().name}.html"
     if out.suffix != ".html": raise ReportError(f"--out {out}: expected a .html file")
     nb = Path(notebook) if notebook else REPORT_NOTEBOOK
-    if not nb.is_file(): raise ReportError(f"{nb}: no report notebook there (it ships with the source checkout: nbs/report.ipynb)")
+    if not nb.is_file():
+        raise ReportError(f"{nb}: no report notebook there (it ships with the source checkout: nbs/report.ipynb)")
     title = title or run_dir.resolve().name
     params = dict(run_dir=str(run_dir.resolve()), title=title, mode=check_mode(mode), **(parameters or {}))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,8 @@ def _steps_frame(paths:list):
         rows += [{**r, "arm": r.get("arm") or arm or "arm"} for r in rs]
     if not rows: return None
     df = pd.DataFrame(rows)
-    if "step" not in df: raise ReportError(f"{', '.join(map(str, paths))}: rows without `step` (not training_steps.jsonl of fairneg train)")
+    if "step" not in df:
+        raise ReportError(f"{', '.join(map(str, paths))}: rows without `step` (not training_steps.jsonl of fairneg train)")
     arms = list(dict.fromkeys(df["arm"]))
     df["arm"] = pd.Categorical(df["arm"], categories=arms, ordered=True)
     return df.drop_duplicates(["arm", "step"], keep="last").sort_values(["arm", "step"]).reset_index(drop=True)
@@ -79,7 +80,8 @@ def _steps_frame(paths:list):
 def _segments_frame(paths:list):
     "Every arm's training sessions, one row each (see `fairneg.adapters.read_segments`), the arm named by its folder."
     import pandas as pd
-    try: rows = [{"arm": p.parent.name if p.parent.name != "train" else "arm", **s} for p in paths for s in read_segments(p.parent)]
+    try:
+        rows = [{"arm": p.parent.name if p.parent.name != "train" else "arm", **s} for p in paths for s in read_segments(p.parent)]
     except ReadError as e: raise ReportError(str(e)) from None
     return pd.DataFrame(rows) if rows else None
 
@@ -149,7 +151,8 @@ def games(self:Run)->dict:
         for d in self.banks.values():
             with contextlib.suppress(GameError, OSError, ValueError):
                 for g in bank_games(d): gs.setdefault(g.name, g)
-        for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]: gs.setdefault(g.name, g)
+        for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]:
+            gs.setdefault(g.name, g)
         self._cache["games"] = gs
     return self._cache["games"]
 

@@ -230,7 +230,8 @@ def dpo_pair_table(run:Run, target:str="dpo_fairness_private", control:str="dpo_
     import pandas as pd
     cks = dpo_checkpoints(run)
     miss = [a for a in (target, control) if a not in cks]
-    if miss: raise ReportError(f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: {', '.join(cks) or 'none'})")
+    if miss:
+        raise ReportError(f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: {', '.join(cks) or 'none'})")
     c = run.contrasts[run.contrasts.condition == condition]
     vs_base = {a: {r.endpoint: r._asdict() for r in c[c.checkpoint == cks[a]].itertuples(index=False)} for a in (target, control)}
     diff = checkpoint_contrast(run, cks[target], cks[control], condition, endpoints, B)["endpoints"]
@@ -259,7 +260,8 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
     def build():
         st = struck_frame(run, condition, checkpoints)
         name = game or pick_game(st)
-        if name not in run.games(): raise ReportError(f"game `{name}` is in none of the run's banks nor the shipped games")
+        if name not in run.games():
+            raise ReportError(f"game `{name}` is in none of the run's banks nor the shipped games")
         geo = solve(run.games()[name])
         i, j = parties
         if max(i, j) >= geo.game.n: raise ReportError(f"{name} has {geo.game.n} parties; parties {i}, {j} do not exist")
@@ -277,7 +279,8 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
         st = struck_frame(run, condition, checkpoints)
         names = list(dict.fromkeys(st.instance_id))
         unknown = [n for n in names if n not in run.games()]
-        if unknown: raise ReportError(f"games {', '.join(unknown[:3])} are in none of the run's banks nor the shipped games")
+        if unknown:
+            raise ReportError(f"games {', '.join(unknown[:3])} are in none of the run's banks nor the shipped games")
         rows = [dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy) for r in st.itertuples()]
         ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st), colors=run_policy_colors(run, st.policy))
         bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
