@@ -12,7 +12,7 @@ from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy, needs_gpu
 from .rollout import run_cell, run_tournament, soundness
-from .settings import play_settings
+from .settings import PlaySettings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
 from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
@@ -157,6 +157,11 @@ def _model_kw(params:dict)->dict:
     return dict(max_new_tokens=c.max_new_tokens, scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
                 **({"thinking": True} if c.thinking else {}))     # off is the policies' default (and what cell records hold)
 
+# %% ../nbs/16_pilot.ipynb #5d54b845
+def _train_play(params:dict)->PlaySettings:
+    "How the arms' episodes are played (the `train:` section's context, framing and deadline): the untrained model's too."
+    return make_config(params, lam=0.0).play
+
 # %% ../nbs/16_pilot.ipynb #3a77939d
 def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
                     job:JobConfig|None=None, # `--submit`: the campaigns run as one job
@@ -167,7 +172,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         shutil.rmtree(run / "soundness", ignore_errors=True)   # an interrupted (or forced) stage starts over: cells are never doubled
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
-        kw = dict(play=play_settings(max_turns=get(params, "train.max_turns")), progress=progress)
+        kw = dict(play=_train_play(params), progress=progress)
         rat = run_tournament(games, "bayes_rational", seeds, out=run / "soundness" / "rational", experiment_name="pilot_soundness_rational", **kw)
         pol = make_policy(model, name="llm", **_model_kw(params))
         llm = run_tournament(games, "llm", seeds, out=run / "soundness" / "llm", experiment_name="pilot_soundness_llm",
@@ -277,7 +282,7 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
         played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
                           experiment_name="pilot_pairs_base", extra_policies={"llm": make_policy(model, name="llm", **kw)},
                           progress=progress, cell=dict(model=model, model_thinking="on" if kw.get("thinking") else "off", max_new_tokens=kw["max_new_tokens"]),
-                          play=play_settings(max_turns=get(params, "train.max_turns")))
+                          play=_train_play(params))
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
         write_jsonl(out / "pairs.jsonl", ann["rows"])
