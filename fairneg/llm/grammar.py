@@ -10,8 +10,8 @@ from ..game import option_label, generate_game, ultimatum_game, divide_dollar_ga
 from ..protocol import DecisionPoint, new_episode, current_seats, as_decision_point, decision_point, apply_action
 
 # %% auto #0
-__all__ = ['NULL', 'deal_schema', 'text_schema', 'legal_action_schema', 'phase_states', 'grammar_text', 'compiled_ebnf',
-           'compiled_grammar', 'constrained_masks']
+__all__ = ['NULL', 'SCRATCHPAD_CHARS', 'MESSAGE_CHARS', 'deal_schema', 'text_schema', 'legal_action_schema', 'phase_states',
+           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks']
 
 # %% ../../nbs/09_llm_grammar.ipynb #86799b2f
 def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
@@ -41,10 +41,13 @@ def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None
     props = {"atype": {"const": atype}, "offer_id": offer_id or NULL, "deal": deal or NULL, "vote": vote or NULL}
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
+# %% ../../nbs/09_llm_grammar.ipynb #456e8f17
+SCRATCHPAD_CHARS, MESSAGE_CHARS = 256, 160   # a model seat's longest scratchpad and public message under the constraint (defaults)
+
 # %% ../../nbs/09_llm_grammar.ipynb #eba70baf
 def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must act
-                        scratchpad_chars:int=256, # longest scratchpad
-                        message_chars:int=160, # longest public message
+                        scratchpad_chars:int=SCRATCHPAD_CHARS, # longest scratchpad
+                        message_chars:int=MESSAGE_CHARS, # longest public message
                         enum_max:int=64, # deals are an enum up to this many, else a pattern
                        )->dict:
     "JSON schema of the answers `{scratchpad, message, action}` whose action is legal at the decision point."

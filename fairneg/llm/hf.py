@@ -13,7 +13,7 @@ from ..commands import BadValue
 from .load import _device, load_model, stop_ids, vocab_size
 from .chat import encode_request
 from .sampling import ContextLimitError, NonFiniteLogitsError, check_context, context_limit, decode_mode, release_decode_caches, sample_batch
-from .grammar import _schema_str, compiled_grammar, legal_action_schema
+from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
 
 # %% auto #0
 __all__ = ['CONSTRAIN', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy']
@@ -63,7 +63,7 @@ class HFPolicy:
                  batch_size:int=16, # rows per decoding batch (the whole request list runs in chunks)
                  thinking:bool=False, # Qwen3 `enable_thinking` (off under the constraint)
                  constrain:str|None=None, # `legal` or `none` (None: `none`)
-                 scratchpad_chars:int=256, message_chars:int=160, # field lengths under the constraint
+                 scratchpad_chars:int=SCRATCHPAD_CHARS, message_chars:int=MESSAGE_CHARS, # field lengths under the constraint
                  kv_reuse:bool=True, # conversation context: keep each live seat's keys and values between its turns
                  kv_cache_tokens:int=262144, # at most this many cached tokens in all (the oldest seats' caches go first)
                  decode:str="auto", # `dynamic`, `static` or `graphed` (see `sample_static`); `auto`: graphed on a GPU, dynamic on a CPU

