@@ -9,6 +9,7 @@ import numpy as np
 from fastcore.basics import patch
 from .game import Game, deal_label, generate_game, option_label
 from .metrics import outcome_z
+from .settings import PlaySettings
 from .protocol import (protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point, find_offer, is_done,
                               new_episode, outcome)
 from .prompts import prompt
@@ -26,7 +27,7 @@ class NegotiationEnv(AECEnv):
     "PettingZoo AEC environment over the protocol engine, with text (raw answers) or discrete actions."
     metadata = {"name": "fairneg_negotiation_v0", "render_modes": ["ansi"], "is_parallelizable": False}
 
-    def __init__(self, game:Game|None=None, action_mode:str="text", framing:str="table", info_mode:str|None=None,
+    def __init__(self, game:Game|None=None, action_mode:str="text", framing:str=PlaySettings.framing, info_mode:str|None=None,
                  max_turns:int|None=None, turn_max_tokens:int|None=None, render_mode:str|None=None, max_answer_chars:int=4096):
         super().__init__()
         if action_mode not in ("text", "discrete"): raise ValueError(f"unknown action_mode `{action_mode}`")

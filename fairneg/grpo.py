@@ -108,8 +108,8 @@ class _Rollout(_Objective):
     scratchpad_chars: int = 64          # longest scratchpad under the constraint (short answers train faster)
     message_chars: int = 64             # longest public message under the constraint
     thinking: bool = False              # Qwen3 enable_thinking
-    framing: str = "table"              # prompt framing
-    context: str = "window"             # what a seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own protocol_version)
+    framing: str = PlaySettings.framing # prompt framing
+    context: str = PlaySettings.context # what a seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own protocol_version)
     max_turns: int | None = None        # override the protocol deadline (shorter episodes on a CPU)
     backend: str = "hf"                 # rollouts on `hf` (transformers) or `vllm`
     vllm_gpu_memory: float = 0.45       # share of the GPU vLLM may take (the trainer needs the rest)

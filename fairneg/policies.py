@@ -215,10 +215,10 @@ class PlayConfig:
     model_thinking: str = "off"       # thinking mode of --model: on or off
     constrain: str|None = None        # constrained decoding of the LLM seats: legal or none (default: legal for tiny models, none for real ones)
     turn_max_tokens: int|None = None  # raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`)
-    framing: str = "table"            # prompt framing: table or prose
+    framing: str = PlaySettings.framing  # prompt framing: table or prose
     info_mode: str|None = None        # override the games' information mode (full or private)
     max_turns: int|None = None        # override the deadline (turns after the opening)
-    context: str = "window"           # the LLM seats' context: `window` (a fresh prompt per turn) or `conversation` (one growing chat; protocol `...-conv-v1`)
+    context: str = PlaySettings.context  # the LLM seats' context: `window` (a fresh prompt per turn) or `conversation` (one growing chat; protocol `...-conv-v1`)
     progress: bool = True             # show a progress bar
 
     def __post_init__(self): _check_play_config(self)
@@ -315,9 +315,9 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
              width:Annotated[int, typer.Option(help="Episodes live at once.")]=16,
              temperature:Annotated[float, typer.Option(help="Sampling temperature.")]=1.0,
              max_turns:Annotated[Optional[int], typer.Option(help="Table protocol: turns after the opening (default 4n).")]=None,
-             framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]="table",
+             framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]=PlaySettings.framing,
              agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all",
-             context:Annotated[str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]="window"):
+             context:Annotated[str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]=PlaySettings.context):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
     games = bank_games(bank)                       # a bad bank or value is refused before the model loads
     for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width), ("--batch-size", batch_size),

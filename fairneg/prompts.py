@@ -8,7 +8,7 @@ import re
 from .game import Game, issue_letter, issue_index, label_option, label_options
 from .answers import ANSWER_FORMAT
 from .protocol import State, DecisionPoint, decision_point, vote_form, protocol_kind
-from .settings import FRAMINGS, check_choice
+from .settings import FRAMINGS, PlaySettings, check_choice
 
 # %% auto #0
 __all__ = ['render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
@@ -278,13 +278,13 @@ def _move_line(dp)->str:
     return "Your move: " + " | ".join(opts) + "."
 
 # %% ../nbs/06_prompts.ipynb #b5dd7b50
-def render_prompt(dp:DecisionPoint, framing:str="table", game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
+def render_prompt(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
     "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
     return [{"role": "system", "content": system_text(dp, framing, game)},
             {"role": "user", "content": _user_text(dp, history_window, show_values)}]
 
 # %% ../nbs/06_prompts.ipynb #2c8a7ac6
-def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str:
+def system_text(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None)->str:
     "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
     check_choice("framing", framing, FRAMINGS)
     key = (dp.game_ref["game_sha"], dp.seat, framing, dp.info_mode, dp.protocol_version)
@@ -295,7 +295,7 @@ def system_text(dp:DecisionPoint, framing:str="table", game:Game|None=None)->str
     return system
 
 # %% ../nbs/06_prompts.ipynb #e2f46c19
-def prompt(s:State, seat:int, framing:str="table", **kw)->list:
+def prompt(s:State, seat:int, framing:str=PlaySettings.framing, **kw)->list:
     "Chat messages for `seat` at the current state."
     return render_prompt(decision_point(s, seat), framing, s.game, **kw)
 
@@ -317,7 +317,7 @@ def conversation_text(dp:DecisionPoint, show_values:bool=False)->str:
     return _user_text(dp, show_values=show_values, since=last_turn_index(dp))
 
 # %% ../nbs/06_prompts.ipynb #044a8bab
-def render_conversation(dp:DecisionPoint, framing:str="table", game:Game|None=None,
+def render_conversation(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None,
                         history:list|None=None, # the seat's conversation so far (None or []: it starts with the system message)
                         show_values:bool=False)->list:
     "Chat messages of a seat's turn in the conversation context: its conversation so far plus this turn's user message."

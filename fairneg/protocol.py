@@ -13,7 +13,7 @@ from .game import (
     PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 from .commands import BadValue
-from .settings import CONTEXTS, play_settings
+from .settings import CONTEXTS, PlaySettings, play_settings
 
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'KINDS', 'TABLE', 'ULTIMATUM', 'DIVIDE_DOLLAR',
@@ -106,7 +106,7 @@ class Protocol:
     max_turns: int     # turns after the opening where the kind has a deadline; 0 for the other kinds
     turn_tokens: int   # generation cap of an action turn
     vote_tokens: int   # generation cap of a forced-final vote turn
-    context: str = "window"   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
+    context: str = PlaySettings.context   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
 # %% ../nbs/05_protocol.ipynb #53c849a8
 def version_context(version:str)->str:

@@ -44,7 +44,7 @@ class TurnRequest:
     game: Game               # the game (information-leaky agents read every sheet)
     seed: int                # per-turn sampling seed
     budget: int              # token cap of this turn
-    framing: str = "table"   # prompt framing
+    framing: str = PlaySettings.framing   # prompt framing
     messages: list | None = None   # conversation context: the seat's chat so far, ending with this turn's user message
     prev_ids: list | None = None   # conversation context: the ids of the seat's last turn (prompt + sampled), same policy
 
@@ -415,7 +415,7 @@ RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
 LLM_SEAT_ALIASES = ("llm", "model")   # `--seats` names for the seats `--model` takes
 
 def view_ref(messages:list, # chat messages, as `render_prompt` returns them
-             framing:str="table", # the framing they were rendered in
+             framing:str=PlaySettings.framing, # the framing they were rendered in
             )->str:
     "A short reference to a rendered prompt: `<framing>:<16 hex digits of the SHA-256 of the messages>`."
     blob = json.dumps(messages, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
