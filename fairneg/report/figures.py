@@ -615,7 +615,8 @@ def gate_table(gate:dict):
     rows = [dict(checkpoint=ck, verdict=v["verdict"], clause=c["id"], condition=c["condition"], endpoint=c["endpoint"],
                  require=c["require"], status=c["status"], reason=c["reason"])
             for ck, v in gate["checkpoints"].items() for c in v["clauses"]]
-    return _styled(pd.DataFrame(rows), ["verdict", "status"], f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
+    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "status", "reason"]   # also when no checkpoint was judged
+    return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"], f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
                    left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])
 
 # %% ../../nbs/15_report_figures.ipynb #a0dc4278
