@@ -21,7 +21,7 @@ from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm
 from .commands import config_section, unknown_names, key_values
 from .report import render_report
-from .store import load_config, read_yaml, write_jsonl, write_json, file_sha256
+from .store import load_config, read_params, write_jsonl, write_json, file_sha256
 
 # %% auto #0
 __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
@@ -68,7 +68,7 @@ def check_params(p:dict, src:str):
 # %% ../nbs/16_pilot.ipynb #ddcb1658
 def load_params(path)->dict:
     "Read a YAML parameters file, checked (`check_params`); remember where it came from under `_source`."
-    p = read_yaml(path, ParamsError)
+    p = read_params(path, ParamsError)
     if not isinstance(p, dict): raise ParamsError(f"{path}: must hold a mapping of sections")
     check_params(p, str(path))
     return {**p, "_source": str(path)}

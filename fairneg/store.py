@@ -18,7 +18,7 @@ __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STE
            'STEP_MEASURED', 'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text',
            'json_text', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys',
            'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder',
-           'file_sha256', 'read_yaml', 'params_mapping', 'load_config', 'step_row', 'step_differences']
+           'file_sha256', 'read_yaml', 'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
 
 # %% ../nbs/02_store.ipynb #5d5f7009
 EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -205,6 +205,28 @@ def read_yaml(path, error:type=ReadError):
     try: return yaml.safe_load(text)
     except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
 
+# %% ../nbs/02_store.ipynb #07c7282b
+def read_params(path, # a YAML parameters file
+                error:type=ReadError, # the error class for a file that cannot be read, or a bad `extends`
+                _seen:tuple=(), # the files extending this one (a cycle is an error)
+               )->dict:
+    "A parameters file's sections: those of the files its `extends:` names first, each replaced whole by the file's own."
+    p = read_yaml(path, error)
+    if not isinstance(p, dict) or "extends" not in p: return p
+    p, bases = dict(p), p["extends"]
+    del p["extends"]
+    bases = [bases] if isinstance(bases, str) else bases
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise error(f"{path}: `extends` must name a parameters file or a list of them, got {bases!r}")
+    out, here = {}, Path(path).resolve()
+    for b in bases:
+        f = Path(path).parent / b
+        if f.resolve() in _seen + (here,): raise error(f"{path}: `extends: {b}` comes back to {f}: a cycle")
+        base = read_params(f, error, _seen + (here,))
+        if not isinstance(base, dict): raise error(f"{f}: must hold a mapping of sections (extended by {path})")
+        out.update(base)
+    return {**out, **p}
+
 # %% ../nbs/02_store.ipynb #f5467caf
 def params_mapping(params, # a YAML parameter file, or a parameter set already read (its file's name under `_source`)
                    error:type=ReadError, # the error class for a file that cannot be read
@@ -213,7 +235,7 @@ def params_mapping(params, # a YAML parameter file, or a parameter set already r
     if isinstance(params, dict):
         d = dict(params)
         return d, str(d.pop("_source", "parameters"))
-    return read_yaml(params, error) or {}, str(params)
+    return read_params(params, error) or {}, str(params)
 
 # %% ../nbs/02_store.ipynb #6c2be008
 def load_config(cls, # the config dataclass
