@@ -14,8 +14,8 @@ from .store import append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['SLURM_ALIVE', 'JobError', 'submitit_module', 'JobConfig', 'job_params', 'read_squeue', 'slurm_states', 'last_jobs',
-           'running_jobs', 'submit_job', 'job_error', 'wait_jobs', 'live_job', 'slurm_watch', 'run_as_job',
-           'StopSignals', 'end_job']
+           'running_jobs', 'submit_job', 'job_error', 'wait_jobs', 'still_alive', 'live_job', 'slurm_watch',
+           'run_as_job', 'StopSignals', 'end_job']
 
 # %% ../nbs/12_jobs.ipynb #b6b02a09
 @user_error
@@ -164,16 +164,23 @@ def wait_jobs(jobs:list, # (name, submitit job) pairs
     return results, failed
 
 # %% ../nbs/12_jobs.ipynb #f2602337
+def still_alive(name:str, # what the job works on, as the lines name it
+                row:dict, state:str, # its record row and the state Slurm gives it (`running_jobs`)
+                echo:Callable=print, # where the line goes
+                folder=None, # submitit's folder when the row does not name one (rows of early launches)
+               )->object:
+    "The submitit handle of a recorded Slurm job that has not ended, said: it is waited for, never submitted again."
+    j = submitit_module().SlurmJob(folder=row.get("folder") or folder, job_id=row["job_id"])
+    echo(f"[{name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})")
+    return j
+
 def live_job(record, key:str, name:str, # as `running_jobs`: the record, its key field, the name looked for
              echo:Callable=print, # where the line that it is waited for goes
              states:Callable=slurm_states, # job ids -> {job id: state}
             )->object|None:
     "The submitit handle of `name`'s last Slurm job in `record` while it is queued or running (said), else None."
     running = running_jobs(record, key, states)
-    if name not in running: return None
-    row, state = running[name]
-    echo(f"[{name}] job {row['job_id']} still {state.lower()}: waiting for it (logs: {row['log']})")
-    return submitit_module().SlurmJob(folder=row["folder"], job_id=row["job_id"])
+    return still_alive(name, *running[name], echo) if name in running else None
 
 # %% ../nbs/12_jobs.ipynb #357bb252
 def slurm_watch(jobs:list)->Callable|None:
@@ -195,9 +202,9 @@ def run_as_job(name:str, # what the job does: its lines, its row's `name` in `re
     if j is None:
         ex = submitit_module().AutoExecutor(folder=str(Path(record).parent / "submitit"), cluster=job.cluster)
         j = submit_job(ex, name, fn, (), record, dict(name=name), dict(job_params(job, gpus, slurm), name=f"fairneg_{name}"), echo)
-    _, failed = wait_jobs([(name, j)], echo, slurm_watch([(name, j)]))
+    res, failed = wait_jobs([(name, j)], echo, slurm_watch([(name, j)]))
     if failed: raise JobError(failed[name])
-    return j.result()
+    return res[name]
 
 # %% ../nbs/12_jobs.ipynb #5a12cbd2
 class StopSignals:

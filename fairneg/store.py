@@ -213,8 +213,8 @@ def read_params(path, # a YAML parameters file
     "A parameters file's sections: those of the files its `extends:` names first, each replaced whole by the file's own."
     p = read_yaml(path, error)
     if not isinstance(p, dict) or "extends" not in p: return p
-    p, bases = dict(p), p["extends"]
-    del p["extends"]
+    p = dict(p)
+    bases = p.pop("extends")
     bases = [bases] if isinstance(bases, str) else bases
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
         raise error(f"{path}: `extends` must name a parameters file or a list of them, got {bases!r}")

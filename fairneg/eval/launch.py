@@ -6,7 +6,7 @@
 from __future__ import annotations
 from pathlib import Path
 from typing import Callable
-from ..jobs import (JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states, wait_jobs)
+from ..jobs import (JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states, still_alive, wait_jobs)
 from .cells import Cell, EvalError, side_episodes, side_done, condition_games, run_eval_cell
 
 # %% auto #0
@@ -95,10 +95,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
             done[c.name] = dict(cell=c.name, status="complete already")
             continue
         if c.name in queued:                        # its last job has not ended: never two jobs on one cell
-            row, state = queued[c.name]
-            j = submitit.SlurmJob(folder=row.get("folder") or ex.folder, job_id=row["job_id"])
-            jobs.append((c.name, j))
-            echo(f"[{c.name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})")
+            jobs.append((c.name, still_alive(c.name, *queued[c.name], echo, ex.folder)))
             continue
         jobs.append((c.name, _submit_cell(ex, c, root, params, len(jobs), echo)))
     res = _job_results(jobs, ex.cluster, wait, echo, grace)
