@@ -1,0 +1,149 @@
+"""Developer helper: how the chapters read (issue #36), and a line wrapper that changes only whitespace.
+
+    python tools/nbstyle.py report [nbs/X.ipynb ...]      # cells, definitions, examples right after, long lines
+    python tools/nbstyle.py untested nbs/X.ipynb         # public definitions with no example cell right after them
+    python tools/nbstyle.py wrap nbs/*.ipynb             # wrap code lines over 120 characters
+
+`wrap` breaks a long line after a comma, or before a comprehension's `for`/`if`, inside brackets, and aligns the
+continuation under the opening bracket (fastcore's style). Only whitespace between tokens changes, and each cell's
+syntax tree is checked unchanged before a break is kept. It leaves a line alone where no such break helps: long
+strings and docstrings, lines long for their comment, def-header lines carrying a comment (nbdev's docments reads
+them), and breaks that would leave a stub of a line or a continuation far to the right.
+"""
+import ast, glob, io, json, re, sys, tokenize
+from collections import Counter
+
+MAX = 120
+
+def cells(path):
+    "The notebook's code cells' sources."
+    return [''.join(c['source']) for c in json.load(open(path))['cells'] if c['cell_type'] == 'code']
+
+def is_export(src): return bool(re.match(r'\s*#\|\s*export', src))
+
+def blank_directives(src):
+    "The cell with `#|` directives and magics blanked, so it parses as Python with its line numbers kept."
+    return '\n'.join('' if l.lstrip().startswith(('#|', '%', '!')) else l for l in src.split('\n'))
+
+def definitions(src):
+    "Names of the top-level functions and classes a cell defines."
+    try: tree = ast.parse(blank_directives(src))
+    except SyntaxError: return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+def untested(path):
+    "(name, kind) of each definition whose cell is not followed directly by a non-export code cell."
+    out, srcs = [], [(c['cell_type'], ''.join(c['source'])) for c in json.load(open(path))['cells']]
+    code = [(i, s) for i, (t, s) in enumerate(srcs) if t == 'code']
+    for k, (i, s) in enumerate(code):
+        names = definitions(s) if is_export(s) else []
+        if not names: continue
+        kind = 'patched' if '@patch' in s else 'private' if names[0].startswith('_') else 'public'
+        nxt = code[k + 1][1] if k + 1 < len(code) else ''
+        if is_export(nxt) or not nxt.strip(): out.append((names[0], kind))
+    return out
+
+def report(paths):
+    "Print the figures #36 counts, over the given chapters."
+    ex = [s for p in paths for s in cells(p) if is_export(s) and definitions(s)]
+    print(f"export cells with a definition: {len(ex)}, {sum(len(s.splitlines()) for s in ex) / max(len(ex), 1):.1f} lines"
+          f" on average, {sum(len(definitions(s)) > 1 for s in ex)} with several definitions")
+    tot = Counter(('patched' if '@patch' in s else 'private' if definitions(s)[0].startswith('_') else 'public')
+                  for s in ex)
+    miss = Counter(k for p in paths for _, k in untested(p))
+    for k in ('public', 'private', 'patched'):
+        print(f"{k} definitions with an example or test right after: {tot[k] - miss[k]} of {tot[k]}")
+    for where, keep in (('export cells', is_export), ('other code cells', lambda s: not is_export(s))):
+        long = [l for p in paths for s in cells(p) if keep(s) for l in s.split('\n') if len(l) > MAX]
+        print(f"lines over {MAX} characters in {where}: {len(long)}")
+
+def _cont(lines, ln, opened):
+    "Column a continuation of line `ln` starts at, inside the bracket opened at `opened`."
+    oline, ocol = opened
+    if oline == ln: return ocol + 1
+    after = lines[oline - 1][ocol + 1:]
+    if after.strip() and not after.strip().startswith('#'): return ocol + 1 + len(after) - len(after.lstrip())
+    return len(lines[ln - 1]) - len(lines[ln - 1].lstrip())  # a hanging indent: keep this line's
+
+def breaks(src, ln):
+    "Where line `ln` may break: (column, continuation column, bracket depth); and whether it carries a comment."
+    toks = tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline)
+    lines, stack, out, comment, target = src.split('\n'), [], [], False, {}
+    for t in toks:
+        d, here = len(stack), t.start[0] == ln
+        if t.type == tokenize.NAME and t.string in ('for', 'lambda'): target[d] = t.string  # `for a, b in`, `lambda a, b:`
+        elif t.type == tokenize.NAME and t.string == 'in' and target.get(d) == 'for': target.pop(d)
+        elif t.type == tokenize.OP and t.string == ':' and target.get(d) == 'lambda': target.pop(d)
+        if t.type == tokenize.OP and t.string in '([{': stack.append(t.start)
+        elif t.type == tokenize.OP and t.string in ')]}':
+            target.pop(d, None)
+            stack.pop()
+        elif here and stack and t.type == tokenize.OP and t.string == ',' and d not in target:
+            out.append((t.end[1], _cont(lines, ln, stack[-1]), d))
+        elif here and stack and t.type == tokenize.NAME and t.string in ('for', 'if') and lines[ln - 1][:t.start[1]].strip():
+            out.append((t.start[1], _cont(lines, ln, stack[-1]), d))
+        elif here and t.type == tokenize.COMMENT: comment = True
+    return out, comment
+
+def break_line(src, ln, header_lines):
+    "The cell with line `ln` broken once, or None where no break helps."
+    lines = src.split('\n')
+    line = lines[ln - 1]
+    cands, comment = breaks(src, ln)
+    if comment and (ln in header_lines or len(line.split('#')[0].rstrip()) <= MAX): return None
+    fits = [c for c in cands if c[0] <= MAX and c[1] <= 88 and len(line[c[0]:].split('#')[0].strip()) >= 16]
+    if not fits: return None
+    outer = min(c[2] for c in fits)
+    col, cont, _ = max((c for c in fits if c[2] == outer), key=lambda c: c[0])
+    if col < MAX // 3: col, cont, _ = max(fits, key=lambda c: c[0])  # an outer break too early to help
+    rest = line[col:].lstrip()
+    if cont + len(rest) >= len(line): return None
+    return '\n'.join(lines[:ln - 1] + [line[:col].rstrip(), ' ' * cont + rest] + lines[ln:])
+
+def def_headers(src):
+    "Line numbers of every def's header."
+    tree = ast.parse(blank_directives(src))
+    return {l for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for l in range(n.lineno, n.body[0].lineno)}
+
+def wrap_cell(src):
+    "The cell with its long lines broken where a break helps; its syntax tree unchanged."
+    tree = lambda s: ast.dump(ast.parse(blank_directives(s)))
+    try: before = tree(src)
+    except SyntaxError: return src
+    left = set()
+    while True:
+        lines = src.split('\n')
+        todo = [i + 1 for i, l in enumerate(lines) if len(l) > MAX and (i + 1, l) not in left]
+        if not todo: return src
+        try: cand = break_line(src, todo[0], def_headers(src))
+        except (tokenize.TokenError, SyntaxError): cand = None
+        try: ok = cand is not None and tree(cand) == before
+        except SyntaxError: ok = False
+        if ok: src = cand
+        else: left.add((todo[0], lines[todo[0] - 1]))
+
+def wrap(paths):
+    "Wrap every notebook's long code lines in place."
+    n0 = n1 = 0
+    for p in paths:
+        nb = json.load(open(p))
+        for c in nb['cells']:
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or not any(len(l) > MAX for l in src.split('\n')): continue
+            new = wrap_cell(src)
+            n0, n1 = n0 + sum(len(l) > MAX for l in src.split('\n')), n1 + sum(len(l) > MAX for l in new.split('\n'))
+            c['source'] = new.splitlines(keepends=True)
+        with open(p, 'w') as f:
+            json.dump(nb, f, indent=1, ensure_ascii=False)
+            f.write('\n')
+    print(f"lines over {MAX} characters: {n0} -> {n1}")
+
+if __name__ == '__main__':
+    cmd, *args = sys.argv[1:] or ['report']
+    paths = args or sorted(glob.glob('nbs/[0-9]*.ipynb'))
+    if cmd == 'untested':
+        for p in paths:
+            for name, kind in untested(p):
+                if kind == 'public': print(f"{p}: {name}")
+    else: {'report': report, 'wrap': wrap}[cmd](paths)
