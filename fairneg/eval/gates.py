@@ -156,12 +156,6 @@ def _fmt(e:dict)->str:
     f = lambda x: "nan" if x is None else f"{x:+.3f}"
     return f"{e['endpoint']} {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]"
 
-# %% ../../nbs/13_eval_gates.ipynb #05e3edfd
-def judge_term(t:dict, e:dict)->tuple[str, str]:
-    "`(PASS|FAIL|VOID, reason)` of one term against its endpoint's contrast record; a single-game interval says so."
-    status, why = _judge(t, e)
-    return status, why + (f" [{e['resampling_note']}]" if e.get("resampling_note") else "")
-
 # %% ../../nbs/13_eval_gates.ipynb #b6318646
 def _judge(t:dict, e:dict)->tuple[str, str]:
     few = too_few_games(e.get("cluster"), e.get("n_games"), max(e.get("min_games") or MIN_GAMES, MIN_GAMES))
@@ -187,6 +181,12 @@ def _judge(t:dict, e:dict)->tuple[str, str]:
     ok = val >= bound if req == "floor" else val <= bound
     rel = ">=" if req == "floor" else "<="
     return ("PASS" if ok else "FAIL"), f"{_fmt(e)}: {t['stat']} {val:+.3f} {rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}"
+
+# %% ../../nbs/13_eval_gates.ipynb #05e3edfd
+def judge_term(t:dict, e:dict)->tuple[str, str]:
+    "`(PASS|FAIL|VOID, reason)` of one term against its endpoint's contrast record; a single-game interval says so."
+    status, why = _judge(t, e)
+    return status, why + (f" [{e['resampling_note']}]" if e.get("resampling_note") else "")
 
 # %% ../../nbs/13_eval_gates.ipynb #eab547aa
 def combine(statuses)->str:
