@@ -2,6 +2,7 @@
 
     python tools/nbstyle.py report [nbs/X.ipynb ...]      # cells, definitions, examples right after, long lines
     python tools/nbstyle.py untested nbs/X.ipynb         # public definitions with no example cell right after them
+    python tools/nbstyle.py untested-all nbs/X.ipynb     # ... and private helpers and patched methods
     python tools/nbstyle.py wrap nbs/*.ipynb             # wrap code lines over 120 characters
 
 `wrap` breaks a long line after a comma, or before a comprehension's `for`/`if`, inside brackets, and aligns the
@@ -142,8 +143,8 @@ def wrap(paths):
 if __name__ == '__main__':
     cmd, *args = sys.argv[1:] or ['report']
     paths = args or sorted(glob.glob('nbs/[0-9]*.ipynb'))
-    if cmd == 'untested':
+    if cmd in ('untested', 'untested-all'):
         for p in paths:
             for name, kind in untested(p):
-                if kind == 'public': print(f"{p}: {name}")
+                if kind == 'public' or cmd == 'untested-all': print(f"{p}: {name} ({kind})")
     else: {'report': report, 'wrap': wrap}[cmd](paths)
