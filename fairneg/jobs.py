@@ -174,6 +174,8 @@ def still_alive(name:str, # what the job works on, as the lines name it
     echo(f"[{name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})")
     return j
 
+
+# %% ../nbs/12_jobs.ipynb #1e76c571
 def live_job(record, key:str, name:str, # as `running_jobs`: the record, its key field, the name looked for
              echo:Callable=print, # where the line that it is waited for goes
              states:Callable=slurm_states, # job ids -> {job id: state}
