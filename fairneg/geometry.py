@@ -11,7 +11,7 @@ from .game import Game, accepts, deal_label, validate_game, _grid_sums, party_in
 
 # %% auto #0
 __all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'SOLUTION_DY', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z',
-           'pareto_mask', 'Geometry', 'solve', 'sheet_fingerprint', 'solve_pure', 'solutions_as_deals', 'relabel',
+           'pareto_mask', 'Geometry', 'sheet_fingerprint', 'solve', 'solve_pure', 'solutions_as_deals', 'relabel',
            'party_rows', 'geometry_summary', 'geometry_headline', 'party_frame', 'geometry_text', 'geometry_html',
            'bank_geometry', 'deal_sets', 'solution_marks', 'solution_label', 'plot_deals', 'struck_points']
 
@@ -195,20 +195,6 @@ def _nnw_spread(nnw:np.ndarray, ir:np.ndarray)->tuple:
     v = nnw[ir]
     return float(v.max() - v.min()), float(v.std())
 
-# %% ../nbs/02_geometry.ipynb #8fd52a63
-def solve(g:Game)->Geometry:
-    "Enumerate every feasible deal of `g` and compute its exact geometry."
-    deals, index, U = _feasible(g)
-    st = _sets(g, U)
-    S, Z, ir = st.pop("S"), st["Z"], st["ir"]
-    sols = _solutions(U, S, Z, st["tau"], ir)
-    nnw = nnw_from_z(Z)
-    spread, std = _nnw_spread(nnw, ir)
-    return Geometry(game=g, deals=deals, index=index, U=U, **st, nnw=nnw, **sols,
-                    pareto_ir=pareto_mask(U, ir), pareto_pass=pareto_mask(U, st["passable"]),
-                    nnw_spread=spread, nnw_std=std, sheet_fp=sheet_fingerprint(g),
-                    solution_fp=_solution_fp(U, [sols[s] for s in SOLUTIONS]))
-
 # %% ../nbs/02_geometry.ipynb #a2241b1a
 _MAX_TIE_PERMS = 5040
 
@@ -244,6 +230,20 @@ def _solution_fp(U:np.ndarray, positions)->str:
     rows = sorted(map(tuple, np.round(M, 9).tolist()))
     cols = sorted(json.dumps(c) for c in zip(*rows))
     return hashlib.sha256(json.dumps(cols).encode()).hexdigest()[:16]
+
+# %% ../nbs/02_geometry.ipynb #8fd52a63
+def solve(g:Game)->Geometry:
+    "Enumerate every feasible deal of `g` and compute its exact geometry."
+    deals, index, U = _feasible(g)
+    st = _sets(g, U)
+    S, Z, ir = st.pop("S"), st["Z"], st["ir"]
+    sols = _solutions(U, S, Z, st["tau"], ir)
+    nnw = nnw_from_z(Z)
+    spread, std = _nnw_spread(nnw, ir)
+    return Geometry(game=g, deals=deals, index=index, U=U, **st, nnw=nnw, **sols,
+                    pareto_ir=pareto_mask(U, ir), pareto_pass=pareto_mask(U, st["passable"]),
+                    nnw_spread=spread, nnw_std=std, sheet_fp=sheet_fingerprint(g),
+                    solution_fp=_solution_fp(U, [sols[s] for s in SOLUTIONS]))
 
 # %% ../nbs/02_geometry.ipynb #7e66e792
 def solve_pure(g:Game)->dict:
