@@ -11,7 +11,7 @@ from .protocol import State, DecisionPoint, decision_point, vote_form, protocol_
 from .settings import FRAMINGS, PlaySettings, check_choice
 
 # %% auto #0
-__all__ = ['render_prompt', 'system_text', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
+__all__ = ['system_text', 'render_prompt', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
            'render_conversation']
 
 # %% ../nbs/06_prompts.ipynb #26f608a6
@@ -235,6 +235,25 @@ def _ballot_lines(dp:DecisionPoint, show_values:bool)->list:
     if cast: L.append("Votes so far: " + ", ".join(f"{_who(dp, e['seat'])} {e['vote']}" for e in cast) + ".")
     return L
 
+# %% ../nbs/06_prompts.ipynb #6276baa2
+def _retry_line(dp)->str:
+    return (f"Your last answer was invalid: {dp.retry_error}. Answer again; another invalid answer counts as "
+            + ("an abstention." if dp.phase == "vote" else "a pass."))
+
+# %% ../nbs/06_prompts.ipynb #ac12089c
+def _move_line(dp)->str:
+    "What the seat may do now, as the user message's last line."
+    ph, legal = dp.phase, dp.legal
+    if not legal: return "You do not act now."
+    if ph == "vote": return "Vote now: " + vote_form(dp.ballot) + "."
+    if ph == "demand": return f'Demand now: {{"atype": "demand", "deal": "{issue_letter(dp.seat)}<k>"}}.'
+    opts = []
+    for a in legal:
+        if a == "propose": opts.append("propose a deal")
+        elif a == "accept" and dp.acceptable: opts.append("accept " + "/".join(dp.acceptable))
+        elif a != "accept": opts.append(a)
+    return "Your move: " + " | ".join(opts) + "."
+
 # %% ../nbs/06_prompts.ipynb #54c151f2
 def _user_text(dp:DecisionPoint, history_window:int=8, show_values:bool=False,
                since:int|None=None, # conversation context: show every public event from this history index on
@@ -258,31 +277,6 @@ def _user_text(dp:DecisionPoint, history_window:int=8, show_values:bool=False,
     L.append(_move_line(dp))
     return "\n".join(L)
 
-# %% ../nbs/06_prompts.ipynb #6276baa2
-def _retry_line(dp)->str:
-    return (f"Your last answer was invalid: {dp.retry_error}. Answer again; another invalid answer counts as "
-            + ("an abstention." if dp.phase == "vote" else "a pass."))
-
-# %% ../nbs/06_prompts.ipynb #ac12089c
-def _move_line(dp)->str:
-    "What the seat may do now, as the user message's last line."
-    ph, legal = dp.phase, dp.legal
-    if not legal: return "You do not act now."
-    if ph == "vote": return "Vote now: " + vote_form(dp.ballot) + "."
-    if ph == "demand": return f'Demand now: {{"atype": "demand", "deal": "{issue_letter(dp.seat)}<k>"}}.'
-    opts = []
-    for a in legal:
-        if a == "propose": opts.append("propose a deal")
-        elif a == "accept" and dp.acceptable: opts.append("accept " + "/".join(dp.acceptable))
-        elif a != "accept": opts.append(a)
-    return "Your move: " + " | ".join(opts) + "."
-
-# %% ../nbs/06_prompts.ipynb #b5dd7b50
-def render_prompt(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
-    "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
-    return [{"role": "system", "content": system_text(dp, framing, game)},
-            {"role": "user", "content": _user_text(dp, history_window, show_values)}]
-
 # %% ../nbs/06_prompts.ipynb #2c8a7ac6
 def system_text(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None)->str:
     "The seat's system message (rules, its sheet, the answer format), cached per game, seat, framing and version."
@@ -293,6 +287,12 @@ def system_text(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|No
         if len(_SYSTEM) > 4096: _SYSTEM.clear()
         system = _SYSTEM[key] = _system_text(dp, framing, game)
     return system
+
+# %% ../nbs/06_prompts.ipynb #b5dd7b50
+def render_prompt(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
+    "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
+    return [{"role": "system", "content": system_text(dp, framing, game)},
+            {"role": "user", "content": _user_text(dp, history_window, show_values)}]
 
 # %% ../nbs/06_prompts.ipynb #e2f46c19
 def prompt(s:State, seat:int, framing:str=PlaySettings.framing, **kw)->list:
