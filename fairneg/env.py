@@ -81,12 +81,6 @@ def _mask(self:NegotiationEnv, seat):
     if "demand" in dp_legal: m[5 + self._m: 5 + self._m + s.game.n_options[seat]] = 1
     return m
 
-# %% ../nbs/07_env.ipynb #9b444659
-@patch
-def _decode(self:NegotiationEnv, a, seat)->dict:
-    "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
-    return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
-
 # %% ../nbs/07_env.ipynb #169e71fb
 @patch
 def _action(self:NegotiationEnv, a, seat)->dict:
@@ -98,6 +92,12 @@ def _action(self:NegotiationEnv, a, seat)->dict:
     d = a - 5 - self._m
     if protocol_kind(s.protocol.kind).own_issue: return {"atype": "demand", "deal": option_label(seat, d)}
     return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}   # row-major, as `solve`
+
+# %% ../nbs/07_env.ipynb #9b444659
+@patch
+def _decode(self:NegotiationEnv, a, seat)->dict:
+    "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
+    return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
 
 # %% ../nbs/07_env.ipynb #64c9e645
 @patch
