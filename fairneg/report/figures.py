@@ -425,6 +425,13 @@ def last_checkpoints(checkpoints:Iterable[str])->list[str]:
         elif a[0] not in best or a[1] > best[a[0]][1]: best[a[0]] = (ck, a[1])
     return [ck for ck, _ in best.values()] + other
 
+# %% ../../nbs/15_report_figures.ipynb #adf26f54
+def _policy_sorted(df):
+    "Rows with the untrained policies first, then the checkpoints by arm and step."
+    base = list(dict.fromkeys(df.policy[df.side == "base"]))
+    order = {p: i for i, p in enumerate(base + checkpoint_order(df.policy[df.side == "trained"]))}
+    return df.assign(_o=df.policy.map(order)).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
+
 # %% ../../nbs/15_report_figures.ipynb #f4a8e8ef
 def struck_frame(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->object:
     "Closed deals of a condition's cells: one row per episode (policy, side, game, seed, deal label)."
@@ -446,13 +453,6 @@ def struck_frame(run:Run, condition:str="primary", checkpoints:Iterable[str]|Non
                                  deal=bool(r["deal"]), deal_label=r.get("deal_label")))
     df = pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "deal", "deal_label"])
     return _policy_sorted(df)
-
-# %% ../../nbs/15_report_figures.ipynb #adf26f54
-def _policy_sorted(df):
-    "Rows with the untrained policies first, then the checkpoints by arm and step."
-    base = list(dict.fromkeys(df.policy[df.side == "base"]))
-    order = {p: i for i, p in enumerate(base + checkpoint_order(df.policy[df.side == "trained"]))}
-    return df.assign(_o=df.policy.map(order)).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
 
 # %% ../../nbs/15_report_figures.ipynb #530c0f39
 def pick_game(struck)->str:
