@@ -6,7 +6,8 @@
     python tools/nbstyle.py wrap nbs/*.ipynb             # wrap code lines over 120 characters
 
 `wrap` breaks a long line after a comma, or before a comprehension's `for`/`if`, inside brackets, and aligns the
-continuation under the opening bracket (fastcore's style). Only whitespace between tokens changes, and each cell's
+continuation under the opening bracket (fastcore's style); where none helps, it splits a string literal inside brackets
+at a space into two adjacent literals (one constant to Python). Only whitespace between tokens changes, and each cell's
 syntax tree is checked unchanged before a break is kept. It leaves a line alone where no such break helps: long
 strings and docstrings, lines long for their comment, def-header lines carrying a comment (nbdev's docments reads
 them), and breaks that would leave a stub of a line or a continuation far to the right.
@@ -66,10 +67,21 @@ def _cont(lines, ln, opened):
     if after.strip() and not after.strip().startswith('#'): return ocol + 1 + len(after) - len(after.lstrip())
     return len(lines[ln - 1]) - len(lines[ln - 1].lstrip())  # a hanging indent: keep this line's
 
+def _short_brackets(toks, span=40):
+    "Where the brackets open whose whole content is on one line and shorter than `span`: never broken inside."
+    opened, short = [], set()
+    for t in toks:
+        if t.type == tokenize.OP and t.string in '([{': opened.append(t.start)
+        elif t.type == tokenize.OP and t.string in ')]}':
+            o = opened.pop()
+            if o[0] == t.start[0] and t.start[1] - o[1] < span: short.add(o)
+    return short
+
 def breaks(src, ln):
     "Where line `ln` may break: (column, continuation column, bracket depth); and whether it carries a comment."
-    toks = tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline)
+    toks = list(tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline))
     lines, stack, out, comment, target = src.split('\n'), [], [], False, {}
+    short = _short_brackets(toks)
     for t in toks:
         d, here = len(stack), t.start[0] == ln
         if t.type == tokenize.NAME and t.string in ('for', 'lambda'): target[d] = t.string  # `for a, b in`, `lambda a, b:`
@@ -79,9 +91,10 @@ def breaks(src, ln):
         elif t.type == tokenize.OP and t.string in ')]}':
             target.pop(d, None)
             stack.pop()
-        elif here and stack and t.type == tokenize.OP and t.string == ',' and d not in target:
+        elif here and stack and t.type == tokenize.OP and t.string == ',' and d not in target and stack[-1] not in short:
             out.append((t.end[1], _cont(lines, ln, stack[-1]), d))
-        elif here and stack and t.type == tokenize.NAME and t.string in ('for', 'if') and lines[ln - 1][:t.start[1]].strip():
+        elif (here and stack and t.type == tokenize.NAME and t.string in ('for', 'if') and stack[-1] not in short
+              and lines[ln - 1][:t.start[1]].strip()):
             out.append((t.start[1], _cont(lines, ln, stack[-1]), d))
         elif here and t.type == tokenize.COMMENT: comment = True
     return out, comment
@@ -101,6 +114,30 @@ def break_line(src, ln, header_lines):
     if cont + len(rest) >= len(line): return None
     return '\n'.join(lines[:ln - 1] + [line[:col].rstrip(), ' ' * cont + rest] + lines[ln:])
 
+def split_string(src, ln):
+    "The cell with a string literal crossing the limit on line `ln` split at a space into two (one constant), or None."
+    lines, stack = src.split('\n'), []
+    line = lines[ln - 1]
+    for t in tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline):
+        if t.type == tokenize.OP and t.string in '([{': stack.append(t.start)
+        elif t.type == tokenize.OP and t.string in ')]}': stack.pop()
+        elif t.type == tokenize.STRING and t.start[0] == ln == t.end[0] and stack and t.start[1] < MAX - 24 < MAX < t.end[1]:
+            m = re.match(r'([rRfFbBuU]{0,2})(["\'])', t.string)
+            pre, q = m.group(1), m.group(2)
+            if t.string[len(pre):len(pre) + 3] == q * 3 or 'b' in pre.lower(): return None
+            depth, cut = 0, None
+            for i, ch in enumerate(t.string):  # the last space outside `{...}` that keeps the first piece within the limit
+                depth += (ch == '{') - (ch == '}') if 'f' in pre.lower() else 0
+                col = t.start[1] + i
+                if ch == ' ' and depth == 0 and col + 2 <= MAX and i > len(pre) + 8 and t.string[i - 1] != '\\': cut = i
+            if cut is None or len(t.string) - cut < 20: return None
+            first, second = t.string[:cut + 1] + q, pre + q + t.string[cut + 1:]
+            if 'f' in pre.lower() and '{' not in second:  # a piece with no placeholder is a plain string
+                second = second[:len(pre)].replace('f', '').replace('F', '') + second[len(pre):]
+            return '\n'.join(lines[:ln - 1] + [line[:t.start[1]] + first, ' ' * t.start[1] + second + line[t.end[1]:]]
+                             + lines[ln:])
+    return None
+
 def def_headers(src):
     "Line numbers of every def's header."
     tree = ast.parse(blank_directives(src))
@@ -117,7 +154,7 @@ def wrap_cell(src):
         lines = src.split('\n')
         todo = [i + 1 for i, l in enumerate(lines) if len(l) > MAX and (i + 1, l) not in left]
         if not todo: return src
-        try: cand = break_line(src, todo[0], def_headers(src))
+        try: cand = break_line(src, todo[0], def_headers(src)) or split_string(src, todo[0])
         except (tokenize.TokenError, SyntaxError): cand = None
         try: ok = cand is not None and tree(cand) == before
         except SyntaxError: ok = False
