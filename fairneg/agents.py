@@ -120,7 +120,7 @@ def own_view(dp:DecisionPoint, strict:bool=False)->OwnView:
 # %% ../nbs/07_agents.ipynb #512f3fc2
 @dataclass
 class Belief:
-    "Per party and deal: probability of acceptance and expected nnw factor; `weights` is the posterior (None: known sheets)."
+    "Per party and deal: acceptance probability and expected nnw factor; `weights`: the posterior (None: known sheets)."
     p: np.ndarray                     # (n, Di) P(party j accepts deal d)
     r: np.ndarray | None              # (n, Di) E[max(z_j, 0)^(1/n)]; None when the objective does not need it
     weights: np.ndarray | None = None # (n, P) posterior weights over the prior samples of each party's sheet
@@ -307,7 +307,7 @@ def posterior_weights(dp:DecisionPoint, # decision point
 _TABLES = _LRU(192)
 
 def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:bool)->tuple:
-    "`(X, X0, x_bar)`: the samples' acceptance (`A`) or nnw factor (`R`) on the seat's deals `(P, Di)`, with the control variate."
+    "`(X, X0, x_bar)`: samples' acceptance (`A`) or nnw factor (`R`) on its deals `(P, Di)`, with the control variate."
     def make():
         u = pool.utilities(np.stack(np.unravel_index(own.idx, own.n_options), 1))
         if what == "A": X = accepts(u, pool.tau[:, None], own.strict)
@@ -324,7 +324,7 @@ def _blas()->ThreadpoolController: return ThreadpoolController()   # made on fir
 
 # %% ../nbs/07_agents.ipynb #ceb47b8a
 def _one_blas_thread():
-    "A context that holds BLAS to one thread: these products are small, and BLAS threads on a busy or pinned core cost 10-100x."
+    "A context holding BLAS to one thread: the products are small; BLAS threads on a busy or pinned core cost 10-100x."
     return _blas().limit(limits=1, user_api="blas")
 
 # %% ../nbs/07_agents.ipynb #8bbb060b
@@ -531,7 +531,7 @@ class Agent:
         return rational_rule(dp, own, bel, self.objective)
 
     def act(self, dp:DecisionPoint|dict, game=None, seed:int=0)->dict:
-        "The agent's action at a decision point (`seed` is accepted for the common interface; the rules are deterministic)."
+        "The agent's action at a decision point (`seed`: only for the common interface; the rules are deterministic)."
         dp = as_decision_point(dp)
         a, _ = self.decide(dp, game)
         if a["atype"] not in dp.legal:

@@ -38,7 +38,7 @@ _NO = {"no", "n", "false", "reject", "against", "0"}
 _NULLS = {"", "null", "none", "nil", "n/a", "-"}
 
 def _json_objects(t:str)->list:
-    "Top-level JSON objects in `t` as `(object, start, end)`, left to right (at most `_MAX_SCAN` start positions tried)."
+    "Top-level JSON objects in `t` as `(object, start, end)`, left to right (at most `_MAX_SCAN` starts tried)."
     out, pos, tries = [], t.find("{"), 0
     while pos != -1 and tries < _MAX_SCAN:
         tries += 1
@@ -101,7 +101,7 @@ def lenient_record(how:dict)->dict: return {k: how[k] for k in LENIENT if how.ge
 
 # %% ../nbs/03_answers.ipynb #e40b0e02
 def parse_answer(obj:dict)->dict:
-    "Normalize an answer object (`{scratchpad, message, action}` or a flat action) into `{action, message, scratchpad, error, lenient}`."
+    "An answer object (`{scratchpad, message, action}` or flat) as `{action, message, scratchpad, error, lenient}`."
     out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")), "error": None, "lenient": {}}
     a, how = obj.get("action", obj), {}
     if "action" not in obj: how["flat_action"] = 1
@@ -128,7 +128,7 @@ def parse_answer(obj:dict)->dict:
 
 # %% ../nbs/03_answers.ipynb #a9dbc2bd
 def parse_action(text)->dict:
-    "Turn any model output into `{action, message, scratchpad, error, lenient}`; never raises (`action` is None on a parse error)."
+    "Any model output as `{action, message, scratchpad, error, lenient}`, never raising: `action` None if unparsable."
     try:
         if isinstance(text, bytes): text = text.decode("utf-8", "replace")
         if not isinstance(text, str): text = str(text)

@@ -46,7 +46,7 @@ def manifest_row(g:Game, geo:Geometry|None=None)->dict:
 ADAPTER_CONFIG = "adapter_config.json"
 
 def adapter_config(folder, error:type=ReadError)->dict:
-    "The `adapter_config.json` of a PEFT adapter folder; `error` names the folder or file and why when it is missing or unusable."
+    "A PEFT adapter folder's `adapter_config.json`; `error` names the folder or file and why if missing or unusable."
     folder = Path(folder)
     p = folder / ADAPTER_CONFIG
     if not folder.is_dir(): raise error(f"{folder}: not a folder, so not a PEFT adapter")
@@ -74,7 +74,7 @@ def _no_bank_yet(out:Path)->bool:
 
 # %% ../nbs/03_bank.ipynb #16a502f8
 def _holds_same_bank(out:Path, texts:dict)->bool:
-    "Whether `out` already holds exactly these files' texts (a bank written before by the same command); refuses other work."
+    "Whether `out` already holds exactly these files' texts (the same command's earlier bank); refuses other work."
     if _no_bank_yet(out): return False
     if not (out / MANIFEST).is_file():
         raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
@@ -288,7 +288,7 @@ def _summary(n_acc, n, n_cand, first_seed, rejections)->str:
 # %% ../nbs/03_bank.ipynb #8df0b10f
 def _screen_seeds(n:int, first_seed:int, modes:tuple, max_candidates:int, known:dict, min_spread:float,
                   make_game:Callable, bar)->tuple:
-    "Screen seeds in order until `n` are accepted or `max_candidates` were tried: `(games, geometries, rejections, tried)`."
+    "Screen seeds in order until `n` are accepted or `max_candidates` tried: `(games, geometries, rejections, tried)`."
     picked = {fp: {} for fp in FINGERPRINTS}
     games, geos, rejections, seed = [], [], [], first_seed
     while len(games) < n * len(modes) and seed - first_seed < max_candidates:

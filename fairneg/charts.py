@@ -29,14 +29,14 @@ def drop_live_attributes(svg:str)->str:
 
 # %% ../nbs/00_charts.ipynb #f2fe1483
 def vl_version()->str|None:
-    "The Vega-Lite version altair writes (`major.minor`), or `None` where vl-convert does not have it (its default then)."
+    "The Vega-Lite version altair writes (`major.minor`), or `None` where vl-convert lacks it (its default then)."
     import altair as alt, vl_convert as vlc
     v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return v if v in vlc.get_vegalite_versions() else None
 
 # %% ../nbs/00_charts.ipynb #fb7b6b6e
 def spec_svg(spec:dict)->str:
-    "A Vega-Lite spec rendered to SVG by vl-convert, offline: no ARIA labels or live-view attributes, coordinates cut to 2 decimals."
+    "A Vega-Lite spec as SVG, offline by vl-convert: no ARIA labels or live-view attributes, coordinates to 2 decimals."
     import vl_convert as vlc
     spec = {**spec, "config": {**spec.get("config", {}), "aria": False}}
     return drop_live_attributes(round_geometry(vlc.vegalite_to_svg(spec, vl_version=vl_version())))

@@ -49,7 +49,7 @@ class BadValue(ValueError):
 
 # %% ../nbs/00_commands.ipynb #e0ca128b
 class UnknownName(KeyError, BadValue):
-    "A name missing from a registry (an agent, a type): a `KeyError` to the code that looks it up, a user error to the CLI."
+    "A name missing from a registry (an agent, a type): a `KeyError` to code that looks it up, a user error to the CLI."
     def __str__(self): return str(self.args[0]) if self.args else ""
 
 # %% ../nbs/00_commands.ipynb #2af15464
@@ -66,7 +66,7 @@ def crash_dir()->Path:
 def write_crash_log(exc:BaseException, # the exception that ended the command
                     argv=None, # the command line (default: `sys.argv`)
                    )->Path:
-    "Save a crash's command line, versions and traceback to a new file under `crash_dir()` (else the temp folder); returns its path."
+    "Save a crash's command line, versions and traceback to a new file in `crash_dir()` (else the temp folder)."
     import tempfile, fairneg
     head = [f"command: {' '.join(map(str, sys.argv if argv is None else argv))}", f"cwd: {os.getcwd()}",
             f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}", f"fairneg {fairneg.__version__}, Python {platform.python_version()}, {platform.platform()}"]
@@ -92,7 +92,7 @@ def crash_line(e:BaseException, log:Path)->str:
 _PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)   # handled by `CliGroup.main`/typer
 
 class CliGroup(TyperGroup):
-    "A typer group with the CLI's error convention (`EXIT_CODES`): user and usage errors one line and 2, a crash 4 and a log."
+    "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage errors one line and 2, crash 4 and a log."
     def invoke(self, ctx):
         try: rv = super().invoke(ctx)
         except tuple(USER_ERRORS) as e:

@@ -33,7 +33,7 @@ def deal_table(geo:Geometry):
 
 # %% ../nbs/04_explorer.ipynb #6697d3ad
 def solution_table(geo:Geometry):
-    "The NBS and KS deals of a game (where defined), one row per deal in `deal_table`'s columns: `NBS = KS` where they are one deal."
+    "A game's NBS and KS deals (where defined) as `deal_table` rows; `NBS = KS` where they coincide."
     import pandas as pd
     by = {}
     for s in ("nbs", "ks"):
@@ -47,7 +47,7 @@ user_error(ExplorerError)
 
 # %% ../nbs/04_explorer.ipynb #2a14a0d0
 def episode_policy(row:dict)->str:
-    "The policy an episode row stands for: an eval side's checkpoint or `untrained (<policy>)`, else its seats' policies."
+    "The policy of an episode row: an eval side's checkpoint or `untrained (<policy>)`, else its seats' policies."
     if row.get("eval_side") == "base": return f"untrained ({row.get('eval_policy') or '?'})"
     return row.get("eval_checkpoint") or "+".join(dict.fromkeys(row.get("seats") or ["?"]))
 
@@ -92,7 +92,7 @@ def struck_table(geos:list[Geometry], episodes:list[dict]):
 SET_COLORS = {"IR": "#2a7ab0", "passable": "#9ecae1"}
 
 def inline(df):
-    "A table as inline chart data, missing values as null: an explorer holds every deal of every game, past altair's 5,000-row guard."
+    "A table as inline chart data, missing as null: an explorer holds all games' deals, past altair's 5,000-row guard."
     import altair as alt, json
     return alt.InlineData(values=json.loads(df.to_json(orient="records")))
 

@@ -83,19 +83,19 @@ def issue_index(letter:str)->int:
 
 # %% ../nbs/01_game.ipynb #598f74f0
 def label_option(t:str)->tuple:
-    "`(issue, option)` (both 0-based) of an option label such as `B3`, without a range check; ValueError when it is none."
+    "`(issue, option)` (both 0-based) of an option label such as `B3`, without a range check; ValueError if it is none."
     m = re.fullmatch(r"([A-Za-z])(\d+)", t.strip())
     if not m: raise ValueError(f"`{t}` is not an option label like A1")
     return issue_index(m[1]), int(m[2]) - 1
 
 # %% ../nbs/01_game.ipynb #ac3a7ec9
 def label_options(label:str)->list:
-    "`(issue, option)` of every option label of a well-formed deal label, as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
+    "`(issue, option)` per option label of a deal label as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
     return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]   # no regex: agents and prompts read many labels
 
 # %% ../nbs/01_game.ipynb #59df7aa6
 def deal_key(text)->str|None:
-    "A deal text's option labels, upper-cased and sorted: two texts of the same deal get one key (None for a non-string)."
+    "A deal text's option labels, upper-cased and sorted: two texts of one deal get one key (None for a non-string)."
     return " ".join(sorted(re.findall(r"[A-Z]\d+", text.upper()))) if isinstance(text, str) else None
 
 # %% ../nbs/01_game.ipynb #c6d5ff9e
@@ -211,12 +211,12 @@ class ReadError(ValueError):
 
 # %% ../nbs/01_game.ipynb #2340d072
 def _fail(error:type, source, field:str, problem:str):
-    "Raise `error` about `source`: `GameError(source, field, problem)` for game errors, else the message `<source>: <problem>`."
+    "Raise `error` about `source`: `GameError(source, field, problem)` for game errors, else `<source>: <problem>`."
     raise (error(source, field, problem) if issubclass(error, GameError) else error(f"{source}: {problem}")) from None
 
 # %% ../nbs/01_game.ipynb #0b39580a
 def read_text(path, error:type=ReadError)->str:
-    "A UTF-8 text file's content (universal newlines); `error` names the file and why when it is unreadable or not UTF-8."
+    "A UTF-8 text file's content (universal newlines); `error` names the file and why if it is unreadable or not UTF-8."
     path = Path(path)
     try: raw = path.read_bytes()
     except OSError as e: _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
@@ -227,7 +227,7 @@ def read_text(path, error:type=ReadError)->str:
 
 # %% ../nbs/01_game.ipynb #b3f50303
 def read_json(path, error:type=ReadError):
-    "A JSON file's content; `error` names the file and why when it cannot be read (see `read_text`) or is not valid JSON."
+    "A JSON file's content; `error` names the file and why if it cannot be read (see `read_text`) or is not valid JSON."
     text = read_text(path, error)
     try: return json.loads(text)
     except json.JSONDecodeError as e: _fail(error, path, "<json>", f"not valid JSON: {e}")
@@ -373,7 +373,7 @@ def import_llm_deliberation(folder)->Game:
 
 # %% ../nbs/01_game.ipynb #4197eb9f
 def _grid_sums(rows:np.ndarray, n_options)->np.ndarray:
-    "Per row of `rows` (one score per option, issue after issue), its sum over issues for every deal, issue A most significant."
+    "Per row of `rows` (a score per option, issue after issue), its sum over issues per deal, issue A most significant."
     ends = list(itertools.accumulate(n_options))
     U = rows[:, :ends[0]] + 0
     for a, b in zip(ends, ends[1:]): U = (U[:, :, None] + rows[:, None, a:b]).reshape(len(rows), -1)

@@ -44,7 +44,7 @@ def _sorted_sum(X:np.ndarray)->np.ndarray:
 
 # %% ../nbs/02_geometry.ipynb #d384d0dc
 def _best_of(cand:np.ndarray, primary:np.ndarray, sumz_at):
-    "Best of the deal positions `cand` (ascending): highest `primary` (one per candidate), then highest `sumz_at(positions)`, then smallest index."
+    "Best of deal positions `cand` (ascending) by `primary` (one each), then `sumz_at(positions)`, then smallest index."
     if len(cand) == 0: return None
     top = cand[primary == primary.max()]
     if len(top) == 1: return int(top[0])
@@ -58,7 +58,7 @@ def _argbest(mask:np.ndarray, primary:np.ndarray, sumz:np.ndarray):
 
 # %% ../nbs/02_geometry.ipynb #ab82ceb7
 def _nash_objective(S:np.ndarray, cols=None)->np.ndarray:
-    "Nash product of surpluses `S` (n × D) at columns `cols` (all by default), exact integers when every surplus is, else a log-sum."
+    "Nash product of surpluses `S` (n × D) at columns `cols` (default: all), exact if all are integers, else a log-sum."
     pmax = np.maximum(S.max(axis=1), 1)
     integral = np.all(S == np.round(S)) and np.sum(np.log2(pmax)) < 62
     if cols is not None: S = S[:, cols]
@@ -75,7 +75,7 @@ def nnw_from_z(Z:np.ndarray)->np.ndarray:
 
 # %% ../nbs/02_geometry.ipynb #9c3ebaaa
 def _dominated(V:np.ndarray, by:np.ndarray)->np.ndarray:
-    "For each column of `V` (n × k), is some column of `by` (n × p) weakly better everywhere and strictly better somewhere?"
+    "For each column of `V` (n × k), is some column of `by` (n × p) no worse everywhere and strictly better somewhere?"
     ge = by[0][:, None] >= V[0]
     for i in range(1, len(V)): ge &= by[i][:, None] >= V[i]
     a, b = np.nonzero(ge)
@@ -326,7 +326,7 @@ def party_frame(geo:Geometry):
 
 # %% ../nbs/02_geometry.ipynb #53da8cf8
 def geometry_text(geo:Geometry)->str:
-    "A game's geometry for a terminal: counts, each solution's deal and nnw, each party's utility and z at each solution."
+    "A game's geometry for a terminal: counts; per solution its deal and nnw and each party's utility and z."
     s = geometry_summary(geo)
     spread = "—" if s["nnw_spread"] is None else f"{s['nnw_spread']:.3f} (std {s['nnw_std']:.3f})"
     sols = [f"  {k.upper():5} {s[k] or '— (no IR deal)':<{max(len(s[k] or '') for k in SOLUTIONS) + 2}}"
@@ -382,7 +382,7 @@ SOLUTION_COLOR = "#d62728"   # NBS and KS marks and their labels, in every chart
 SOLUTION_DY = "indexof(datum.solution, 'NBS') >= 0 ? -10 : 16"   # NBS (or `NBS = KS`) above its mark, KS alone below
 
 def solution_label(chart, x, y):
-    "The text layer naming the solution marks, NBS above and KS below its mark, so two near marks keep their labels apart."
+    "The text layer naming the solution marks, NBS above and KS below its mark, so two near marks keep labels apart."
     import altair as alt
     return chart.mark_text(dx=12, dy=alt.expr(SOLUTION_DY), fontWeight="bold", color=SOLUTION_COLOR).encode(x, y, text="solution:N")
 

@@ -63,7 +63,7 @@ def outcome_utilities(g:Game, outcome:dict)->np.ndarray:
 
 # %% ../nbs/03_metrics.ipynb #16d2a827
 def outcome_z(g:Game, outcome:dict)->np.ndarray:
-    "Normalized surplus `z_i = (u_i - tau_i) / c_i` of the paid utilities; exactly 0 for every party when no deal closed."
+    "Normalized surplus `z_i = (u_i - tau_i) / c_i` of the paid utilities; exactly 0 for every party if no deal closed."
     d = outcome_deal(g, outcome)
     if d is None: return np.zeros(g.n)
     tau = np.asarray(g.thresholds, float)

@@ -139,7 +139,7 @@ def _table_terse(dp:DecisionPoint, ex:str)->list:
 
 # %% ../nbs/06_prompts.ipynb #6d30c8b6
 def _table_brief(dp:DecisionPoint, game:Game|None, ex:str)->list:
-    "The prose opening of a game with its own text: the global instructions, the party's brief, its threshold, the names."
+    "The prose opening of a game with its own text: global instructions, the party's brief, its threshold, the names."
     me = dp.party
     if game is None:
         raise ValueError(f"the prose framing of {dp.instance_id} needs its game (render_prompt(..., game=g))")
@@ -165,7 +165,7 @@ def _table_prose(dp:DecisionPoint, ex:str)->list:
 
 # %% ../nbs/06_prompts.ipynb #5e7be4f2
 def _table_system(dp:DecisionPoint, prose:bool, game:Game|None)->str:
-    "The table game's system message: the framing's opening, the others' needs (prose, full information), the rules, the format."
+    "The table game's system message: the framing's opening, others' needs (prose, full information), rules and format."
     ex = " ".join(f"{issue_letter(k)}1" for k in range(len(dp.issues)))
     parts = _table_terse(dp, ex) if not prose else _table_brief(dp, game, ex) if dp.has_prose else _table_prose(dp, ex)
     if prose and dp.sheets is not None:
@@ -204,7 +204,7 @@ def _value(dp, deal:str)->float:
 
 # %% ../nbs/06_prompts.ipynb #5ac888de
 def _table_lines(dp:DecisionPoint, live:list, since:int|None, show_values:bool)->list:
-    "The table game's header: the turn, who walked out, the live offers (in full, or ids and signers in a conversation)."
+    "The table game's header: turn, who walked out, the live offers (in full, or ids and signers in a conversation)."
     ph, L = dp.phase, []
     if ph == "open": L.append(f"You open the negotiation; {dp.deadline} turns follow.")
     elif ph == "turn": L.append(f"Turn {dp.round} of {dp.deadline}.")
@@ -318,7 +318,7 @@ def conversation_text(dp:DecisionPoint, show_values:bool=False)->str:
 
 # %% ../nbs/06_prompts.ipynb #044a8bab
 def render_conversation(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None,
-                        history:list|None=None, # the seat's conversation so far (None or []: it starts with the system message)
+                        history:list|None=None, # the seat's chat so far (None or []: it starts with the system message)
                         show_values:bool=False)->list:
     "Chat messages of a seat's turn in the conversation context: its conversation so far plus this turn's user message."
     msgs = list(history) if history else [{"role": "system", "content": system_text(dp, framing, game)}]

@@ -43,13 +43,13 @@ class ProtocolKind:
     opening: str                 # the phase an episode opens in (one of `PHASES`)
     parties: int|None = None     # the number of parties it needs (None: any)
     simultaneous: bool = False   # every seat moves at once, resolved when all have moved
-    own_issue: bool = False      # a move claims an option of the seat's own issue (one issue per party), not a whole deal
+    own_issue: bool = False      # a move claims an option of the seat's own issue (one per party), not a whole deal
     responds: bool = False       # a proposal goes to the other seat, whose answer ends the episode
-    deadline: bool = False       # played for `max_turns` turns after the opening (default 4 per party; a run may set it)
+    deadline: bool = False       # played `max_turns` turns after the opening (default 4 per party; a run may set it)
     vote: bool = False           # ends, unless signed first, in a forced-final vote with its own token cap
     closes_as: str = "signed"    # the end reason when an offer gathers its quorum
-    complement: bool = False     # two parties split one issue: the other's sheet is 100 minus one's own (a private seat knows it)
-    version_base:Callable|None = None  # (n parties, info mode) -> (base, opening base) of its version names (default: its name)
+    complement: bool = False     # two parties split one issue: their sheets sum to 100 (a private seat knows it)
+    version_base:Callable|None = None  # (n parties, info mode) -> (base, opening base) of its versions (default: name)
 
     @property
     def signs(self)->bool:
@@ -106,7 +106,7 @@ class Protocol:
     max_turns: int     # turns after the opening where the kind has a deadline; 0 for the other kinds
     turn_tokens: int   # generation cap of an action turn
     vote_tokens: int   # generation cap of a forced-final vote turn
-    context: str = PlaySettings.context   # what a model seat is shown: `window` (a fresh prompt per turn) or `conversation` (one growing chat)
+    context: str = PlaySettings.context   # `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
 # %% ../nbs/05_protocol.ipynb #53c849a8
 def version_context(version:str)->str:
@@ -115,7 +115,7 @@ def version_context(version:str)->str:
 
 # %% ../nbs/05_protocol.ipynb #66e8546c
 def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, turn_max_tokens:int|None=None,
-                 context:str|None=None, # `window` (default) or `conversation`: the seat's context framing (its own version)
+                 context:str|None=None, # `window` (default) or `conversation`: the seat's context (its own version)
                 )->Protocol:
     "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
     play = play_settings(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens, context=context)   # checks them
@@ -139,7 +139,7 @@ class PoolingError(ValueError):
 
 # %% ../nbs/05_protocol.ipynb #be5d384e
 def budget_items(r:dict)->list:
-    "`(phase class, budget)` pairs a row met: `action` and `vote` (episode rows: smallest and largest of `turn_token_budgets`)."
+    "`(phase class, budget)` pairs a row met: `action` and `vote` (episode rows: min and max of `turn_token_budgets`)."
     if "turn_token_budget" in r and r["turn_token_budget"] is not None:
         return [("vote" if r.get("phase") == "vote" else "action", int(r["turn_token_budget"]))]
     b = sorted(int(x) for x in r.get("turn_token_budgets") or [])
@@ -156,7 +156,7 @@ def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
     return "; ".join(parts)
 
 # %% ../nbs/05_protocol.ipynb #686670bb
-def check_poolable(rows, # rows (dicts, or a DataFrame) with `protocol_version` and `turn_token_budget` (or `turn_token_budgets`)
+def check_poolable(rows, # dicts or a DataFrame with `protocol_version` and `turn_token_budget` or `turn_token_budgets`
                    override:bool=False, # pool anyway (the caller takes responsibility; the summary still says what met)
                   )->dict:
     "Refuse to combine rows that differ in protocol_version or turn_token_budget (per phase class) unless `override`."
@@ -262,7 +262,7 @@ def _cycle_ok(perm, last, chair):
 
 # %% ../nbs/05_protocol.ipynb #d080216c
 def _draw_cycle(s:State)->list:
-    "Next cycle of the turn order: a seeded permutation of the seats at the table (p1 never last, no seat twice in a row)."
+    "Next turn-order cycle: a seeded permutation of the seats at the table (p1 never last, no seat twice in a row)."
     seats = [i for i, a in enumerate(s.active) if a]
     rng = random.Random(f"{s.seed}:{s.cycle}")
     s.cycle += 1
@@ -371,7 +371,7 @@ def vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}}
 
 # %% ../nbs/05_protocol.ipynb #234facf0
 def check_action(s:State, seat:int, a:dict)->tuple:
-    "Legality of action `a` by `seat` now: `(legality, error, canonical)` with `canonical` the parsed deal or the offer."
+    "Legality of action `a` by `seat` now: `(legality, error, canonical)` with `canonical` the parsed deal or offer."
     at, ph = a.get("atype"), s.phase
     legal = LEGAL_ATYPES[ph]
     off, canon = None, None
@@ -408,7 +408,7 @@ def check_action(s:State, seat:int, a:dict)->tuple:
 
 # %% ../nbs/05_protocol.ipynb #ee8bab88
 def lenient_readings(s:State, seat:int, p:dict, canon=None)->dict:
-    "The lenient readings behind parse result `p` of `seat` now (`canon`: what `check_action` returned), in `LENIENT` order."
+    "The lenient readings behind parse result `p` of `seat` now (`canon`: from `check_action`), in `LENIENT` order."
     a = p["action"]
     if a is None: return {}
     how, at = dict(p.get("lenient") or {}), a["atype"]
@@ -480,7 +480,7 @@ def _advance(s:State, seat:int):
 
 # %% ../nbs/05_protocol.ipynb #2f471021
 def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
-    "Withdraw the seat's live offer and post the new one (in the ultimatum the other seat then responds); close it if signed."
+    "Withdraw the seat's live offer, post the new one (in the ultimatum the other seat responds); close it if signed."
     for o in s.offers:
         if o.proposer == seat and o.status == "live": o.status = "withdrawn"
     off = Offer(f"o{len(s.offers) + 1}", seat, deal_label(canon), [seat], "live", s.round)
@@ -500,7 +500,7 @@ def _do_accept(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
 
 # %% ../nbs/05_protocol.ipynb #16660947
 def _do_walk(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
-    "Leave the table and withdraw the seat's signatures; a veto holder's walk, or one below the quorum, ends the episode."
+    "Leave the table and withdraw the seat's signatures; a veto holder's walk or one below the quorum ends the episode."
     s.active[seat] = False
     for o in s.offers:
         if o.status == "live" and seat in o.signers: o.signers.remove(seat)
@@ -698,7 +698,7 @@ def from_dict(cls:DecisionPoint, d:dict)->DecisionPoint:
 
 # %% ../nbs/05_protocol.ipynb #ba3e163c
 def read_decision_point(d:dict)->DecisionPoint:
-    "A decision point read back from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
+    "A decision point read from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
     return DecisionPoint.from_dict(d)
 
 # %% ../nbs/05_protocol.ipynb #9073f630
@@ -739,7 +739,7 @@ def decision_point(s:State, seat:int)->DecisionPoint:
 
 # %% ../nbs/05_protocol.ipynb #45eee7e9
 def resolve_game(dp:DecisionPoint|dict, games)->Game:
-    "The game a decision point (or a record with its `game_ref` or `instance_id` and `game_sha`) refers to; checks the fingerprint."
+    "The game of a decision point (or of a record's `game_ref` or `instance_id` and `game_sha`), fingerprint checked."
     ref = dp.game_ref if isinstance(dp, DecisionPoint) else dp.get("game_ref", dp)
     for g in (games.values() if isinstance(games, dict) else games):
         if g.name == ref["instance_id"]:

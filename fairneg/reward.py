@@ -65,7 +65,7 @@ def rewards_from_z(z, # per-seat normalized surplus of the outcome (`outcome_z`)
                    lam:float, eps:float=EPS, g_floor:float|None=None, shaping_weight:float=0.0,
                    illegal=None, turns=None, # per-seat counts, needed when `shaping_weight > 0`
                   )->np.ndarray:
-    "Per-seat rewards `R_i(lam)` from the outcome's `z`, with the format-shaping penalty added when `shaping_weight > 0`."
+    "Per-seat rewards `R_i(lam)` from the outcome's `z`, with the format-shaping penalty added if `shaping_weight > 0`."
     r = seat_rewards(z, lam, eps, g_floor)
     if shaping_weight:
         if illegal is None or turns is None:
@@ -135,7 +135,7 @@ def seat_reward_frame(examples:dict, eps:float=EPS, g_floor:float|None=None, n_l
 
 # %% ../nbs/03_reward.ipynb #a47e1994
 def plot_seat_rewards(examples:dict, eps:float=EPS, g_floor:float|None=None, width:int=460, height:int=300):
-    "Altair chart of every seat's `R_i(lam)` across `lam` for example outcomes `{label: (z, names)}`, one shown at a time."
+    "Altair chart of every seat's `R_i(lam)` across `lam` for example outcomes `{label: (z, names)}`, one at a time."
     import altair as alt
     df = seat_reward_frame(examples, eps, g_floor)
     labels = list(examples)

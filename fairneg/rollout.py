@@ -46,7 +46,7 @@ class TurnRequest:
     budget: int              # token cap of this turn
     framing: str = PlaySettings.framing   # prompt framing
     messages: list | None = None   # conversation context: the seat's chat so far, ending with this turn's user message
-    prev_ids: list | None = None   # conversation context: the ids of the seat's last turn (prompt + sampled), same policy
+    prev_ids: list | None = None   # conversation context: ids of the seat's last turn (prompt + sampled), same policy
 
 # %% ../nbs/08_rollout.ipynb #31b0021c
 def request_messages(req:TurnRequest)->list:
@@ -95,7 +95,7 @@ class EpisodeSpec:
     seed: int
     seats: list                          # policy name per seat
     experiment_name: str = "fairneg"
-    play: PlaySettings = PlaySettings()  # context, framing, information mode, deadline and token caps (checked once, carried whole)
+    play: PlaySettings = PlaySettings()  # context, framing, info mode, deadline, token caps (checked once, kept whole)
 
 # %% ../nbs/08_rollout.ipynb #1cb8def8
 @dataclass
@@ -106,7 +106,7 @@ class Episode:
     extras: dict = field(default_factory=dict)   # turn_idx -> {policy, prompt_ids, completion_ids, logprobs}
     row: dict | None = None
     chats: dict = field(default_factory=dict)    # conversation context: seat -> its messages so far
-    chat_ids: dict = field(default_factory=dict) # conversation context: seat -> the ids of its last turn (prompt + sampled)
+    chat_ids: dict = field(default_factory=dict) # conversation context: seat -> ids of its last turn (prompt + sampled)
 
 # %% ../nbs/08_rollout.ipynb #6e14363a
 def spec_state(spec:EpisodeSpec):
@@ -150,7 +150,7 @@ def _apply_outputs(items, outs, policy_name):
 
 # %% ../nbs/08_rollout.ipynb #aaf24394
 def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None)->list:
-    "Play every spec, `width` episodes live at a time, one `act_batch` call per policy per wave; returns finished episodes."
+    "Play every spec, `width` episodes at a time, one `act_batch` call per policy per wave; returns finished episodes."
     if not (isinstance(width, int) and width >= 1):
         raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
     pending, live, done = deque(specs), [], []
@@ -283,7 +283,7 @@ CELL_IDENTITY = ("experiment_name", "seats", "framing", "context", "info_mode", 
 _PLAY_DEFAULTS = asdict(PlaySettings())   # a line written before a play setting was recorded played its default
 
 def cell_identity(line:dict)->dict:
-    "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or of a cell about to be played); a missing play setting is its default."
+    "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or a cell to be played); a missing play setting is its default."
     return {k: line.get(k, _PLAY_DEFAULTS.get(k)) for k in CELL_IDENTITY}
 
 # %% ../nbs/08_rollout.ipynb #6dd65aba
@@ -296,7 +296,7 @@ def _refuse_other_cell(out:Path, identity:dict):
 
 # %% ../nbs/08_rollout.ipynb #0762d878
 def drop_unfinished(out:Path)->int:
-    "Remove the transcript and state rows of episodes without an `episodes.jsonl` row (a write cut short); returns how many."
+    "Drop the transcript and state rows of episodes with no `episodes.jsonl` row (a write cut short); returns how many."
     keys = {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
     dropped = 0
     for name in (TRANSCRIPTS, STATES):
@@ -310,7 +310,7 @@ def drop_unfinished(out:Path)->int:
 def held_episodes(out, # a cell folder (missing or empty: a new cell)
                   identity:dict, # `cell_identity` of the cell to play into it
                  )->set:
-    "The (instance_id, episode_seed) keys the folder holds of this cell; `RunFolderError` for a file or a folder of other work."
+    "This cell's (instance_id, episode_seed) keys in the folder; `RunFolderError` for a file or a folder of other work."
     out = out_folder(out, "cell folder")
     if is_empty_folder(out): return set()
     if not (out / CELL).is_file():
@@ -341,7 +341,7 @@ def seat_names(seats, games)->dict:
 def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_play", width:int=64,
                    play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
                    extra_policies:dict|None=None, progress:bool=True)->dict:
-    "Play every game × seed with the seat policies (`seats`: one name for all seats, or one per seat); write tables to `out`."
+    "Play every game × seed with the seat policies (`seats`: one name for all, or one per seat); write tables to `out`."
     per_game, play = seat_names(seats, games), play or PlaySettings()
     specs = [EpisodeSpec(g, int(s), per_game[id(g)], experiment_name, play) for g in games for s in seeds]
     pols = make_policies([n for sp in specs for n in sp.seats], extra_policies)
@@ -352,7 +352,7 @@ def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_p
 
 # %% ../nbs/08_rollout.ipynb #8a207493
 def summary_table(rows:list):
-    "By seat policy (a table with several policies counts for each): deal rate, mean nnw, below-threshold rate, worst-off z, own z."
+    "By seat policy (a mixed table counts for each): deal rate, mean nnw, below-threshold rate, worst-off z, own z."
     import pandas as pd
     recs = [dict(policy=p, deal=r["deal"], nnw=r["nnw"], below_threshold=r["below_threshold"], worst_off_z=r["worst_off_z"],
                  own_z=float(np.mean([z for z, q in zip(r["z"], r["seats"]) if q == p])))
@@ -369,7 +369,7 @@ def episode_table_rewards(rows:list, eps:float=0.01, g_floor:float|None=None)->n
 # %% ../nbs/08_rollout.ipynb #143c6a5d
 @user_error
 class SoundnessError(ValueError):
-    "A soundness check that cannot be run as asked: an expected order that is not `A>B` of two campaigns, an empty campaign."
+    "A soundness check that cannot run as asked: an expected order not `A>B` of two campaigns, an empty campaign."
 
 # %% ../nbs/08_rollout.ipynb #fcf8510a
 def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above campaign B's
@@ -389,7 +389,7 @@ def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above c
 
 # %% ../nbs/08_rollout.ipynb #db4b22c8
 def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_floor:float|None=None)->dict:
-    "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes when each `A>B` holds without overlap."
+    "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes if each `A>B` holds, no overlap."
     orders = [(exp, *parse_expectation(exp, list(campaigns))) for exp in expect_above]   # refused before any bootstrap
     if B < 1: raise SoundnessError(f"--b: the bootstrap needs at least 1 resample, got {B}")
     if seed < 0: raise SoundnessError(f"--seed must be 0 or more, got {seed}")
@@ -435,7 +435,7 @@ def llm_seats(seats:list)->list:
 def random_legal_action(dp:DecisionPoint, # a decision point where the seat acts
                         rng:random.Random, # the source of randomness
                         p_propose:float=0.3, # in a turn: probability of proposing a random deal
-                        p_accept:float=0.3, # in a turn: probability of accepting a random live offer (when there is one)
+                        p_accept:float=0.3, # in a turn: probability of accepting a random live offer (if there is one)
                         p_yes:float=0.7, # probability of a yes vote, or of accepting the ultimatum
                        )->dict:
     "A random legal action (never `walk`) at decision point `dp`."
@@ -538,7 +538,7 @@ def run_cell(games, # the games
              progress:bool=True,
              cell:dict|None=None, # run options recorded in `cell.jsonl` and on every `states.jsonl` line
             )->dict:
-    "`run_tournament` plus the annotator's log: the `view_ref` of every LLM turn and one `states.jsonl` line per episode."
+    "`run_tournament` plus the annotator's log: each LLM turn's `view_ref` and one `states.jsonl` line per episode."
     seeds = [int(s) for s in seeds]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
@@ -583,7 +583,7 @@ def _refuse_mixed(label:str, by_chunk:dict):
 def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
                 out, # the merged cell folder (its tables are appended to)
                )->dict:
-    "Append chunk cells into one cell folder, refusing duplicate keys and mixed protocols; returns the merged quality report."
+    "Append chunk cells into one cell folder, refusing duplicate keys and mixed protocols; returns its quality report."
     out = out_folder(out, "cell folder")
     twice = [c for c, n in Counter(map(str, chunks)).items() if n > 1]
     if twice: raise MergeError(f"chunk given more than once: {', '.join(twice)}")
@@ -635,7 +635,7 @@ def _merged_already(chunks, out)->bool:
 # %% ../nbs/08_rollout.ipynb #18ac8078
 def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
-    "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets) and write its quality report."
+    "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets)."
     if _merged_already(chunks, out):
         typer.echo(f"{out}: already holds every episode of these chunks; nothing merged")
         return

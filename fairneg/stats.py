@@ -14,7 +14,7 @@ __all__ = ['VERDICTS', 'cluster_sums', 'resample_counts', 'percentile_interval',
 
 # %% ../nbs/01_stats.ipynb #aa1b670d
 def cluster_sums(values, clusters):
-    "Per-cluster sums and counts of non-missing values: `values` (E,) or (E, K) → (G, K) sums, (G, K) counts, cluster ids."
+    "Per-cluster sums and counts of non-missing values: `values` (E,) or (E, K) → (G, K) sums and counts, cluster ids."
     V = np.asarray(values, dtype=float)
     V = V[:, None] if V.ndim == 1 else V
     ids, inv = np.unique(np.asarray(clusters), return_inverse=True)
@@ -35,7 +35,7 @@ def resample_counts(n_clusters:int, B:int=10_000, seed:int=0)->np.ndarray:
 
 # %% ../nbs/01_stats.ipynb #35399924
 def percentile_interval(draws:np.ndarray, level:float=0.95)->tuple:
-    "Per-column percentile interval of bootstrap draws, NaN draws ignored (NaN bounds for no draws or an all-NaN column)."
+    "Per-column percentile interval of bootstrap draws, NaNs ignored (NaN bounds for no draws or an all-NaN column)."
     a = (1 - level) / 2
     if not len(draws): return np.full(draws.shape[1], np.nan), np.full(draws.shape[1], np.nan)
     with warnings.catch_warnings():
@@ -56,7 +56,7 @@ def cluster_bootstrap(values, clusters, B:int=10_000, seed:int=0, level:float=0.
 
 # %% ../nbs/01_stats.ipynb #d9d8554f
 def ratio_influence(S, C)->np.ndarray:
-    "`(G, K)` influence of each cluster on the ratio mean `ΣS / ΣC` of each column: `(S_g − m·C_g) / ΣC` (delta method)."
+    "`(G, K)` influence of each cluster on each column's ratio mean `ΣS / ΣC`: `(S_g − m·C_g) / ΣC` (delta method)."
     S, C = np.asarray(S, float), np.asarray(C, float)
     with np.errstate(invalid="ignore", divide="ignore"):
         N = C.sum(0)
@@ -81,7 +81,7 @@ def t_interval(estimate, se, n_clusters:int, level:float=0.95)->tuple:
 VERDICTS = ("favourable", "unfavourable", "spans_zero")
 
 def verdict(lo:float, hi:float, good:int)->str:
-    "`favourable` when the interval excludes 0 on the good side (`good` = +1 or -1), `unfavourable` on the bad side, else `spans_zero`."
+    "`favourable` if the interval is on the `good` side of 0 (±1), `unfavourable` on the other, else `spans_zero`."
     if not (np.isfinite(lo) and np.isfinite(hi)): return "spans_zero"
     if lo > 0: return "favourable" if good > 0 else "unfavourable"
     if hi < 0: return "favourable" if good < 0 else "unfavourable"

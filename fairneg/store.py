@@ -32,7 +32,7 @@ CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)   # the tables of a campaign
 # %% ../nbs/02_store.ipynb #7203e241
 @user_error
 class RunFolderError(ValueError):
-    "An output path that cannot take this command's output: a file where a folder goes, or a folder that holds other work."
+    "An output path that cannot take this command's output: a file where a folder goes, or a folder holding other work."
 
 # %% ../nbs/02_store.ipynb #7da7e128
 def file_in_the_way(path)->Path|None:
@@ -41,7 +41,7 @@ def file_in_the_way(path)->Path|None:
 
 # %% ../nbs/02_store.ipynb #e54cd0d1
 def writable_file(path)->Path:
-    "`path` as a `Path`, refusing a folder there or a file where one of its folders should be (before anything is written)."
+    "`path` as a `Path`, refusing a folder there or a file where one of its folders goes (before anything is written)."
     path = Path(path)
     if path.is_dir(): raise RunFolderError(f"{path}: is a folder; give a file name to write")
     if (f := file_in_the_way(path)) is not None:
@@ -117,7 +117,7 @@ def refuse_duplicates(rows, source, error:type=ReadError, key=EPISODE_KEY):
 
 # %% ../nbs/02_store.ipynb #9e2ff429
 def episode_rows(path, error:type=ReadError)->list[dict]:
-    "The rows of one `episodes.jsonl`, each with `_source` = file:line; a bad file or row, or an episode twice, is an `error` naming it."
+    "Rows of one `episodes.jsonl` (`_source`: file:line); a bad file or row, or an episode twice: an `error` naming it."
     rows = []
     for i, r in json_lines(path, error):              # one-line errors for unreadable, non-UTF-8 or bad-JSON files
         if not isinstance(r, dict): raise error(f"{path}:{i}: an episode row must be a JSON object")
@@ -147,7 +147,7 @@ def check_replaceable(out, # the folder `--force` would replace
                       holds_this:bool, # whether it holds this command's kind of output
                       what:str, # that kind, in words (`a campaign cell`)
                      ):
-    "Refuse to start over in a folder that holds anything but this command's kind of output: `--force` replaces only that."
+    "Refuse to start over in a folder holding anything but this command's kind of output: `--force` replaces only that."
     out = Path(out)
     if not is_empty_folder(out) and not holds_this:
         raise RunFolderError(f"{out}: holds other files, not {what}: --force replaces only {what}; give another --out")
@@ -165,7 +165,7 @@ def _alive(pid:str)->bool:
 @contextmanager
 def fresh_folder(out, # the folder to replace (or create)
                 ):
-    "Yield a new empty folder beside `out`; when the block ends without an error, it replaces `out` (else it is removed)."
+    "Yield a new empty folder beside `out`; if the block ends without an error, it replaces `out` (else it is removed)."
     out = out_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     olds = sorted(out.parent.glob(f"{glob.escape(out.name)}.old-*"))
@@ -200,7 +200,7 @@ def _yaml_problem(e:yaml.YAMLError)->str:
 
 # %% ../nbs/02_store.ipynb #c58beed7
 def read_yaml(path, error:type=ReadError):
-    "A YAML file's content; `error` naming the file and the problem, in one line, when it cannot be read (`read_text`) or parsed."
+    "A YAML file's content; one-line `error` naming the file and why if it cannot be read (`read_text`) or parsed."
     text = read_text(path, error)
     try: return yaml.safe_load(text)
     except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
@@ -210,7 +210,7 @@ def read_params(path, # a YAML parameters file
                 error:type=ReadError, # the error class for a file that cannot be read, or a bad `extends`
                 _seen:tuple=(), # the files extending this one (a cycle is an error)
                )->dict:
-    "A parameters file's sections: those of the files its `extends:` names first, each replaced whole by the file's own."
+    "A parameters file's sections: those of the files its `extends:` names first, each replaced whole by its own."
     p = read_yaml(path, error)
     if not isinstance(p, dict) or "extends" not in p: return p
     p = dict(p)
@@ -246,7 +246,7 @@ def load_config(cls, # the config dataclass
                 error:type=ReadError, # the error class for a file that cannot be read or holds a bad key
                 **overrides, # field values given explicitly; None means not given
                ):
-    "A config from a parameter file's section with explicit values on top: the one way a file and flags become a config."
+    "A config from a parameter file's section with explicit values on top: the one way file and flags become a config."
     d = {}
     if params is not None:
         p, source = params_mapping(params, error)
