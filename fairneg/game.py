@@ -146,6 +146,12 @@ def _finite_number(s)->bool:
     "An int or float, not a bool, that `np.isfinite` accepts (plain int64-range ints without calling numpy)."
     return (type(s) is int and -2**63 <= s < 2**63) or (isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s))
 
+# %% ../nbs/01_game.ipynb #2b9ef0a5
+def _not_a_number(s)->str:
+    "Why `s` is refused as a number: a numpy scalar is named as one, since `.tolist()` converts it."
+    if type(s).__module__ == "numpy": return f"`{s!r}` is a numpy {type(s).__name__}, not a Python number (`.tolist()` converts it)"
+    return f"`{s!r}` is not a finite number"
+
 # %% ../nbs/01_game.ipynb #daf4498c
 def validate_game(g:Game, source="<game>")->Game:
     "Check a game against SPEC §1; raise `GameError` naming the source, the field and the problem."
@@ -171,11 +177,11 @@ def validate_game(g:Game, source="<game>")->Game:
                    f"which has {len(g.options[k])} options (ragged sheet)")
             for o, s in enumerate(row):
                 if not _finite_number(s):
-                    raise GameError(source, f"scores[{i}][{k}][{o}]", f"`{s!r}` is not a finite number")
+                    raise GameError(source, f"scores[{i}][{k}][{o}]", _not_a_number(s))
     _check(len(g.thresholds) == n, source, "thresholds", f"{len(g.thresholds)} thresholds for {n} parties")
     ideal = g.ideal
     for i, t in enumerate(g.thresholds):
-        _check(isinstance(t, (int, float)) and np.isfinite(t), source, f"thresholds[{i}]", f"`{t!r}` is not a finite number")
+        _check(_finite_number(t), source, f"thresholds[{i}]", _not_a_number(t))
         _check(t <= ideal[i], source, f"thresholds[{i}]",
                f"threshold {t} of `{g.parties[i]}` is above its best deal ({ideal[i]:g}): no deal reaches it")
         _check(ideal[i] - t > 0, source, f"thresholds[{i}]",
