@@ -273,7 +273,8 @@ def public_evidence(dp:DecisionPoint)->list:
         j, at = e["seat"], e["atype"]
         off = offers.get(e.get("offer_id"))
         if at in ("propose", "accept", "pass") and not e.get("forced") and protocol_kind(dp.protocol).signs:
-            ev += [(j, "skip", o["deal"]) for oid, o in live.items() if j not in o["signers"] and oid != e.get("offer_id")]
+            ev += [(j, "skip", o["deal"]) for oid, o in live.items()
+                   if j not in o["signers"] and oid != e.get("offer_id")]
         if at == "propose" and e.get("deal"):
             ev.append((j, "propose", e["deal"]))
             for oid in [k for k, o in live.items() if o["proposer"] == j]: del live[oid]
@@ -284,7 +285,8 @@ def public_evidence(dp:DecisionPoint)->list:
         elif at == "reject" and dp.offers: ev.append((j, "no", dp.offers[-1].deal))
         elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"): ev.append((j, e["vote"], off.deal))
         elif at == "walk":
-            st = most_signed([Offer(oid, o["proposer"], o["deal"], o["signers"], "live", None) for oid, o in live.items()])   # the engine's rule
+            st = most_signed([Offer(oid, o["proposer"], o["deal"], o["signers"], "live", None)
+                              for oid, o in live.items()])   # the engine's rule
             if st is not None: ev.append((j, "no", live[st]["deal"]))
             for o in live.values(): o["signers"].discard(j)
     return ev
@@ -398,11 +400,13 @@ def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tup
     ph = dp.phase
     if ph == "vote":
         yes = _beats_no_deal(own, bel, _ballot(dp).deal, objective)
-        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote on the ballot", beats_no_deal=yes)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote on the ballot",
+                                                                                 beats_no_deal=yes)
     if ph == "respond":
         o = dp.offers[-1]
         ok = _beats_no_deal(own, bel, o.deal, objective)
-        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond", beats_no_deal=ok)
+        return (make_action("accept", o.offer_id)
+                if ok else make_action("reject")), dict(rule="respond", beats_no_deal=ok)
     S = _scores(own, bel, dp, objective)
     b = int(np.argmax(S))
     best, s_best = index_label(own.idx[b], own.n_options), float(S[b])
@@ -433,11 +437,13 @@ def greedy_rule(dp:DecisionPoint, own:OwnView)->tuple:
     ph, best = dp.phase, index_label(own.best, own.n_options)
     if ph == "vote":
         yes = own.accepts(_ballot(dp).deal)
-        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
+        return make_action("vote", dp.ballot, vote="yes"
+                           if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
     if ph == "respond":
         o = dp.offers[-1]
         ok = own.z_of(o.deal) >= ANCHOR_Z
-        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond: near ideal", ok=ok)
+        return (make_action("accept", o.offer_id)
+                if ok else make_action("reject")), dict(rule="respond: near ideal", ok=ok)
     if ph in ("open", "propose"): return make_action("propose", deal=best), dict(rule="propose the ideal")
     live = [o for o in dp.offers if o.status == "live"]
     near = [o for o in live if o.offer_id in dp.acceptable and own.z_of(o.deal) >= ANCHOR_Z]
@@ -454,13 +460,16 @@ def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
     ph = dp.phase
     if ph == "vote":
         yes = own.accepts(_ballot(dp).deal)
-        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
+        return make_action("vote", dp.ballot, vote="yes"
+                           if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
     if ph == "respond":
         o = dp.offers[-1]
         ok = own.accepts(o.deal)
-        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
+        return (make_action("accept", o.offer_id)
+                if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
     if ph in ("open", "propose"):
-        return make_action("propose", deal=index_label(own.best, own.n_options)), dict(rule="forced proposal (the only legal action)")
+        return make_action("propose",
+                           deal=index_label(own.best, own.n_options)), dict(rule="forced proposal (the only legal action)")
     ok = [o for o in dp.offers if o.status == "live" and o.offer_id in dp.acceptable and own.accepts(o.deal)]
     if ok:
         o = max(ok, key=lambda o: (own.z_of(o.deal), *_offer_key(o)))
@@ -485,7 +494,8 @@ def demand_rule(dp:DecisionPoint, kind:str, objective:str, strict:bool=False)->t
     return make_action("demand", deal=option_label(me, o)), dict(rule="demand", equal_share=fair, cap=cap)
 
 # %% ../nbs/07_agents.ipynb #96718361
-AGENT_NAMES = ("greedy_anchor", "passive_gate", "bayes_rational", "oracle_omniscient", "fairness_oracle", "fairness_private")
+AGENT_NAMES = ("greedy_anchor", "passive_gate", "bayes_rational", "oracle_omniscient", "fairness_oracle",
+               "fairness_private")
 AGENT_ALIASES = {"rational_private": "bayes_rational"}
 COUNTERFACTUAL_TYPES = ("oracle_omniscient", "rational_private", "fairness_oracle", "fairness_private")
 _SPECS = {"greedy_anchor": ("own", False, "greedy"), "passive_gate": ("own", False, "passive"),

@@ -12,7 +12,8 @@ __all__ = ['ATYPES', 'ANSWER_FORMAT', 'LENIENT', 'lenient_record', 'parse_answer
 # %% ../nbs/03_answers.ipynb #98c6bb9b
 ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
 ANSWER_FORMAT = '{"scratchpad": "...", "message": "...", "action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}'
-LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action", "string_action",
+LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action",
+           "string_action",
            "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised", "vote_synonym",
            "vote_ballot_implied", "accept_last_offer_implied")   # the lenient readings, in the order turn records list them
 
@@ -102,7 +103,8 @@ def lenient_record(how:dict)->dict: return {k: how[k] for k in LENIENT if how.ge
 # %% ../nbs/03_answers.ipynb #e40b0e02
 def parse_answer(obj:dict)->dict:
     "An answer object (`{scratchpad, message, action}` or flat) as `{action, message, scratchpad, error, lenient}`."
-    out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")), "error": None, "lenient": {}}
+    out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")),
+           "error": None, "lenient": {}}
     a, how = obj.get("action", obj), {}
     if "action" not in obj: how["flat_action"] = 1
     if isinstance(a, str): a = {**obj, "atype": a}; how["string_action"] = 1
@@ -141,7 +143,8 @@ def parse_action(text)->dict:
         if acts:
             (o, i, j), p = acts[-1], parse_answer(acts[-1][0])
             if p["action"] is None: p["lenient"] = {}
-            else: p["lenient"] = lenient_record({**p["lenient"], "text_around_json": int(bool(t[:i].strip() or t[j:].strip())),
+            else: p["lenient"] = lenient_record({**p["lenient"],
+                                                 "text_around_json": int(bool(t[:i].strip() or t[j:].strip())),
                                            "json_repaired": int(repaired), "duplicate_json_keys": int(o.dup),
                                            "multiple_actions": len(acts) - 1})
             return p

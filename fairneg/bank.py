@@ -80,7 +80,8 @@ def _holds_same_bank(out:Path, texts:dict)->bool:
         raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
     if all((out / n).is_file() and (out / n).read_text(encoding="utf-8") == t for n, t in texts.items()): return True
     old = read_manifest(out)
-    raise BankError(f"{out}: holds another bank ({len(old)} games: {', '.join(r['id'] for r in old[:3])}{', ...' if len(old) > 3 else ''}): "
+    raise BankError(f"{out}: holds another bank ({len(old)} games: "
+                    f"{', '.join(r['id'] for r in old[:3])}{', ...' if len(old) > 3 else ''}): "
                     "give another --out, or --force to replace it")
 
 # %% ../nbs/03_bank.ipynb #3d451abd
@@ -94,7 +95,8 @@ def write_bank(games:list[Game], # the games
     "Write games as `<id>.json` and the manifest into a new folder that replaces `out` whole; return the manifest rows."
     out = out_folder(out, "bank folder")
     _check_ids(games, out)
-    rows = [manifest_row(g, geo) for g, geo in tqdm(list(zip(games, geos or [None] * len(games))), desc=f"solving {out.name}",
+    rows = [manifest_row(g, geo) for g, geo in tqdm(list(zip(games, geos or [None] * len(games))),
+                                                    desc=f"solving {out.name}",
                                                     disable=not progress)]
     texts = {**{f"{g.name}.json": game_text(g) for g in games}, **(extra or {}), MANIFEST: jsonl_text(rows)}
     if force: check_replaceable(out, _no_bank_yet(out) or (out / MANIFEST).is_file(), "a bank")
@@ -108,7 +110,8 @@ def _manifest_lines(bank)->list[tuple[str, dict]]:
     "`(source, row)` per manifest line, the source naming the file and line."
     path = Path(bank) / MANIFEST
     if not path.is_file():
-        raise GameError(path, "<file>", "no manifest here: not a bank folder (make one with `fairneg bank generate` or `fairneg bank import`)")
+        raise GameError(path, "<file>",
+                        "no manifest here: not a bank folder (make one with `fairneg bank generate` or `fairneg bank import`)")
     out, ids = [], {}
     for ln, row in json_lines(path, GameError):
         src = f"{path}:{ln}"
@@ -327,7 +330,8 @@ def make_eval_bank(out, # the bank folder to write
     known_banks = [str(k) for k in known_banks]
     known = bank_fingerprints(known_banks)
     with tqdm(total=n, desc=f"eval bank {out.name}", disable=not progress) as bar:
-        games, geos, rejections, tried = _screen_seeds(n, first_seed, modes, max_candidates, known, min_spread, make_game, bar)
+        games, geos, rejections, tried = _screen_seeds(n, first_seed, modes, max_candidates, known,
+                                                       min_spread, make_game, bar)
     n_acc = len(games) // len(modes)
     summary = _summary(n_acc, n, tried, first_seed, rejections)
     if n_acc < n:                    # the log goes into a new folder, else beside a bank that stays as it was
@@ -338,7 +342,8 @@ def make_eval_bank(out, # the bank folder to write
     guard = dict(n=n, first_seed=first_seed, modes=list(modes), min_spread=min_spread, max_candidates=max_candidates,
                  known_banks=known_banks, n_candidates=tried, n_accepted=n_acc,
                  rejected=dict(Counter(r["reason"] for r in rejections)), summary=summary)
-    rows = write_bank(games, out, geos, force=force, extra={GUARD: json_text(guard), REJECTIONS: jsonl_text(rejections)})
+    rows = write_bank(games, out, geos, force=force,
+                      extra={GUARD: json_text(guard), REJECTIONS: jsonl_text(rejections)})
     if verbose: print(f"{out}: {summary}")
     return rows
 
@@ -352,10 +357,12 @@ def check_bank(bank, # the bank folder to check
     out = []
     for kb in known_banks:
         idx = bank_fingerprints([kb])
-        out += [dict(kind="known", game=r["game"], known_bank=str(kb), known_game=k["game"], fingerprint=fp, value=r[fp])
+        out += [dict(kind="known", game=r["game"], known_bank=str(kb), known_game=k["game"],
+                     fingerprint=fp, value=r[fp])
                 for r in mine for fp in FINGERPRINTS for k in idx[fp].get(r[fp], [])]
     if within:
-        out += [dict(kind="within", game=b["game"], known_bank=str(bank), known_game=a["game"], fingerprint=fp, value=b[fp])
+        out += [dict(kind="within", game=b["game"], known_bank=str(bank), known_game=a["game"],
+                     fingerprint=fp, value=b[fp])
                 for j, b in enumerate(mine) for a in mine[:j] for fp in FINGERPRINTS
                 if a[fp] == b[fp] and base_id(a["game"]) != base_id(b["game"])]
     return out
@@ -396,7 +403,8 @@ def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")]
 
 # %% ../nbs/03_bank.ipynb #fc06c01b
 @app.command("import")
-def import_(paths:Annotated[list[Path], typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
+def import_(paths:Annotated[list[Path],
+                            typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
             out:Annotated[Path, typer.Option(help="The bank folder to write.")],
             force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Import games (LLM-Deliberation folders or game JSON files) as a bank."
@@ -409,23 +417,29 @@ def import_(paths:Annotated[list[Path], typer.Argument(help="Game JSON files, LL
 def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
           n:Annotated[int, typer.Option(help="Number of base games (seeds) to accept.")]=24,
           first_seed:Annotated[int, typer.Option(help="The first candidate seed.")]=41000,
-          known_bank:Annotated[list[str], typer.Option(help=f"A bank the new bank must not overlap (repeatable; `{LLMDEL_ALIAS}` = the six shipped games).")]=[],
+          known_bank:Annotated[list[str],
+                               typer.Option(help=f"A bank the new bank must not overlap (repeatable; `{LLMDEL_ALIAS}` "
+                                                 "= the six shipped games).")]=[],
           min_spread:Annotated[float, typer.Option(help="Discriminativeness floor on the nnw spread over IR.")]=0.2,
           modes:Annotated[list[str], typer.Option(help=_MODES_HELP)]=["full"],
-          max_candidates:Annotated[int|None, typer.Option(help="Give up after this many seeds (default 100 × n).")]=None,
+          max_candidates:Annotated[int|None,
+                                   typer.Option(help="Give up after this many seeds (default 100 × n).")]=None,
           progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
           force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
     before = _manifest_text(out)
-    rows = make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress, verbose=False, force=force)
+    rows = make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress,
+                          verbose=False, force=force)
     typer.echo(_bank_line(out, rows, before, force, f"accepted: {read_json(out / GUARD)['summary']}"))
 
 # %% ../nbs/03_bank.ipynb #7ab15668
 @app.command()
 def check(bank:Annotated[Path, typer.Argument(help="The bank folder to check.")],
-          known_bank:Annotated[list[str], typer.Option(help="A bank to check against (repeat the flag for several).")]=[],
+          known_bank:Annotated[list[str],
+                               typer.Option(help="A bank to check against (repeat the flag for several).")]=[],
           json_:Annotated[bool, typer.Option("--json", help="One JSON object per colliding pair.")]=False,
-          within:Annotated[bool, typer.Option(help="Also report collisions between different games of the bank.")]=True):
+          within:Annotated[bool,
+                           typer.Option(help="Also report collisions between different games of the bank.")]=True):
     "List fingerprint collisions; exit 0 when there are none, 1 when there are."
     rows = check_bank(bank, known_bank, within)
     if json_:

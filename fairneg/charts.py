@@ -59,7 +59,8 @@ def widget_bundle(spec:dict)->dict:
 # %% ../nbs/00_charts.ipynb #db976886
 def chart_bundle(spec:dict, **metadata)->dict:
     "The `fairneg` renderer: an offline interactive widget where anywidget is installed, beside a static SVG."
-    bundle = {"image/svg+xml": spec_svg(spec), "text/plain": "<altair chart: interactive in JupyterLab, an SVG elsewhere>"}
+    bundle = {"image/svg+xml": spec_svg(spec),
+              "text/plain": "<altair chart: interactive in JupyterLab, an SVG elsewhere>"}
     return {**widget_bundle(spec), **bundle} if has_widgets() else bundle
 
 # %% ../nbs/00_charts.ipynb #fe1ea428

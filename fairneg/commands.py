@@ -69,7 +69,8 @@ def write_crash_log(exc:BaseException, # the exception that ended the command
     "Save a crash's command line, versions and traceback to a new file in `crash_dir()` (else the temp folder)."
     import tempfile, fairneg
     head = [f"command: {' '.join(map(str, sys.argv if argv is None else argv))}", f"cwd: {os.getcwd()}",
-            f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}", f"fairneg {fairneg.__version__}, Python {platform.python_version()}, {platform.platform()}"]
+            f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}",
+            f"fairneg {fairneg.__version__}, Python {platform.python_version()}, {platform.platform()}"]
     text = "\n".join(head) + "\n\n" + "".join(traceback.format_exception(exc))
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for d in (crash_dir(), Path(tempfile.gettempdir())):              # a read-only home: the log still goes somewhere
@@ -136,7 +137,8 @@ def unknown_names(bad, # the names that are not known
 def json_kind(v)->str:
     "A parsed JSON or YAML value's type in words, with the value when short: `a string (\"five\")`."
     kind = ("null" if v is None else "true/false" if isinstance(v, bool) else "an integer" if isinstance(v, int)
-            else "a number" if isinstance(v, float) else "a string" if isinstance(v, str) else "a list" if isinstance(v, list)
+            else "a number" if isinstance(v, float) else "a string" if isinstance(v, str) else "a list"
+            if isinstance(v, list)
             else "an object" if isinstance(v, dict) else type(v).__name__)
     shown = json.dumps(v, ensure_ascii=False, default=str) if not isinstance(v, (list, dict)) else ""
     return kind + (f" ({shown})" if shown and len(shown) <= 40 and v is not None else "")
@@ -156,7 +158,8 @@ def type_problem(v, hint)->str|None:
         if not isinstance(v, list): return f"must be a list, got {json_kind(v)}"
         bad = [(i, p) for i, x in enumerate(v) if (p := type_problem(x, args[0] if args else typing.Any))]
         return f"item {bad[0][0]}: {bad[0][1]}" if bad else None
-    ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool), float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
+    ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
           bool: lambda: isinstance(v, bool), str: lambda: isinstance(v, str), Path: lambda: isinstance(v, (str, Path)),
           dict: lambda: isinstance(v, dict)}.get(origin or hint)
     return None if ok is None or ok() else f"must be {_KINDS[origin or hint]}, got {json_kind(v)}"
@@ -218,8 +221,10 @@ def config_params(cls, # a dataclass whose fields carry trailing comments (their
             inner = [a for a in typing.get_args(t) if a is not type(None)]
             t = inner[0] if len(inner) == 1 else t
         flags = f.metadata.get("flags", ())   # `field(metadata=dict(flags=("--new", "--old")))`: the flag and its aliases
-        opt = typer.Option(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False)
-        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[t], opt]))
+        opt = typer.Option(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable),
+                           show_default=False)
+        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                     annotation=Annotated[Optional[t], opt]))
     return out
 
 # %% ../nbs/00_commands.ipynb #5683b04f
@@ -237,7 +242,8 @@ def config_command(cls, # the config dataclass
 # %% ../nbs/00_commands.ipynb #6e6afae4
 def extra_option(name:str, t, default, help:str)->inspect.Parameter:
     "One typer option of a command besides its config's flags (an `extra` of `config_command`)."
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)])
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[t, typer.Option(help=help)])
 
 # %% ../nbs/00_commands.ipynb #127c1b76
 def config_section(d, # a parsed parameter file

@@ -10,7 +10,8 @@ from fastcore.basics import patch
 from .game import Game, deal_label, generate_game, option_label
 from .metrics import outcome_z
 from .settings import PlaySettings
-from .protocol import (protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point, find_offer, is_done,
+from .protocol import (protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point,
+                              find_offer, is_done,
                               new_episode, outcome)
 from .prompts import prompt
 
@@ -27,8 +28,10 @@ class NegotiationEnv(AECEnv):
     "PettingZoo AEC environment over the protocol engine, with text (raw answers) or discrete actions."
     metadata = {"name": "fairneg_negotiation_v0", "render_modes": ["ansi"], "is_parallelizable": False}
 
-    def __init__(self, game:Game|None=None, action_mode:str="text", framing:str=PlaySettings.framing, info_mode:str|None=None,
-                 max_turns:int|None=None, turn_max_tokens:int|None=None, render_mode:str|None=None, max_answer_chars:int=4096):
+    def __init__(self, game:Game|None=None, action_mode:str="text", framing:str=PlaySettings.framing,
+                 info_mode:str|None=None,
+                 max_turns:int|None=None, turn_max_tokens:int|None=None, render_mode:str|None=None,
+                 max_answer_chars:int=4096):
         super().__init__()
         if action_mode not in ("text", "discrete"): raise ValueError(f"unknown action_mode `{action_mode}`")
         self.game = game if game is not None else generate_game(40000)
@@ -48,7 +51,8 @@ class NegotiationEnv(AECEnv):
         if action_mode == "discrete": obs["action_mask"] = spaces.Box(0, 1, (self._n_act,), np.int8)
         self._obs_spaces = {a: spaces.Dict(obs) for a in self.possible_agents}
         self._act_spaces = {a: spaces.Discrete(self._n_act) if action_mode == "discrete"
-                            else spaces.Text(max_answer_chars, min_length=0, charset=_PRINTABLE + "\n") for a in self.possible_agents}
+                            else spaces.Text(max_answer_chars, min_length=0, charset=_PRINTABLE + "\n")
+                            for a in self.possible_agents}
 
     def observation_space(self, agent): return self._obs_spaces[agent]
     def action_space(self, agent): return self._act_spaces[agent]

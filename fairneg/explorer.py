@@ -38,7 +38,8 @@ def solution_table(geo:Geometry):
     by = {}
     for s in ("nbs", "ks"):
         if geo.solution(s) is not None: by.setdefault(geo.solution(s), []).append(s.upper())
-    return pd.DataFrame([dict(game=geo.game.name, solution=" = ".join(n), deal=geo.label(p), **_z_columns(geo, p)) for p, n in by.items()])
+    return pd.DataFrame([dict(game=geo.game.name, solution=" = ".join(n), deal=geo.label(p), **_z_columns(geo, p))
+                         for p, n in by.items()])
 
 # %% ../nbs/04_explorer.ipynb #c30e033b
 class ExplorerError(ValueError):
@@ -81,7 +82,8 @@ def struck_table(geos:list[Geometry], episodes:list[dict]):
     "Deals the episodes struck, one row per (game, deal, policy) with its episode count and every party's z."
     import pandas as pd
     by = {g.game.name: g for g in geos}
-    rows = [dict(game=r["instance_id"], deal=r["deal_label"], policy=episode_policy(r), **_z_columns(g, deal_position(g, r)))
+    rows = [dict(game=r["instance_id"], deal=r["deal_label"], policy=episode_policy(r),
+                 **_z_columns(g, deal_position(g, r)))
             for r in _once(episodes) if closed_deal(r) and (g := by.get(r.get("instance_id"))) is not None]
     if not rows: return pd.DataFrame(columns=["game", "deal", "policy", "episodes"])
     df = pd.DataFrame(rows)
@@ -116,7 +118,8 @@ def explorer_params(names:list[str], labels:list[str], game:str, x:int=0, y:int=
 def on_axes(chart):
     "A layer filtered to the chosen game, with `x` and `y` the chosen parties' z."
     return (chart.transform_filter("datum.game == game")
-            .transform_calculate(x="datum['z' + xseat]", y="datum['z' + yseat]").transform_filter("isValid(datum.x) && isValid(datum.y)"))
+            .transform_calculate(x="datum['z' + xseat]",
+                                 y="datum['z' + yseat]").transform_filter("isValid(datum.x) && isValid(datum.y)"))
 
 # %% ../nbs/04_explorer.ipynb #b5e6b37f
 def policy_colors(policies)->dict:
@@ -131,26 +134,34 @@ def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
     tip = ["deal:N", "set:N", "nnw:Q", alt.Tooltip("x:Q", format=".3f"), alt.Tooltip("y:Q", format=".3f")]
     layers = [on_axes(alt.Chart(inline(deals[deals.set == "other"]))).mark_circle(size=9, color="#8c8c8c", opacity=0.25).encode(x, y, tooltip=tip),
               on_axes(alt.Chart(inline(deals[deals.set != "other"]))).mark_circle(size=30, opacity=0.8).encode(
-                  x, y, color=alt.Color("set:N", scale=alt.Scale(domain=list(SET_COLORS), range=list(SET_COLORS.values()))), tooltip=tip),
-              on_axes(alt.Chart(inline(deals[deals.pareto]))).mark_point(shape="diamond", size=60, filled=False, color="#08306b").encode(
+                  x, y, color=alt.Color("set:N", scale=alt.Scale(domain=list(SET_COLORS),
+                                                                 range=list(SET_COLORS.values()))), tooltip=tip),
+              on_axes(alt.Chart(inline(deals[deals.pareto]))).mark_point(shape="diamond", size=60,
+                                                                         filled=False, color="#08306b").encode(
                   x, y, tooltip=["deal:N", "nnw:Q"])]
     if len(sols):
         sp = on_axes(alt.Chart(inline(sols)))
-        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3, color=SOLUTION_COLOR).encode(x, y, tooltip=["solution:N", "deal:N"]),
+        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3,
+                                 color=SOLUTION_COLOR).encode(x, y, tooltip=["solution:N", "deal:N"]),
                    solution_label(sp, x, y)]
     if len(struck):   # the size scale's domain is fixed: a game with no struck deal keeps a drawable legend
         pols = list(dict.fromkeys(struck.policy))
         layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85).encode(
-            x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]), legend=alt.Legend(title="episodes that struck it", format="d", values=sorted(set(struck.episodes))[:6])),
-            color=alt.Color("policy:N", title="policy", scale=color_scale(pols, colors if colors is not None else policy_colors(pols))),
-            shape=alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=pols)), tooltip=["policy:N", "deal:N", "episodes:Q"]))
+            x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]),
+                                legend=alt.Legend(title="episodes that struck it", format="d",
+                                                  values=sorted(set(struck.episodes))[:6])),
+            color=alt.Color("policy:N", title="policy",
+                            scale=color_scale(pols, colors if colors is not None else policy_colors(pols))),
+            shape=alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=pols)),
+            tooltip=["policy:N", "deal:N", "episodes:Q"]))
     return layers
 
 # %% ../nbs/04_explorer.ipynb #0bbb7d9d
 def caption_layer():
     "A line above the plot naming the game and the chosen parties (it follows the selectors)."
     import altair as alt, pandas as pd
-    return alt.Chart(pd.DataFrame([{}])).mark_text(align="left", baseline="bottom", fontWeight="bold", fontSize=13).encode(
+    return alt.Chart(pd.DataFrame([{}])).mark_text(align="left", baseline="bottom", fontWeight="bold",
+                                                   fontSize=13).encode(
         x=alt.value(0), y=alt.value(-6), text="caption:N").transform_calculate(
         caption="game + ': x = z of ' + seatlabels[xseat] + ', y = z of ' + seatlabels[yseat]")
 
@@ -169,7 +180,8 @@ def explore(geos:list[Geometry], # the games' geometries
     struck = struck_table(geos, list(episodes))
     game = game or (struck.game.iloc[0] if len(struck) else names[0])
     if game not in names:
-        raise ExplorerError(f"game `{game}` is not among the {len(names)} games ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
+        raise ExplorerError(f"game `{game}` is not among the {len(names)} games "
+                            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
     deals = pd.concat([deal_table(g) for g in geos], ignore_index=True)
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
     return alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(

@@ -166,14 +166,16 @@ def validate_game(g:Game, source="<game>")->Game:
     _check(1 <= m <= 26, source, "issues", f"{m} issues, but a game has 1 to 26")
     _check(len(g.options) == m, source, "options", f"{len(g.options)} option lists for {m} issues")
     for k, opts in enumerate(g.options):
-        _check(len(opts) >= 2, source, f"options[{k}]", f"issue {issue_letter(k)} has {len(opts)} option(s), needs at least 2")
+        _check(len(opts) >= 2, source, f"options[{k}]",
+               f"issue {issue_letter(k)} has {len(opts)} option(s), needs at least 2")
     _check(len(g.scores) == n, source, "scores", f"{len(g.scores)} score sheets for {n} parties")
     for i, sheet in enumerate(g.scores):
         _check(isinstance(sheet, list) and len(sheet) == m, source, f"scores[{i}]",
                f"sheet of `{g.parties[i]}` has {len(sheet) if isinstance(sheet, list) else '?'} rows for {m} issues (ragged sheet)")
         for k, row in enumerate(sheet):
             if not (isinstance(row, list) and len(row) == len(g.options[k])): raise GameError(source, f"scores[{i}][{k}]",
-                   f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores for issue {issue_letter(k)}, "
+                   f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores for issue "
+                   f"{issue_letter(k)}, "
                    f"which has {len(g.options[k])} options (ragged sheet)")
             for o, s in enumerate(row):
                 if not _finite_number(s):
@@ -186,11 +188,15 @@ def validate_game(g:Game, source="<game>")->Game:
                f"threshold {t} of `{g.parties[i]}` is above its best deal ({ideal[i]:g}): no deal reaches it")
         _check(ideal[i] - t > 0, source, f"thresholds[{i}]",
                f"c_i = ideal - threshold = {ideal[i] - t:g} <= 0 for `{g.parties[i]}` (its best deal only just reaches the threshold)")
-    _check(all(isinstance(v, int) and 0 <= v < n for v in g.veto), source, "veto", f"veto {g.veto} must list party indices 0..{n-1}")
-    _check(isinstance(g.quorum, int) and 1 <= g.quorum <= n, source, "quorum", f"quorum {g.quorum} must be between 1 and {n}")
+    _check(all(isinstance(v, int) and 0 <= v < n for v in g.veto), source, "veto",
+           f"veto {g.veto} must list party indices 0..{n-1}")
+    _check(isinstance(g.quorum, int) and 1 <= g.quorum <= n, source, "quorum",
+           f"quorum {g.quorum} must be between 1 and {n}")
     _check(len(g.veto) <= g.quorum, source, "quorum", f"quorum {g.quorum} is smaller than the veto set {g.veto}")
-    _check(g.info_mode in INFO_MODES, source, "info_mode", f"unknown information mode `{g.info_mode}` (known: {', '.join(INFO_MODES)})")
-    _check(g.protocol in PROTOCOLS, source, "protocol", f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})")
+    _check(g.info_mode in INFO_MODES, source, "info_mode",
+           f"unknown information mode `{g.info_mode}` (known: {', '.join(INFO_MODES)})")
+    _check(g.protocol in PROTOCOLS, source, "protocol",
+           f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})")
     return g
 
 # %% ../nbs/01_game.ipynb #ef4983ca
@@ -208,7 +214,8 @@ def party_index(g:Game, # the game
         raise PartyError(f"{g.name}: party index {p} is out of range: the game has {g.n} parties (0..{g.n - 1})")
     if p in g.parties: return g.parties.index(p)
     near = nearest(p, g.parties)
-    raise PartyError(f"{g.name}: no party `{p}`" + (f" (did you mean `{near}`?)" if near else "") + f" (parties: {', '.join(g.parties)})")
+    raise PartyError(f"{g.name}: no party `{p}`" + (f" (did you mean `{near}`?)"
+                                                    if near else "") + f" (parties: {', '.join(g.parties)})")
 
 # %% ../nbs/01_game.ipynb #82993755
 @user_error
@@ -266,7 +273,8 @@ FIELD_TYPES = {   # a game file's fields: what each must be (its JSON type, in w
     "quorum": ("an integer or null", _or_null(_is_int)), "unanimity_bonus": ("a number", _is_number),
     "strict": ("true or false", lambda v: isinstance(v, bool)), "info_mode": ("a string", _is_text),
     "protocol": ("a string", _is_text), "pie": ("a number or null", _or_null(_is_number)),
-    "prose": ("an object or null", _or_null(lambda v: isinstance(v, dict))), "meta": ("an object", lambda v: isinstance(v, dict)),
+    "prose": ("an object or null", _or_null(lambda v: isinstance(v, dict))),
+    "meta": ("an object", lambda v: isinstance(v, dict)),
 }
 
 # %% ../nbs/01_game.ipynb #4b466fab
@@ -281,7 +289,8 @@ def _check_fields(d, source):
     _check(isinstance(d, dict), source, "<root>", f"a game file must hold a JSON object, not {json_kind(d)}")
     for f in d:
         near = nearest(f, _FIELDS)
-        _check(f in _FIELDS, source, f, "unknown field" + (f" (did you mean `{near}`?)" if near else "") + f" (known: {', '.join(_FIELDS)})")
+        _check(f in _FIELDS, source, f, "unknown field" + (f" (did you mean `{near}`?)"
+                                                           if near else "") + f" (known: {', '.join(_FIELDS)})")
     for f in _REQUIRED: _check(f in d, source, f, "missing required field")
     for f, v in d.items():
         kind, ok = FIELD_TYPES[f]
@@ -364,7 +373,8 @@ def import_llm_deliberation(folder)->Game:
     m = len(sheets[0])
     glob_text = read_text(folder / "global_instructions.txt", GameError)
     issue_names, opt_names = _issue_names(glob_text, m)
-    options = [[opt_names.get((issue_letter(k), o), option_label(k, o)) for o in range(len(sheets[0][k]))] for k in range(m)]
+    options = [[opt_names.get((issue_letter(k), o), option_label(k, o)) for o in range(len(sheets[0][k]))]
+               for k in range(m)]
     indiv = {}
     for pid, inc in zip(ids, incentives):
         p = folder / "individual_instructions" / inc / f"{pid}.txt"
@@ -420,7 +430,8 @@ def generate_game(seed:int, n_parties:int=6, n_issues:int=5, info_mode:str="full
         if _has_nbs_deal(scores, taus, n_opts): break
         tau_hi = max(tau_lo, tau_hi - 0.02)
     else:
-        raise GameError(f"generate_game(seed={seed})", "thresholds", "could not draw thresholds that leave a deal with positive surplus for everyone")
+        raise GameError(f"generate_game(seed={seed})", "thresholds",
+                        "could not draw thresholds that leave a deal with positive surplus for everyone")
     roles = ["p1", "p2"] + ["player"] * (n_parties - 2)
     g = Game(name=f"gen-{seed}" + ("" if info_mode == "full" else f"-{info_mode}"),
              parties=[f"party{i+1}" for i in range(n_parties)], roles=roles,
@@ -445,7 +456,8 @@ def divide_dollar_game(n:int=2)->Game:
     "Divide-the-dollar: each of `n` parties demands a share; demands summing above 100 leave everyone with 0."
     sheets = [[SHARES if k == i else [0] * len(SHARES) for k in range(n)] for i in range(n)]
     return validate_game(Game(
-        name=f"divide-dollar-{n}", parties=[f"claimant{i+1}" for i in range(n)], roles=["p1", "p2"] + ["player"] * (n - 2),
+        name=f"divide-dollar-{n}", parties=[f"claimant{i+1}" for i in range(n)],
+        roles=["p1", "p2"] + ["player"] * (n - 2),
         issues=[f"share of claimant{i+1}" for i in range(n)], options=[[str(s) for s in SHARES] for _ in range(n)],
         scores=sheets, thresholds=[0] * n, veto=list(range(n)), quorum=n, protocol="divide-dollar", pie=100,
         meta=dict(source="canonical")), f"divide_dollar_game({n})")

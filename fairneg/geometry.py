@@ -271,15 +271,18 @@ def solve_pure(g:Game)->dict:
 # %% ../nbs/02_geometry.ipynb #e0c56712
 def solutions_as_deals(geo:Geometry)->dict:
     "The four solutions of a `Geometry` as option-index tuples (None when undefined)."
-    return {s: (None if geo.solution(s) is None else tuple(int(o) for o in geo.deals[geo.solution(s)])) for s in SOLUTIONS}
+    return {s: (None if geo.solution(s) is None else tuple(int(o) for o in geo.deals[geo.solution(s)]))
+            for s in SOLUTIONS}
 
 # %% ../nbs/02_geometry.ipynb #2556e924
 def relabel(g:Game, party_perm, issue_perm, option_perms, rename:str="x")->Game:
     "The same game with parties, issues and options reordered (`perm[new] = old`) and renamed."
     scores = [[[g.scores[i][k][o] for o in option_perms[k]] for k in issue_perm] for i in party_perm]
     return validate_game(Game(
-        name=g.name + "-relabeled", parties=[f"{rename}{j}" for j in range(g.n)], roles=[g.roles[i] for i in party_perm],
-        issues=[g.issues[k] for k in issue_perm], options=[[g.options[k][o] for o in option_perms[k]] for k in issue_perm],
+        name=g.name + "-relabeled", parties=[f"{rename}{j}" for j in range(g.n)],
+        roles=[g.roles[i] for i in party_perm],
+        issues=[g.issues[k] for k in issue_perm],
+        options=[[g.options[k][o] for o in option_perms[k]] for k in issue_perm],
         scores=scores, thresholds=[g.thresholds[i] for i in party_perm],
         veto=sorted(party_perm.index(v) for v in g.veto), quorum=g.quorum, unanimity_bonus=g.unanimity_bonus,
         strict=g.strict, info_mode=g.info_mode, protocol=g.protocol, pie=g.pie))
@@ -303,7 +306,8 @@ def geometry_summary(geo:Geometry)->dict:
     return dict(name=geo.game.name, n_parties=geo.game.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
                 n_passable=int(geo.passable.sum()), ideal=[float(x) for x in geo.ideal],
                 **{s: geo.label(geo.solution(s)) for s in SOLUTIONS},
-                nnw_at={s: None if geo.solution(s) is None else round(float(geo.nnw[geo.solution(s)]), 4) for s in SOLUTIONS},
+                nnw_at={s: None if geo.solution(s) is None else round(float(geo.nnw[geo.solution(s)]), 4)
+                        for s in SOLUTIONS},
                 parties=party_rows(geo),
                 nnw_spread=geo.nnw_spread, nnw_std=geo.nnw_std, sheet_fp=geo.sheet_fp, solution_fp=geo.solution_fp)
 
@@ -321,8 +325,10 @@ def _u_z(u, z)->str: return "—" if u is None else f"{u:g} ({z:+.2f})"
 def party_frame(geo:Geometry):
     "`party_rows` as a table a person reads: one row per party, `u (z)` under each solution."
     import pandas as pd
-    return pd.DataFrame([{"party": r["party"], "role": r["role"], "threshold": f"{r['threshold']:g}", "ideal": f"{r['ideal']:g}",
-                          **{f"{s.upper()} u (z)": _u_z(r[f"{s}_u"], r[f"{s}_z"]) for s in SOLUTIONS}} for r in party_rows(geo)])
+    return pd.DataFrame([{"party": r["party"], "role": r["role"], "threshold": f"{r['threshold']:g}",
+                          "ideal": f"{r['ideal']:g}",
+                          **{f"{s.upper()} u (z)": _u_z(r[f"{s}_u"], r[f"{s}_z"]) for s in SOLUTIONS}}
+                         for r in party_rows(geo)])
 
 # %% ../nbs/02_geometry.ipynb #53da8cf8
 def geometry_text(geo:Geometry)->str:
@@ -351,10 +357,12 @@ def bank_geometry(geos:list[Geometry]):
     def row(geo):
         p = geo.nbs
         worst = None if p is None else int(np.argmin(geo.Z[:, p]))
-        return dict(game=geo.game.name, parties=geo.game.n, deals=geo.n_deals, IR=int(geo.ir.sum()), passable=int(geo.passable.sum()),
+        return dict(game=geo.game.name, parties=geo.game.n, deals=geo.n_deals, IR=int(geo.ir.sum()),
+                    passable=int(geo.passable.sum()),
                     NBS=geo.label(p) or "—", nnw_at_NBS=None if p is None else round(float(geo.nnw[p]), 3),
                     worst_off_at_NBS="—" if p is None else f"{geo.game.parties[worst]} ({geo.Z[worst, p]:+.2f})",
-                    KS_is_NBS=p is not None and geo.ks == p, nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 3))
+                    KS_is_NBS=p is not None and geo.ks == p, nnw_spread=None
+                    if geo.nnw_spread is None else round(geo.nnw_spread, 3))
     return pd.DataFrame([row(g) for g in geos])
 
 # %% ../nbs/02_geometry.ipynb #47d56895
@@ -374,7 +382,8 @@ def solution_marks(geo:Geometry, i:int, j:int)->list[dict]:
     pos = {s: geo.solution(s) for s in ("nbs", "ks") if geo.solution(s) is not None}
     by_deal = {}
     for s, p in pos.items(): by_deal.setdefault(p, []).append(s.upper())
-    return [dict(solution=" = ".join(names), deal=geo.label(p), zi=float(geo.Z[i, p]), zj=float(geo.Z[j, p])) for p, names in by_deal.items()]
+    return [dict(solution=" = ".join(names), deal=geo.label(p), zi=float(geo.Z[i, p]), zj=float(geo.Z[j, p]))
+            for p, names in by_deal.items()]
 
 # %% ../nbs/02_geometry.ipynb #ef0611a5
 SOLUTION_COLOR = "#d62728"   # NBS and KS marks and their labels, in every chart
@@ -384,7 +393,8 @@ SOLUTION_DY = "indexof(datum.solution, 'NBS') >= 0 ? -10 : 16"   # NBS (or `NBS 
 def solution_label(chart, x, y):
     "The text layer naming the solution marks, NBS above and KS below its mark, so two near marks keep labels apart."
     import altair as alt
-    return chart.mark_text(dx=12, dy=alt.expr(SOLUTION_DY), fontWeight="bold", color=SOLUTION_COLOR).encode(x, y, text="solution:N")
+    return chart.mark_text(dx=12, dy=alt.expr(SOLUTION_DY), fontWeight="bold",
+                           color=SOLUTION_COLOR).encode(x, y, text="solution:N")
 
 # %% ../nbs/02_geometry.ipynb #b9ac40f1
 def _density(zi, zj, bins:int):
@@ -393,7 +403,8 @@ def _density(zi, zj, bins:int):
     if len(zi) == 0: return pd.DataFrame(columns=["zi", "zi2", "zj", "zj2", "deals"])
     span = lambda z: (z.min(), z.max()) if z.max() > z.min() else (z.min() - 0.01, z.max() + 0.01)   # one value: a thin cell, not none
     ei, ej = np.linspace(*span(zi), bins + 1), np.linspace(*span(zj), bins + 1)
-    ci, cj = np.clip(np.searchsorted(ei, zi, "right") - 1, 0, bins - 1), np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1)
+    ci, cj = np.clip(np.searchsorted(ei, zi, "right") - 1, 0,
+                     bins - 1), np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1)
     n = pd.DataFrame(dict(ci=ci, cj=cj)).value_counts().reset_index(name="deals")
     return pd.DataFrame(dict(zi=ei[n.ci], zi2=ei[n.ci + 1], zj=ej[n.cj], zj2=ej[n.cj + 1], deals=n.deals))
 
@@ -416,21 +427,25 @@ def plot_deals(geo:Geometry, i:int|str=0, j:int|str=1, struck=None, width:int=42
     base = alt.Chart(df[df.set != "other"]).mark_circle(size=30, opacity=0.8).encode(
         x, y, color=alt.Color("set:N", scale=alt.Scale(domain=["IR", "passable"], range=["#2a7ab0", "#9ecae1"])),
         tooltip=["deal", "set", "nnw", "zi", "zj"])
-    front = alt.Chart(df[df.pareto]).mark_point(shape="diamond", size=60, filled=False, color="#08306b").encode(x, y, tooltip=["deal", "nnw"])
+    front = alt.Chart(df[df.pareto]).mark_point(shape="diamond", size=60,
+                                                filled=False, color="#08306b").encode(x, y, tooltip=["deal", "nnw"])
     pts = solution_marks(geo, i, j)
     layers = [cloud, base, front]
     if pts:
         sp = alt.Chart(pd.DataFrame(pts))
-        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3).encode(x, y, color=alt.value(SOLUTION_COLOR), tooltip=["solution", "deal"]),
+        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3).encode(x, y, color=alt.value(SOLUTION_COLOR),
+                                                                                tooltip=["solution", "deal"]),
                    solution_label(sp, x, y)]
     if struck is not None and len(struck):
         sd = pd.DataFrame(struck)
         layers.append(alt.Chart(sd).mark_square(size=70, opacity=0.8, color="#ff7f0e").encode(
             x=alt.X("zi:Q"), y=alt.Y("zj:Q"), tooltip=[c for c in sd.columns]))
-    return alt.layer(*layers).properties(width=width, height=height, title=f"{geo.game.name}: deals in normalized-surplus space")
+    return alt.layer(*layers).properties(width=width, height=height,
+                                         title=f"{geo.game.name}: deals in normalized-surplus space")
 
 # %% ../nbs/02_geometry.ipynb #e960043c
 def struck_points(geo:Geometry, deals, i:int|str=0, j:int|str=1, label:str="struck")->list[dict]:
     "Rows for `plot_deals(struck=...)` from deals (option-index tuples) that policies closed; parties by name or index."
     i, j = geo.party(i), geo.party(j)
-    return [dict(policy=label, deal=deal_label(d), zi=float(geo.Z[i, geo.position(d)]), zj=float(geo.Z[j, geo.position(d)])) for d in deals]
+    return [dict(policy=label, deal=deal_label(d), zi=float(geo.Z[i, geo.position(d)]),
+                 zj=float(geo.Z[j, geo.position(d)])) for d in deals]

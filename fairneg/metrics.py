@@ -142,7 +142,8 @@ def summarize_metrics(rows:list[dict])->dict:
     for j, r in enumerate(rows):
         missing = [k for k in METRIC_NAMES if k not in r]
         if missing: raise ValueError(f"row {j} lacks {', '.join(missing)}: pass `episode_metrics` dicts")
-    out = dict(n_episodes=len(rows), n_deals=sum(bool(r["deal"]) for r in rows), n_walks=sum(bool(r["walk"]) for r in rows))
+    out = dict(n_episodes=len(rows), n_deals=sum(bool(r["deal"]) for r in rows),
+               n_walks=sum(bool(r["walk"]) for r in rows))
     counts = {}
     for k in METRIC_NAMES: out[k], counts[k] = _mean(r[k] for r in rows)
     gd = given_deal(rows, with_counts=True)

@@ -66,7 +66,8 @@ def _sheet_prose(dp, sheet, subject:str)->str:
         L, name = issue_letter(k), dp.issues[k]["name"]
         opts = sorted(range(len(sheet[k])), key=lambda o: -sheet[k][o])
         vals = ", ".join(f"{L}{o + 1} {_score_words(sheet[k][o])}" for o in opts)
-        lead = f"What matters most to {subject} is {name}" if j == 0 else ("and last " if j == len(order) - 1 else "then ") + name
+        lead = f"What matters most to {subject} is {name}" if j == 0 else ("and last "
+                                                                           if j == len(order) - 1 else "then ") + name
         bits.append(f"{lead} ({vals})")
     return "; ".join(bits) + "."
 
@@ -173,7 +174,8 @@ def _table_system(dp:DecisionPoint, prose:bool, game:Game|None)->str:
             f"{_who(dp, i)} needs at least {dp.thresholds[i]:g} points. " + _sheet_prose(dp, sh, _who(dp, i))
             for i, sh in enumerate(dp.sheets) if i != dp.seat))
     if prose: parts.append(_rules_table(dp, True))
-    parts.append(_format_block("atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or vote; deal to propose"))
+    parts.append(_format_block("atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or "
+                               "vote; deal to propose"))
     return "\n".join(parts)
 
 # %% ../nbs/06_prompts.ipynb #52b67310
@@ -219,7 +221,8 @@ def _table_lines(dp:DecisionPoint, live:list, since:int|None, show_values:bool)-
             L.append("Live offers:")
             for o in live:
                 v = f" | worth {_value(dp, o.deal):g} to you" if show_values else ""
-                L.append(f"{o.offer_id} by {_who(dp, o.proposer)}: {o.deal} | signed {' '.join(_who(dp, i) for i in o.signers)}{v}")
+                L.append(f"{o.offer_id} by {_who(dp, o.proposer)}: {o.deal} | signed "
+                         f"{' '.join(_who(dp, i) for i in o.signers)}{v}")
             L.append(f"Standing offer: {dp.standing_offer_id}.")
         elif ph == "turn": L.append("No live offers.")
     return L
@@ -289,7 +292,8 @@ def system_text(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|No
     return system
 
 # %% ../nbs/06_prompts.ipynb #b5dd7b50
-def render_prompt(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None, history_window:int=8, show_values:bool=False)->list:
+def render_prompt(dp:DecisionPoint, framing:str=PlaySettings.framing, game:Game|None=None, history_window:int=8,
+                  show_values:bool=False)->list:
     "Chat messages (system, user) for a decision point in the `table` or `prose` framing."
     return [{"role": "system", "content": system_text(dp, framing, game)},
             {"role": "user", "content": _user_text(dp, history_window, show_values)}]

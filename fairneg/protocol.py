@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields, asdict
 from typing import Callable
 from fastcore.basics import patch
 from .game import (
-    PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility, game_to_dict, game_from_dict)
+    PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility,
+    game_to_dict, game_from_dict)
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 from .commands import BadValue
 from .settings import CONTEXTS, PlaySettings, play_settings
@@ -87,7 +88,8 @@ def _table_names(n:int, info:str)->tuple:
     return "table", "table"
 
 TABLE = register_kind(ProtocolKind("table", "open", deadline=True, vote=True, version_base=_table_names))
-ULTIMATUM = register_kind(ProtocolKind("ultimatum", "propose", parties=2, responds=True, closes_as="accepted", complement=True))
+ULTIMATUM = register_kind(ProtocolKind("ultimatum", "propose", parties=2, responds=True, closes_as="accepted",
+                                       complement=True))
 DIVIDE_DOLLAR = register_kind(ProtocolKind("divide-dollar", "demand", simultaneous=True, own_issue=True))
 
 # %% ../nbs/05_protocol.ipynb #4b46c49f
@@ -131,7 +133,8 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
     if max_turns != default_t: parts.append(f"turns{max_turns}")
     if context == "conversation": parts.append("conv")
     return Protocol(k.name, "-".join(parts + ["v1"]), max_turns,
-                    turn_max_tokens or ACTION_TOKENS, turn_max_tokens or (VOTE_TOKENS if k.vote else ACTION_TOKENS), context)
+                    turn_max_tokens or ACTION_TOKENS,
+                    turn_max_tokens or (VOTE_TOKENS if k.vote else ACTION_TOKENS), context)
 
 # %% ../nbs/05_protocol.ipynb #2337c9af
 class PoolingError(ValueError):
@@ -151,7 +154,8 @@ def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
     if len(ver) > 1: parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
     for cls, c in bud.items():
         if len(c) > 1:
-            parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)" for b, n in c.most_common()))
+            parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)"
+                                                                      for b, n in c.most_common()))
     if unrecorded and bud: parts.append(f"no turn_token_budget recorded ({unrecorded:,} rows)")
     return "; ".join(parts)
 
@@ -186,7 +190,8 @@ def read_record(schema, d:dict)->dict:
     names = field_names(schema)
     bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
     if bad or missing: raise ValueError(f"not a valid {schema.__name__}: " + "; ".join(
-        ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"] if missing else [])))
+        ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"]
+                                                                   if missing else [])))
     return {k: d[k] for k in names}
 
 # %% ../nbs/05_protocol.ipynb #570453d7
@@ -286,7 +291,8 @@ def new_episode(game:Game, seed:int=0, info_mode:str|None=None, max_turns:int|No
     k = protocol_kind(proto.kind)
     if (why := k.problem(game)): raise ValueError(why)
     phase, queue = k.opening, list(range(n)) if k.simultaneous else [game.chair]
-    return State(game=game, protocol=proto, seed=int(seed), episode_id=episode_id or f"{game.name}:{proto.version}:{seed}",
+    return State(game=game, protocol=proto, seed=int(seed),
+                 episode_id=episode_id or f"{game.name}:{proto.version}:{seed}",
                  info_mode=info, game_sha=game_sha(game), phase=phase, round=0, active=[True] * n, queue=queue,
                  cycle=0, last_actor=None, offers=[], ballot=None, votes=[None] * n, demands=[None] * n,
                  pending=[None] * n, scratch=[None] * n, history=[], turns=[], stats=[_new_stats() for _ in range(n)],
@@ -452,7 +458,8 @@ def _resolve_vote(s:State):
 def _resolve_demands(s:State):
     g = s.game
     for i, d in enumerate(s.demands):
-        s.history.append({"round": s.round, "seat": i, "atype": "demand" if d != "pass" else "pass", "deal": d if d != "pass" else None})
+        s.history.append({"round": s.round, "seat": i, "atype": "demand" if d != "pass" else "pass", "deal": d
+                          if d != "pass" else None})
     if "pass" in s.demands: return _end(s, "missing_demand")
     deal = tuple(label_option(d)[1] for d in s.demands)
     if g.pie is not None and float(utility(g, deal).sum()) > g.pie: return _end(s, "demands_exceed")
@@ -537,7 +544,8 @@ def _do_forced_pass(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bo
     elif s.phase == "respond": _end(s, "no_response")
     elif s.phase == "demand": s.demands[seat] = "pass"; return True
 
-_APPLY = dict(propose=_do_propose, accept=_do_accept, walk=_do_walk, vote=_do_vote, reject=_do_reject, demand=_do_demand)
+_APPLY = dict(propose=_do_propose, accept=_do_accept, walk=_do_walk, vote=_do_vote, reject=_do_reject,
+              demand=_do_demand)
 
 # %% ../nbs/05_protocol.ipynb #3ef8f94c
 def _apply(s:State, seat:int, a:dict, canon, msg)->dict:
@@ -571,7 +579,8 @@ def apply_action(s:State, seat:int, answer)->dict:
     st["attempts"] += 1
     rec = {"turn_idx": len(s.turns), "seat": seat, "party": s.game.parties[seat], "phase": s.phase, "round": s.round,
            "protocol_version": s.protocol.version, "turn_token_budget": turn_token_budget(s), "raw": raw, "action": a,
-           "lenient": lenient_readings(s, seat, p, canon), "legality": lg, "error": err, "retry": retry, "applied": None,
+           "lenient": lenient_readings(s, seat, p, canon), "legality": lg, "error": err, "retry": retry,
+           "applied": None,
            "forced_pass": False, "spoiled_ballot": False, "message": p["message"], "scratchpad": p["scratchpad"]}
     s.turns.append(rec)
     if p["scratchpad"] is not None: s.scratch[seat] = p["scratchpad"]
@@ -614,7 +623,8 @@ def outcome(s:State)->dict:
     out["warnings"] = [
         (f"spoiled ballot: {t['party']} (seat {t['seat']}) gave two invalid answers in the forced-final vote on {s.ballot}"
          f" and was recorded as abstaining; last error: {t['error']}") if t["spoiled_ballot"] else
-        f"forced pass: {t['party']} (seat {t['seat']}) gave two invalid answers in round {t['round']} ({t['phase']}); last error: {t['error']}"
+        f"forced pass: {t['party']} (seat {t['seat']}) gave two invalid answers in round {t['round']} ({t['phase']}); "
+        f"last error: {t['error']}"
         for t in s.turns if t["forced_pass"]]
     return out
 
@@ -623,7 +633,8 @@ def episode_record(s:State)->dict:
     "JSON-able record of an episode: ids, protocol, outcome, lenient totals, per-seat counters and every turn record."
     o = outcome(s)
     o["deal"] = list(o["deal"]) if o["deal"] is not None else None
-    seat_stats = [{**x, "lenient_attempts": lenient_totals(s.turns, i)["lenient_attempts"]} for i, x in enumerate(s.stats)]
+    seat_stats = [{**x, "lenient_attempts": lenient_totals(s.turns, i)["lenient_attempts"]}
+                  for i, x in enumerate(s.stats)]
     return dict(episode_id=s.episode_id, instance_id=s.game.name, game_sha=s.game_sha, episode_seed=s.seed,
                 protocol_version=s.protocol.version, info_mode=s.info_mode, n_parties=s.game.n,
                 outcome=o, lenient=lenient_totals(s.turns), seat_stats=seat_stats, turns=s.turns)
@@ -638,7 +649,8 @@ def state_to_dict(s:State)->dict:
 # %% ../nbs/05_protocol.ipynb #f3889a55
 def state_from_dict(d:dict)->State:
     "Rebuild a state from `state_to_dict` output (the game is validated again, each offer read against `Offer`)."
-    return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"), "protocol": Protocol(**d["protocol"]),
+    return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"),
+                    "protocol": Protocol(**d["protocol"]),
                     "offers": [Offer.from_dict(o) for o in d["offers"]]})
 
 # %% ../nbs/05_protocol.ipynb #afa3db80

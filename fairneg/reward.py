@@ -107,7 +107,8 @@ def plot_g(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, zmax:flo
     x = alt.X("z:Q", title="normalized surplus z")
     y = alt.Y("g:Q", title="g(z)", scale=alt.Scale(domain=[float(df.g.min()) - 1, 0.5]))
     lines = alt.Chart(df).mark_line().encode(
-        x, y, color=alt.Color("curve:N", scale=sc(0), sort=names), strokeDash=alt.StrokeDash("curve:N", scale=sc(1), sort=names),
+        x, y, color=alt.Color("curve:N", scale=sc(0), sort=names),
+        strokeDash=alt.StrokeDash("curve:N", scale=sc(1), sort=names),
         strokeWidth=alt.StrokeWidth("curve:N", scale=sc(2), sort=names), order=alt.Order("z:Q"),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
         tooltip=["curve", alt.Tooltip("z:Q", format=".3f"), alt.Tooltip("g:Q", format=".3f")]).add_params(pick)
@@ -129,8 +130,10 @@ def seat_reward_frame(examples:dict, eps:float=EPS, g_floor:float|None=None, n_l
         names = names or [f"seat {i+1}" for i in range(len(z))]
         for lam in np.linspace(0, 1, n_lam):
             for i, r in enumerate(seat_rewards(z, lam, eps, g_floor)):
-                rows.append(dict(outcome=label, lam=float(lam), seat=f"{i+1} {names[i]} (z={z[i]:.2f})", reward=float(r)))
-            rows.append(dict(outcome=label, lam=float(lam), seat="R_table", reward=float(table_reward(z, eps, g_floor))))
+                rows.append(dict(outcome=label, lam=float(lam), seat=f"{i+1} {names[i]} (z={z[i]:.2f})",
+                                 reward=float(r)))
+            rows.append(dict(outcome=label, lam=float(lam), seat="R_table",
+                             reward=float(table_reward(z, eps, g_floor))))
     return pd.DataFrame(rows)
 
 # %% ../nbs/03_reward.ipynb #a47e1994
@@ -144,7 +147,8 @@ def plot_seat_rewards(examples:dict, eps:float=EPS, g_floor:float|None=None, wid
     base = alt.Chart(df).transform_filter("datum.outcome == outcome").encode(
         x=alt.X("lam:Q", title="λ (0: own surplus, 1: table welfare)"), y=alt.Y("reward:Q", title="R_i(λ)"),
         color=alt.Color("seat:N", title="seat"))
-    lines = base.mark_line(strokeWidth=2).encode(strokeDash=alt.condition("datum.seat == 'R_table'", alt.value([6, 4]), alt.value([1, 0])))
+    lines = base.mark_line(strokeWidth=2).encode(strokeDash=alt.condition("datum.seat == 'R_table'", alt.value([6, 4]),
+                                                                          alt.value([1, 0])))
     pts = base.mark_point(filled=True, size=40).encode(
         opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)),
         tooltip=["seat", alt.Tooltip("lam:Q", format=".2f"), alt.Tooltip("reward:Q", format=".3f")]).add_params(hover)

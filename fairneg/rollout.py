@@ -14,15 +14,18 @@ import fairneg
 from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
 from .game import Game, option_label
 from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError,
-                           append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows, refuse_duplicates, out_folder,
+                           append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows,
+                           refuse_duplicates, out_folder,
                            is_empty_folder)
 from .commands import user_error, nearest, BadValue
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
-from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point, is_done, outcome,
-                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError, DecisionPoint)
+from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point,
+                              is_done, outcome,
+                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable,
+                              PoolingError, DecisionPoint)
 from .settings import PlaySettings
 from .prompts import render_prompt, render_conversation
 
@@ -112,7 +115,8 @@ class Episode:
 def spec_state(spec:EpisodeSpec):
     "The engine state an episode of `spec` starts from; the deadline applies only to kinds that have one."
     p = spec.play
-    return new_episode(spec.game, spec.seed, info_mode=p.info_mode, max_turns=deadline_turns(spec.game.protocol, p.max_turns),
+    return new_episode(spec.game, spec.seed, info_mode=p.info_mode,
+                       max_turns=deadline_turns(spec.game.protocol, p.max_turns),
                        turn_max_tokens=p.turn_max_tokens, context=p.context)
 
 # %% ../nbs/08_rollout.ipynb #d3d39203
@@ -130,7 +134,8 @@ def _requests(live):
         framing = ep.spec.play.framing
         for j, seat in enumerate(current_seats(ep.state)):   # several seats only in divide-the-dollar: distinct seeds
             dp = decision_point(ep.state, seat)
-            req = TurnRequest(dp, ep.spec.game, turn_seed(ep.state.episode_id, len(ep.state.turns) + j), turn_token_budget(ep.state), framing)
+            req = TurnRequest(dp, ep.spec.game, turn_seed(ep.state.episode_id, len(ep.state.turns) + j),
+                              turn_token_budget(ep.state), framing)
             if ep.state.protocol.context == "conversation":
                 req.messages = render_conversation(dp, framing, ep.spec.game, ep.chats.get(seat))
                 req.prev_ids = ep.chat_ids.get(seat)
@@ -138,7 +143,8 @@ def _requests(live):
     return groups
 
 # %% ../nbs/08_rollout.ipynb #1fec48c0
-_EXTRA_KEYS = ("prompt_ids", "completion_ids", "logprobs", "n_prompt_tokens", "n_completion_tokens", "truncated", "schema")
+_EXTRA_KEYS = ("prompt_ids", "completion_ids", "logprobs", "n_prompt_tokens", "n_completion_tokens",
+               "truncated", "schema")
 
 def _apply_outputs(items, outs, policy_name):
     for (ep, seat, req), out in zip(items, outs):
@@ -194,7 +200,8 @@ def episode_row(ep:Episode, geos:dict|None=None)->dict:
                 **{k: o[k] for k in COUNTERS}, **lenient_totals(s.turns),
                 lenient_attempts_by_seat=[lenient_totals(s.turns, i)["lenient_attempts"] for i in range(s.game.n)],
                 **m, warnings=o["warnings"],
-                proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose") for i in range(s.game.n)])
+                proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose")
+                           for i in range(s.game.n)])
 
 # %% ../nbs/08_rollout.ipynb #f55c9da9
 def transcript_rows(ep:Episode)->list:
@@ -204,7 +211,8 @@ def transcript_rows(ep:Episode)->list:
             "lenient", "legality", "error", "retry", "applied", "forced_pass", "spoiled_ballot", "message")
     res = {k: ep.row[k] for k in ("deal_label", "end_reason", "deal", "nnw")} if ep.row else None
     return [dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
-                 episode_seed=ep.spec.seed, policy=ep.spec.seats[t["seat"]], prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
+                 episode_seed=ep.spec.seed, policy=ep.spec.seats[t["seat"]],
+                 prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
                  **{k: t[k] for k in keep}, outcome=res) for t in s.turns]
 
 # %% ../nbs/08_rollout.ipynb #74868b2d
@@ -222,7 +230,8 @@ def nbs_then_accept(req:TurnRequest)->str:
     dp = req.dp
     if "propose" in dp.legal and not dp.offers:
         geo = solve(req.game)
-        return json.dumps({"action": {"atype": "propose", "deal": geo.label(geo.nbs if geo.nbs is not None else geo.ks)}})
+        return json.dumps({"action": {"atype": "propose",
+                                      "deal": geo.label(geo.nbs if geo.nbs is not None else geo.ks)}})
     if dp.phase == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp.ballot, "vote": "yes"}})
     if dp.acceptable: return json.dumps({"action": {"atype": "accept", "offer_id": dp.acceptable[0]}})
     return json.dumps({"action": {"atype": "pass"}})
@@ -247,9 +256,11 @@ def quality_report(rows:list, transcripts:list|None=None)->dict:
     rep = dict(episodes_done=len(rows), attempts=att, parse_ok_rate=(att - pe) / att if att else None,
                legal_rate=(att - not_ok) / att if att else None,
                fabrication=sum(r["fabrication"] for r in rows), illegal=sum(r["illegal"] for r in rows),
-               forced_passes=sum(r["forced_passes"] for r in rows), spoiled_ballots=sum(r["spoiled_ballots"] for r in rows),
+               forced_passes=sum(r["forced_passes"] for r in rows),
+               spoiled_ballots=sum(r["spoiled_ballots"] for r in rows),
                unique_keys=len(set(keys)), duplicate_keys=len(keys) - len(set(keys)),
-               protocol_versions=sorted({r["protocol_version"] for r in rows}), **_lenient_report(rows, att, pe, not_ok))
+               protocol_versions=sorted({r["protocol_version"] for r in rows}),
+               **_lenient_report(rows, att, pe, not_ok))
     if transcripts is not None: rep["retried_turns"] = sum(1 for t in transcripts if t["retry"])
     return rep
 
@@ -291,13 +302,15 @@ def _refuse_other_cell(out:Path, identity:dict):
     "Raise `RunFolderError` when a line of the folder's `cell.jsonl` is another cell, naming the fields that differ."
     for line in read_jsonl(out / CELL):
         diff = [k for k in CELL_IDENTITY if line.get(k) != identity.get(k)]
-        if diff: raise RunFolderError(f"{out}: holds another cell (" + "; ".join(f"{k} {line.get(k)!r} there, {identity.get(k)!r} now" for k in diff)
+        if diff: raise RunFolderError(f"{out}: holds another cell (" + "; ".join(f"{k} {line.get(k)!r} there, "
+                                                                                 f"{identity.get(k)!r} now" for k in diff)
                                       + "): give another --out, or --force to start it over")
 
 # %% ../nbs/08_rollout.ipynb #0762d878
 def drop_unfinished(out:Path)->int:
     "Drop the transcript and state rows of episodes with no `episodes.jsonl` row (a write cut short); returns how many."
-    keys = {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    keys = {tuple(r[f] for f in EPISODE_KEY)
+            for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
     dropped = 0
     for name in (TRANSCRIPTS, STATES):
         if not (out / name).is_file(): continue
@@ -314,10 +327,12 @@ def held_episodes(out, # a cell folder (missing or empty: a new cell)
     out = out_folder(out, "cell folder")
     if is_empty_folder(out): return set()
     if not (out / CELL).is_file():
-        raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or --force to replace it")
+        raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or "
+                             "--force to replace it")
     _refuse_other_cell(out, identity)
     drop_unfinished(out)
-    return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    return {tuple(r[f] for f in EPISODE_KEY)
+            for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
 
 # %% ../nbs/08_rollout.ipynb #82179455
 def missing_runs(games:list, seeds, held:set)->list[tuple[list, list]]:
@@ -354,11 +369,13 @@ def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_p
 def summary_table(rows:list):
     "By seat policy (a mixed table counts for each): deal rate, mean nnw, below-threshold rate, worst-off z, own z."
     import pandas as pd
-    recs = [dict(policy=p, deal=r["deal"], nnw=r["nnw"], below_threshold=r["below_threshold"], worst_off_z=r["worst_off_z"],
+    recs = [dict(policy=p, deal=r["deal"], nnw=r["nnw"], below_threshold=r["below_threshold"],
+                 worst_off_z=r["worst_off_z"],
                  own_z=float(np.mean([z for z, q in zip(r["z"], r["seats"]) if q == p])))
             for r in rows for p in dict.fromkeys(r["seats"])]
     return pd.DataFrame(recs).groupby("policy").agg(
-        episodes=("deal", "size"), deal_rate=("deal", "mean"), mean_nnw=("nnw", "mean"), below_threshold_rate=("below_threshold", "mean"),
+        episodes=("deal", "size"), deal_rate=("deal", "mean"), mean_nnw=("nnw", "mean"),
+        below_threshold_rate=("below_threshold", "mean"),
         worst_off_z=("worst_off_z", "mean"), own_z=("own_z", "mean")).round(3)
 
 # %% ../nbs/08_rollout.ipynb #01dab472
@@ -396,12 +413,14 @@ def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_flo
     stats = {}
     for name, rows in campaigns.items():
         if not rows: raise SoundnessError(f"campaign `{name}` has no episodes")
-        cb = cluster_bootstrap(episode_table_rewards(rows, g_floor=g_floor), [r["instance_id"] for r in rows], B=B, seed=seed)
+        cb = cluster_bootstrap(episode_table_rewards(rows, g_floor=g_floor),
+                               [r["instance_id"] for r in rows], B=B, seed=seed)
         stats[name] = dict(mean_r_table=float(cb["estimate"][0]), lo=float(cb["lo"][0]), hi=float(cb["hi"][0]),
                            n_games=int(cb["n_clusters"]), n_episodes=len(rows))
     checks = []
     for exp, a, b in orders:
-        checks.append(dict(expect=exp, holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"], stats[b]["hi"]))))
+        checks.append(dict(expect=exp, holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"],
+                                                                      stats[b]["hi"]))))
     return dict(campaigns=stats, checks=checks, passed=all(c["holds"] for c in checks), B=B, seed=seed)
 
 # %% ../nbs/08_rollout.ipynb #2d0236a4
@@ -504,7 +523,8 @@ def episode_state_line(ep:Episode, # a finished episode
                    **{k: ep.extras.get(t["turn_idx"], {}).get(k) for k in _STATE_EXTRAS})
               for t in s.turns if t["seat"] in llm]
     return dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
-                episode_seed=ep.spec.seed, protocol_version=s.protocol.version, seats=list(ep.spec.seats), llm_seats=llm,
+                episode_seed=ep.spec.seed, protocol_version=s.protocol.version,
+                seats=list(ep.spec.seats), llm_seats=llm,
                 framing=ep.spec.play.framing, cell=dict(cell or {}), turn_extras=extras, state=state_to_dict(s))
 
 # %% ../nbs/08_rollout.ipynb #ca79c052
@@ -525,7 +545,8 @@ def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with on
 # %% ../nbs/08_rollout.ipynb #65511d04
 def max_budget(games, play:PlaySettings|None=None)->int:
     "The largest per-turn token cap any game's protocol gives under `play` (the `max_new_tokens` of a model policy)."
-    return max(max(p.turn_tokens, p.vote_tokens) for g in games for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol])
+    return max(max(p.turn_tokens, p.vote_tokens) for g in games
+               for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol])
 
 # %% ../nbs/08_rollout.ipynb #b28dbed5
 def run_cell(games, # the games
@@ -558,7 +579,8 @@ def run_cell(games, # the games
                     **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))
         old_rows = episode_rows(Path(out) / EPISODES, RunFolderError) if (Path(out) / EPISODES).is_file() else []
         old_trans = read_jsonl(Path(out) / TRANSCRIPTS) if old_rows and (Path(out) / TRANSCRIPTS).is_file() else []
-        write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"], STATES: res["states"], CELL: [line]},
+        write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"],
+                                STATES: res["states"], CELL: [line]},
                           quality_report(old_rows + res["rows"], old_trans + res["transcripts"]))   # the report covers the whole folder
     return res
 
@@ -577,7 +599,8 @@ def _refuse_mixed(label:str, by_chunk:dict):
     "Raise when the chunks show more than one value of `label` (`chunk -> set of values`)."
     vals = sorted({v for vs in by_chunk.values() for v in vs}, key=str)
     if len(vals) > 1:
-        raise MergeError(f"mixed {label}: " + "; ".join(f"{v!r} in {', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
+        raise MergeError(f"mixed {label}: " + "; ".join(f"{v!r} in "
+                                                        f"{', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
 
 # %% ../nbs/08_rollout.ipynb #c0b7aa2e
 def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
@@ -601,7 +624,8 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
         raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5]) + (" ..." if len(dups) > 5 else ""))
     _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t[EPISODES]} for c, t in parts.items()})
-    _refuse_mixed("model max_new_tokens caps", {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()})
+    _refuse_mixed("model max_new_tokens caps",
+                  {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()})
     has = {c: t[STATES] is not None for c, t in parts.items()}
     if len(set(has.values())) > 1:
         raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
@@ -633,7 +657,8 @@ def _merged_already(chunks, out)->bool:
     return all(_keys(c) <= held for c in chunks)
 
 # %% ../nbs/08_rollout.ipynb #18ac8078
-def merge_cmd(chunks:Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
+def merge_cmd(chunks:Annotated[list[Path],
+                               typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets)."
     if _merged_already(chunks, out):
@@ -661,7 +686,8 @@ def _campaign_rows(spec:str)->tuple:
 def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/episodes.jsonl; repeat per campaign"),
                   expect_above:list[str]=typer.Option(..., help="expected order `A>B`; repeat for several"),
                   out:Path=typer.Option(..., help="JSON file for the numbers (written either way)"),
-                  b:int=typer.Option(10_000, "--b", help="bootstrap resamples"), seed:int=typer.Option(0, help="bootstrap seed"),
+                  b:int=typer.Option(10_000, "--b", help="bootstrap resamples"),
+                  seed:int=typer.Option(0, help="bootstrap seed"),
                   g_floor:float=typer.Option(None, help="reward floor (e.g. -17.5)")):
     "The offline reward soundness gate: exit 0 only when every expected order holds with non-overlapping intervals."
     camps = [_campaign_rows(c) for c in campaign]
@@ -671,7 +697,8 @@ def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/e
     res = soundness(dict(camps), expect_above, B=b, seed=seed, g_floor=g_floor)
     write_json(out, res)
     for nm, s in res["campaigns"].items():
-        typer.echo(f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} games, {s['n_episodes']} episodes)")
+        typer.echo(f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} "
+                   f"games, {s['n_episodes']} episodes)")
     for c in res["checks"]: typer.echo(f"{c['expect']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}")
     typer.echo("PASS" if res["passed"] else "FAIL")
     raise typer.Exit(0 if res["passed"] else 1)

@@ -52,4 +52,5 @@ def play_settings(**given)->PlaySettings:
     known = {f.name for f in fields(PlaySettings)}
     if (bad := sorted(set(given) - known)):
         raise TypeError(f"not play settings: {', '.join(bad)} (known: {', '.join(sorted(known))})")
-    return PlaySettings(**{k: v for k, v in given.items() if v is not None or PlaySettings.__dataclass_fields__[k].default is None})
+    return PlaySettings(**{k: v for k, v in given.items()
+                           if v is not None or PlaySettings.__dataclass_fields__[k].default is None})

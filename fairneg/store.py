@@ -112,7 +112,8 @@ def refuse_duplicates(rows, source, error:type=ReadError, key=EPISODE_KEY):
     dups = duplicate_keys(rows, key)
     if not dups: return rows
     shown = "; ".join(f"{'/'.join(map(str, k))} on lines {', '.join(map(str, v))}" for k, v in list(dups.items())[:3])
-    raise error(f"{source}: {len(dups)} ({', '.join(key)}) key(s) appear more than once ({shown}{'; ...' if len(dups) > 3 else ''}): "
+    raise error(f"{source}: {len(dups)} ({', '.join(key)}) key(s) appear more than once "
+                f"({shown}{'; ...' if len(dups) > 3 else ''}): "
                 f"a table holds each episode once (was a command run twice into one folder?)")
 
 # %% ../nbs/02_store.ipynb #9e2ff429
@@ -333,8 +334,10 @@ def step_row(**fields)->dict:
     return {k: fields.get(k) for k in STEP_FIELDS}
 
 # %% ../nbs/02_store.ipynb #22dd373a
-STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s", "train_tokens_per_s",
-                 "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb", "gpu_total_mb", "gpu_util_pct",
+STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s",
+                 "train_tokens_per_s",
+                 "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb",
+                 "gpu_total_mb", "gpu_util_pct",
                  "ref_tflops", "train_tflops", "mfu", "code_version", "gradient_checkpointing", "checkpointing_why")   # what the machine measured, not what the step computed
 
 def step_differences(logged:dict, # the row in the table

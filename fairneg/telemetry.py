@@ -15,14 +15,16 @@ def gpu_reading()->dict:
     try:
         import torch, pynvml
         pynvml.nvmlInit()
-        want = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "")).removeprefix("GPU-")
+        want = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid",
+                           "")).removeprefix("GPU-")
         hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         h = next((x for x in hs if want and str(pynvml.nvmlDeviceGetUUID(x)).removeprefix("GPU-") == want), None)
         if h is None:                        # no UUID to match: trust the index only when no device remapping is in force
             if os.environ.get("CUDA_VISIBLE_DEVICES"): return {}
             h = hs[torch.cuda.current_device()]
         mem, util = pynvml.nvmlDeviceGetMemoryInfo(h), pynvml.nvmlDeviceGetUtilizationRates(h)
-        return dict(gpu_used_mb=round(mem.used / 2**20, 1), gpu_total_mb=round(mem.total / 2**20, 1), gpu_util_pct=int(util.gpu))
+        return dict(gpu_used_mb=round(mem.used / 2**20, 1), gpu_total_mb=round(mem.total / 2**20, 1),
+                    gpu_util_pct=int(util.gpu))
     except Exception:                        # telemetry never stops a run
         return {}
 
@@ -33,7 +35,8 @@ def memory_reading()->dict:
     m = dict(rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
     if torch.cuda.is_available():
         m.update(gpu_max_allocated_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
-                 gpu_max_reserved_mb=round(torch.cuda.max_memory_reserved() / 2**20, 1), gpu_name=torch.cuda.get_device_name(),
+                 gpu_max_reserved_mb=round(torch.cuda.max_memory_reserved() / 2**20, 1),
+                 gpu_name=torch.cuda.get_device_name(),
                  **gpu_reading())
         torch.cuda.reset_peak_memory_stats()
     return m
@@ -81,7 +84,8 @@ def wandb_run(project:str|None, # the wandb project (None: no run)
     try:
         import wandb
         mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
-        return wandb.init(project=project, group=group, name=name, config=config, dir=str(out), mode=mode, resume="allow", id=rid)
+        return wandb.init(project=project, group=group, name=name, config=config, dir=str(out), mode=mode,
+                          resume="allow", id=rid)
     except Exception as e:
         print(f"wandb disabled: {type(e).__name__}: {e}")
         return None
