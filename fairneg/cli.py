@@ -71,7 +71,7 @@ def _pick_game(games:list, name:str|None, path)->list:
 def geometry(game:Annotated[Path, typer.Argument(help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a folder of games or `@llm_deliberation`.")],
              name:Annotated[str|None, typer.Option("--game", help="Of a bank: the game to show in full.")]=None,
              json_:Annotated[bool, typer.Option("--json", help="Print JSON: one object for a game, a list for several.")]=False):
-    "Print a game's exact geometry (each solution's deal and nnw, each party's u and z there), or one row per game of a bank."
+    "Print a game's exact geometry (per solution: deal, nnw, each party's u and z), or one row per game of a bank."
     games = _pick_game(bank_games(game), name, game)
     geos = [solve(g) for g in games]
     if json_:

@@ -47,7 +47,7 @@ def synthetic_steps(arm:str="lam0", # the arm's name
 def synthetic_dpo_steps(arm:str="dpo_fairness_private", # the DPO arm's name
                         steps:int=8, # how many steps
                         seed:int=0)->list[dict]:
-    "Stand-in DPO telemetry in the trainer's `dpo_row` fields: the loss falls from ln 2, the implicit-reward margin grows."
+    "Stand-in DPO telemetry in the trainer's `dpo_row` fields: loss falls from ln 2, implicit-reward margin grows."
     rng = np.random.default_rng(seed)
     return [step_row(experiment_name=arm, arm=arm, step=s, method="dpo", loss=float(0.693 - 0.004 * s + rng.normal(0, 0.003)),
                      reward_margin=float(0.008 * s + rng.normal(0, 0.005)), reward_accuracy=float(np.clip(0.5 + 0.05 * s + rng.normal(0, 0.05), 0, 1)),
@@ -56,7 +56,7 @@ def synthetic_dpo_steps(arm:str="dpo_fairness_private", # the DPO arm's name
 
 # %% ../nbs/16_demo.ipynb #89a70016
 class DemoMix:
-    "A stand-in checkpoint for demos: `greedy_anchor` (no deal) on games whose name ends in 0, `fairness_oracle` elsewhere."
+    "A stand-in demo checkpoint: `greedy_anchor` (no deal) on games whose name ends in 0, `fairness_oracle` elsewhere."
     def __init__(self):
         self.name, self.greedy, self.fair = "demo_mix", AgentPolicy("greedy_anchor"), AgentPolicy("fairness_oracle")
     def act_batch(self, requests:list)->list:

@@ -41,7 +41,7 @@ class JobConfig:
     cpus: int = 8 # CPUs per job
     mem_gb: int|None = None # memory per job, GB
     slurm: list[str] = field(default_factory=list) # KEY=VALUE Slurm parameters (e.g. partition=gpu, account=...)
-    signal_s: int = 120 # Slurm warns a job this many seconds before its time limit (USR1); a training job checkpoints and requeues
+    signal_s: int = 120 # Slurm's USR1 warning, seconds before the time limit: a training job checkpoints and requeues
     wait: bool|None = None # wait for submitted jobs (default: for local and debug)
 
 # %% ../nbs/12_jobs.ipynb #bdec2dad
@@ -68,7 +68,7 @@ def read_squeue(text:str)->dict:
 def slurm_states(job_ids:Iterable, # Slurm job ids
                  squeue:str="squeue", # the command
                  )->dict|None:
-    "The state of each job slurmctld still knows (an ended job drops out after MinJobAge); None when squeue cannot answer."
+    "Each job's state while slurmctld knows it (ended jobs drop out after MinJobAge); None when squeue cannot answer."
     ids = sorted({str(j) for j in job_ids})
     if not ids: return {}
     try:
@@ -132,7 +132,7 @@ def job_error(e:BaseException)->str:
 # %% ../nbs/12_jobs.ipynb #d258eee9
 def wait_jobs(jobs:list, # (name, submitit job) pairs
               echo:Callable=print, # where the outcome lines go
-              states:Callable|None=None, # job ids -> {job id: state} (`slurm_states`): notices jobs that ended without a result
+              states:Callable|None=None, # job ids -> {id: state} (`slurm_states`): notices jobs ended without a result
               grace:float=15, # seconds a job that left the queue has to show its result file
               poll:float=1.0, # seconds before the first check; the wait grows by half each check, up to `max_poll`
               max_poll:float=30.0, # the longest wait between checks (one squeue call each: gentle on a shared cluster)
@@ -212,7 +212,7 @@ def run_as_job(name:str, # what the job does: its lines, its row's `name` in `re
 class StopSignals:
     "A block in which USR1 and SIGTERM are noted, not obeyed: the work asks `received` at each safe point."
     SIGNALS = ("SIGUSR1", "SIGTERM")
-    def __init__(self, echo:Callable|None=None): # where the line that a signal came goes (default: stderr, the job's log)
+    def __init__(self, echo:Callable|None=None): # where the note of a signal goes (default: stderr, the job's log)
         self.received, self.echo, self._old = None, echo or (lambda s: print(s, file=sys.stderr, flush=True)), {}
     def _note(self, signum, frame):
         name = signal.Signals(signum).name

@@ -152,14 +152,14 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
 
 # %% ../nbs/16_pilot.ipynb #d4aa55d5
 def _model_kw(params:dict)->dict:
-    "The model's answer caps and thinking mode as the arms train with them: the `train:` section's, else `GRPOConfig`'s."
+    "The model's answer caps and thinking mode as in the arms' training: the `train:` section's, else `GRPOConfig`'s."
     c = make_config(params, lam=0.0)
     return dict(max_new_tokens=c.max_new_tokens, scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
                 **({"thinking": True} if c.thinking else {}))     # off is the policies' default (and what cell records hold)
 
 # %% ../nbs/16_pilot.ipynb #5d54b845
 def _train_play(params:dict)->PlaySettings:
-    "How the arms' episodes are played (the `train:` section's context, framing and deadline): the untrained model's too."
+    "How the arms' episodes are played (the `train:` section's context, framing, deadline): the untrained model's too."
     return make_config(params, lam=0.0).play
 
 # %% ../nbs/16_pilot.ipynb #3a77939d
@@ -205,7 +205,7 @@ def arm_configs(params:dict, run:Path, train_bank:Path)->list:
 
 # %% ../nbs/16_pilot.ipynb #63a850b3
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
-    "Train one GRPO arm: an interrupted arm resumes from its newest checkpoint, a forced one starts over in an empty folder."
+    "Train a GRPO arm: interrupted, it resumes from its newest checkpoint; forced, it starts over in an empty folder."
     if force:
         shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
     train(cfg, resume=True, progress=progress)
@@ -317,7 +317,7 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
                rungs:dict|None=None, # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
                job:JobConfig|None=None, # `--submit`: one job per cell, waited for
                )->Path:
-    "Every (checkpoint, condition) cell against the untrained base, and the ladder's earlier rungs; complete sides are kept (not under force)."
+    "Every (checkpoint, condition) cell and ladder rung against the untrained base; complete sides kept unless forced."
     out = run / "eval" / "done.json"
     def plan(cks:dict, **kw):
         lc = launch_config(params, checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
@@ -357,7 +357,7 @@ def gated(result:dict, checkpoints:Iterable[str])->dict:
 def stage_gate(params:dict, run:Path, force:bool, only,
                checkpoints:Iterable[str]|None=None, # the checkpoints the gate judges (default: every one evaluated)
                )->Path:
-    "The preregistered gate, evaluated by the code on the GRPO arms' last checkpoints (not the ladder's rungs nor the DPO arms)."
+    "The preregistered gate, evaluated by the code on the GRPO arms' last checkpoints (not ladder rungs or DPO arms)."
     out = run / "gate.json"
     def judge_gate():
         res = read_json(run / "eval.json", ParamsError)
@@ -383,8 +383,8 @@ STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "t
 def run_pilot(params:dict, # parameters, as read by `load_params`
               force:bool=False, # redo every stage
               progress:bool=True, # progress bars
-              only:list|None=None, # run only these stages (see STAGES; `train` means every GRPO arm, `dpo` every DPO arm)
-              job:JobConfig|None=None, # `--submit`: every stage that runs the model (soundness, arms, pairs, DPO, eval cells) as cluster jobs
+              only:list|None=None, # run only these stages (see STAGES; `train` is every GRPO arm, `dpo` every DPO arm)
+              job:JobConfig|None=None, # `--submit`: model stages (soundness, arms, pairs, DPO, eval) as cluster jobs
               )->dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
     t0 = time.time()
@@ -423,7 +423,7 @@ for _e in (ParamsError, PilotStopped):   # a bad parameters file, a failed gate:
 app = typer.Typer(cls=CliGroup, add_completion=False, help="The CPU pilot.")
 
 def pilot(params:Path=Path("params/pilot-cpu.yaml"), force:bool=False, only:list|None=None, progress:bool=True, **job):
-    "Run the CPU pilot; stages whose output exists are skipped, so a second run continues the first. With --submit, every stage that runs the model (soundness, GRPO arms, pairs, DPO arms, eval cells) is a cluster job."
+    "Run the CPU pilot, skipping stages whose output exists (reruns continue); --submit: model stages as cluster jobs."
     run_pilot(load_params(params), force, progress, only, JobConfig(**{k: v for k, v in job.items() if v is not None}))
 
 app.command("pilot", cls=MultiValueCommand)(config_command(JobConfig, pilot, skip=("wait",), extra=[

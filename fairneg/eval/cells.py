@@ -125,10 +125,10 @@ class Cell:
     width: int = 64                      # episodes live at once
     experiment_prefix: str = "fairness_grpo_eval_"
     turn_max_tokens: int | None = None   # a token-cap override (changes protocol_version)
-    context: str | None = None           # the seats' context: `window` (default) or `conversation` (its own protocol_version)
-    llm_kw: dict = field(default_factory=dict)  # passed to fairneg.policies.make_policy (HFPolicy: temperature, max_new_tokens, ...)
+    context: str | None = None           # seats' context: `window` (default) or `conversation` (own protocol_version)
+    llm_kw: dict = field(default_factory=dict)  # passed to `make_policy` (HFPolicy: temperature, max_new_tokens, ...)
     progress: bool = False               # progress bars
-    share_base: bool = True              # play the untrained side once per condition for all checkpoints (see run_eval_cell)
+    share_base: bool = True              # play one untrained side per condition for all checkpoints (see run_eval_cell)
 
     @property
     def name(self)->str: return f"{self.checkpoint}_{self.condition}"
@@ -182,7 +182,7 @@ def play_side(games:list[Game], # the games
               play:PlaySettings|None=None, # how the episodes are played and shown
               width:int=64, progress:bool=False,
               )->list[dict]:
-    "Play every game × seed and write the side's tables (`write_cell_tables`: episodes.jsonl last); return the episode rows."
+    "Play every game × seed and write the tables (`write_cell_tables`: episodes.jsonl last); return the episode rows."
     specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, play or PlaySettings()) for g in games for s in seeds]
     eps = co_step(specs, policies, width=width, progress=progress)
     rows = sorted(({**e.row, **(extra or {})} for e in eps), key=lambda r: (r["instance_id"], r["episode_seed"]))

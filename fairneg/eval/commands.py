@@ -33,12 +33,12 @@ class LaunchConfig(JobConfig):
     bank: Path|None = None # the held-out bank (`fairneg bank eval`): primary, framing, rational_guard
     crossgame_bank: Path|None = None # games of the crossgame condition (default: generated 4-, 5-, 7-party games)
     episodes: int = 8 # episodes per game (seeds 0..E-1), the same for both sides
-    condition_episodes: list[str] = field(default_factory=list) # COND=N: episodes per game on that condition instead, e.g. `ultimatum=16`
+    condition_episodes: list[str] = field(default_factory=list) # COND=N: N episodes per game on condition COND instead
     model: str|None = None # base model of adapter checkpoints (default: from adapter_config.json)
     opponent: str = "agent:bayes_rational" # the other seats of the rational guard
     width: int = 64 # episodes live at once (co-stepping width)
     turn_max_tokens: int|None = None # token-cap override for every turn (changes protocol_version)
-    context: str|None = None # the seats' context: `window` (default) or `conversation` (as the checkpoints were trained; its own protocol_version)
+    context: str|None = None # seats' context: `window` (default) or `conversation` (as trained; own protocol_version)
     llm: list[str] = field(default_factory=list) # KEY=VALUE passed to the model policies (model and adapter sides)
     experiment_prefix: str = "fairness_grpo_eval_" # prefix of every experiment_name
     share_base: bool = True # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
@@ -48,7 +48,7 @@ class LaunchConfig(JobConfig):
 def launch_config(params=None, # a YAML parameter file or set already read (its `eval:` section), or None
                   **overrides, # field values (None: not given)
                  )->LaunchConfig:
-    "A `LaunchConfig` from a parameter file's `eval:` section and explicit overrides; checkpoints and out_dir are required."
+    "A `LaunchConfig` from a parameter file's `eval:` section and overrides; checkpoints and out_dir are required."
     cfg = load_config(LaunchConfig, params, "eval", **overrides)
     try: play_settings(context=cfg.context, turn_max_tokens=cfg.turn_max_tokens)
     except BadValue as e: raise EvalError(f"--context/--turn-max-tokens: {e}") from None
@@ -99,7 +99,7 @@ def analyze(
     min_games:Annotated[int, typer.Option(help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; single-game cells exempt).")]=MIN_GAMES,
     endpoints:Annotated[list[str], typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, max_share, dist_nbs and their *_given_deal forms).")]=[],
     experiment_prefix:Annotated[str, typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
-    "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict and percentile), verdicts and the viability screen."
+    "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict, percentile), verdicts and VOIDs."
     if (run_dir is None) == (baseline is None):
         raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
     if trained and run_dir is not None: raise EvalError("--trained goes with --baseline, not with --run-dir")

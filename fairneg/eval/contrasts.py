@@ -212,7 +212,7 @@ MIN_GAMES = 8               # SPEC §7: a game-cluster verdict needs at least th
 
 def too_few_games(cluster:str|None, # the cell's cluster unit (`instance_id`, or `episode` for a single game)
                   n_games:int|None, min_games:int=MIN_GAMES)->str|None:
-    "Why a cell's game-cluster verdicts cannot stand (fewer than `min_games` games), else None; single-game cells are exempt."
+    "Why a cell's game-cluster verdicts cannot stand (under `min_games` games) or None; single-game cells are exempt."
     if cluster != "instance_id" or n_games is None or n_games >= min_games: return None
     return f"{n_games} games, fewer than the {min_games} a verdict needs (SPEC §7)"
 
@@ -228,7 +228,7 @@ def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interva
                      viable:bool, # did the cell pass the viability screen?
                      undefined:int, B:int, # undefined draws among the B resamples
                      max_frac:float=UNDEFINED_MAX_FRAC)->tuple:
-    "`(interval_verdict, verdict, reason)`: VOID by the screen, `undefined` without a value or past `max_frac` undefined draws."
+    "`(interval_verdict, verdict, reason)`: VOID by the screen, `undefined` with no value or too many undefined draws."
     finite = np.isfinite(est) and np.isfinite(lo) and np.isfinite(hi)
     iv = verdict(lo, hi, good) if finite else "undefined"
     if not np.isfinite(est):
@@ -245,7 +245,7 @@ def _reading(lo, hi, good:int)->str: return verdict(lo, hi, good) if np.isfinite
 # %% ../../nbs/13_eval_contrasts.ipynb #543cda90
 def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC,
                 min_games:int=MIN_GAMES)->dict:
-    "The cell's record: per endpoint the contrast, both intervals, verdicts and counts; the screen and the game minimum applied."
+    "The cell's record: per endpoint the contrast, both intervals, verdicts, counts; screen and game minimum applied."
     deal_delta = prep["deal_trained"] - prep["deal_base"]
     viable = not deal_delta < -viability_drop - 1e-12
     few = too_few_games(prep["cluster"], prep["n_games"], min_games)
@@ -273,10 +273,10 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                   endpoints=EVAL_ENDPOINTS, # endpoint names
                   B:int=10_000, seed:int=0, level:float=0.95,
                   viability_drop:float=0.10, # closure-conditional endpoints are VOID below this deal-rate drop
-                  max_undefined:float=UNDEFINED_MAX_FRAC, # an endpoint is `undefined` past this share of undefined draws
+                  max_undefined:float=UNDEFINED_MAX_FRAC, # `undefined` past this share of undefined bootstrap draws
                   min_games:int=MIN_GAMES, # fewer games than this: every verdict of the cell is `too_few_games`
                   )->dict:
-    "Paired game-cluster contrasts of every cell; cells with equal cluster counts share one resample matrix and one product."
+    "Paired game-cluster contrasts per cell; cells with equal cluster counts share one resample matrix and one product."
     endpoints = check_endpoints(endpoints)
     if B < 1: raise EvalError("B must be at least 1")
     if not 0 < level < 1: raise EvalError(f"level must be between 0 and 1 (e.g. 0.95), got {level}")
@@ -386,7 +386,7 @@ def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, h
 def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:int=1000, seed:int=0, level:float=0.95,
                    unit:str="game", # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
                    chunk:int=250)->list[dict]:
-    "Coverage of the verdict (`cluster_t`) and `percentile` intervals over simulated replications of a design, per endpoint."
+    "Coverage of the verdict (`cluster_t`) and `percentile` intervals over simulations of a design, per endpoint."
     truth = design_truth(design)
     T, U, cl = simulate_design(design, n_reps, seed)
     clusters, K = (cl if unit == "game" else np.arange(len(cl))), len(COVERAGE_ENDPOINTS)
@@ -426,7 +426,7 @@ def _job_note(row:dict|None)->str:
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9888e467
 def discover_cells(run_dir)->dict:
-    "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming every cell not complete."
+    "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming each incomplete cell."
     found, jobs = sorted(Path(run_dir).glob("*/cell.json")), launched(run_dir)
     if not found and not jobs:
         raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")

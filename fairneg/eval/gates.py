@@ -105,7 +105,7 @@ def load_prereg(path)->dict:
 
 # %% ../../nbs/13_eval_gates.ipynb #9e1a0c05
 def below_threshold_claim(t:dict)->bool:
-    "Does a term claim fewer below-threshold deals? A `favourable` requirement or a `ceiling` on any statistic, either form."
+    "Does a term claim fewer below-threshold deals? A `favourable` or `ceiling` requirement (any `stat`), either form."
     return t["endpoint"].removesuffix("_given_deal") == "below_threshold" and t["require"] in ("favourable", "ceiling")
 
 # %% ../../nbs/13_eval_gates.ipynb #cf6dd178
@@ -120,7 +120,7 @@ def deal_floor(t:dict)->bool:
 
 # %% ../../nbs/13_eval_gates.ipynb #16e25bf1
 def guard_weakness(t:dict, drop:float=0.10)->str|None:
-    "Why a floor or ceiling guard bounds too little, or None: a bound on the interval's far side, or looser than the viability screen."
+    "Why a floor/ceiling guard is too weak, or None: on the interval's far side, or looser than the viability screen."
     req, stat = t["require"], t.get("stat")
     if req not in ("floor", "ceiling"): return None
     if (req, stat) in (("floor", "hi"), ("ceiling", "lo")):
@@ -132,7 +132,7 @@ def guard_weakness(t:dict, drop:float=0.10)->str|None:
 
 # %% ../../nbs/13_eval_gates.ipynb #7db903f9
 def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
-    "SPEC §7: every below-threshold claim, wherever it sits, carries a max_share term in its clause and a deal-rate floor on its condition."
+    "SPEC §7: any below-threshold claim needs a max_share term in its clause and a deal-rate floor on its condition."
     every = [t for c in clauses for t in (c, *c["with"])]
     for c in clauses:
         terms = (c, *c["with"])
@@ -271,7 +271,7 @@ def gate_text(g:dict)->str:
 # %% ../../nbs/13_eval_gates.ipynb #5a05de4a
 def synthetic_cell(n_games:int=24, n_episodes:int=8,
                    deal_base:float=0.85, deal_delta:float=0.0, # untrained deal rate, trained-minus-untrained change
-                   fair_base:float=0.45, fair_delta:float=0.0, # fairness of closed deals (drives nnw, worst-off z, gini, dist)
+                   fair_base:float=0.45, fair_delta:float=0.0, # fairness of closed deals (nnw, worst-off z, gini, dist)
                    share_delta:float=0.0, # change of max_share on closed deals
                    below_base:float=0.10, below_delta:float=0.0, # below-threshold share of closed deals and its change
                    seed:int=0, protocol_version:str="six-party-v1", budgets=(2048, 2560),

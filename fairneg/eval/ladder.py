@@ -56,7 +56,7 @@ def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Call
 
 # %% ../../nbs/13_eval_ladder.ipynb #8cca4afc
 def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
-    "One panel of the ladder: each arm's delta against its step, the arms dodged, an error bar each, on an axis from step 0."
+    "One ladder panel: each arm's delta against its step, the arms dodged, an error bar each, on an axis from step 0."
     import altair as alt
     df = df.copy()
     steps = sorted(set(int(s) for s in df.step))
@@ -77,7 +77,7 @@ def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
 # %% ../../nbs/13_eval_ladder.ipynb #d2b7f1c1
 def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step, title:str|None=None,
                 colors:dict|None=None, # arm -> colour (`fairneg.charts.arm_colors`; default: those of the arms drawn)
-                own_axis:Iterable[str]=(), # arms drawn in a panel of their own on their own step axis (DPO arms: their steps are not GRPO steps)
+                own_axis:Iterable[str]=(), # arms in a panel and on a step axis of their own (DPO arms: not GRPO steps)
                 own_title:str="DPO step", # that panel's x axis
                ):
     "Altair figure: the endpoint's delta per checkpoint step and arm, with its interval as an error bar."

@@ -17,7 +17,7 @@ def executor_params(cells:list[Cell], # the cells the jobs play
                     c:JobConfig|None=None, # the submission's options (default: `JobConfig()`)
                     slurm:dict|None=None, # its `--slurm` items, read
                    )->dict:
-    "submitit parameters of cell jobs (`job_params`): a GPU per job when a side is a model that needs one, unless `--gpus` says."
+    "submitit parameters of cell jobs (`job_params`): a GPU per job if a side's model needs one, unless `--gpus` says."
     gpus = int(any(s.needs_gpu for c_ in cells for s in (c_.trained, c_.base)))
     return job_params(c or JobConfig(), gpus, slurm)
 

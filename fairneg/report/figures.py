@@ -79,7 +79,7 @@ def plot_curves(steps, # training telemetry (`Run.steps`)
                 step_title:str="GRPO step", # the x axis' title
                 colors:dict|None=None, # arm -> colour (`run_colors`; default: `arm_colors` of these arms)
                ):
-    "One panel per telemetry column, titled in words with its unit on the y axis; step on x, one line per arm (`None` when no column is there)."
+    "One panel per telemetry column (title in words, unit on y), one line per arm by step; `None` without any column."
     import altair as alt
     cols = [m for m in metrics if m in steps.columns and steps[m].notna().any()]
     if not cols: return None
@@ -142,7 +142,7 @@ def select_contrasts(contrasts, # `Run.contrasts`
                      conditions:Iterable[str]|None=None, # conditions to keep (default: every one)
                      cells:Iterable[str]|None=None, # cells to keep (default: every one)
                      ):
-    "The contrast rows of some endpoints, conditions and cells: by checkpoint (arm, then step), endpoints in the order asked."
+    "Contrast rows of some endpoints, conditions and cells: by checkpoint (arm, step), endpoints in the order asked."
     df = contrasts
     if conditions is not None: df = df[df.condition.isin(list(conditions))]
     if cells is not None: df = df[df.cell.isin(list(cells))]
@@ -169,7 +169,7 @@ def dpo_arm_names(run:Run)->list[str]:
 
 # %% ../../nbs/15_report_figures.ipynb #616d395a
 def run_arms(run:Run)->list[str]:
-    "Every arm of the run in one order: the GRPO arms (training telemetry), the DPO arms, then arms only the eval names."
+    "Every arm of the run in one order: GRPO arms (training telemetry), DPO arms, then arms only the eval names."
     arms = [str(a) for a in run.steps["arm"].astype(str)] if run.has("train") else []
     cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint) if run.has("contrasts") else [])
     return list(dict.fromkeys(arms + dpo_arm_names(run) + [_arm_of(ck) for ck in checkpoint_order(cks) if ck]))
@@ -215,7 +215,7 @@ VERDICT_TINTS = {"favourable": "#d9f0d3", "unfavourable": "#f8d0cb", "spans_zero
 VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": "", "too_few_games": ""}
 
 def _matrix_text(r)->str:
-    "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, and † when the interval resamples one game's episodes."
+    "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, † if the interval resamples one game's episodes."
     flag = r.verdict.replace("_", " ") if r.verdict in ("VOID", "undefined", "too_few_games") else ""
     num = f"{_number_text(r.delta)} [{_number_text(r.lo)}, {_number_text(r.hi)}]" if r.delta is not None and r.delta == r.delta else ""
     return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
@@ -225,7 +225,7 @@ def _matrix_text(r)->str:
 def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS, caption:str|None=None,
                     checkpoints:Iterable[str]|None=None, # the columns to show (default: every checkpoint)
                    ):
-    "One condition as endpoints × checkpoints: `Δ [lo, hi]` tinted by verdict (✓ favourable, ✗ unfavourable, VOID marked)."
+    "A condition: endpoints × checkpoints, `Δ [lo, hi]` tinted by verdict (✓ favourable, ✗ unfavourable, VOID marked)."
     import pandas as pd
     df = select_contrasts(contrasts, endpoints, [condition])
     if checkpoints is not None: df = df[df.checkpoint.isin(list(checkpoints))]
@@ -289,7 +289,7 @@ def _cells_note(head:str, items:Iterable[tuple[str, str]])->str:
 
 # %% ../../nbs/15_report_figures.ipynb #8e7dac0f
 def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per condition whose cells play a single game: their intervals resample the game's episodes, not games (SPEC §7)."
+    "One line per condition whose cells play a single game: their intervals resample its episodes, not games (SPEC §7)."
     df = select_contrasts(contrasts, None, conditions)
     if "resampling_note" not in df: return []
     cells = df.groupby("condition").cell.nunique()
@@ -304,7 +304,7 @@ def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
 
 # %% ../../nbs/15_report_figures.ipynb #2d2ac273
 def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per condition with an undefined endpoint: which, where, and why (its undefined bootstrap draws or reason, SPEC §7)."
+    "One line per condition with an undefined endpoint: which, where and why (undefined draws or reason, SPEC §7)."
     df = select_contrasts(contrasts, conditions=conditions)
     why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
         f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
@@ -321,7 +321,7 @@ def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
 
 # %% ../../nbs/15_report_figures.ipynb #9809fdde
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
-    "One line per condition whose closure-conditional endpoints the viability screen voided somewhere, each cell with its reason."
+    "One line per condition where the viability screen voided closure-conditional endpoints, each cell with its reason."
     df = select_contrasts(contrasts, conditions=conditions)
     reason = lambda g: g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any() else "viability screen"
     return [_cells_note(f"{cond}: closure-conditional endpoints VOID in {g.cell.nunique()} cells",
@@ -378,7 +378,7 @@ def _cell_text(r)->str:
 
 # %% ../../nbs/15_report_figures.ipynb #23aa104c
 def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRONTIER_ENDPOINTS)->object:
-    "One row per checkpoint (arm, λ, step): each endpoint's contrast with the base as `Δ [lo, hi] verdict`, VOID marked."
+    "One row per checkpoint (arm, λ, step): each endpoint's contrast to the base, `Δ [lo, hi] verdict`, VOID marked."
     import pandas as pd
     c = run.contrasts[run.contrasts.condition == condition]
     if c.empty: raise ReportError(f"no contrasts on `{condition}`")
@@ -466,7 +466,7 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
               struck, # `struck_frame` rows (only this game's closed deals are drawn)
               i:int=0, j:int=1, # the parties on the axes
               dodge:float=0.03, # offset between policies, in units of z
-              colors:dict|None=None, # policy -> colour (`run_policy_colors`; default: a colour per policy, the base in `BASE_COLOR`)
+              colors:dict|None=None, # policy -> colour (`run_policy_colors`; default: one each, base in `BASE_COLOR`)
               ):
     "`plot_deals` of one game with the deals each policy closed on top (square size = episodes), the base in black."
     import altair as alt, pandas as pd

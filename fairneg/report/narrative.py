@@ -18,7 +18,7 @@ __all__ = ['WHAT_ENDPOINTS', 'report_conditions', 'what_happened', 'what_happene
 WHAT_ENDPOINTS = ("deal", "nnw", "below_threshold", "max_share", "nnw_given_deal")   # the endpoints `what_happened` names
 
 def _training_sentences(run:Run)->list[str]:
-    "Per GRPO arm: steps, the last step's KL to the base, and the range of the per-step deal rate (each step plays other games)."
+    "Per GRPO arm: steps, the last step's KL to the base, the per-step deal rate's range (each step plays other games)."
     out = []
     for arm, g in run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm", sort=False):
         l = g.sort_values("step").iloc[-1]
@@ -37,7 +37,7 @@ def _notna(x)->bool:
 
 # %% ../../nbs/15_report_narrative.ipynb #4a895254
 def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
-    "A checkpoint's sentence: the endpoints that moved (Δ and interval), those that did not, VOIDs; None when there is nothing to say."
+    "A checkpoint's sentence: endpoints that moved (Δ and interval), those that did not, VOIDs; None if nothing to say."
     moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items() if r.verdict in ("favourable", "unfavourable")]
     void = [e for e, r in rows.items() if r.verdict == "VOID"]
     undefined = [e for e, r in rows.items() if r.verdict == "undefined"]
@@ -54,7 +54,7 @@ def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
 
 # %% ../../nbs/15_report_narrative.ipynb #aeba41c4
 def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
-    "A sentence per checkpoint with something to say on a condition, then one naming the checkpoints at which nothing moved."
+    "A sentence per checkpoint with something to say on a condition, then one naming those where nothing moved."
     c = run.contrasts[run.contrasts.condition == condition]
     cks = checkpoint_order(c.checkpoint)
     out, quiet = [], []
@@ -94,7 +94,7 @@ def report_conditions(run:Run)->list[str]:
 
 # %% ../../nbs/15_report_narrative.ipynb #91b30605
 def what_happened(run:Run, condition:str|None=None)->list[str]:
-    "Sentences generated from the run's measurements: training, each checkpoint's contrasts (every condition, or one), the DPO arms, the gate."
+    "Sentences from the run's measurements: training, checkpoint contrasts (all conditions or one), DPO arms, the gate."
     out = []
     if run.has("train"): out += _training_sentences(run)
     for cond in ([condition] if condition else report_conditions(run)): out += _checkpoint_sentences(run, cond)

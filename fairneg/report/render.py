@@ -128,6 +128,6 @@ def report(run_dir:Annotated[Path, typer.Argument(help="The run directory (train
            mode:Annotated[str, typer.Option(help="Figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips).")]="svg",
            param:Annotated[list[str], typer.Option("--param", "-p", help="KEY=VALUE parameter of the report notebook (YAML value), e.g. -p ladder_condition=crossgame.")]=[],
            notebook:Annotated[Path|None, typer.Option(help="Another report notebook (default: nbs/report.ipynb).")]=None):
-    "Execute the report notebook on RUN_DIR with papermill and write a self-contained HTML page (no input cells, no CDN)."
+    "Run the report notebook on RUN_DIR with papermill and write a self-contained HTML page (no input cells, no CDN)."
     p = render_report(run_dir, out, title, mode, _params(param), notebook)
     typer.echo(f"report: {p} (notebook: {p.with_suffix('.ipynb')})")

@@ -168,7 +168,7 @@ def check_run_dir(root:Path)->dict:
 
 # %% ../../nbs/15_report_run.ipynb #c12bad67
 def load_run(run_dir)->Run:
-    "Read the inputs of a run directory laid out as `LAYOUT` says; missing inputs stay empty, unreadable ones are noted."
+    "Read the inputs of a run directory laid out as `LAYOUT` says: missing ones stay empty, unreadable ones are noted."
     root = Path(run_dir)
     if not root.is_dir(): raise ReportError(f"{root}: no such run directory")
     run = Run(root=root, files=find_inputs(root))

@@ -209,7 +209,7 @@ def _cell_of(run:Run, checkpoint:str, condition:str)->str:
 # %% ../../nbs/15_report_sections.ipynb #38615a1d
 def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared against `b`
                         condition:str="primary", endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000, seed:int=0)->dict:
-    "Checkpoint `a`'s trained side against `b`'s on one condition, paired on (game, seed): `analyze_cells`' result for that pseudo-cell."
+    "`a`'s trained side against `b`'s on one condition, paired on (game, seed): `analyze_cells` of that pseudo-cell."
     ca, cb = _cell_of(run, a, condition), _cell_of(run, b, condition)
     try: res = analyze_cells({f"{a}_vs_{b}_{condition}": {"trained": run.rows(ca, "trained"), "base": run.rows(cb, "trained")}},
                              tuple(endpoints), B=B, seed=seed)
@@ -273,7 +273,7 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
 
 # %% ../../nbs/15_report_sections.ipynb #d20b7d3d
 def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->list:
-    "The game explorer on a condition's games with the deals each policy closed; interactive in any report (the vega bundle inlined once)."
+    "Game explorer: a condition's games, each policy's deals; interactive in any report (vega bundle inlined once)."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
     def build():
         st = struck_frame(run, condition, checkpoints)
