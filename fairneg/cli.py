@@ -54,7 +54,8 @@ def _version(show:bool):
 
 # %% ../nbs/17_cli.ipynb #18e4d96f
 @app.callback()
-def main(version:Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")]=False):
+def main(version:Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                              help="Print the version.")]=False):
     "A group callback, so that `fairneg` is always a group of verbs (typer collapses a one-command app)."
 
 # %% ../nbs/17_cli.ipynb #cdb996ea
@@ -68,9 +69,12 @@ def _pick_game(games:list, name:str|None, path)->list:
 
 # %% ../nbs/17_cli.ipynb #fa3ce468
 @app.command()
-def geometry(game:Annotated[Path, typer.Argument(help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a folder of games or `@llm_deliberation`.")],
+def geometry(game:Annotated[Path,
+                            typer.Argument(help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a "
+                                                "folder of games or `@llm_deliberation`.")],
              name:Annotated[str|None, typer.Option("--game", help="Of a bank: the game to show in full.")]=None,
-             json_:Annotated[bool, typer.Option("--json", help="Print JSON: one object for a game, a list for several.")]=False):
+             json_:Annotated[bool, typer.Option("--json",
+                                                help="Print JSON: one object for a game, a list for several.")]=False):
     "Print a game's exact geometry (per solution: deal, nnw, each party's u and z), or one row per game of a bank."
     games = _pick_game(bank_games(game), name, game)
     geos = [solve(g) for g in games]

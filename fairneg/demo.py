@@ -31,12 +31,16 @@ def synthetic_steps(arm:str="lam0", # the arm's name
         deal = float(np.clip(0.55 + (0.25 + 0.1 * lam) * t + rng.normal(0, 0.04), 0, 1))
         below = float(np.clip(0.18 - (0.05 + 0.08 * lam) * t + rng.normal(0, 0.02), 0, 1))
         out.append(step_row(experiment_name=f"fairness_grpo_{arm}", arm=arm, step=s, lam=lam,
-                        reward_mean=-3.2 + (1.2 + 0.8 * lam) * t + rng.normal(0, 0.15), reward_std=1.1 - 0.3 * t + rng.normal(0, 0.05),
+                        reward_mean=-3.2 + (1.2 + 0.8 * lam) * t + rng.normal(0, 0.15),
+                            reward_std=1.1 - 0.3 * t + rng.normal(0, 0.05),
                         worst_off_g=-4.4 + (0.8 + 1.6 * lam) * t + rng.normal(0, 0.2), deal_rate=deal,
-                        walk_rate=float(np.clip(0.2 * (1 - deal) + rng.normal(0, 0.02), 0, 1)), below_threshold_rate=below,
-                        nnw=0.18 + (0.08 + 0.1 * lam) * t + rng.normal(0, 0.01), worst_off_z=0.05 + 0.1 * lam * t + rng.normal(0, 0.01),
+                        walk_rate=float(np.clip(0.2 * (1 - deal) + rng.normal(0, 0.02), 0, 1)),
+                            below_threshold_rate=below,
+                        nnw=0.18 + (0.08 + 0.1 * lam) * t + rng.normal(0, 0.01),
+                            worst_off_z=0.05 + 0.1 * lam * t + rng.normal(0, 0.01),
                         adv_mean=0.0, adv_std=float(0.9 - 0.2 * t), zero_spread_groups=int(rng.integers(0, 2)),
-                        kl=0.004 * s * (1 + lam) + abs(rng.normal(0, 0.002)), logprob_drift=0.01 * s + rng.normal(0, 0.005),
+                        kl=0.004 * s * (1 + lam) + abs(rng.normal(0, 0.002)),
+                            logprob_drift=0.01 * s + rng.normal(0, 0.005),
                         fabrication=int(rng.random() < 0.1), parse_failures=int(rng.integers(0, 3)),
                         tokens_generated=int(20000 + rng.integers(0, 4000)), rollout_s=round(30 + rng.normal(0, 2), 3),
                         ref_s=round(4 + rng.normal(0, 0.3), 3), train_s=round(12 + rng.normal(0, 1), 3),
@@ -49,9 +53,12 @@ def synthetic_dpo_steps(arm:str="dpo_fairness_private", # the DPO arm's name
                         seed:int=0)->list[dict]:
     "Stand-in DPO telemetry in the trainer's `dpo_row` fields: loss falls from ln 2, implicit-reward margin grows."
     rng = np.random.default_rng(seed)
-    return [step_row(experiment_name=arm, arm=arm, step=s, method="dpo", loss=float(0.693 - 0.004 * s + rng.normal(0, 0.003)),
-                     reward_margin=float(0.008 * s + rng.normal(0, 0.005)), reward_accuracy=float(np.clip(0.5 + 0.05 * s + rng.normal(0, 0.05), 0, 1)),
-                     pairs_available=64, pairs_effective=round(40 + rng.normal(0, 2), 2), dpo_beta=0.1, config_hash=f"demo{arm}")
+    return [step_row(experiment_name=arm, arm=arm, step=s, method="dpo",
+                     loss=float(0.693 - 0.004 * s + rng.normal(0, 0.003)),
+                     reward_margin=float(0.008 * s + rng.normal(0, 0.005)),
+                     reward_accuracy=float(np.clip(0.5 + 0.05 * s + rng.normal(0, 0.05), 0, 1)),
+                     pairs_available=64, pairs_effective=round(40 + rng.normal(0, 2), 2), dpo_beta=0.1,
+                     config_hash=f"demo{arm}")
             for s in range(1, steps + 1)]
 
 # %% ../nbs/16_demo.ipynb #89a70016
@@ -73,10 +80,14 @@ DEMO_CHECKPOINTS = ("lam0_step6=agent:greedy_anchor", "lam0_step12=py:fairneg.de
 DEMO_WIDE_CHECKPOINTS = DEMO_CHECKPOINTS + (   # a run as wide as the pilot's: three GRPO arms and a DPO pair (eight checkpoints)
     "lam05_step6=agent:passive_gate", "lam05_step12=agent:bayes_rational",
     "dpo_fairness_private_step8=agent:fairness_private", "dpo_rational_private_step8=agent:rational_private")
-DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12", endpoints=dict(nnw=1, deal=1, below_threshold=-1, max_share=-1),
-                   clauses=[dict(id="primary_nnw", condition="primary", endpoint="nnw", require="favourable", margin=0.0),
-                            dict(id="deal_floor", condition="primary", endpoint="deal", require="floor", floor=-0.05, stat="estimate"),
-                            dict(id="below_threshold_with_share", condition="primary", endpoint="below_threshold", require="favourable",
+DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12",
+                   endpoints=dict(nnw=1, deal=1, below_threshold=-1, max_share=-1),
+                   clauses=[dict(id="primary_nnw", condition="primary", endpoint="nnw",
+                                 require="favourable", margin=0.0),
+                            dict(id="deal_floor", condition="primary", endpoint="deal", require="floor", floor=-0.05,
+                                 stat="estimate"),
+                            dict(id="below_threshold_with_share", condition="primary", endpoint="below_threshold",
+                                 require="favourable",
                                  **{"with": [dict(endpoint="max_share", require="not_unfavourable")]})])
 
 # %% ../nbs/16_demo.ipynb #c21807f5
@@ -99,18 +110,22 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
     res = analyze_cells(discover_cells(out / "eval"), B=B)
     write_eval(res, out / "eval.json")
     prereg = check_prereg({**DEMO_PREREG, "analysis": dict(B=B)}, "demo-gate")
-    gate_ck = prereg["checkpoint"] if any(c["checkpoint"] == prereg["checkpoint"] for c in res["cells"].values()) else None
+    gate_ck = prereg["checkpoint"] if any(c["checkpoint"] == prereg["checkpoint"]
+                                          for c in res["cells"].values()) else None
     write_json(out / "gate.json", evaluate_gate(prereg, res, gate_ck))
     prim = [c for c in cells if c.condition == "primary"]
     if len(prim) >= 2:
         ctrl = read_jsonl(Path(prim[0].out) / "base" / EPISODES)
-        camp = {"rational control": ctrl, **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / EPISODES) for c in prim}}
-        s = soundness(camp, [f"{prim[-1].checkpoint}>{prim[0].checkpoint}", f"rational control>{prim[0].checkpoint}"], B=B)
+        camp = {"rational control": ctrl,
+                **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / EPISODES) for c in prim}}
+        s = soundness(camp, [f"{prim[-1].checkpoint}>{prim[0].checkpoint}",
+                             f"rational control>{prim[0].checkpoint}"], B=B)
         write_json(out / "reward_soundness.json", s)
     arms = dict.fromkeys(arm_step(c.checkpoint)[0] for c in cells)
     for j, arm in enumerate(arms):
         if is_dpo_arm(arm):                         # a DPO arm: its outcome and its own telemetry, as the pilot writes them
-            write_json(out / "dpo" / arm / "outcome.json", dict(arm=arm, trained=True, checkpoint=str(checkpoint_dir(Path("dpo") / arm, 8))))
+            write_json(out / "dpo" / arm / "outcome.json",
+                       dict(arm=arm, trained=True, checkpoint=str(checkpoint_dir(Path("dpo") / arm, 8))))
             append_jsonl(synthetic_dpo_steps(arm, 8, seed=j), out / "dpo" / arm / TRAINING_STEPS)
             continue
         append_jsonl(synthetic_steps(arm, arm_lam(arm) or 0.0, steps, seed=j), out / "train" / arm / TRAINING_STEPS)

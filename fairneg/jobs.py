@@ -72,7 +72,8 @@ def slurm_states(job_ids:Iterable, # Slurm job ids
     ids = sorted({str(j) for j in job_ids})
     if not ids: return {}
     try:
-        p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True,
+                           text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired): return None
     if p.returncode: return {} if "Invalid job id" in p.stderr else None   # one id, forgotten already
     return read_squeue(p.stdout)
@@ -114,8 +115,10 @@ def submit_job(ex, # the submitit executor
     except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:   # sbatch refused it: its words
         why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
         raise JobError(f"[{name}] could not be submitted ({ex.cluster}): {why}{before}") from None
-    append_jsonl([dict(fields, job_id=str(j.job_id), executor=ex.cluster, folder=str(ex.folder), log=str(j.paths.stderr),
-                       command=shlex.join(sys.argv), submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
+    append_jsonl([dict(fields, job_id=str(j.job_id), executor=ex.cluster, folder=str(ex.folder),
+                       log=str(j.paths.stderr),
+                       command=shlex.join(sys.argv),
+                       submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
                  Path(record))
     echo(f"[{name}] submitted job {j.job_id} ({ex.cluster}; logs: {j.paths.stderr})")
     return j
@@ -157,7 +160,8 @@ def wait_jobs(jobs:list, # (name, submitit job) pairs
             elif now is not None and now.get(str(j.job_id)) not in SLURM_ALIVE:
                 if time.monotonic() - gone.setdefault(name, time.monotonic()) >= grace:
                     del pending[name]
-                    fail(name, j, f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
+                    fail(name, j,
+                         f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
                                   f"out of time or killed)")
             else: gone.pop(name, None)
         if pending: time.sleep(poll); poll = min(poll * 1.5, max_poll)
@@ -203,7 +207,8 @@ def run_as_job(name:str, # what the job does: its lines, its row's `name` in `re
     j = live_job(record, "name", name, echo)
     if j is None:
         ex = submitit_module().AutoExecutor(folder=str(Path(record).parent / "submitit"), cluster=job.cluster)
-        j = submit_job(ex, name, fn, (), record, dict(name=name), dict(job_params(job, gpus, slurm), name=f"fairneg_{name}"), echo)
+        j = submit_job(ex, name, fn, (), record, dict(name=name),
+                       dict(job_params(job, gpus, slurm), name=f"fairneg_{name}"), echo)
     res, failed = wait_jobs([(name, j)], echo, slurm_watch([(name, j)]))
     if failed: raise JobError(failed[name])
     return res[name]
@@ -216,7 +221,8 @@ class StopSignals:
         self.received, self.echo, self._old = None, echo or (lambda s: print(s, file=sys.stderr, flush=True)), {}
     def _note(self, signum, frame):
         name = signal.Signals(signum).name
-        self.echo(f"received {name}: stopping at the next safe point" + (f" (first: {self.received})" if self.received else ""))
+        self.echo(f"received {name}: stopping at the next safe point" + (f" (first: {self.received})"
+                                                                         if self.received else ""))
         self.received = self.received or name
     @property
     def requeue(self)->bool:
@@ -246,5 +252,6 @@ def end_job(reason:str, # what the log says
         try:
             env._requeue(1)                        # what submitit's own handler calls: slurm `scontrol requeue`; local exits 144
         except (subprocess.CalledProcessError, OSError) as e:
-            print(f"job {env.job_id} could not be requeued ({e}): submit it again to continue", file=sys.stderr, flush=True)
+            print(f"job {env.job_id} could not be requeued ({e}): submit it again to continue",
+                  file=sys.stderr, flush=True)
     sys.exit(-1)                                    # no result file: a requeued job gives the result

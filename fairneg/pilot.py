@@ -123,9 +123,11 @@ def stage_banks(params:dict, run:Path, force:bool, only, progress:bool)->tuple:
     train, evalb = Path(tr("out")), Path(ev("out"))
     known = [str(k) for k in ev("known_banks")]
     if not any(Path(k) == train for k in known): known.append(str(train))
-    run_stage("train-bank", train / MANIFEST, lambda: generate_bank(tr("n_games"), tr("seed_offset"), tr("modes"), train,
+    run_stage("train-bank", train / MANIFEST,
+              lambda: generate_bank(tr("n_games"), tr("seed_offset"), tr("modes"), train,
                                                                     progress=progress, force=force), force, only)
-    run_stage("eval-bank", evalb / MANIFEST, lambda: make_eval_bank(evalb, ev("n"), ev("first_seed"), known, ev("min_spread"),
+    run_stage("eval-bank", evalb / MANIFEST,
+              lambda: make_eval_bank(evalb, ev("n"), ev("first_seed"), known, ev("min_spread"),
               ev("modes"), ev("max_candidates"), progress=progress, verbose=False, force=force), force, only)
     return train, evalb
 
@@ -173,7 +175,8 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
         kw = dict(play=_train_play(params), progress=progress)
-        rat = run_tournament(games, "bayes_rational", seeds, out=run / "soundness" / "rational", experiment_name="pilot_soundness_rational", **kw)
+        rat = run_tournament(games, "bayes_rational", seeds, out=run / "soundness" / "rational",
+                             experiment_name="pilot_soundness_rational", **kw)
         pol = make_policy(model, name="llm", **_model_kw(params))
         llm = run_tournament(games, "llm", seeds, out=run / "soundness" / "llm", experiment_name="pilot_soundness_llm",
                              extra_policies={"llm": pol}, **kw)
@@ -186,9 +189,11 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
     res = read_json(out, ParamsError) if out.exists() else None
     if res is not None and not res["passed"] and get(params, "soundness.required", True):
         c = res["campaigns"]
-        raise PilotStopped(f"the reward soundness gate failed ({out}): rational tables R_table {c['rational control']['mean_r_table']:+.3f} "
+        raise PilotStopped(f"the reward soundness gate failed ({out}): rational tables R_table "
+                           f"{c['rational control']['mean_r_table']:+.3f} "
                            f"[{c['rational control']['lo']:+.3f}, {c['rational control']['hi']:+.3f}] vs all-LLM "
-                           f"{c['all-LLM']['mean_r_table']:+.3f} [{c['all-LLM']['lo']:+.3f}, {c['all-LLM']['hi']:+.3f}]: the intervals "
+                           f"{c['all-LLM']['mean_r_table']:+.3f} [{c['all-LLM']['lo']:+.3f}, "
+                           f"{c['all-LLM']['hi']:+.3f}]: the intervals "
                            "overlap, so the pilot does not train on this reward (more soundness games or seeds narrow them; "
                            "soundness.required: false goes on anyway)")
     return out
@@ -201,7 +206,8 @@ def arms(params:dict)->list:
 # %% ../nbs/16_pilot.ipynb #8505805f
 def arm_configs(params:dict, run:Path, train_bank:Path)->list:
     "Each GRPO arm's config: the file's `train:` section with its λ, the training bank and `RUN/train/<arm>`."
-    return [make_config(params, lam=lam, bank=str(train_bank), out=str(run / "train" / arm)) for lam, arm in arms(params)]
+    return [make_config(params, lam=lam, bank=str(train_bank), out=str(run / "train" / arm))
+            for lam, arm in arms(params)]
 
 # %% ../nbs/16_pilot.ipynb #63a850b3
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
@@ -228,7 +234,8 @@ def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
     "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
     out = {}
     for cfg in arm_configs(params, run, train_bank):
-        out.update({checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s)) for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
+        out.update({checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s))
+                    for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
     return out
 
 # %% ../nbs/16_pilot.ipynb #1b4b2a16
@@ -240,7 +247,8 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
     jobs = []
     for cfg in cfgs:
         if force: shutil.rmtree(cfg.out, ignore_errors=True)
-        j = live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log) or submit_train(cfg, dataclasses.replace(job, wait=False), log)
+        j = live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log) or submit_train(cfg,
+                                                                                dataclasses.replace(job, wait=False), log)
         if j is not None: jobs.append((cfg.arm, j))
     _, failed = wait_jobs(jobs, log, slurm_watch(jobs))
     if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
@@ -280,8 +288,11 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
             raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)")
         kw = _model_kw(params)
         played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
-                          experiment_name="pilot_pairs_base", extra_policies={"llm": make_policy(model, name="llm", **kw)},
-                          progress=progress, cell=dict(model=model, model_thinking="on" if kw.get("thinking") else "off", max_new_tokens=kw["max_new_tokens"]),
+                          experiment_name="pilot_pairs_base",
+                          extra_policies={"llm": make_policy(model, name="llm", **kw)},
+                          progress=progress,
+                          cell=dict(model=model, model_thinking="on" if kw.get("thinking") else "off",
+                                    max_new_tokens=kw["max_new_tokens"]),
                           play=_train_play(params))
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
@@ -322,7 +333,8 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
     def plan(cks:dict, **kw):
         lc = launch_config(params, checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
                            model=model, bank=str(eval_bank), progress=progress,   # the file's `eval:` section: cells, episodes, ...
-                           context=None if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
+                           context=None
+                           if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
         return plan_launch(lc, llm_kw=_model_kw(params))
     def play_cells():
         if force:
@@ -378,7 +390,8 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
     return out
 
 # %% ../nbs/16_pilot.ipynb #adda5c66
-STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "dpo", "eval", "analyze", "gate", "report")
+STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "dpo", "eval",
+          "analyze", "gate", "report")
 
 def run_pilot(params:dict, # parameters, as read by `load_params`
               force:bool=False, # redo every stage
@@ -406,7 +419,8 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     finals = list(ckpts)
     pairs = stage_pairs(params, run, train_bank, model, force, only, progress, job)
     ckpts.update(stage_dpo(params, run, pairs, model, force, only, progress, job))
-    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress, ladder_rungs(params, run, train_bank), job)
+    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress,
+                             ladder_rungs(params, run, train_bank), job)
     res["analysis"] = stage_analyze(params, run, force, only)
     res["gate"] = stage_gate(params, run, force, only, finals)
     res["report"] = stage_report(params, run, force, only)

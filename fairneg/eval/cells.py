@@ -107,7 +107,8 @@ def base_spec(trained:PolicySpec, base:str|None=None, model:str|None=None)->Poli
     "The untrained side: `base` when given, else an adapter's base model with no adapter."
     if base: return parse_policy(base, model)
     if trained.kind == "adapter": return PolicySpec("model", trained.model)
-    raise EvalError(f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. agent:oracle_omniscient)")
+    raise EvalError(f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. "
+                    "agent:oracle_omniscient)")
 
 # %% ../../nbs/13_eval_cells.ipynb #3aa5f0bf
 @dataclass
@@ -137,7 +138,8 @@ class Cell:
     @property
     def play(self)->PlaySettings:
         "How both sides' episodes are played and shown: the condition's framing, the cell's context and token cap."
-        return play_settings(framing=condition_framing(self.condition), context=self.context, turn_max_tokens=self.turn_max_tokens)
+        return play_settings(framing=condition_framing(self.condition), context=self.context,
+                             turn_max_tokens=self.turn_max_tokens)
 
 # %% ../../nbs/13_eval_cells.ipynb #4e69d590
 def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
@@ -153,7 +155,8 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
     conditions = [check_condition(c) for c in dict.fromkeys(conditions)]
     if not conditions: raise EvalError("no conditions: pass --cells (known: " + ", ".join(CONDITIONS) + ")")
     per = {check_condition(k): v for k, v in (condition_episodes or {}).items()}
-    for k, v in {"--episodes": cell_kw.get("episodes", 8), **{f"--condition-episodes {k}": v for k, v in per.items()}}.items():
+    for k, v in {"--episodes": cell_kw.get("episodes", 8),
+                 **{f"--condition-episodes {k}": v for k, v in per.items()}}.items():
         if not isinstance(v, int) or v < 1: raise EvalError(f"{k} must be a whole number of at least 1, got {v!r}")
     for k in ("bank", "crossgame_bank"):
         if cell_kw.get(k) is not None: cell_kw[k] = str(cell_kw[k])
@@ -183,7 +186,8 @@ def play_side(games:list[Game], # the games
               width:int=64, progress:bool=False,
               )->list[dict]:
     "Play every game × seed and write the tables (`write_cell_tables`: episodes.jsonl last); return the episode rows."
-    specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, play or PlaySettings()) for g in games for s in seeds]
+    specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, play or PlaySettings())
+             for g in games for s in seeds]
     eps = co_step(specs, policies, width=width, progress=progress)
     rows = sorted(({**e.row, **(extra or {})} for e in eps), key=lambda r: (r["instance_id"], r["episode_seed"]))
     trans = [t for e in eps for t in transcript_rows(e)]
@@ -219,14 +223,16 @@ def _model_fingerprint(spec:PolicySpec):
     try: path = Path(resolve_model(m, build=False))
     except Exception: return m
     if not path.is_dir(): return m
-    return sorted((str(p.relative_to(path)), p.stat().st_size, int(p.stat().st_mtime)) for p in path.rglob("*") if p.is_file())
+    return sorted((str(p.relative_to(path)), p.stat().st_size, int(p.stat().st_mtime))
+                  for p in path.rglob("*") if p.is_file())
 
 # %% ../../nbs/13_eval_cells.ipynb #41075774
 def base_key(cell:Cell, games:list[Game])->str:
     "What fixes a cell's untrained side, whatever the checkpoint: cells with the same key play the same base episodes."
     d = dict(condition=cell.condition, base=str(cell.base), games=[game_sha(g) for g in games], seeds=cell.seeds,
              model=_model_fingerprint(cell.base), code=code_version(),
-             opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, framing=condition_framing(cell.condition),
+             opponent=str(cell.opponent) if cell.condition == "rational_guard" else None,
+             framing=condition_framing(cell.condition),
              turn_max_tokens=cell.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix,
              **({"context": cell.context} if cell.context not in (None, "window") else {}))   # absent: earlier keys stay valid
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -255,9 +261,11 @@ def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
     "Copy a shared base side into a cell's `base/` under the cell's labels (`eval_base_shared` = its key)."
     name, tmp = f"{cell.experiment_prefix}{cell.name}_base", _private(dst)
     if tmp.exists(): shutil.rmtree(tmp)
-    rows = [{**r, "experiment_name": name, "eval_cell": cell.name, "eval_checkpoint": cell.checkpoint, "eval_base_shared": key}
+    rows = [{**r, "experiment_name": name, "eval_cell": cell.name, "eval_checkpoint": cell.checkpoint,
+             "eval_base_shared": key}
             for r in read_jsonl(src / EPISODES)]
-    write_cell_tables(tmp, {**{f: [{**r, "experiment_name": name} for r in read_jsonl(src / f)] for f in (TRANSCRIPTS, STATES)},
+    write_cell_tables(tmp, {**{f: [{**r, "experiment_name": name} for r in read_jsonl(src / f)]
+                               for f in (TRANSCRIPTS, STATES)},
                             EPISODES: rows}, read_json(src / QUALITY))
     tmp.rename(dst)
     return rows
@@ -305,7 +313,8 @@ def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
     diff = [k for k in new if k not in CELL_RECORD_NOTES and old.get(k) != new[k]]
     if not diff: return
     if force: shutil.rmtree(out); return
-    raise EvalError(f"{out}: holds another cell (" + "; ".join(f"{k} {old.get(k)!r} there, {new[k]!r} now" for k in diff[:4])
+    raise EvalError(f"{out}: holds another cell (" + "; ".join(f"{k} {old.get(k)!r} there, {new[k]!r} now"
+                                                               for k in diff[:4])
                     + "): give another --out-dir, or --force to play it again")
 
 # %% ../../nbs/13_eval_cells.ipynb #d0ed285f

@@ -61,15 +61,19 @@ def plan_launch(c:LaunchConfig, # the launch configuration
                 llm_kw:dict|None=None, # model policy options added to its `llm` items
                )->list:
     "The cells of a launch configuration (see `plan_cells`)."
-    return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent, episodes=c.episodes,
+    return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent,
+                      episodes=c.episodes,
                       condition_episodes=key_values(c.condition_episodes, "--condition-episodes", EvalError),
-                      bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width, experiment_prefix=c.experiment_prefix,
-                      turn_max_tokens=c.turn_max_tokens, context=c.context, llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
+                      bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width,
+                      experiment_prefix=c.experiment_prefix,
+                      turn_max_tokens=c.turn_max_tokens, context=c.context,
+                      llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
                       progress=c.progress, share_base=c.share_base)
 
 # %% ../../nbs/13_eval_commands.ipynb #f49da010
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
-    "Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster contrasts, gate a preregistration.")
+    "Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster "
+    "contrasts, gate a preregistration.")
 
 def launch_cmd(params:Path|None=None, force:bool=False, **fields):
     "Run eval cells: each plays the trained policy and its untrained base on identical (game, seed) pairs."
@@ -82,29 +86,40 @@ def launch_cmd(params:Path|None=None, force:bool=False, **fields):
 app.command("launch", cls=MultiValueCommand)(config_command(LaunchConfig, launch_cmd, [inspect.Parameter(
     "params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[Path], typer.Option(
         help="YAML parameter set (its `eval:` section); the flags given override it.")]),
-    extra_option("force", bool, False, "Play a cell again whose folder holds another cell's episodes (its folder is cleared first).")]))
+    extra_option("force", bool, False,
+                 "Play a cell again whose folder holds another cell's episodes (its folder is cleared first).")]))
 
 # %% ../../nbs/13_eval_commands.ipynb #f51b271a
 @app.command(cls=MultiValueCommand)
 def analyze(
     out:Annotated[Path, typer.Option(help="eval.json to write (the contrasts of every cell).")],
     baseline:Annotated[str|None, typer.Option(help="GLOB of untrained run folders or episodes.jsonl files.")]=None,
-    trained:Annotated[list[str], typer.Option(help="NAME=GLOB of a trained side; NAME is the cell (<checkpoint>_<condition>).")]=[],
-    run_dir:Annotated[Path|None, typer.Option(help="Instead of globs: every cell a launch wrote under this folder.")]=None,
-    contrasts:Annotated[Path|None, typer.Option(help="eval_contrasts.jsonl to append to (default: next to --out).")]=None,
+    trained:Annotated[list[str],
+                      typer.Option(help="NAME=GLOB of a trained side; NAME is the cell (<checkpoint>_<condition>).")]=[],
+    run_dir:Annotated[Path|None,
+                      typer.Option(help="Instead of globs: every cell a launch wrote under this folder.")]=None,
+    contrasts:Annotated[Path|None,
+                        typer.Option(help="eval_contrasts.jsonl to append to (default: next to --out).")]=None,
     b:Annotated[int, typer.Option("--b", help="Bootstrap resamples.")]=10_000,
     seed:Annotated[int, typer.Option(help="Bootstrap seed.")]=0,
     level:Annotated[float, typer.Option(help="Interval level.")]=0.95,
-    viability_drop:Annotated[float, typer.Option(help="Closure-conditional endpoints are VOID when the deal rate falls by more.")]=0.10,
-    min_games:Annotated[int, typer.Option(help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; single-game cells exempt).")]=MIN_GAMES,
-    endpoints:Annotated[list[str], typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, max_share, dist_nbs and their *_given_deal forms).")]=[],
-    experiment_prefix:Annotated[str, typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
+    viability_drop:Annotated[float,
+                             typer.Option(help="Closure-conditional endpoints are VOID when the deal rate falls by more.")]=0.10,
+    min_games:Annotated[int,
+                        typer.Option(help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; "
+                                          "single-game cells exempt).")]=MIN_GAMES,
+    endpoints:Annotated[list[str],
+                        typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, "
+                                          "max_share, dist_nbs and their *_given_deal forms).")]=[],
+    experiment_prefix:Annotated[str,
+                                typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
     "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict, percentile), verdicts and VOIDs."
     if (run_dir is None) == (baseline is None):
         raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
     if trained and run_dir is not None: raise EvalError("--trained goes with --baseline, not with --run-dir")
     cells = discover_cells(run_dir) if run_dir is not None else glob_cells(baseline, trained)
-    res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop, min_games=min_games)
+    res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop,
+                        min_games=min_games)
     o, c = write_eval(res, out, contrasts, experiment_prefix)
     typer.echo(contrast_text(res))
     typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {c}")
@@ -113,7 +128,8 @@ def analyze(
 @app.command()
 def gate(prereg:Annotated[Path, typer.Argument(help="The preregistration YAML.")],
          eval_json:Annotated[Path, typer.Argument(help="eval.json written by `fairneg eval analyze`.")],
-         checkpoint:Annotated[str|None, typer.Option(help="The checkpoint to judge (default: the declared one, else every one).")]=None,
+         checkpoint:Annotated[str|None,
+                              typer.Option(help="The checkpoint to judge (default: the declared one, else every one).")]=None,
          json_:Annotated[bool, typer.Option("--json", help="Print the verdicts as one JSON object.")]=False,
          out:Annotated[Path|None, typer.Option(help="Also write the verdicts to this JSON file.")]=None):
     "Evaluate a preregistered gate: POSITIVE (exit 0), NEGATIVE (1) or VOID (3), with the reason per clause."

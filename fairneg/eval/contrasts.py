@@ -30,7 +30,8 @@ __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 
 
 # %% ../../nbs/13_eval_contrasts.ipynb #81dd22b9
 EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
-                  *(f"{k}_given_deal" for k in ("nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs")))
+                  *(f"{k}_given_deal" for k in ("nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini",
+                                                "max_share", "dist_nbs")))
 ON_CLOSED_DEALS = ("gini", "max_share")   # undefined unless a deal split some surplus: closure-conditional as they stand
 EVAL_VERDICTS = ("favourable", "unfavourable", "spans_zero", "VOID", "undefined", "too_few_games")
 SPEC_FIELDS = ("instance_id", "episode_seed", "protocol_version", "deal")
@@ -138,17 +139,20 @@ def row_budgets(r:dict)->tuple:
     return tuple(sorted({int(x) for x in (v if isinstance(v, (list, tuple)) else [v])}))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #2e86587d
-def _budget_text(c:Counter)->str: return ", ".join(f"{list(k) if k else 'none recorded'} ×{n}" for k, n in sorted(c.items()))
+def _budget_text(c:Counter)->str: return ", ".join(f"{list(k) if k else 'none recorded'} ×{n}"
+                                                   for k, n in sorted(c.items()))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #b00bf4a9
 def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="cell")->dict:
     "Refuse pairs run under different protocol versions or token caps (SPEC §5); return the versions and budgets met."
-    bad = Counter((t["protocol_version"], b["protocol_version"]) for t, b in zip(trained, base) if t["protocol_version"] != b["protocol_version"])
+    bad = Counter((t["protocol_version"], b["protocol_version"]) for t, b in zip(trained, base)
+                  if t["protocol_version"] != b["protocol_version"])
     if bad:
         txt = "; ".join(f"trained `{tv}` where untrained `{bv}` ({n} pairs, e.g. "
                         f"{_examples([k for k, t, b in zip(keys, trained, base) if (t['protocol_version'], b['protocol_version']) == (tv, bv)], 1)})"
                         for (tv, bv), n in bad.most_common())
-        raise PairingError(f"{cell}: the sides ran different protocol versions: {txt}; rows of different protocol versions never pool (SPEC §5)")
+        raise PairingError(f"{cell}: the sides ran different protocol versions: {txt}; rows of different protocol "
+                           "versions never pool (SPEC §5)")
     by_version = defaultdict(lambda: {"trained": Counter(), "untrained": Counter()})
     for t, b in zip(trained, base):
         by_version[t["protocol_version"]]["trained"][row_budgets(t)] += 1
@@ -157,7 +161,8 @@ def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="c
         rows = [r for t, b in zip(trained, base) if t["protocol_version"] == v for r in (t, b)]
         try: check_poolable(rows)
         except PoolingError:
-            raise PairingError(f"{cell}: token budgets differ under `{v}`: trained side met {_budget_text(sides['trained'])}; "
+            raise PairingError(f"{cell}: token budgets differ under `{v}`: trained side met "
+                               f"{_budget_text(sides['trained'])}; "
                                f"untrained side met {_budget_text(sides['untrained'])}. Episodes run under different token caps "
                                f"never pool (SPEC §5)")
     return dict(protocol_versions=sorted(by_version),
@@ -254,8 +259,10 @@ def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:fl
         g, est, lo, hi, cc, nu = GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k], closure_conditional(ep), int(res["undefined"][k])
         iv, final, why = endpoint_verdict(est, lo, hi, g, cc, viable, nu, B, max_undefined)
         if few and np.isfinite(est): final = "too_few_games"        # a contrast with no value stays `undefined`
-        eps[ep] = dict(endpoint=ep, good_direction=g, trained=_json_float(res["trained"][k]), base=_json_float(res["base"][k]),
-                       delta=_json_float(est), lo=_json_float(lo), hi=_json_float(hi), se=_json_float(res["se"][k]), interval=VERDICT_INTERVAL,
+        eps[ep] = dict(endpoint=ep, good_direction=g, trained=_json_float(res["trained"][k]),
+                       base=_json_float(res["base"][k]),
+                       delta=_json_float(est), lo=_json_float(lo), hi=_json_float(hi), se=_json_float(res["se"][k]),
+                       interval=VERDICT_INTERVAL,
                        interval_verdict=iv, verdict=final,
                        percentile_lo=_json_float(res["pct_lo"][k]), percentile_hi=_json_float(res["pct_hi"][k]),
                        percentile_verdict=_reading(res["pct_lo"][k], res["pct_hi"][k], g),
@@ -291,10 +298,12 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
         P = resample_counts(G, B, seed) @ np.hstack([p["S"] for p in ps])
         for j, p in enumerate(ps):
             S = p["S"]
-            res = contrast_from_sums(S[:, :K], S[:, K:2 * K], S[:, 2 * K:3 * K], S[:, 3 * K:], P[:, 4 * K * j:4 * K * (j + 1)], level)
+            res = contrast_from_sums(S[:, :K], S[:, K:2 * K], S[:, 2 * K:3 * K], S[:, 3 * K:],
+                                     P[:, 4 * K * j:4 * K * (j + 1)], level)
             out[p["cell"]] = finish_cell(p, res, viability_drop, max_undefined, min_games)
     return dict(tool="fairneg eval analyze", analyzed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                interval=VERDICT_INTERVAL, intervals=INTERVALS, B=B, seed=seed, level=level, viability_drop=viability_drop,
+                interval=VERDICT_INTERVAL, intervals=INTERVALS, B=B, seed=seed, level=level,
+                viability_drop=viability_drop,
                 max_undefined=max_undefined, min_games=min_games, endpoints=list(endpoints),
                 cells={n: out[n] for n in cells})
 
@@ -306,8 +315,11 @@ def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
         facts = {k: c[k] for k in ("checkpoint", "condition", "n_games", "n_episodes", "cluster", "protocol_versions",
                                    "turn_token_budgets", "deal_delta")}
         for ep, e in c["endpoints"].items():
-            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"], seed=result["seed"], max_undefined=result.get("max_undefined"), min_games=result.get("min_games"),
-                             level=result["level"], viability_drop=result["viability_drop"], analyzed_at=result["analyzed_at"]))
+            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"],
+                             seed=result["seed"], max_undefined=result.get("max_undefined"),
+                             min_games=result.get("min_games"),
+                             level=result["level"], viability_drop=result["viability_drop"],
+                             analyzed_at=result["analyzed_at"]))
     return rows
 
 # %% ../../nbs/13_eval_contrasts.ipynb #1f0c61fe
@@ -315,7 +327,8 @@ def sparse_rows(games:int, # how many games
                 closing:set, # the games where the untrained side closes a deal
                )->dict:
     "Paired rows: the trained side closes everywhere, the untrained side only in the games `closing`."
-    mk = lambda side: [dict(instance_id=f"g{g:02d}", episode_seed=e, protocol_version="v", deal=side == "trained" or g in closing,
+    mk = lambda side: [dict(instance_id=f"g{g:02d}", episode_seed=e, protocol_version="v",
+                            deal=side == "trained" or g in closing,
                             nnw=0.5) for g in range(games) for e in range(3)]
     return dict(trained=mk("trained"), base=mk("base"))
 
@@ -379,8 +392,10 @@ def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, h
     n = len(lo)
     hit = int(np.sum((lo <= truth) & (truth <= hi)))
     c = hit / n
-    return dict(design=d.label, endpoint=endpoint, method=method, truth=truth, coverage=c, mc_se=float(np.sqrt(c * (1 - c) / n)),
-                covered=hit, n_reps=n, undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))), median_width=float(np.nanmedian(hi - lo)))
+    return dict(design=d.label, endpoint=endpoint, method=method, truth=truth, coverage=c,
+                mc_se=float(np.sqrt(c * (1 - c) / n)),
+                covered=hit, n_reps=n, undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))),
+                median_width=float(np.nanmedian(hi - lo)))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #a6e9ab96
 def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:int=1000, seed:int=0, level:float=0.95,
@@ -477,7 +492,9 @@ def contrast_text(result:dict)->str:
     lines = []
     for name, c in result["cells"].items():
         lines.append(f"{name}: {c['n_games']} games, {c['n_episodes']} episode pairs, clusters: {c['cluster']}, "
-                     f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}" + ("" if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]"))
+                     f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}" + (""
+                                                                                     if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]"))
         for e in c["endpoints"].values():
-            lines.append(f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]  {e['verdict']}")
+            lines.append(f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, "
+                         f"{f(e['hi'])}]  {e['verdict']}")
     return "\n".join(lines)

@@ -71,7 +71,8 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         if g not in (1, -1):
             raise PreregError(f"{src}: endpoints: {ep}: the good direction must be +1 or -1, not {g!r}")
         if g != GOOD_DIRECTION[ep]:
-            raise PreregError(f"{src}: endpoints: declares {ep} good direction {g:+d}, but fairneg scores {ep} with {GOOD_DIRECTION[ep]:+d}")
+            raise PreregError(f"{src}: endpoints: declares {ep} good direction {g:+d}, but fairneg scores {ep} with "
+                              f"{GOOD_DIRECTION[ep]:+d}")
         directions[ep] = g
     if not isinstance(p["clauses"], list) or not p["clauses"]:
         raise PreregError(f"{src}: `clauses:` must be a non-empty list")
@@ -82,13 +83,16 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         cid = str(c.get("id") or f"clause{j + 1}")
         if cid in ids: raise PreregError(f"{src}: two clauses have the id `{cid}`")
         ids.add(cid)
-        terms = [_check_term({"condition": c["condition"], **t}, src, f"{where} term {i + 1}", directions) for i, t in enumerate(c.get("with") or [])]
+        terms = [_check_term({"condition": c["condition"], **t}, src, f"{where} term {i + 1}", directions)
+                 for i, t in enumerate(c.get("with") or [])]
         clauses.append({**c, "id": cid, "with": terms})
     check_guards(clauses, src, float((p.get("analysis") or {}).get("viability_drop", 0.10)))
     an = p.get("analysis") or {}
-    return dict(name=p.get("name", Path(src).stem), checkpoint=p.get("checkpoint"), directions=directions, clauses=clauses,
+    return dict(name=p.get("name", Path(src).stem), checkpoint=p.get("checkpoint"), directions=directions,
+                clauses=clauses,
                 analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
-                              viability_drop=float(an.get("viability_drop", 0.10)), min_games=_min_games(an, src)), source=src)
+                              viability_drop=float(an.get("viability_drop", 0.10)),
+                              min_games=_min_games(an, src)), source=src)
 
 # %% ../../nbs/13_eval_gates.ipynb #1af39a87
 def _min_games(an:dict, src:str)->int:
@@ -140,12 +144,15 @@ def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
             if not below_threshold_claim(t): continue
             claim = (f"clause {c['id']}{f' term {j} (`with:`)' if j else ''}: a below-threshold claim "
                      f"({t['endpoint']} {t['require']}) on `{t['condition']}`")
-            same = [u for u in terms if u["endpoint"].removesuffix("_given_deal") == "max_share" and u["condition"] == t["condition"]]
+            same = [u for u in terms
+                    if u["endpoint"].removesuffix("_given_deal") == "max_share" and u["condition"] == t["condition"]]
             if not any(share_guard(u) and not guard_weakness(u, drop) for u in same):
-                weak = [guard_weakness(u, drop) if share_guard(u) else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
+                weak = [guard_weakness(u, drop)
+                        if share_guard(u) else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
                         for u in same]
                 hint = f" ({weak[0]}: use not_unfavourable or a tighter ceiling)" if weak else ""
-                raise PreregError(f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that condition{hint}, SPEC §7")
+                raise PreregError(f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that "
+                                  f"condition{hint}, SPEC §7")
             floors = [u for u in every if deal_floor(u) and u["condition"] == t["condition"]]
             if not any(not guard_weakness(u, drop) for u in floors):
                 hint = f" ({guard_weakness(floors[0], drop)})" if floors else ""
@@ -165,14 +172,16 @@ def _judge(t:dict, e:dict)->tuple[str, str]:
     nu, B = e.get("undefined_draws") or 0, e.get("B")
     many = bool(B) and too_many_undefined(nu, B)
     if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None or many:
-        why = e.get("undefined_reason") or (f"{nu} of {B} bootstrap draws undefined (more than {UNDEFINED_MAX_FRAC:.0%})" if many
+        why = e.get("undefined_reason") or (f"{nu} of {B} bootstrap draws undefined (more than "
+                                            f"{UNDEFINED_MAX_FRAC:.0%})" if many
                                             else "no closed deals on a side")
         return "VOID", f"{e['endpoint']} is undefined: {why}"
     g, lo, hi, m, req = e["good_direction"], e["lo"], e["hi"], t["margin"], t["require"]
     if req == "favourable":
         ok = lo > m if g > 0 else hi < -m
         need = f"lo > {m:+g}" if g > 0 else f"hi < {-m if m else 0.0:+g}"
-        return ("PASS", f"{_fmt(e)} favourable beyond {m:g}") if ok else ("FAIL", f"{_fmt(e)} not favourable beyond {m:g} (needs {need})")
+        return ("PASS", f"{_fmt(e)} favourable beyond {m:g}") if ok else ("FAIL",
+                                                                          f"{_fmt(e)} not favourable beyond {m:g} (needs {need})")
     if req == "not_unfavourable":
         bad = (hi < 0) if g > 0 else (lo > 0)
         return ("FAIL", f"{_fmt(e)} unfavourable") if bad else ("PASS", f"{_fmt(e)} not unfavourable")
@@ -217,7 +226,8 @@ def check_analysis(prereg:dict, result:dict):
         raise EvalError(f"the eval's lo/hi are {result.get('interval') or 'percentile'} bounds, not SPEC §7's verdict interval "
                         f"({VERDICT_INTERVAL}): it was analysed by an older fairneg; re-run `fairneg eval analyze` on its runs")
     if result.get("min_games", 0) < a["min_games"]:
-        raise EvalError(f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares min_games = {a['min_games']}")
+        raise EvalError(f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares "
+                        f"min_games = {a['min_games']}")
     if result["B"] < a["B"]:
         raise EvalError(f"the eval used B = {result['B']} resamples; {prereg['source']} declares B = {a['B']}")
     for k in ("level", "viability_drop"):
@@ -225,7 +235,8 @@ def check_analysis(prereg:dict, result:dict):
             raise EvalError(f"the eval used {k} = {result[k]}; {prereg['source']} declares {k} = {a[k]}")
     mu = result.get("max_undefined", UNDEFINED_MAX_FRAC)
     if mu > UNDEFINED_MAX_FRAC + 1e-12:
-        raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most {UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
+        raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most "
+                        f"{UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
 
 # %% ../../nbs/13_eval_gates.ipynb #5e848a20
 def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`

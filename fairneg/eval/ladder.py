@@ -39,7 +39,8 @@ def ladder_frame(rows, # eval_contrasts rows (list of dicts or DataFrame) or an 
     if df.empty: raise EvalError(f"no `{endpoint}` contrasts on `{condition}`")
     df[["arm", "step"]] = [arm_of(c) for c in df.checkpoint]
     df["arm"] = _arm_order(df["arm"])
-    return df[["arm", "step", "checkpoint", "delta", "lo", "hi", "verdict", "n_games", "n_episodes"]].sort_values(["arm", "step"]).reset_index(drop=True)
+    return df[["arm", "step", "checkpoint", "delta", "lo", "hi", "verdict", "n_games",
+               "n_episodes"]].sort_values(["arm", "step"]).reset_index(drop=True)
 
 # %% ../../nbs/13_eval_ladder.ipynb #a26eaa22
 def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step,
@@ -48,7 +49,8 @@ def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Call
     "Arms × steps table of one endpoint's delta (`—` where a rung was not evaluated, `VOID` where screened)."
     df = ladder_frame(rows, endpoint, condition, arm_of)
     f = lambda x: "nan" if x is None or x != x else f"{x:+.{digits}f}"
-    df["text"] = [f(r.delta) + (f" [{f(r.lo)}, {f(r.hi)}]" if interval else "") + (" VOID" if r.verdict == "VOID" else "")
+    df["text"] = [f(r.delta) + (f" [{f(r.lo)}, {f(r.hi)}]"
+                                if interval else "") + (" VOID" if r.verdict == "VOID" else "")
                   for r in df.itertuples()]
     tab = df.pivot(index="arm", columns="step", values="text").fillna("—")
     tab.columns.name, tab.index.name = "step", f"{endpoint} Δ ({condition})"
@@ -63,7 +65,8 @@ def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
     gap = float(np.min(np.diff(steps))) if len(steps) > 1 else float(steps[0])
     df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap   # dodge the arms
     # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs: one rung is no zoom
-    x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False), axis=alt.Axis(values=[0] + steps, format="d"))
+    x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False),
+              axis=alt.Axis(values=[0] + steps, format="d"))
     base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", scale=scale, title="arm"))
     bars = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q")
     pts = base.mark_point(filled=True, size=50).encode(
@@ -90,7 +93,8 @@ def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Calla
     main = [a for a in arms if a not in own]
     y_title, title = f"{endpoint} Δ (trained − untrained)", title or f"{endpoint} Δ vs untrained, {condition}"
     scale = color_scale(main + own, colors)          # one scale for both panels: one legend, every arm its own colour
-    panels = [_ladder_panel(df[df.arm.isin(main)], main, scale, "checkpoint step", y_title, 520 if not own else 440)] if main else []
+    panels = [_ladder_panel(df[df.arm.isin(main)], main, scale, "checkpoint step", y_title, 520
+                            if not own else 440)] if main else []
     if own: panels.append(_ladder_panel(df[df.arm.isin(own)], own, scale, own_title, y_title, 200 if main else 520))
     if len(panels) == 1: return panels[0].properties(title=title)
     return alt.hconcat(*panels, title=title).resolve_scale(y="shared")

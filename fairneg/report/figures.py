@@ -28,8 +28,10 @@ __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMP
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
-    "reward": (("reward_mean", "worst_off_g"), "Mean reward of the policy seats and mean worst-off g per step, one line per arm."),
-    "rates": (("deal_rate", "walk_rate", "below_threshold_rate"), "Deal, walk-away and below-threshold rates of the step's episodes."),
+    "reward": (("reward_mean", "worst_off_g"),
+               "Mean reward of the policy seats and mean worst-off g per step, one line per arm."),
+    "rates": (("deal_rate", "walk_rate", "below_threshold_rate"),
+              "Deal, walk-away and below-threshold rates of the step's episodes."),
     "drift": (("kl", "logprob_drift"), "Drift from the frozen base: per-token KL estimate and log-probability drift."),
 }
 
@@ -83,7 +85,8 @@ def plot_curves(steps, # training telemetry (`Run.steps`)
     import altair as alt
     cols = [m for m in metrics if m in steps.columns and steps[m].notna().any()]
     if not cols: return None
-    arms = [str(a) for a in steps["arm"].cat.categories] if hasattr(steps["arm"], "cat") else list(dict.fromkeys(steps["arm"]))
+    arms = [str(a)
+            for a in steps["arm"].cat.categories] if hasattr(steps["arm"], "cat") else list(dict.fromkeys(steps["arm"]))
     steps = steps.assign(arm=steps["arm"].astype(str))
     colors = colors if colors is not None else arm_colors(arms)
     ch = alt.hconcat(*[_curve_panel(steps, c, arms, colors, step_title, width, height) for c in cols])
@@ -94,17 +97,21 @@ def training_summary(steps)->object:
     "The last step of each arm beside totals over the run (fabrications, parse failures, tokens, hours)."
     g = steps.groupby("arm", observed=True)
     last = g.tail(1).set_index("arm")
-    cols = [c for c in ("step", "reward_mean", "worst_off_g", "deal_rate", "below_threshold_rate", "nnw", "kl") if c in last]
+    cols = [c for c in ("step", "reward_mean", "worst_off_g", "deal_rate", "below_threshold_rate", "nnw",
+                        "kl") if c in last]
     out = last[cols].rename(columns={"step": "last step"})
-    for c, name in (("fabrication", "fabrications"), ("parse_failures", "parse failures"), ("tokens_generated", "tokens generated")):
+    for c, name in (("fabrication", "fabrications"), ("parse_failures", "parse failures"),
+                    ("tokens_generated", "tokens generated")):
         if c in steps: out[name] = g[c].sum()
     if "total_s" in steps: out["hours"] = g["total_s"].sum() / 3600
     out.index = out.index.astype(str)
     return out
 
 # %% ../../nbs/15_report_figures.ipynb #9bb36c27
-SEGMENT_COLUMNS = {"arm": "arm", "segment": "session", "started": "started", "host": "host", "gpu": "GPU", "slurm_job": "Slurm job",
-                   "start_step": "from step", "optimizer": "optimizer", "changes": "changed", "backend": "backend", "groups": "groups",
+SEGMENT_COLUMNS = {"arm": "arm", "segment": "session", "started": "started", "host": "host", "gpu": "GPU",
+                   "slurm_job": "Slurm job",
+                   "start_step": "from step", "optimizer": "optimizer", "changes": "changed", "backend": "backend",
+                   "groups": "groups",
                    "k": "k", "lr": "lr", "code_version": "code", "end_step": "to step", "ended": "ended"}
 
 def segments_table(segments)->object:
@@ -150,7 +157,8 @@ def select_contrasts(contrasts, # `Run.contrasts`
     df = df[df.endpoint.isin(eps)]
     cks = {c: i for i, c in enumerate(checkpoint_order(contrasts.checkpoint))}
     conds = {c: i for i, c in enumerate(dict.fromkeys(contrasts.condition))}
-    key = df.assign(_c=df.checkpoint.map(cks), _d=df.condition.map(conds), _e=df.endpoint.map({e: i for i, e in enumerate(eps)}))
+    key = df.assign(_c=df.checkpoint.map(cks), _d=df.condition.map(conds),
+                    _e=df.endpoint.map({e: i for i, e in enumerate(eps)}))
     return key.sort_values(["_d", "_c", "_e"], kind="stable").drop(columns=["_c", "_d", "_e"]).reset_index(drop=True)
 
 # %% ../../nbs/15_report_figures.ipynb #625061a4
@@ -171,7 +179,8 @@ def dpo_arm_names(run:Run)->list[str]:
 def run_arms(run:Run)->list[str]:
     "Every arm of the run in one order: GRPO arms (training telemetry), DPO arms, then arms only the eval names."
     arms = [str(a) for a in run.steps["arm"].astype(str)] if run.has("train") else []
-    cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint) if run.has("contrasts") else [])
+    cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint)
+                                                               if run.has("contrasts") else [])
     return list(dict.fromkeys(arms + dpo_arm_names(run) + [_arm_of(ck) for ck in checkpoint_order(cks) if ck]))
 
 # %% ../../nbs/15_report_figures.ipynb #d833d266
@@ -195,11 +204,16 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
     get = lambda c: df[c] if c in df else [None] * len(df)
     t = pd.DataFrame({"cell": df.cell, "endpoint": df.endpoint,
-                      "trained": [_number_text(x, "{:.3f}") for x in get("trained")], "untrained": [_number_text(x, "{:.3f}") for x in get("base")],
-                      "Δ": [_number_text(x) for x in df.delta], f"{level:.0%} verdict interval": [f"[{_number_text(a)}, {_number_text(b)}]" for a, b in zip(df.lo, df.hi)],
-                      f"{level:.0%} percentile (seeds')": [f"[{_number_text(a)}, {_number_text(b)}]" for a, b in zip(get("percentile_lo"), get("percentile_hi"))],
+                      "trained": [_number_text(x, "{:.3f}") for x in get("trained")],
+                      "untrained": [_number_text(x, "{:.3f}") for x in get("base")],
+                      "Δ": [_number_text(x) for x in df.delta],
+                      f"{level:.0%} verdict interval": [f"[{_number_text(a)}, {_number_text(b)}]"
+                                                        for a, b in zip(df.lo, df.hi)],
+                      f"{level:.0%} percentile (seeds')": [f"[{_number_text(a)}, {_number_text(b)}]"
+                                                           for a, b in zip(get("percentile_lo"), get("percentile_hi"))],
                       "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes"),
-                      "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games" for n in get("resampling_note")]})
+                      "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games"
+                                    for n in get("resampling_note")]})
     colour = lambda v: f"background-color: {VERDICT_COLORS.get(v, '#555')}; color: white; font-weight: 600; text-align: center"
     sty = (t.style.hide(axis="index").map(colour, subset=["verdict"])
            .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"})
@@ -210,9 +224,11 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
 RESAMPLED_EPISODES = "episodes (single game)"
 SINGLE_GAME_MARK = " †"                     # beside an interval that resamples one game's episodes, not games
 
-VERDICT_TINTS = {"favourable": "#d9f0d3", "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2",
+VERDICT_TINTS = {"favourable": "#d9f0d3",
+                 "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2",
                  "too_few_games": "#f5ecd0"}
-VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": "", "too_few_games": ""}
+VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": "",
+                 "too_few_games": ""}
 
 def _matrix_text(r)->str:
     "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, † if the interval resamples one game's episodes."
@@ -232,11 +248,14 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
     if df.empty: raise ReportError(f"no contrast rows on `{condition}` for these endpoints")
     df = df.assign(text=[_matrix_text(r) for r in df.itertuples()])
     cks = list(dict.fromkeys(df.checkpoint))
-    size = {r.checkpoint: f"{r.checkpoint} ({r.n_games}×{r.n_episodes // max(r.n_games, 1)})" if "n_games" in df else r.checkpoint
+    size = {r.checkpoint: f"{r.checkpoint} ({r.n_games}×{r.n_episodes // max(r.n_games, 1)})"
+            if "n_games" in df else r.checkpoint
             for r in df.itertuples()}
-    text = df.pivot(index="endpoint", columns="checkpoint", values="text").reindex(index=list(dict.fromkeys(df.endpoint)), columns=cks)
+    text = df.pivot(index="endpoint", columns="checkpoint",
+                    values="text").reindex(index=list(dict.fromkeys(df.endpoint)), columns=cks)
     verd = df.pivot(index="endpoint", columns="checkpoint", values="verdict").reindex(index=text.index, columns=cks)
-    tint = verd.map(lambda v: f"background-color: {VERDICT_TINTS.get(v, '#fff')}; color: {'#6a3d7c' if v == 'VOID' else '#999' if v == 'undefined' else '#111'}"
+    tint = verd.map(lambda v: f"background-color: {VERDICT_TINTS.get(v, '#fff')}; color: "
+                              f"{'#6a3d7c' if v == 'VOID' else '#999' if v == 'undefined' else '#111'}"
                     if isinstance(v, str) else "")
     text = text.fillna("—").rename(columns=size).rename_axis(index=None, columns=None)
     tint.columns = text.columns
@@ -298,7 +317,8 @@ def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     for cond, g in df.groupby("condition", sort=False):
         eps = sorted(set(int(n) for n in g.n_episodes))
         which = f"all {len(g)} cells" if len(g) == cells[cond] else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})"
-        out.append(f"{cond}{SINGLE_GAME_MARK} {which} play a single game: {g.resampling_note.iloc[0].removeprefix('single game: ')} "
+        out.append(f"{cond}{SINGLE_GAME_MARK} {which} play a single game: "
+                   f"{g.resampling_note.iloc[0].removeprefix('single game: ')} "
                    f"({eps[0] if len(eps) == 1 else f'{eps[0]}–{eps[-1]}'} episodes each)")
     return out
 
@@ -308,7 +328,8 @@ def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     df = select_contrasts(contrasts, conditions=conditions)
     why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
         f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
-    return [_cells_note(f"{cond}: undefined endpoints", [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()])
+    return [_cells_note(f"{cond}: undefined endpoints",
+                        [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()])
             for cond, g in df[df.verdict == "undefined"].groupby("condition", sort=False)]
 
 # %% ../../nbs/15_report_figures.ipynb #3ae38ef3
@@ -316,7 +337,8 @@ def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition with cells of too few games for a verdict (SPEC §7): their intervals are shown, not judged."
     df = select_contrasts(contrasts, conditions=conditions)
     why = lambda r: r.few_games_reason if isinstance(getattr(r, "few_games_reason", None), str) else "too few games"
-    return [_cells_note(f"{cond}: no verdicts, intervals shown but not judged", [(r.checkpoint, why(r)) for r in g.itertuples()])
+    return [_cells_note(f"{cond}: no verdicts, intervals shown but not judged",
+                        [(r.checkpoint, why(r)) for r in g.itertuples()])
             for cond, g in df[df.verdict == "too_few_games"].drop_duplicates("cell").groupby("condition", sort=False)]
 
 # %% ../../nbs/15_report_figures.ipynb #9809fdde
@@ -337,16 +359,21 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
     if df.empty: raise ReportError("no contrast rows for these endpoints, conditions and cells")
     single = df.resampling_note.map(lambda n: isinstance(n, str)) if "resampling_note" in df else df.verdict.map(lambda _: False)
     df = df.assign(void=df.verdict.eq("VOID").map({True: "VOID", False: ""}),
-                   panel=[f"{c}{SINGLE_GAME_MARK} episodes resampled (single game)" if s else c for c, s in zip(df.cell, single)])
+                   panel=[f"{c}{SINGLE_GAME_MARK} episodes resampled (single game)" if s else c
+                          for c, s in zip(df.cell, single)])
     eps = list(dict.fromkeys(df.endpoint))
     y = alt.Y("endpoint:N", sort=eps, title=None)
-    color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())), title="verdict")
+    color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
+                      title="verdict")
     tip = ["cell", "endpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-           alt.Tooltip("hi:Q", format="+.3f"), "verdict"] + [c for c in ("n_games", "n_episodes", "resampling_note") if c in df]
+           alt.Tooltip("hi:Q", format="+.3f"), "verdict"] + [c
+                                                             for c in ("n_games", "n_episodes",
+                                                                       "resampling_note") if c in df]
     base = alt.Chart().encode(y=y)
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title="Δ trained − untrained"), x2="hi:Q", color=color,
-                                                opacity=alt.condition("datum.verdict == 'VOID'", alt.value(0.45), alt.value(1)))
+                                                opacity=alt.condition("datum.verdict == 'VOID'",
+                                                                      alt.value(0.45), alt.value(1)))
     pts = base.mark_point(filled=True, size=55).encode(
         x="delta:Q", color=color, tooltip=tip,
         shape=alt.Shape("void:N", scale=alt.Scale(domain=["", "VOID"], range=["circle", "cross"]), legend=None))
@@ -355,7 +382,8 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
     h = 16 * len(eps) + 10
     layers = [zero, bars, pts, txt]
     if "percentile_lo" in df and df.percentile_lo.notna().any():   # the seeds' interval, a grey band behind the verdict interval
-        layers.insert(1, base.mark_rule(strokeWidth=7, color="#bbbbbb", opacity=0.5).encode(x="percentile_lo:Q", x2="percentile_hi:Q"))
+        layers.insert(1, base.mark_rule(strokeWidth=7, color="#bbbbbb",
+                                        opacity=0.5).encode(x="percentile_lo:Q", x2="percentile_hi:Q"))
     ch = alt.layer(*layers, data=df).properties(width=width, height=h).facet(
         facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
     return ch.properties(title=title) if title else ch
@@ -387,7 +415,8 @@ def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRO
     for ck in checkpoint_order(c.checkpoint):
         arm, step = _arm_step(ck) or (ck, None)
         rows = {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False)}
-        recs.append({"arm": arm, "λ": lam.get(arm), "step": step, **{e: _cell_text(rows[e]) if e in rows else "—" for e in endpoints}})
+        recs.append({"arm": arm, "λ": lam.get(arm), "step": step,
+                     **{e: _cell_text(rows[e]) if e in rows else "—" for e in endpoints}})
     return pd.DataFrame(recs)
 
 # %% ../../nbs/15_report_figures.ipynb #cda35b80
@@ -397,7 +426,8 @@ def plot_share_deal(contrasts, conditions:Iterable[str]|None=None, cells:Iterabl
     df = select_contrasts(contrasts, ("deal", "max_share"), conditions, cells)
     if df.empty or "trained" not in df: raise ReportError("no deal / max_share contrasts with side means")
     recs = [dict(cell=r.cell, endpoint=r.endpoint, side=side, value=v, verdict=r.verdict, delta=r.delta)
-            for r in df.itertuples() for side, v in (("untrained", r.base), ("trained", r.trained)) if v is not None and v == v]
+            for r in df.itertuples() for side, v in (("untrained", r.base), ("trained", r.trained))
+            if v is not None and v == v]
     long = pd.DataFrame(recs)
     order = list(dict.fromkeys(df.cell))
     def panel(ep, title):
@@ -406,14 +436,17 @@ def plot_share_deal(contrasts, conditions:Iterable[str]|None=None, cells:Iterabl
         x = alt.X("value:Q", title=title, scale=alt.Scale(domain=[0, 1]))
         line = alt.Chart(d).mark_line(color="#999").encode(x=x, y=y, detail="cell:N")
         pts = alt.Chart(d).mark_point(filled=True, size=70).encode(
-            x=x, y=y, color=alt.Color("side:N", scale=alt.Scale(domain=["untrained", "trained"], range=["#9e9e9e", "#1f77b4"]), title=None),
-            tooltip=["cell", "side", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("delta:Q", format="+.3f"), "verdict"])
+            x=x, y=y, color=alt.Color("side:N",
+                                      scale=alt.Scale(domain=["untrained", "trained"], range=["#9e9e9e", "#1f77b4"]), title=None),
+            tooltip=["cell", "side", alt.Tooltip("value:Q", format=".3f"),
+                     alt.Tooltip("delta:Q", format="+.3f"), "verdict"])
         layers = [line, pts]
         v = d[d.verdict == "VOID"].groupby("cell", as_index=False)["value"].min()
         if len(v): layers.append(alt.Chart(v).mark_text(dx=-8, align="right", fontSize=9, fontWeight="bold",
                                                         color=VERDICT_COLORS["VOID"]).encode(x=x, y=y, text=alt.value("VOID")))
         return alt.layer(*layers).properties(width=width, height=22 * len(order) + 10)
-    return alt.hconcat(panel("deal", "deal rate"), panel("max_share", "max_share (closed deals; lower = more even)")).resolve_scale(y="shared")
+    return alt.hconcat(panel("deal", "deal rate"),
+                       panel("max_share", "max_share (closed deals; lower = more even)")).resolve_scale(y="shared")
 
 # %% ../../nbs/15_report_figures.ipynb #d211331a
 def last_checkpoints(checkpoints:Iterable[str])->list[str]:
@@ -483,7 +516,8 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
     counts = sorted({r["episodes"] for r in rows})
     pts = alt.Chart(pd.DataFrame(rows)).mark_square(opacity=0.9, stroke="white", strokeWidth=0.8).encode(
         x="zi:Q", y="zj:Q",
-        color=alt.Color("policy:N", scale=color_scale(pols, colors if colors is not None else policy_colors(pols)), title="deals struck by"),
+        color=alt.Color("policy:N", scale=color_scale(pols, colors if colors is not None else policy_colors(pols)),
+                        title="deals struck by"),
         size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, max(counts)], range=[0, 200]), title="episodes",
                       legend=alt.Legend(values=counts[-3:], format="d")),
         tooltip=["policy", "deal", "episodes"])
@@ -550,7 +584,8 @@ def plot_ultimatum(splits, width:int=170, height:int=120,
         x=alt.X("share:O", scale=alt.Scale(domain=SHARES), title="proposer's share (of 100)",
                 axis=alt.Axis(labelAngle=0, labelFontSize=9, values=SHARES[::2])),
         y=alt.Y("count():Q", title="episodes", axis=alt.Axis(values=ticks, format="d")),
-        color=alt.Color("outcome:N", scale=alt.Scale(domain=["accepted", "rejected"], range=["#1a9850", "#d73027"]), title="offer"),
+        color=alt.Color("outcome:N",
+                        scale=alt.Scale(domain=["accepted", "rejected"], range=["#1a9850", "#d73027"]), title="offer"),
         tooltip=["policy", "share", "outcome", alt.Tooltip("count():Q", title="episodes")]).properties(
         width=width, height=height).facet(alt.Facet("policy:N", sort=pols, title=None), columns=columns)
 
@@ -565,7 +600,8 @@ def ultimatum_table(splits)->object:
     return pd.DataFrame({"policy": pols, "episodes": [int((splits.policy == p).sum()) for p in pols],
                          "offers read": [int(g.size().get(p, 0)) for p in pols],
                          "mean share": [g.share.mean().get(p) for p in pols],
-                         "accepted": [float((d[d.policy == p].outcome == "accepted").mean()) if p in g.groups else None for p in pols],
+                         "accepted": [float((d[d.policy == p].outcome == "accepted").mean())
+                                      if p in g.groups else None for p in pols],
                          "mean accepted share": [acc.get(p) for p in pols]})
 
 # %% ../../nbs/15_report_figures.ipynb #f36fafc7
@@ -585,15 +621,20 @@ def divide_demands(run:Run, condition:str="divide_dollar")->object:
                 if a.get("atype") != "demand" or not a.get("deal") or g is None or key in seen: continue
                 seen.add(key)
                 (issue, opt), = label_options(a["deal"])
-                recs.append(dict(policy=label, side=side, instance_id=t["instance_id"], episode_seed=t["episode_seed"], seat=t["seat"],
-                                 demand=float(g.scores[t["seat"]][issue][opt]), fitted=fit.get((t["instance_id"], t["episode_seed"]))))
-    return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "seat", "demand", "fitted"]))
+                recs.append(dict(policy=label, side=side, instance_id=t["instance_id"],
+                                 episode_seed=t["episode_seed"], seat=t["seat"],
+                                 demand=float(g.scores[t["seat"]][issue][opt]),
+                                 fitted=fit.get((t["instance_id"], t["episode_seed"]))))
+    return _policy_sorted(pd.DataFrame(recs,
+                                       columns=["policy", "side", "instance_id", "episode_seed", "seat",
+                                                "demand", "fitted"]))
 
 # %% ../../nbs/15_report_figures.ipynb #8947c2ec
 def divide_table(demands)->object:
     "Per policy: episodes, the mean demand, how often the demands fitted, and the mean total claimed per episode."
     import pandas as pd
-    ep = (demands.assign(fitted=demands.fitted.astype(float)).groupby(["policy", "instance_id", "episode_seed"], sort=False)
+    ep = (demands.assign(fitted=demands.fitted.astype(float)).groupby(["policy", "instance_id",
+                                                                       "episode_seed"], sort=False)
           .agg(total=("demand", "sum"), fitted=("fitted", "first")).reset_index())
     g, d = ep.groupby("policy", sort=False), demands.groupby("policy", sort=False)
     return pd.DataFrame({"episodes": g.size(), "mean demand": d.demand.mean(), "fitted": g.fitted.mean(),
@@ -616,14 +657,16 @@ def gate_table(gate:dict):
                  require=c["require"], status=c["status"], reason=c["reason"])
             for ck, v in gate["checkpoints"].items() for c in v["clauses"]]
     cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "status", "reason"]   # also when no checkpoint was judged
-    return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"], f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
+    return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"],
+                   f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
                    left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])
 
 # %% ../../nbs/15_report_figures.ipynb #a0dc4278
 def soundness_table(s:dict):
     "The reward-soundness campaigns (mean R_table, interval, games, episodes) as a Styler."
     import pandas as pd
-    rows = [dict(campaign=k, **{"mean R_table": _number_text(v["mean_r_table"], "{:+.3f}"), "interval": f"[{_number_text(v['lo'])}, {_number_text(v['hi'])}]",
+    rows = [dict(campaign=k, **{"mean R_table": _number_text(v["mean_r_table"], "{:+.3f}"),
+                                "interval": f"[{_number_text(v['lo'])}, {_number_text(v['hi'])}]",
                                 "games": v["n_games"], "episodes": v["n_episodes"]}) for k, v in s["campaigns"].items()]
     return _styled(pd.DataFrame(rows), [], f"Reward soundness ({s.get('B', '?')} resamples)", left=["campaign"])
 
@@ -631,7 +674,8 @@ def soundness_table(s:dict):
 def soundness_checks(s:dict):
     "The expected orders of the soundness gate and whether each holds, as a Styler."
     import pandas as pd
-    df = pd.DataFrame([dict(expected=c["expect"], result="holds" if c["holds"] else "does not hold") for c in s["checks"]])
+    df = pd.DataFrame([dict(expected=c["expect"], result="holds" if c["holds"] else "does not hold")
+                       for c in s["checks"]])
     return _styled(df, ["result"], "PASS" if s.get("passed") else "FAIL", left=["expected"])
 
 # %% ../../nbs/15_report_figures.ipynb #f67d8714

@@ -24,7 +24,8 @@ def _training_sentences(run:Run)->list[str]:
         l = g.sort_values("step").iloc[-1]
         kl = f"; KL to the base at the last step {l['kl']:.4f}" if "kl" in g and _notna(l.get("kl")) else ""
         d = g["deal_rate"].dropna() if "deal_rate" in g else []
-        dr = (f"; its per-step deal rate (each step on other games, so not a contrast) ranged {d.min():.2f}–{d.max():.2f}, "
+        dr = (f"; its per-step deal rate (each step on other games, so not a contrast) ranged "
+              f"{d.min():.2f}–{d.max():.2f}, "
               f"mean {d.mean():.2f}") if len(d) else ""
         out.append(f"{arm} trained {int(l['step'])} steps{kl}{dr}.")
     return out
@@ -38,7 +39,8 @@ def _notna(x)->bool:
 # %% ../../nbs/15_report_narrative.ipynb #4a895254
 def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
     "A checkpoint's sentence: endpoints that moved (Δ and interval), those that did not, VOIDs; None if nothing to say."
-    moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items() if r.verdict in ("favourable", "unfavourable")]
+    moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items()
+             if r.verdict in ("favourable", "unfavourable")]
     void = [e for e, r in rows.items() if r.verdict == "VOID"]
     undefined = [e for e, r in rows.items() if r.verdict == "undefined"]
     still = [e for e, r in rows.items() if r.verdict == "spans_zero"]
@@ -59,10 +61,13 @@ def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
     cks = checkpoint_order(c.checkpoint)
     out, quiet = [], []
     for ck in cks:
-        s = _checkpoint_sentence(ck, condition, {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False) if r.endpoint in WHAT_ENDPOINTS})
+        s = _checkpoint_sentence(ck, condition,
+                                 {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False)
+                                  if r.endpoint in WHAT_ENDPOINTS})
         if s: out.append(s)
         else: quiet.append(ck)
-    if quiet: out.append(f"On {condition}, no key endpoint moved at {'any' if len(quiet) == len(cks) else len(quiet)} of the {len(cks)} "
+    if quiet: out.append(f"On {condition}, no key endpoint moved at {'any' if len(quiet) == len(cks) else len(quiet)} "
+                         f"of the {len(cks)} "
                          f"checkpoints: {', '.join(quiet)}.")
     return out
 
@@ -76,14 +81,16 @@ def _dpo_sentences(run:Run)->list[str]:
             continue
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else None
         out.append(f"{o['arm']} trained" + (f" {int(r['step'])} steps on {int(r['pairs_available'])} pairs "
-                                           f"({r['pairs_effective']:.1f} effective under its draw weights)" if r is not None else "") + ".")
+                                           f"({r['pairs_effective']:.1f} effective under its draw weights)"
+                                            if r is not None else "") + ".")
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #1078b9eb
 def _gate_sentences(run:Run)->list[str]:
     "The gate's verdict per checkpoint with each clause's status."
     return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — " + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
-            for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: {run.gate.get('verdict', '?')}."]
+            for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: "
+                                                                     f"{run.gate.get('verdict', '?')}."]
 
 # %% ../../nbs/15_report_narrative.ipynb #43e39740
 def report_conditions(run:Run)->list[str]:
@@ -115,7 +122,8 @@ def _moved(run:Run, condition:str)->list[str]:
     c = run.contrasts[(run.contrasts.condition == condition) & run.contrasts.endpoint.isin(WHAT_ENDPOINTS)]
     out = []
     for ck in checkpoint_order(c.checkpoint):
-        m = [f"{r.endpoint} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] {'better' if r.verdict == 'favourable' else 'worse'}"
+        m = [f"{r.endpoint} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] "
+             f"{'better' if r.verdict == 'favourable' else 'worse'}"
              for r in c[c.checkpoint == ck].itertuples(index=False) if r.verdict in ("favourable", "unfavourable")]
         if m: out.append(f"{ck}: {', '.join(m)}")
     return out

@@ -35,7 +35,8 @@ def venv_kernel(name:str="python3"):
     with tempfile.TemporaryDirectory(prefix="fairneg-kernel-") as d:
         k = Path(d) / "kernels" / name
         k.mkdir(parents=True)
-        (k / "kernel.json").write_text(json.dumps(dict(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+        (k / "kernel.json").write_text(json.dumps(dict(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
+                                                             "{connection_file}",
                                                              "--IPKernelApp.log_level=CRITICAL"],
                                                        display_name=f"Python ({sys.executable})", language="python")))
         old = os.environ.get("JUPYTER_PATH")
@@ -122,12 +123,20 @@ def _params(items:Iterable[str])->dict:
 
 # %% ../../nbs/15_report_render.ipynb #1d0c8d4f
 @app.command()
-def report(run_dir:Annotated[Path, typer.Argument(help="The run directory (train/<arm>/, eval/, eval.json, eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/).")],
-           out:Annotated[Path|None, typer.Option(help="The HTML page to write (default: reports/<run dir name>.html); the executed notebook goes beside it.")]=None,
+def report(run_dir:Annotated[Path,
+                             typer.Argument(help="The run directory (train/<arm>/, eval/, eval.json, "
+                                                 "eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/).")],
+           out:Annotated[Path|None,
+                         typer.Option(help="The HTML page to write (default: reports/<run dir name>.html); the "
+                                           "executed notebook goes beside it.")]=None,
            title:Annotated[str|None, typer.Option(help="The report's title (default: the run directory's name).")]=None,
-           mode:Annotated[str, typer.Option(help="Figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips).")]="svg",
-           param:Annotated[list[str], typer.Option("--param", "-p", help="KEY=VALUE parameter of the report notebook (YAML value), e.g. -p ladder_condition=crossgame.")]=[],
-           notebook:Annotated[Path|None, typer.Option(help="Another report notebook (default: nbs/report.ipynb).")]=None):
+           mode:Annotated[str,
+                          typer.Option(help="Figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips).")]="svg",
+           param:Annotated[list[str], typer.Option("--param", "-p",
+                                                   help="KEY=VALUE parameter of the report notebook (YAML value), e.g. "
+                                                        "-p ladder_condition=crossgame.")]=[],
+           notebook:Annotated[Path|None,
+                              typer.Option(help="Another report notebook (default: nbs/report.ipynb).")]=None):
     "Run the report notebook on RUN_DIR with papermill and write a self-contained HTML page (no input cells, no CDN)."
     p = render_report(run_dir, out, title, mode, _params(param), notebook)
     typer.echo(f"report: {p} (notebook: {p.with_suffix('.ipynb')})")

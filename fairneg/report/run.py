@@ -39,7 +39,8 @@ LAYOUT = {  # input -> glob patterns under the run directory, tried in order (th
 }
 INPUTS = {  # input -> what it is, in words
     "train": "training telemetry", "eval_cells": "eval cells", "eval": "eval results (eval.json)",
-    "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result", "banks": "game banks",
+    "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result",
+    "banks": "game banks",
     "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry", "segments": "training sessions (segments.jsonl)",
 }
 
@@ -81,7 +82,8 @@ def _segments_frame(paths:list):
     "Every arm's training sessions, one row each (see `fairneg.adapters.read_segments`), the arm named by its folder."
     import pandas as pd
     try:
-        rows = [{"arm": p.parent.name if p.parent.name != "train" else "arm", **s} for p in paths for s in read_segments(p.parent)]
+        rows = [{"arm": p.parent.name if p.parent.name != "train" else "arm", **s} for p in paths
+                for s in read_segments(p.parent)]
     except ReadError as e: raise ReportError(str(e)) from None
     return pd.DataFrame(rows) if rows else None
 
@@ -94,7 +96,8 @@ def _contrasts_frame(rows:list):
     if need - set(df.columns): raise ReportError(f"contrast rows lack {', '.join(sorted(need - set(df.columns)))}")
     if "resampling_note" not in df: df["resampling_note"] = None
     if "cluster" in df:                                            # rows written before the note was: derive it
-        df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c) for n, c in zip(df.resampling_note, df.cluster)]
+        df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c)
+                                 for n, c in zip(df.resampling_note, df.cluster)]
     if "analyzed_at" in df:                    # each cell as its latest analysis left it, never an endpoint an earlier one left
         latest = df.groupby("cell")["analyzed_at"].transform(lambda s: s.dropna().max() if s.notna().any() else None)
         df = df[(df.analyzed_at == latest) | latest.isna()]
@@ -122,7 +125,8 @@ class Run:
     def has(self, key:str)->bool:
         "Was the input found and read?"
         v = {"train": self.steps, "eval_cells": self.cells, "eval": self.eval, "contrasts": self.contrasts,
-             "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo, "dpo_steps": self.dpo_steps,
+             "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo,
+             "dpo_steps": self.dpo_steps,
              "segments": self.segments}[key]
         return v is not None and (len(v) > 0 if hasattr(v, "__len__") else True)
 

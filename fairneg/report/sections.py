@@ -48,7 +48,8 @@ def run_summary(run:Run)->list[str]:
     if run.has("contrasts") or run.has("eval_cells"):
         src = run.contrasts if run.has("contrasts") else None
         cks = checkpoint_order(src.checkpoint if src is not None else [c.get("checkpoint") for c in run.cells.values()])
-        conds = list(dict.fromkeys(src.condition if src is not None else [c.get("condition") for c in run.cells.values()]))
+        conds = list(dict.fromkeys(src.condition
+                                   if src is not None else [c.get("condition") for c in run.cells.values()]))
         out.append(f"evaluated: {len(cks)} checkpoints ({', '.join(cks)}) on {', '.join(map(str, conds))}")
     if run.has("gate"): out.append(f"gate: {badge(run.gate.get('verdict', '?'))}")
     if run.has("soundness"): out.append(f"reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}")
@@ -86,7 +87,8 @@ def _coinciding_text(steps, cols)->str:
     "A caption's sentence naming arms whose lines coincide on these panels (empty when none do)."
     cols = [c for c in cols if c in steps]
     pairs = coinciding_arms(steps, cols) if cols else []
-    return "".join(f" {a} and {b} coincide on every step of these panels (dashed lines, one over the other)." for a, b in pairs)
+    return "".join(f" {a} and {b} coincide on every step of these panels (dashed lines, one over the other)."
+                   for a, b in pairs)
 
 # %% ../../nbs/15_report_sections.ipynb #9b1a0885
 def training_section(run:Run)->list:
@@ -98,8 +100,10 @@ def training_section(run:Run)->list:
         summ = training_summary(run.steps).reset_index()
         out += [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
         if run.has("segments"):
-            out += [_styled(segments_table(run.segments), [], "Training sessions of each arm (segments.jsonl): where each ran, what "
-                            "it resumed from, what a resume changed and how it ended", left=["arm", "host", "changed", "ended"])]
+            out += [_styled(segments_table(run.segments), [],
+                            "Training sessions of each arm (segments.jsonl): where each ran, what "
+                            "it resumed from, what a resume changed and how it ended",
+                            left=["arm", "host", "changed", "ended"])]
         return out
     return _guard(build)
 
@@ -129,9 +133,11 @@ def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:s
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
     out = []
     for ep in endpoints:
-        out += _guard(lambda: [figure(plot_ladder(run.contrasts, ep, condition, colors=run_colors(run), own_axis=dpo_arm_names(run)),
+        out += _guard(lambda: [figure(plot_ladder(run.contrasts, ep, condition, colors=run_colors(run),
+                                                  own_axis=dpo_arm_names(run)),
                                       f"{ep}: trained − untrained on {condition} per checkpoint step, 95% intervals"
-                                      + ("; DPO arms on their own axis (DPO steps)." if not _arm_rows(run, dpo_arm_names(run)).empty else ".")),
+                                      + ("; DPO arms on their own axis (DPO steps)."
+                                         if not _arm_rows(run, dpo_arm_names(run)).empty else ".")),
                                *ladder_tables(run, ep, condition)])
     return out
 
@@ -139,7 +145,8 @@ def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:s
 def frontier_section(run:Run, condition:str="primary")->list:
     "The frontier table: per arm and rung, the deal-rate contrast and the closure-conditional endpoints (VOID marked)."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
-    return _guard(lambda: [_styled(frontier_table(run, condition), [], f"The frontier on {condition}: trained − untrained per arm and "
+    return _guard(lambda: [_styled(frontier_table(run, condition), [],
+                                   f"The frontier on {condition}: trained − untrained per arm and "
                                    "rung, 95% intervals and verdicts; VOID where the viability screen applies", left=["arm"])])
 
 # %% ../../nbs/15_report_sections.ipynb #4fdef99c
@@ -151,7 +158,9 @@ def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
     for cond in conds:
         out.append(Html(f"<h3>{_html.escape(str(cond))}</h3>"))
         out += _guard(lambda: [figure(plot_forest(run.contrasts, endpoints, [cond]),
-                                      f"{cond}: trained − untrained per endpoint and cell, with its verdict interval (cluster t; the grey band behind it: the seeds' percentile interval); colour = verdict; VOID = voided by the viability screen."),
+                                      f"{cond}: trained − untrained per endpoint and cell, with its verdict interval "
+                                      "(cluster t; the grey band behind it: the seeds' percentile interval); colour = "
+                                      "verdict; VOID = voided by the viability screen."),
                                *contrast_matrices(run.contrasts, cond, endpoints),
                                *[note(t) for t in viability_notes(run.contrasts, [cond])],
                                *[note(t) for t in resampling_notes(run.contrasts, [cond])],
@@ -183,8 +192,10 @@ def dpo_table(run:Run)->object:
     for o in run.dpo:
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else {}
         recs.append({"arm": o["arm"], "trained": "yes" if o.get("trained") else "no", "steps": r.get("step"),
-                     "pairs": r.get("pairs_available"), "effective pairs": r.get("pairs_effective"), "loss": r.get("loss"),
-                     "reward margin": r.get("reward_margin"), "margin > 0": r.get("reward_accuracy"), "why not": o.get("reason", "")})
+                     "pairs": r.get("pairs_available"), "effective pairs": r.get("pairs_effective"),
+                     "loss": r.get("loss"),
+                     "reward margin": r.get("reward_margin"), "margin > 0": r.get("reward_accuracy"),
+                     "why not": o.get("reason", "")})
     return pd.DataFrame(recs)
 
 # %% ../../nbs/15_report_sections.ipynb #72e67afd
@@ -192,10 +203,13 @@ def dpo_section(run:Run)->list:
     "The DPO arms: what each trained on or why it did not, and its loss and implicit-reward margin per step."
     if not run.has("dpo"): return [note(run.why_missing("dpo"))]
     def build():
-        ch = (plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step", colors=run_colors(run))
+        ch = (plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step",
+                          colors=run_colors(run))
               if run.has("dpo_steps") else None)
-        figs = [figure(ch, "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs whose margin is positive.")] if ch is not None else []
-        return figs + [_styled(dpo_table(run), [], "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
+        figs = [figure(ch,
+                       "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs whose margin is positive.")] if ch is not None else []
+        return figs + [_styled(dpo_table(run), [],
+                               "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
                                left=["arm", "why not"])]
     return _guard(build)
 
@@ -211,7 +225,8 @@ def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared ag
                         condition:str="primary", endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000, seed:int=0)->dict:
     "`a`'s trained side against `b`'s on one condition, paired on (game, seed): `analyze_cells` of that pseudo-cell."
     ca, cb = _cell_of(run, a, condition), _cell_of(run, b, condition)
-    try: res = analyze_cells({f"{a}_vs_{b}_{condition}": {"trained": run.rows(ca, "trained"), "base": run.rows(cb, "trained")}},
+    try: res = analyze_cells({f"{a}_vs_{b}_{condition}": {"trained": run.rows(ca, "trained"),
+                                                          "base": run.rows(cb, "trained")}},
                              tuple(endpoints), B=B, seed=seed)
     except EvalError as e: raise ReportError(str(e)) from None
     return next(iter(res["cells"].values()))
@@ -224,21 +239,25 @@ def dpo_checkpoints(run:Run)->dict:
     return {a: ck for ck in last_checkpoints(cks) if (a := (_arm_step(ck) or (None,))[0]) in arms}
 
 # %% ../../nbs/15_report_sections.ipynb #d078bb27
-def dpo_pair_table(run:Run, target:str="dpo_fairness_private", control:str="dpo_rational_private", condition:str="primary",
+def dpo_pair_table(run:Run, target:str="dpo_fairness_private", control:str="dpo_rational_private",
+                   condition:str="primary",
                    endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000)->object:
     "Per endpoint: the base, target − base, control − base and target − control, each with its interval and verdict."
     import pandas as pd
     cks = dpo_checkpoints(run)
     miss = [a for a in (target, control) if a not in cks]
     if miss:
-        raise ReportError(f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: {', '.join(cks) or 'none'})")
+        raise ReportError(f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: "
+                          f"{', '.join(cks) or 'none'})")
     c = run.contrasts[run.contrasts.condition == condition]
-    vs_base = {a: {r.endpoint: r._asdict() for r in c[c.checkpoint == cks[a]].itertuples(index=False)} for a in (target, control)}
+    vs_base = {a: {r.endpoint: r._asdict() for r in c[c.checkpoint == cks[a]].itertuples(index=False)}
+               for a in (target, control)}
     diff = checkpoint_contrast(run, cks[target], cks[control], condition, endpoints, B)["endpoints"]
     recs = []
     for ep in endpoints:
         t, k, d = vs_base[target].get(ep, {}), vs_base[control].get(ep, {}), diff.get(ep, {})
-        recs.append({"endpoint": ep, "base": t.get("base"), f"{target} − base": _fmt(t), "verdict (target)": t.get("verdict"),
+        recs.append({"endpoint": ep, "base": t.get("base"), f"{target} − base": _fmt(t),
+                     "verdict (target)": t.get("verdict"),
                      f"{control} − base": _fmt(k), "verdict (control)": k.get("verdict"), "target − control": _fmt(d),
                      "verdict (difference)": d.get("verdict")})
     return pd.DataFrame(recs)
@@ -248,8 +267,10 @@ def dpo_pair_section(run:Run, condition:str="primary", B:int=10_000)->list:
     "The DPO pair on one condition: the table, or a note saying why there is none."
     if not run.has("dpo"): return [note(run.why_missing("dpo"))]
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
-    return _guard(lambda: [_styled(dpo_pair_table(run, condition=condition, B=B), ["verdict (target)", "verdict (control)", "verdict (difference)"],
-                                   f"The DPO pair on {condition}: each arm against the untrained base, and the target against the control "
+    return _guard(lambda: [_styled(dpo_pair_table(run, condition=condition, B=B),
+                                   ["verdict (target)", "verdict (control)", "verdict (difference)"],
+                                   f"The DPO pair on {condition}: each arm against the untrained base, and the target "
+                                   "against the control "
                                    "(paired on game and seed, game-cluster bootstrap)", left=["endpoint"])])
 
 # %% ../../nbs/15_report_sections.ipynb #15e21e8d
@@ -266,7 +287,8 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
         i, j = parties
         if max(i, j) >= geo.game.n: raise ReportError(f"{name} has {geo.game.n} parties; parties {i}, {j} do not exist")
         n = int(st[st.instance_id == name].deal.sum())
-        return [figure(plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)), f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
+        return [figure(plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)),
+                       f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
                        f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the policies shown "
                        f"(size = episodes; policies that closed the same deal are offset slightly).")]
     return _guard(build)
@@ -281,10 +303,13 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
         unknown = [n for n in names if n not in run.games()]
         if unknown:
             raise ReportError(f"games {', '.join(unknown[:3])} are in none of the run's banks nor the shipped games")
-        rows = [dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy) for r in st.itertuples()]
-        ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st), colors=run_policy_colors(run, st.policy))
+        rows = [dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy)
+                for r in st.itertuples()]
+        ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st),
+                     colors=run_policy_colors(run, st.policy))
         bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
-        return bundle + [figure(ch, f"The {len(names)} games of {condition}: choose the game and the two parties under the chart. "
+        return bundle + [figure(ch,
+                                f"The {len(names)} games of {condition}: choose the game and the two parties under the chart. "
                                 f"Markers on top: the deals each policy closed (size = episodes).", mode="interactive")]
     return _guard(build)
 
@@ -292,8 +317,10 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
 def divide_section(run:Run, condition:str="divide_dollar")->list:
     "The divide-the-dollar demands per policy."
     if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
-    return _guard(lambda: [_styled(divide_table(divide_demands(run, condition)), [], "Divide-the-dollar: the mean demand (of 100), how "
-                                   "often the demands fitted, and the mean total claimed per episode", left=["policy"])])
+    return _guard(lambda: [_styled(divide_table(divide_demands(run, condition)), [],
+                                   "Divide-the-dollar: the mean demand (of 100), how "
+                                   "often the demands fitted, and the mean total claimed per episode",
+                                   left=["policy"])])
 
 # %% ../../nbs/15_report_sections.ipynb #89d0f614
 def ultimatum_section(run:Run, condition:str="ultimatum")->list:
@@ -303,8 +330,10 @@ def ultimatum_section(run:Run, condition:str="ultimatum")->list:
         spl = ultimatum_splits(run, condition)
         none = int((spl.outcome == "no offer").sum())
         extra = [note(f"{none} episodes without a readable offer (no transcript or no legal proposal) are not drawn")] if none else []
-        return [figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."),
-                _styled(ultimatum_table(spl), [], "The proposer's mean share, how often it was accepted, and the mean accepted share",
+        return [figure(plot_ultimatum(spl),
+                       "The proposer's share per episode and policy; green accepted, red rejected."),
+                _styled(ultimatum_table(spl), [],
+                        "The proposer's mean share, how often it was accepted, and the mean accepted share",
                         left=["policy"]), *extra]
     return _guard(build)
 
