@@ -41,7 +41,7 @@ def lora_config(model, # the base model
 def lora_model(model, # a causal LM
                cfg, # a config with the `lora_*` fields and a `seed`
               ):
-    "Wrap a causal LM with a fresh LoRA adapter, its initialisation seeded by `cfg.seed` (the global RNG left as it was)."
+    "Wrap a causal LM with a fresh LoRA adapter, its initialisation seeded by `cfg.seed` (the global RNG untouched)."
     import torch
     from peft import get_peft_model
     with torch.random.fork_rng(), quiet_peft():

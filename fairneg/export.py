@@ -70,7 +70,7 @@ def model_card(f:dict, # `checkpoint_facts`
                verdicts:list[dict], # `eval_verdicts`
                folder:str, # the exported folder's name
               )->str:
-    "The README.md of an exported adapter: YAML header, what it is, LoRA and training settings, sessions, verdicts, loading."
+    "An exported adapter's README.md: YAML header, what it is, LoRA and training settings, sessions, verdicts, loading."
     cfg, lam = f["config"], f["lam"]
     head = ["---", "library_name: peft", f"base_model: {f['base_model']}", f"tags: [fairneg, lora, {f['method']}, negotiation]", "---", "",
             f"# {folder}", "", f"A LoRA adapter of `{f['base_model']}` trained by fairneg ({f['method'].upper()}), arm `{f['arm']}`"
@@ -145,7 +145,7 @@ def export(arms:Annotated[list[Path], typer.Argument(help="Arm folders (with che
            eval_json:Annotated[Optional[Path], typer.Option("--eval", help="An eval.json: each card lists its checkpoint's verdicts.")]=None,
            steps:Annotated[Optional[list[int]], typer.Option(help="Steps to export (default: every complete checkpoint).")]=None,
            force:Annotated[bool, typer.Option(help="Replace exported folders of the same name.")]=False):
-    "Write each checkpoint as `<arm>_checkpoint-<STEP>/`: the PEFT adapter, a model card (README.md) and fairneg_provenance.json."
+    "Write checkpoints as `<arm>_checkpoint-<STEP>/`: PEFT adapter, model card (README.md) and fairneg_provenance.json."
     ev = read_json(eval_json, ExportError) if eval_json else None
     for arm in arm_folders(arms):
         for p in export_arm(arm, out, ev, steps, force): typer.echo(f"{p}")

@@ -48,7 +48,7 @@ def default_constrain(spec, constrain=None)->str:
 
 # %% ../nbs/11_policies.ipynb #0aae1050
 def needs_gpu(model:str)->bool:
-    "Whether a job running this model spec asks for a GPU by default: every model but the embedded small ones (they run on CPUs)."
+    "Whether a job running this model asks for a GPU by default: all but the small embedded models (they run on CPUs)."
     return model_path(model) not in EMBEDDED
 
 # %% ../nbs/11_policies.ipynb #8fc78514
@@ -77,11 +77,11 @@ class PolicySpec:
     def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
     @property
     def needs_gpu(self)->bool:
-        "Whether a job playing this policy asks for a GPU: a model's, or an adapter's base model's, unless it is embedded."
+        "Whether a job playing this policy asks for a GPU: a model's, or an adapter's base model's, unless embedded."
         return self.kind in ("model", "adapter") and needs_gpu(self.target if self.kind == "model" else self.model or "")
 
 # %% ../nbs/11_policies.ipynb #00f8eb0f
-def parse_policy(spec:str, # a seat name or spec: an agent, `random-legal`, a model, `py:<module>:<factory>`, an adapter folder
+def parse_policy(spec:str, # a seat name or spec: agent, `random-legal`, model, `py:<module>:<factory>`, adapter folder
                  model:str|None=None, # the base model of an adapter (default: its adapter_config.json)
                  )->PolicySpec:
     "Read a policy spec (see the table above)."
@@ -163,7 +163,7 @@ def seat_policies(names, # seat policy names
                   thinking:bool=False, # thinking mode of model policies
                   max_new_tokens:int|None=None, # cap of new tokens of model policies
                   extra:dict|None=None, # ready policies by name (tests, notebooks)
-                  constrain:str|None=None, # `legal` or `none` (default: legal for the embedded models, none for real ones)
+                  constrain:str|None=None, # `legal` or `none` (default: legal for embedded models, none for real ones)
                  )->dict:
     "Policies of the seats among `names` that are not computable agents: `extra`, else the policy each name specifies."
     out = dict(extra or {})
@@ -205,20 +205,20 @@ def _play_line(q:dict, out:Path)->str:
 @dataclass
 class PlayConfig:
     "What `fairneg play run` plays: a bank and its seats and seeds, where the tables go, and how the LLM seats decode."
-    bank: Path|None = field(default=None, metadata=dict(flags=("--bank", "--instances")))   # a bank folder (manifest + game files) or a folder of game JSON files (required)
-    seats: str|None = None            # one policy name for every seat, or a comma list, one per seat; `llm`/`model` seats take --model
+    bank: Path|None = field(default=None, metadata=dict(flags=("--bank", "--instances")))   # a bank or game JSON folder
+    seats: str|None = None            # one policy for all seats or one per seat (comma list); `llm`/`model` use --model
     out: Path|None = None             # folder the tables are appended to (default: runs/<experiment name>)
     seeds: list[int] = field(default_factory=lambda: [0])   # episode seeds, e.g. `--seeds 0 1 2`
     experiment_name: str = field(default="", metadata=dict(flags=("--experiment-name", "--run-name")))   # `experiment_name` of every row (default: play__<seats>)
     width: int = field(default=64, metadata=dict(flags=("--width", "--instance-batch")))   # episodes live at once (the co-stepping wave width, the memory knob)
-    model: str|None = None            # the LLM seats' policy: a folder, hub id, hf:PATH, vllm:PATH, tiny, tiny-test or random-legal
+    model: str|None = None            # LLM seats' policy: folder, hub id, hf:PATH, vllm:PATH, tiny(-test), random-legal
     model_thinking: str = "off"       # thinking mode of --model: on or off
-    constrain: str|None = None        # constrained decoding of the LLM seats: legal or none (default: legal for tiny models, none for real ones)
+    constrain: str|None = None        # constrained decoding: legal or none (default: legal for tiny models, else none)
     turn_max_tokens: int|None = None  # raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`)
     framing: str = PlaySettings.framing  # prompt framing: table or prose
     info_mode: str|None = None        # override the games' information mode (full or private)
     max_turns: int|None = None        # override the deadline (turns after the opening)
-    context: str = PlaySettings.context  # the LLM seats' context: `window` (a fresh prompt per turn) or `conversation` (one growing chat; protocol `...-conv-v1`)
+    context: str = PlaySettings.context  # `window` (fresh prompt per turn) or `conversation` (one chat; `...-conv-v1`)
     progress: bool = True             # show a progress bar
 
     def __post_init__(self): _check_play_config(self)
@@ -245,8 +245,8 @@ def _check_play_config(c:PlayConfig):
 
 # %% ../nbs/11_policies.ipynb #b23e430d
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
-    "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the default "
-    "command); merge chunks of a cell (`fairneg play merge`).")
+    "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the "
+    "default command); merge chunks of a cell (`fairneg play merge`).")
 
 TABLE_LEVEL_NOTE = ("  deal_rate, mean_nnw, below_threshold_rate and worst_off_z are the table's, the same for every seat of a "
                     "mixed table; own_z is the policy's own seats'")
@@ -271,7 +271,7 @@ def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|No
 
 # %% ../nbs/11_policies.ipynb #6d49cda8
 def play(force:bool=False, **kw):
-    "Play a campaign cell into its folder: what the folder lacks of it, nothing when it is complete, all again with --force."
+    "Play a campaign cell into its folder: what the folder lacks, nothing when it is complete, all again with --force."
     try: c = PlayConfig(**{k: v for k, v in kw.items() if v is not None})
     except ValueError as e: raise typer.BadParameter(str(e)) from None
     games = bank_games(c.bank)

@@ -308,7 +308,7 @@ def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
 
 # %% ../nbs/10_tiny.ipynb #a09e362b
 def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled, times, weights)->dict:
-    "The tiny build's report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions, weights' sha256."
+    "The build report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions, sha256."
     tr = rec["train"]
     return dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
                 vocab_size=len(tok), model_vocab_size=model.config.vocab_size,
@@ -345,7 +345,7 @@ def _stage(bar, times:dict, name:str):
 
 # %% ../nbs/10_tiny.ipynb #bb84ffa1
 def _tiny_data(rec:dict, seed:int)->tuple:
-    "The recipe's decision points: `(train pool, train points, held-out points, agent errors)`, each in its seeded order."
+    "The recipe's decision points: `(train pool, train points, held-out points, agent errors)`, each in seeded order."
     data, tr = rec["data"], rec["train"]
     pool, err_train = _collect(data, seed, data["n_games"], 0, False)
     held, err_held = _collect(data, seed, data["n_heldout_games"], data["n_games"], True)
@@ -363,7 +363,7 @@ def _prompt_lengths(tok, points:list, data:dict)->list:
 def _save_build(out:Path, model, tok, rec:dict,
                 report_for, # a callable: the build report, given the weights' sha256
                 )->dict:
-    "Save the model, tokenizer, recipe and build report in a private folder, then install it as `out`; return the report."
+    "Save model, tokenizer, recipe and build report in a private folder, then install it as `out`; return the report."
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

@@ -28,7 +28,7 @@ def encode_request(tokenizer, req, thinking:bool=False)->list:
 _FRAMES = {}
 
 def turn_frame(tokenizer, thinking:bool=False)->tuple:
-    "The template's text `(after an answer, before the reply)` around a later user message, read off a placeholder chat."
+    "The template text `(after an answer, before the reply)` around a later user message, read off a placeholder chat."
     key = (id(tokenizer), bool(thinking))
     if key not in _FRAMES:
         ans, usr = "@@ANSWER@@", "@@USER@@"

@@ -51,12 +51,12 @@ def _rates(rows:list, agents:list)->dict:
 # %% ../../nbs/09_llm_evaluate.ipynb #73a3b3c7
 def evaluate_model(policy, games:list, # held-out games
                    episodes:int|None=None, # episodes to play (default: one per game; cycles games, then seeds)
-                   agents=None, # agent names to compare with (default: all of `fairneg.agents.AGENT_NAMES`; [] for none)
+                   agents=None, # agent names to compare with (default: `fairneg.agents.AGENT_NAMES`; [] for none)
                    width:int=16, # episodes live at once
-                   play:PlaySettings|None=None, # how the episodes are played and shown (context, framing, deadline, ...)
+                   play:PlaySettings|None=None, # how episodes are played and shown (context, framing, deadline, ...)
                    progress:bool=False,
                   )->dict:
-    "Play episodes with `policy` in every seat; parse, legal and fabrication rates and agreement with computable agents."
+    "Play episodes with `policy` in all seats; parse, legal and fabrication rates and agreement with computable agents."
     agents = list(AGENT_NAMES if agents is None else agents)
     impl = {a: get_agent(a) for a in agents}
     n, play = len(games) if episodes is None else episodes, play or PlaySettings()

@@ -70,7 +70,7 @@ def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must
 
 # %% ../../nbs/09_llm_grammar.ipynb #dae60134
 def phase_states()->dict:
-    "One real state per phase of every kind of game, with the seat that acts and its decision point (examples and tests)."
+    "One real state per phase of every kind of game, with the acting seat and its decision point (examples and tests)."
     g = generate_game(40000)
     s = new_episode(g, 0, max_turns=2)
     out = {"open": (s, 0, decision_point(s, current_seats(s)[0]))}
@@ -102,7 +102,7 @@ _EBNF = {}       # schema string -> its EBNF grammar text
 
 # %% ../../nbs/09_llm_grammar.ipynb #87b0a919
 def grammar_text(schema)->str:
-    "The EBNF text of a JSON schema's grammar (xgrammar, no free whitespace): the one grammar the sampler and the trainer compile."
+    "The EBNF text of a JSON schema's grammar (xgrammar, no free whitespace): the one the sampler and trainer compile."
     import xgrammar as xgr
     s = _schema_str(schema)
     if s not in _EBNF: _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))

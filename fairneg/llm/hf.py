@@ -63,10 +63,10 @@ class HFPolicy:
                  batch_size:int=16, # rows per decoding batch (the whole request list runs in chunks)
                  thinking:bool=False, # Qwen3 `enable_thinking` (off under the constraint)
                  constrain:str|None=None, # `legal` or `none` (None: `none`)
-                 scratchpad_chars:int=SCRATCHPAD_CHARS, message_chars:int=MESSAGE_CHARS, # field lengths under the constraint
+                 scratchpad_chars:int=SCRATCHPAD_CHARS, message_chars:int=MESSAGE_CHARS, # lengths under the constraint
                  kv_reuse:bool=True, # conversation context: keep each live seat's keys and values between its turns
-                 kv_cache_tokens:int=262144, # at most this many cached tokens in all (the oldest seats' caches go first)
-                 decode:str="auto", # `dynamic`, `static` or `graphed` (see `sample_static`); `auto`: graphed on a GPU, dynamic on a CPU
+                 kv_cache_tokens:int=262144, # at most this many cached tokens in all (oldest seats' caches go first)
+                 decode:str="auto", # `dynamic`, `static` or `graphed`; `auto`: graphed on a CUDA device, else dynamic
                 ):
         if isinstance(model, (str, Path)):
             self.spec = str(model)
@@ -133,7 +133,7 @@ def _kv_key(r)->tuple: return (r.dp.episode_id, r.dp.seat)
 # %% ../../nbs/09_llm_hf.ipynb #711a50b7
 @patch
 def _cached(self:HFPolicy, r, prompt:list)->tuple:
-    "`(length, keys and values)` of the cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
+    "`(length, keys and values)` of cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
     e = self._kv.pop(_kv_key(r), None)
     if e is None or len(e[0]) >= len(prompt) or prompt[:len(e[0])] != e[0]: return 0, None
     return len(e[0]), e[1]
@@ -156,7 +156,7 @@ def end_episodes(self:HFPolicy, episode_ids)->None:
 # %% ../../nbs/09_llm_hf.ipynb #45615979
 @patch
 def _sample(self:HFPolicy, *args, **kw)->list:
-    "`sample_batch` with this policy's decoding; a graphed path `auto` chose that fails falls back to dynamic, with a warning."
+    "`sample_batch` with this policy's decoding; a failing graphed path `auto` chose warns and falls back to dynamic."
     try: return sample_batch(*args, decode=self.decode, **kw)
     except (NonFiniteLogitsError, ContextLimitError): raise
     except Exception as e:

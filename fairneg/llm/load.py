@@ -28,7 +28,7 @@ def model_path(spec)->str:
 
 # %% ../../nbs/09_llm_load.ipynb #124a5578
 def default_dtype(dtype=None):
-    "The torch dtype to load weights in: `dtype` if given (a dtype or its name), else bf16 on a CUDA device with bf16, else float32."
+    "The torch dtype to load weights in: `dtype` if given (dtype or name), else bf16 on CUDA with bf16, else float32."
     import torch
     if dtype is not None and dtype != "auto":
         return getattr(torch, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)) if isinstance(dtype, str) else dtype
@@ -131,7 +131,7 @@ QWEN3_8B = dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
                 head_dim=128, vocab_size=151936, tie_word_embeddings=False, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
                 max_position_embeddings=40960)
 
-def standin_shape(shape:str="small", # `small` (hidden/layers below) or `qwen3-8b` (Qwen3-8B's dimensions, vocabulary width included)
+def standin_shape(shape:str="small", # `small` (hidden/layers below) or `qwen3-8b` (Qwen3-8B's dimensions, vocab too)
                   hidden:int=64, layers:int=2)->dict:
     "The Qwen3Config fields of a stand-in model of a given shape."
     if shape == "qwen3-8b": return QWEN3_8B
@@ -157,7 +157,7 @@ def standin_model(out, # folder to write (reused when it already holds the model
                   vocab_size:int=1024, # BPE vocabulary cap (the corpus is small: fewer merges are found)
                   hidden:int=64, # hidden size (shape `small`)
                   layers:int=2, # decoder layers (shape `small`)
-                  shape:str="small", # `small`, or `qwen3-8b`: Qwen3-8B's architecture with random weights (GPU benchmarks)
+                  shape:str="small", # `small` or `qwen3-8b`: Qwen3-8B's architecture, random weights (GPU benchmarks)
                   dtype:str="float32", # weights dtype written (`bfloat16` halves a qwen3-8b folder to ~16 GB)
                   device:str="cpu", # where the weights are initialized (`cuda` makes a qwen3-8b in seconds)
                  )->Path:

@@ -13,7 +13,7 @@ __all__ = ['unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'prefix_group
 
 # %% ../../nbs/09_llm_logprobs.ipynb #79cf871a
 def unpack_bitmask(bitmask, vocab:int):
-    "Bool `[T, vocab]` allowed-token mask from xgrammar's packed int32 bitmask `[T, ceil(V/32)]` (bit j%32 of word j//32)."
+    "Bool `[T, vocab]` allowed-token mask from xgrammar's int32 bitmask `[T, ceil(V/32)]` (bit j%32 of word j//32)."
     import torch
     bits = (bitmask.unsqueeze(-1) >> torch.arange(32, dtype=bitmask.dtype, device=bitmask.device)) & 1
     m = bits.bool().reshape(bitmask.shape[0], -1)
@@ -61,8 +61,8 @@ def span_logprobs(model, seqs:list, # token ids per sequence
                   masks:list|None=None, # per span, in order: packed allowed-token bitmask `[end - start, W]` or None
                   temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
                   pad_id:int=0, batch_size:int|None=None,
-                  share_prefix:int=0, # run a first stretch of at least this many tokens that sequences share once (0: never)
-                  vocab:int|None=None, # the tokenizer's size: unconstrained spans give the ids past it no mass (None: none masked)
+                  share_prefix:int=0, # run a shared first stretch of at least this many tokens once (0: never)
+                  vocab:int|None=None, # tokenizer size: unconstrained spans give ids past it no mass (None: no mask)
                   )->list:
     "Per-token log-probs of every span given all that precedes it in its sequence (teacher-forced, differentiable)."
     S, SP = [list(x) for x in seqs], [list(sp) for sp in spans]
@@ -102,7 +102,7 @@ def prefix_groups(seqs:list, # token ids per sequence
                   spans:list, # per sequence: its scored `(start, end)` spans
                   min_len:int, # the shortest shared first stretch worth running once
                   )->list:
-    "`(P, indices)` groups of sequences whose first `P >= min_len` tokens agree (before each one's first scored input), chosen to save the most; the rest `(0, [i])`."
+    "`(P, indices)` groups of sequences whose first `P >= min_len` tokens agree, saving the most; the rest `(0, [i])`."
     o = sorted(range(len(seqs)), key=lambda i: seqs[i])         # sorted: sequences that begin alike are neighbours
     cap = [min([a for a, b in spans[i] if b > a] or [len(seqs[i])]) - 1 for i in o]   # the logits of token a come from a - 1
     lcp = [0] + [next((j for j, (x, y) in enumerate(zip(seqs[a], seqs[b])) if x != y), min(len(seqs[a]), len(seqs[b])))
@@ -123,14 +123,14 @@ def prefix_groups(seqs:list, # token ids per sequence
 
 # %% ../../nbs/09_llm_logprobs.ipynb #918b127f
 def is_checkpointing(model)->bool:
-    "Whether activation (gradient) checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
+    "Whether gradient checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
     return any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
 
 # %% ../../nbs/09_llm_logprobs.ipynb #84c30392
 def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are neighbours)
                   Ps:list, # per sequence: the length of the first stretch it shares with its group
                   S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:
-    "Per sequence, per span: log-probs with each group's shared first stretch run once (one forward for all the groups' stretches), its keys and values repeated per row."
+    "Per sequence, per span: log-probs, each group's stretch run once (one forward for all), its KV repeated per row."
     import torch
     dev, (cache_kw, keep) = _device(model), _forward_params(type(_base(model)))
     starts = [r for r in range(len(S)) if r == 0 or ks[r] != ks[r - 1]]   # each group's first row

