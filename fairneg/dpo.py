@@ -39,8 +39,8 @@ class DPOTrainConfig:
     "Every hyperparameter of a DPO run on counterfactual pairs (logged whole to each checkpoint)."
     pairs: str = ""                     # an annotation folder or dataset holding pairs.jsonl
     type: str = "fairness_private"      # the counterfactual type whose actions are `chosen` (not information-leaky)
-    policy_experiment: str | None = None  # the experiment whose model the pairs are on-policy for (default: the rows' only one)
-    model: str = "tiny"                 # the base model: the one that played the annotated episodes (tiny, a folder, a hub id)
+    policy_experiment: str | None = None  # experiment whose model the pairs are on-policy for (default: the only one)
+    model: str = "tiny"                 # the base model that played the annotated episodes (tiny, a folder, a hub id)
     out: str = "runs/dpo"               # the run folder: checkpoint-STEP/ (PEFT adapters) and training_steps.jsonl
     arm: str | None = None              # the arm's name in rows and checkpoints (default: dpo_<type>)
     steps: int = 16                     # optimizer steps
@@ -58,7 +58,7 @@ class DPOTrainConfig:
     lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # module names that get an adapter
     thinking: bool = False              # the chat template's thinking mode, as the episodes were played
     max_length: int = 4096              # longest prompt + answer, in tokens: a longer pair is an error, never cut
-    checkpoint_steps: list[int] = field(default_factory=list)  # steps that write a checkpoint (the last one always does)
+    checkpoint_steps: list[int] = field(default_factory=list)  # steps that write a checkpoint (the last always does)
     seed: int = 0                       # seeds the adapter's initialisation and the draws
     dtype: str | None = None            # weights dtype (default: bf16 on a GPU with bf16, else float32)
 
@@ -85,7 +85,7 @@ def _check_dpo_config(cfg:DPOTrainConfig):
 _BOOKKEEPING = ("out", "steps", "checkpoint_steps")   # fields that do not change what a step learns
 
 def pairs_digest(pairs)->str|None:
-    "sha256 of a pairs table's bytes (None when there is none yet): the same folder with other pairs is another problem."
+    "sha256 of a pairs table's bytes (None if none yet): the same folder with other pairs is another problem."
     try: return file_sha256(pairs_path(pairs))
     except FileNotFoundError: return None
 
@@ -97,7 +97,7 @@ def dpo_config_hash(cfg:DPOTrainConfig)->str:
 
 # %% ../nbs/14_dpo.ipynb #a6e426b9
 def _only_experiment(rows:list, source)->str:
-    "The one experiment of a pairs table (the pairs are on-policy for its model); an error naming them when there are several."
+    "A pairs table's one experiment (the pairs are on-policy for its model); an error naming them if there are several."
     names = sorted({r["experiment_name"] for r in rows})
     if len(names) != 1: raise DPOTrainError(f"{source}: rows of {len(names)} experiments ({', '.join(names)}): "
                                             "name the one whose model plays the pairs (--policy-experiment)")
@@ -122,7 +122,7 @@ def pair_ids(tok, # the model's tokenizer
              rec:dict, # a `dpo_pairs` record (chat messages or template text as its prompt)
              thinking:bool=False, # the chat template's thinking mode
             )->dict:
-    "`prompt_ids`, `chosen_ids`, `rejected_ids` of a pair, as the sampler sees them (answers end on the end-of-turn token)."
+    "`prompt_ids`, `chosen_ids`, `rejected_ids` of a pair, as the sampler sees them (answers end on end-of-turn)."
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
     prompt = rec["prompt"] if isinstance(rec["prompt"], str) else chat_text(tok, rec["prompt"], thinking)
     answer = lambda a: enc(a if isinstance(a, str) else a[0]["content"]) + [tok.eos_token_id]
@@ -277,7 +277,7 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
 
 # %% ../nbs/14_dpo.ipynb #5ad8b019
 def make_dpo_config(params:str|dict|None=None, **overrides)->DPOTrainConfig:
-    "A DPOTrainConfig from a parameter file's `dpo:` section (or the whole file when it has none) and explicit overrides (None means: not given)."
+    "A DPOTrainConfig from a parameter file's `dpo:` section (else the whole file) and overrides (None: not given)."
     return load_config(DPOTrainConfig, params, "dpo", whole=True, what="DPO", **overrides)
 
 # %% ../nbs/14_dpo.ipynb #ac7f1ba0

@@ -50,9 +50,9 @@ class _Step:
     groups: int = 4                     # games per step
     k: int = 8                          # episodes per game (different sampling seeds)
     micro_batch: int = 6                # sequences per micro-batch
-    pack: bool = True                   # train a seat's conversation as one sequence, each answer scored in place (the same loss; see `pack_samples`)
-    share_prefix: int = 0               # run a first stretch of at least this many tokens that a micro-batch's sequences share once (e.g. 64; 0: never; the same loss; off under gradient checkpointing)
-    gradient_checkpointing: bool | None = None  # recompute layer activations in the update (None: only on a GPU whose free memory cannot hold a token_budget micro-batch's activations)
+    pack: bool = True                   # train a seat's chat as one sequence, answers scored in place (`pack_samples`)
+    share_prefix: int = 0               # run a micro-batch's shared first stretch (≥ this many tokens) once (0: never)
+    gradient_checkpointing: bool | None = None  # recompute layer activations (None: if free GPU memory can't hold them)
     token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
     max_new_tokens: int = 384           # cap of generated tokens per turn
 
@@ -63,11 +63,11 @@ class _Optimizer(_Step):
     lr: float = 5e-5                    # AdamW learning rate
     weight_decay: float = 0.0           # AdamW weight decay
     max_grad_norm: float = 1.0          # gradient clipping
-    max_nonfinite_steps: int = 3        # stop the run after this many steps in a row whose update was skipped (a non-finite loss or gradient; 0: never stop)
+    max_nonfinite_steps: int = 3        # stop the run after this many skipped (non-finite) updates in a row (0: never)
     warmup_steps: int = 0               # linear warm-up, then constant
     checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])   # steps to checkpoint at
     bank: str = ""                      # training bank folder
-    out: str = "runs/grpo"              # run folder: given explicitly, exactly this; from a parameter file or the default, the arm's own `<out>/<arm>`
+    out: str = "runs/grpo"              # run folder: exactly this if given explicitly, else the arm's own `<out>/<arm>`
     transcript_every: int = 5           # write the step's transcripts every N steps (0: never)
 
 # %% ../nbs/13_grpo.ipynb #aed4355a
@@ -75,7 +75,7 @@ class _Optimizer(_Step):
 class _Model(_Optimizer):
     "The fields before, then the base model's and its adapter's."
     model: str = "tiny"                 # base model: a folder, a hub id or `tiny`
-    dtype: str | None = None            # base weights dtype (`bfloat16`, `float32`); None: bf16 on a CUDA GPU with bf16, else float32. LoRA weights stay float32
+    dtype: str | None = None            # base `bfloat16` or `float32` (None: bf16 on a bf16 CUDA GPU); LoRA: float32
     lora_r: int = 32                    # LoRA rank
     lora_alpha: int = 64                # LoRA alpha (scale alpha / r)
     lora_dropout: float = 0.0           # LoRA dropout
@@ -93,10 +93,10 @@ class _Objective(_Model):
     kl_coef: float = 0.02               # β of the KL to the frozen base
     clip_low: float = 0.2               # ratio clip 1 - clip_low
     clip_high: float = 0.28             # ratio clip 1 + clip_high (DAPO's clip-higher)
-    num_iterations: int = 1             # optimizer steps on each rollout (TRL's num_iterations); the clip can only bind from the second on
+    num_iterations: int = 1             # optimizer steps per rollout (TRL's name); the clip binds only from the second
     std_normalize: bool = False         # divide advantages by the group std
-    flat_groups: str = "kl_only"        # tokens of zero-spread groups: `kl_only` (in the token mean, KL term only) or `drop` (DAPO: left out of the step)
-    importance_correction: str = "auto" # `tis`: ratio against the trainer's own log-probs, times min(exp(trainer - sampler), tis_cap); `none`: ratio against the sampler's log-probs; `auto`: tis on vllm, none on hf
+    flat_groups: str = "kl_only"        # flat groups' tokens: `kl_only` (KL term only) or `drop` (DAPO: left out)
+    importance_correction: str = "auto" # `tis` (trainer ratio × capped weight), `none` (sampler's); `auto`: tis on vllm
     tis_cap: float = 2.0                # cap of the truncated importance weight (tis)
 
 # %% ../nbs/13_grpo.ipynb #9cb1759b
@@ -109,12 +109,12 @@ class _Rollout(_Objective):
     message_chars: int = 64             # longest public message under the constraint
     thinking: bool = False              # Qwen3 enable_thinking
     framing: str = PlaySettings.framing # prompt framing
-    context: str = PlaySettings.context # what a seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own protocol_version)
+    context: str = PlaySettings.context # `window` (a prompt per turn) or `conversation` (a growing chat; own protocol)
     max_turns: int | None = None        # override the protocol deadline (shorter episodes on a CPU)
     backend: str = "hf"                 # rollouts on `hf` (transformers) or `vllm`
     vllm_gpu_memory: float = 0.45       # share of the GPU vLLM may take (the trainer needs the rest)
     rollout_batch: int = 64             # rows per decoding batch of the HF policy
-    decode: str = "auto"                # the HF policy's decoding: dynamic, static or graphed (a static cache with CUDA graphs); auto: graphed on a GPU
+    decode: str = "auto"                # HF decoding: dynamic, static or graphed (+ CUDA graphs); auto: graphed on GPU
     seed: int = 0                       # run seed: bank sampling, episode seeds, zoo draws, LoRA init
 
 # %% ../nbs/13_grpo.ipynb #de7b192c
@@ -136,7 +136,7 @@ class GRPOConfig(_Rollout):
 
 # %% ../nbs/13_grpo.ipynb #6b371fbb
 def _fill_config(cfg:GRPOConfig):
-    "Fill the defaults that derive from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
+    "Fill the defaults derived from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
     cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_{grpo_arm(cfg.lam)}"
     cfg.arm = cfg.arm or grpo_arm(cfg.lam)
     cfg.checkpoint_steps = sorted({int(s) for s in cfg.checkpoint_steps})
@@ -210,7 +210,7 @@ def step_plan(step:int, n_games:int, cfg:GRPOConfig, n_parties:list)->list:
 
 # %% ../nbs/13_grpo.ipynb #f892668d
 def episode_seat_rewards(ep, cfg:GRPOConfig)->np.ndarray:
-    "R_i(λ) of every seat of a finished episode, with the format-shaping penalty (illegal, fabricated or unparsed turns)."
+    "R_i(λ) of each seat of a finished episode, with the format-shaping penalty (illegal, fabricated, unparsed turns)."
     st = ep.state.stats
     return rewards_from_z(np.asarray(ep.row["z"], float), cfg.lam, cfg.eps, cfg.g_floor, cfg.shaping_weight,
                           [s["illegal"] + s["fabrication"] + s["parse_error"] for s in st], [max(s["attempts"], 0) for s in st])
@@ -219,7 +219,7 @@ def episode_seat_rewards(ep, cfg:GRPOConfig)->np.ndarray:
 def group_advantages(R:np.ndarray, # (k, n) rewards of the k episodes of one group, per seat
                      trained:list, # per seat: is it the policy (trained on)?
                      std_normalize:bool=False)->tuple:
-    "Advantages `R - mean_k R` per (episode, seat) (÷ std when asked), zero for untrained seats; and which trained seats' groups are flat."
+    "Advantages `R - mean_k R` (÷ std when asked), 0 for untrained seats; and which trained seats' groups are flat."
     A = R - R.mean(0, keepdims=True)
     spread = R.std(0)
     flat = spread <= 1e-12
@@ -241,7 +241,7 @@ class Sample:
     masks: object = None                # or its packed allowed-token bitmasks, when known already
     flat: bool = False                  # its (game, seat) group had no reward spread
     turn: str = ""                      # which turn it is (game, episode seed, seat, turn index), for error messages
-    seat_key: str = ""                  # `episode#seat`: the seat whose turns `pack_samples` may chain into one sequence
+    seat_key: str = ""                  # `episode#seat`: whose turns `pack_samples` may chain into one sequence
 
 # %% ../nbs/13_grpo.ipynb #3cb7adca
 def _turn_name(ep, t:dict)->str:
@@ -277,15 +277,15 @@ def _spans(x)->list: return x.spans if hasattr(x, "spans") else [(len(x.prompt_i
 
 # %% ../nbs/13_grpo.ipynb #f2ee0eff
 def shared_tokens(items:list, share_prefix:int)->int:
-    "Tokens a pass over these sequences does not compute: each group's shared first stretch (`llm.prefix_groups`) past its first row."
+    "Tokens a pass over `items` skips: each group's shared first stretch (`llm.prefix_groups`) past its first row."
     if not share_prefix: return 0
     return sum(P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items], [_spans(x) for x in items], share_prefix))
 
 # %% ../nbs/13_grpo.ipynb #3adb9c92
 def micro_batches(samples:list, size:int, token_budget:int,
-                  share_prefix:int=0, # keep sequences sharing a first stretch of this many tokens together, counted once (0: no)
+                  share_prefix:int=0, # keep sequences sharing this many first tokens together, counted once (0: no)
                   )->list:
-    "Length-sorted micro-batches of at most `size` sequences (samples or `Packed`) and `token_budget` tokens computed (a longer one goes alone)."
+    "Length-sorted micro-batches: ≤ `size` samples or `Packed`, ≤ `token_budget` tokens computed (a longer one alone)."
     units = [[x] for x in samples]
     if share_prefix:
         groups = prefix_groups([_ids(x) for x in samples], [_spans(x) for x in samples], share_prefix)
@@ -310,7 +310,7 @@ class Packed:
 
 # %% ../nbs/13_grpo.ipynb #8dd9c82f
 def pack_samples(samples:list, pack:bool=True)->list:
-    "Training sequences: each seat's turns chained into one wherever a prompt extends the sequence so far (else one each)."
+    "Training sequences: a seat's turns chained into one wherever a prompt extends the sequence so far (else one each)."
     out, last = [], {}
     for s in samples:
         ids, p = list(s.prompt_ids) + list(s.completion_ids), last.get(s.seat_key) if pack and s.seat_key else None
@@ -358,7 +358,7 @@ def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int
 
 # %% ../nbs/13_grpo.ipynb #5a64338f
 def _count_nonfinite(new:list, ref:list|None, res:dict):
-    "Add a micro-batch's completion tokens whose policy (`nonfinite_new`) or reference (`nonfinite_ref`) log-prob is not finite."
+    "Count a micro-batch's tokens whose policy (`nonfinite_new`) or reference (`nonfinite_ref`) log-prob is not finite."
     import torch
     bad_new = ~torch.isfinite(torch.cat(new).detach())
     bad_ref = ~torch.isfinite(torch.cat(ref)) if ref is not None else torch.zeros_like(bad_new)
@@ -375,7 +375,7 @@ def nonfinite_what(res:dict)->str|None:
 
 # %% ../nbs/13_grpo.ipynb #cdd8978b
 def guarded_step(optimizer, scheduler, params:list, max_grad_norm:float, res:dict):
-    "Clip and take the optimizer and schedule step, unless something was not finite (`res['nonfinite']`): then only drop the gradients."
+    "Clip, then step optimizer and schedule; if something is not finite (`res['nonfinite']`), only drop the gradients."
     import torch
     res["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
     res["nonfinite"] = nonfinite_what(res)
@@ -405,9 +405,9 @@ def allowed_bitmask(allowed:list, vocab:int):
 
 # %% ../nbs/13_grpo.ipynb #d48a9b8e
 def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int, res:dict,
-                kept:dict, # this micro-batch's reference and rollout-weight log-probs, filled by the first pass and reused
+                kept:dict, # this micro-batch's reference and rollout-weight log-probs, set by the first pass, reused
                 ):
-    "One micro-batch of one optimizer pass: the reference pass (first pass only), the policy pass, the loss's backward pass."
+    "One micro-batch of one optimizer pass: the reference pass (first pass only), the policy pass, the loss's backward."
     import torch
     V, pad = vocab_size(model), tokenizer.pad_token_id or 0
     first = not kept
@@ -439,7 +439,7 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
 
 # %% ../nbs/13_grpo.ipynb #bb263e0c
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
-    "`num_iterations` optimizer steps on the step's samples: returns loss, KL, drift, grad norm, clip counts and timings."
+    "`num_iterations` optimizer steps on the step's samples: returns loss, KL, drift, grad norm, clip counts, timings."
     import torch
     n_tok = sum(len(s.completion_ids) for s in samples)      # the loss is a mean over every one of these tokens
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
@@ -472,7 +472,7 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
 
 # %% ../nbs/13_grpo.ipynb #c0e96c5b
 def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
-    "Turn on gradient checkpointing when asked or (by default) when it is needed (`checkpointing_plan`); return `(on, why)`."
+    "Turn on gradient checkpointing when asked or (by default) when needed (`checkpointing_plan`); return `(on, why)`."
     on, why = (cfg.gradient_checkpointing, "asked") if cfg.gradient_checkpointing is not None else checkpointing_plan(model, cfg.token_budget)
     if on:
         if hasattr(model, "activation_checkpointing_enable"):      # transformers >= 5.2x; the old name is deprecated there
@@ -539,7 +539,7 @@ def _accelerator(optimizer, scheduler):
 def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, history:list,
                     rid:str|None=None, # the run's wandb id (default: `run_id(cfg)`)
                    )->Path:
-    "Write `OUT/checkpoint-STEP/`: the PEFT adapter, the optimizer, scheduler and RNG states, then the trainer state (last)."
+    "Write `OUT/checkpoint-STEP/`: the PEFT adapter; the optimizer, scheduler and RNG states; last, the trainer state."
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
         _accelerator(optimizer, scheduler).save_state(str(tmp))
@@ -607,7 +607,7 @@ def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int)
 
 # %% ../nbs/13_grpo.ipynb #423114df
 def _resumed_id(state:dict, cfg:GRPOConfig)->str:
-    "The wandb id of a checkpoint's run: the one stored, or for earlier checkpoints the id they used (`arm-config_hash`)."
+    "The wandb id of a checkpoint's run: the one stored, or for older checkpoints the id they used (`arm-config_hash`)."
     if state.get("run_id"): return state["run_id"]
     return f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}" if state.get("config_hash") else run_id(cfg)
 
@@ -642,7 +642,7 @@ def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
     def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True,
-                 recompute:bool=False, # `--recompute`: the steps logged after the checkpoint are computed again, their rows moved aside
+                 recompute:bool=False, # `--recompute`: redo the steps logged after the checkpoint, rows moved aside
                 ):
         self.cfg, self.out, self.progress = cfg, Path(cfg.out), progress
         check_run_folder(cfg)                          # never into a folder that holds other runs
@@ -734,7 +734,7 @@ def rollout(self:GRPOTrainer, step:int)->tuple:
 # %% ../nbs/13_grpo.ipynb #fe745f28
 @patch
 def score(self:GRPOTrainer, plan:list, groups:list)->tuple:
-    "Rewards and group advantages of a step's episodes: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
+    "A step's rewards and group advantages: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
     eps, advs, flats, Rs, flat = [], [], [], [], 0
     for (gi, seats, seeds), grp in zip(plan, groups):
         R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
@@ -749,7 +749,7 @@ def score(self:GRPOTrainer, plan:list, groups:list)->tuple:
 # %% ../nbs/13_grpo.ipynb #53fc41ac
 @patch
 def update_policy(self:GRPOTrainer, samples:list)->dict:
-    "The step's optimizer update on its samples (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
+    "The step's optimizer update (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
     return update(self.model, self.opt, self.sch, samples, self.cfg, self.tok)
 
 # %% ../nbs/13_grpo.ipynb #b93dde85
@@ -808,7 +808,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
 # %% ../nbs/13_grpo.ipynb #c9910704
 @patch
 def step(self:GRPOTrainer, step:int)->dict:
-    "One GRPO step: `rollout`, `score` (rewards, advantages), `update_policy`, `_row` (telemetry): methods a subclass may override."
+    "One GRPO step: `rollout`, `score` (rewards, advantages), `update_policy`, `_row` (telemetry), each overridable."
     c, t0 = self.cfg, time.perf_counter()
     if c.backend == "vllm": self._sync_vllm(step)
     before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
@@ -858,9 +858,9 @@ def stop_at(self:GRPOTrainer, step:int, # the last step done
 # %% ../nbs/13_grpo.ipynb #3ba96fba
 @patch
 def run(self:GRPOTrainer,
-        stop=None, # asked before each step (`fairneg.jobs.StopSignals`): when its `received` is set, the run stops there
+        stop=None, # asked before each step (`fairneg.jobs.StopSignals`): once its `received` is set, the run stops
        )->list:
-    "Train from the start (or the resumed checkpoint) to `cfg.steps`; return the rows written; the session goes to `segments.jsonl`."
+    "Train from the start (or resumed checkpoint) to `cfg.steps`; return the rows written; session in `segments.jsonl`."
     c = self.cfg
     if self.start >= c.steps: return self.train_steps(stop)          # complete already: no session to record
     self.segment = start_segment(self.out, self.start, self.changes, dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k,
@@ -901,7 +901,7 @@ def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True,
 
 # %% ../nbs/13_grpo.ipynb #835d90cd
 def make_config(params:str|dict|None=None, **overrides)->GRPOConfig:
-    "A GRPOConfig from a parameter file's `train:` section (or the whole file when it has none) and explicit overrides (None means: not given); without an explicit `out`, the arm's folder."
+    "A GRPOConfig from a parameter file's `train:` section (else the whole file) and overrides (None: not given)."
     cfg = load_config(GRPOConfig, params, "train", whole=True, what="training", **overrides)
     if overrides.get("out") is None and not holds_arm(cfg.out, cfg.arm):      # a run made before this rule resumes where it is
         cfg.out = str(Path(cfg.out) / cfg.arm)                                 # `<out>/lam05`: the pilot's convention
@@ -936,12 +936,12 @@ JOBS = "jobs.jsonl"   # an arm's submitted jobs, one row per submission
 JOB_FIELDS = tuple(JobConfig.__dataclass_fields__)   # the job flags `fairneg train` takes beside the config's
 
 def train_gpus(cfg:GRPOConfig)->int:
-    "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (they train on CPUs), else one."
+    "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (CPU training), else one."
     return int(needs_gpu(cfg.model))
 
 # %% ../nbs/13_grpo.ipynb #f057d2d0
 def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
-    "A submitted arm: train from its newest checkpoint; warned by the cluster, stop after the step, checkpoint and requeue."
+    "A submitted arm: train from its newest checkpoint; if the cluster warns, stop after the step, checkpoint, requeue."
     with StopSignals() as stop:
         t = GRPOTrainer(cfg, resume=True, progress=False, recompute=recompute)
         print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}" if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
@@ -965,7 +965,7 @@ def refuse_running(cfg:GRPOConfig):
 def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goes
                  echo=print, recompute:bool=False, # `--recompute`, as `train` takes it
                 )->object|None:
-    "Submit the arm as one job (`train_job`), recorded in its `jobs.jsonl`, and wait when asked; None when it is complete."
+    "Submit the arm as one job (`train_job`), recorded in its `jobs.jsonl`; wait when asked; None when it is complete."
     out, done = Path(cfg.out), [s for s, _ in checkpoints(cfg.out)]
     if done and done[-1] >= cfg.steps:
         echo(f"{cfg.arm}: complete already at step {done[-1]} ({out}): nothing submitted")
@@ -985,7 +985,7 @@ def continue_run(cfg:GRPOConfig, # the run asked for
                  resume:bool=False, # `--resume`: continue the folder's run even with changes (recorded)
                  force:bool=False, # `--force`: discard the folder's run and start over
                 )->tuple[bool, str|None]:
-    "Whether to resume the run in `cfg.out`, and the line that says why: the same run resumes by itself, another is refused."
+    "Whether to resume the run in `cfg.out`, and why: the same run resumes by itself, another is refused."
     out = Path(cfg.out)
     if force and out.exists():
         check_replaceable(out, holds_arm(out, cfg.arm), f"a run of arm {cfg.arm}")
@@ -1000,7 +1000,7 @@ def continue_run(cfg:GRPOConfig, # the run asked for
 
 # %% ../nbs/13_grpo.ipynb #25552060
 def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False, progress:bool=True, **fields):
-    "Train one arm with GRPO self-play, here or as a cluster job (--submit); writes checkpoints, training_steps.jsonl and transcripts to --out."
+    "Train an arm by GRPO self-play, here or as a cluster job (--submit); checkpoints, step rows, transcripts in --out."
     job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})
     if not job.submit and job != JobConfig():
         raise typer.BadParameter("job flags (--cluster, --timeout-min, --gpus, ...) go with --submit")

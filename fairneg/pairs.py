@@ -63,7 +63,7 @@ def read_states(paths)->list:
 
 # %% ../nbs/13_pairs.ipynb #d92c65fe
 def replay_answer(t:dict):
-    "What `apply_action` needs to reproduce a logged turn: its parsed action with message and scratchpad, else its raw text."
+    "What `apply_action` needs to replay a logged turn: its parsed action, message and scratchpad, else its raw text."
     if t["action"] is not None:
         return {"action": t["action"], "message": t["message"], "scratchpad": t.get("scratchpad")}
     return t["raw"]
@@ -236,7 +236,7 @@ def _framing(ref:str|None)->str: return ref.split(":", 1)[0] if ref and ":" in r
 
 # %% ../nbs/13_pairs.ipynb #adba416d
 def _row_ids(line:dict, t:dict, thinking, extras:dict, cap)->dict:
-    "A row's ids: the episode, the turn, the seat's policy, and the turn-token budget that applied (the cell's cap when lower)."
+    "A row's ids: episode, turn, the seat's policy, and the turn-token budget that applied (the cell's cap if lower)."
     budget = t["turn_token_budget"] if not cap else min(t["turn_token_budget"], cap)
     return dict(experiment_name=line["experiment_name"], episode_id=line["episode_id"], turn_idx=t["turn_idx"],
                 instance_id=line["instance_id"], episode_seed=line["episode_seed"], seat=t["seat"], phase=t["phase"],
@@ -246,7 +246,7 @@ def _row_ids(line:dict, t:dict, thinking, extras:dict, cap)->dict:
 
 # %% ../nbs/13_pairs.ipynb #27cdb2aa
 def _turn_view(dp:DecisionPoint, t:dict, framing:str, g, chats:dict|None)->list:
-    "The prompt the seat was shown: its decision point rendered, or in a conversation (`chats` given) its chat so far, which grows by its answer."
+    "The seat's prompt: its decision point rendered or, with `chats`, its chat so far (which then grows by its answer)."
     if chats is None: return render_prompt(dp, framing, g)
     view = render_conversation(dp, framing, g, chats.get(t["seat"]))
     chats[t["seat"]] = view + [{"role": "assistant", "content": t["raw"] or ""}]
@@ -257,7 +257,7 @@ def annotate_line(line:dict, # a `states.jsonl` line
                   types=COUNTERFACTUAL_TYPES, # counterfactual types
                   include_views:bool=False, # embed the rendered prompt messages as `view`
                   stats:Counter|None=None, # counters to update (decision points, view mismatches)
-                  limit:int|None=None, # score only the first `limit` LLM decision points (the whole episode is replayed)
+                  limit:int|None=None, # score only the first `limit` LLM decision points (the whole episode replayed)
                   as_json:bool=False, # return JSON lines (the shared state fields serialized once per decision point)
                  )->list:
     "The rows of one logged episode: one per (LLM turn, counterfactual type)."
@@ -316,7 +316,7 @@ def _llm_turns(line)->int:
 
 # %% ../nbs/13_pairs.ipynb #c8f6d498
 def _cap_points(lines:list, max_points:int|None)->tuple:
-    "The episodes that hold the first `max_points` LLM decision points, and how many of the last one's to score: `(lines, {index: limit})`."
+    "Episodes holding the first `max_points` LLM decision points, and the last one's limit: `(lines, {index: limit})`."
     limits = {}
     if max_points is None: return lines, limits
     keep, n = [], 0
@@ -330,7 +330,7 @@ def _cap_points(lines:list, max_points:int|None)->tuple:
 
 # %% ../nbs/13_pairs.ipynb #4e86faa1
 def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, workers:int, st:Counter)->int:
-    "Annotate contiguous chunks (in forked workers when asked) and append their rows to `out` in order; returns the row count."
+    "Annotate contiguous chunks (forked workers if asked); append their rows to `out` in order; return the row count."
     out = writable_file(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     n, cost = len(lines), np.cumsum([_llm_turns(l) for l in lines])
@@ -359,7 +359,7 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
              include_views:bool=False, # embed the rendered prompts
              out=None, # a JSON Lines file to append the rows to (None: return them)
              workers:int=1, # processes (forked)
-             max_points:int|None=None, # stop after this many decision points (a pipeline gate or a benchmark, not a sample)
+             max_points:int|None=None, # stop after this many decision points (pipeline gate or benchmark, not a sample)
             )->dict:
     "Annotate logged episodes: `{rows (when out is None), n_rows, decision_points, view_mismatch, seconds}`."
     lines = sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
@@ -387,7 +387,7 @@ def _frame(rows):
 
 # %% ../nbs/13_pairs.ipynb #b80e1cf8
 def divergence_table(rows, by=("experiment_name", "counterfactual_type"), override:bool=False):
-    "Per group: rows, excluded non-action rows, action rows, divergent rows and the divergence rate (divergent / action rows)."
+    "Per group: rows, excluded non-action rows, action rows, divergent rows, divergence rate (divergent / action rows)."
     df = _frame(rows)
     by = list(by)
     out = []
@@ -442,7 +442,7 @@ class DPOError(ValueError):
 
 # %% ../nbs/13_pairs.ipynb #65ae7568
 def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool, override:bool)->list:
-    "The rows of `ctype` a DPO export may use: on-policy for one experiment unless told otherwise, of a type a model can imitate, of one protocol."
+    "`ctype` rows a DPO export may use: on-policy for one experiment unless told, of an imitable type, of one protocol."
     ag = get_agent(ctype)
     if ag.information_leaky and not allow_leaky:
         raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass allow_leaky to export anyway")
@@ -502,7 +502,7 @@ REQUIRED_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_
 _KEY = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type")
 
 def pairs_path(d, annotations_dirname:str="pairs")->Path:
-    "The pairs table of an annotation folder (`DIR/pairs.jsonl`, or `DIR/<annotations_dirname>/pairs.jsonl`, or the file)."
+    "The pairs table in `DIR` (`DIR/pairs.jsonl`, `DIR/<annotations_dirname>/pairs.jsonl`) or `DIR` itself if a file."
     d = Path(d)
     for f in (d, d / "pairs.jsonl", d / annotations_dirname / "pairs.jsonl"):
         if f.is_file(): return f
