@@ -35,7 +35,8 @@ def lora_config(model, # the base model
     targets = [t for t in cfg.lora_targets if t in names]
     if not targets:
         raise ValueError(f"none of the LoRA targets {cfg.lora_targets} is a module of {type(model).__name__}")
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, task_type="CAUSAL_LM")
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets,
+                      task_type="CAUSAL_LM")
 
 # %% ../nbs/12_adapters.ipynb #1aa80ef0
 def lora_model(model, # a causal LM
@@ -66,7 +67,8 @@ def checkpoint_writer(out, # the arm's folder
 def checkpoints(out)->list:
     "Complete checkpoints of a run (those holding `trainer_state.json`), oldest first, as (step, folder)."
     out = Path(out)
-    res = [(s, p) for p in out.glob("checkpoint-*") if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()]
+    res = [(s, p) for p in out.glob("checkpoint-*")
+           if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()]
     return sorted(res)
 
 # %% ../nbs/12_adapters.ipynb #8f4ebf3b
@@ -95,7 +97,8 @@ def start_segment(out, # the arm's folder
     n = 1 + max((r["segment"] for r in read_jsonl(p)), default=0) if p.is_file() else 1
     append_jsonl([dict(segment=n, event="start", at=_now(), **machine(), start_step=start,
                        resumed_from=str(checkpoint_dir(out, start).name) if start else None,
-                       optimizer="exact" if start else "fresh", changes=list(changes), code_version=code, **settings)], p)
+                       optimizer="exact" if start else "fresh", changes=list(changes), code_version=code,
+                       **settings)], p)
     return n
 
 # %% ../nbs/12_adapters.ipynb #2fe3e6f5
@@ -112,6 +115,7 @@ def read_segments(out)->list[dict]:
     p = Path(out) / SEGMENTS
     rows = read_jsonl(p) if p.is_file() else []
     ends = {r["segment"]: r for r in rows if r.get("event") == "end"}
-    return [{**{k: v for k, v in r.items() if k != "event"}, "started": r["at"], "end_step": ends.get(r["segment"], {}).get("end_step"),
+    return [{**{k: v for k, v in r.items() if k != "event"}, "started": r["at"],
+             "end_step": ends.get(r["segment"], {}).get("end_step"),
              "ended": ends.get(r["segment"], {}).get("ended"), "ended_at": ends.get(r["segment"], {}).get("at")}
             for r in rows if r.get("event") == "start"]

@@ -112,7 +112,8 @@ def training_pairs(cfg:DPOTrainConfig)->list:
     try: recs = dpo_pairs(rows, cfg.type, policy_experiment=exp, min_regret=cfg.min_regret)
     except DPOError as e: raise DPOTrainError(f"{cfg.pairs}: {e}") from None
     conv = [r for r in recs if version_context(r["protocol_version"]) == "conversation"]
-    if conv: raise DPOTrainError(f"{cfg.pairs}: {len(conv)} pairs of a conversation context ({conv[0]['protocol_version']}): "
+    if conv: raise DPOTrainError(f"{cfg.pairs}: {len(conv)} pairs of a conversation context "
+                                 f"({conv[0]['protocol_version']}): "
                                  "DPO trains on windowed decision points (their prompt ids are one chat template away)")
     if not recs: raise DPOTrainError(f"{cfg.pairs}: no {cfg.type} pair (no divergent turn with a legal LLM action)")
     return recs
@@ -165,7 +166,8 @@ def trainer_class():
             def _get_train_sampler(self, train_dataset=None):
                 g = torch.Generator().manual_seed(self.args.seed)
                 n = self.args.max_steps * self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps
-                return torch.utils.data.WeightedRandomSampler(torch.as_tensor(self.draw, dtype=torch.double), n, True, generator=g)
+                return torch.utils.data.WeightedRandomSampler(torch.as_tensor(self.draw, dtype=torch.double), n,
+                                                              True, generator=g)
         _TRAINER["cls"] = WeightedDPOTrainer
     return _TRAINER["cls"]
 
@@ -175,7 +177,8 @@ def trl_args(cfg:DPOTrainConfig):
     import torch
     from trl import DPOConfig
     gpu = torch.cuda.is_available()
-    return DPOConfig(output_dir=str(Path(cfg.out) / "_trl"), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch_size,
+    return DPOConfig(output_dir=str(Path(cfg.out) / "_trl"), max_steps=cfg.steps,
+                     per_device_train_batch_size=cfg.batch_size,
                      learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup", warmup_steps=cfg.warmup_steps,
                      weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, beta=cfg.beta, max_length=None,
                      logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed, disable_tqdm=True,
@@ -202,16 +205,21 @@ def finished_run(cfg:DPOTrainConfig)->list|None:
     if last.get("config_hash") == dpo_config_hash(cfg) and last.get("step") == cfg.steps and rows_path.exists():
         return read_jsonl(rows_path)
     raise DPOTrainError(f"{out}: holds another or an unfinished run (steps {[s for s, _ in ck]}, config hash "
-                        f"{last.get('config_hash')} against {dpo_config_hash(cfg)}): --force to train it again, or pick another --out")
+                        f"{last.get('config_hash')} against {dpo_config_hash(cfg)}): --force to train it again, or "
+                        "pick another --out")
 
 # %% ../nbs/14_dpo.ipynb #802f0798
-_READINGS = {"reward_chosen": "rewards/chosen", "reward_rejected": "rewards/rejected", "reward_margin": "rewards/margins",
+_READINGS = {"reward_chosen": "rewards/chosen", "reward_rejected": "rewards/rejected",
+             "reward_margin": "rewards/margins",
              "reward_accuracy": "rewards/accuracies", "logp_chosen": "logps/chosen", "logp_rejected": "logps/rejected"}
 
-def dpo_row(cfg:DPOTrainConfig, step:int, logs:dict, p:np.ndarray, seconds:float, tokens:int, dtype:str, chash:str)->dict:
+def dpo_row(cfg:DPOTrainConfig, step:int, logs:dict, p:np.ndarray, seconds:float, tokens:int, dtype:str,
+            chash:str)->dict:
     "A `training_steps.jsonl` row of a DPO step, from TRL's log of it."
-    return step_row(experiment_name=cfg.arm, arm=cfg.arm, step=step, method="dpo", loss=logs.get("loss"), grad_norm=logs.get("grad_norm"),
-                    lr=logs.get("learning_rate"), pairs=cfg.batch_size, pairs_available=len(p), pairs_effective=round(effective_pairs(p), 2),
+    return step_row(experiment_name=cfg.arm, arm=cfg.arm, step=step, method="dpo", loss=logs.get("loss"),
+                    grad_norm=logs.get("grad_norm"),
+                    lr=logs.get("learning_rate"), pairs=cfg.batch_size, pairs_available=len(p),
+                    pairs_effective=round(effective_pairs(p), 2),
                     dpo_beta=cfg.beta, **{k: logs.get(v) for k, v in _READINGS.items()}, train_tokens=tokens,
                     train_s=round(seconds, 3), total_s=round(seconds, 3), **memory_reading(), config_hash=chash,
                     code_version=code_version(), backend="hf", base_dtype=dtype, gradient_checkpointing=False)
@@ -265,7 +273,8 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
                          callbacks=[recorder(cfg, p, str(model.dtype).removeprefix("torch."), rows, progress)])
     for cb in (PrinterCallback, ProgressCallback): tr.remove_callback(cb)   # our bar instead of TRL's log lines
     tr.draw = p
-    seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+    seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps,
+                                             batch_size=cfg.batch_size, lr=cfg.lr,
                                              beta=cfg.beta), code_version())   # a DPO run is one session: it restarts, never resumes
     try: tr.train()
     except BaseException as e:
@@ -306,6 +315,7 @@ app = typer.Typer(cls=CliGroup, add_completion=False, help="DPO on counterfactua
 def _group():
     "DPO on counterfactual pairs (a group callback, so that `fairneg dpo train` stays a verb of its own)."
 app.command("train", cls=MultiValueCommand)(config_command(DPOTrainConfig, train_cmd, [
-    extra_option("params", Optional[Path], None, "YAML parameter set (its `dpo:` section); the flags given override it."),
+    extra_option("params", Optional[Path], None,
+                 "YAML parameter set (its `dpo:` section); the flags given override it."),
     extra_option("force", bool, False, "Discard the run in --out and train again."),
     extra_option("progress", bool, True, "Show a progress bar.")]))

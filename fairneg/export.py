@@ -35,7 +35,8 @@ def checkpoint_facts(ckpt:Path)->dict:
     ckpt = Path(ckpt)
     if not (ckpt / "trainer_state.json").is_file():
         raise ExportError(f"{ckpt}: no trainer_state.json: not a checkpoint of fairneg train or dpo")
-    state, ac = read_json(ckpt / "trainer_state.json", ExportError), read_json(ckpt / "adapter_config.json", ExportError)
+    state, ac = read_json(ckpt / "trainer_state.json",
+                          ExportError), read_json(ckpt / "adapter_config.json", ExportError)
     cfg = state.get("config") or {}
     arm = cfg.get("arm") or ckpt.parent.name
     return dict(arm=arm, step=int(state["step"]), method=state.get("method", "grpo"), lam=cfg.get("lam", arm_lam(arm)),
@@ -51,7 +52,8 @@ def eval_verdicts(ev:dict|None, # an eval.json (`fairneg eval analyze`), or None
     rows = []
     for c in (ev or {}).get("cells", {}).values():
         if c.get("checkpoint") != name: continue
-        rows += [dict(condition=c["condition"], endpoint=k, delta=e.get("delta"), lo=e.get("lo"), hi=e.get("hi"), verdict=e.get("verdict"))
+        rows += [dict(condition=c["condition"], endpoint=k, delta=e.get("delta"), lo=e.get("lo"), hi=e.get("hi"),
+                      verdict=e.get("verdict"))
                  for k, e in c.get("endpoints", {}).items()]
     return rows
 
@@ -62,7 +64,8 @@ def _table(rows:list[dict], cols:dict)->str:
     return "\n".join(["| " + " | ".join(cols.values()) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(fmt(r.get(k)) for k in cols) + " |" for r in rows])
 
-CARD_SETTINGS = ("model", "bank", "lam", "steps", "groups", "k", "lr", "kl_coef", "temperature", "max_turns", "context", "framing",
+CARD_SETTINGS = ("model", "bank", "lam", "steps", "groups", "k", "lr", "kl_coef", "temperature", "max_turns",
+                 "context", "framing",
                  "backend", "seed")   # the training settings a card lists (those the config has)
 
 # %% ../nbs/15_export.ipynb #d79c50c2
@@ -72,21 +75,31 @@ def model_card(f:dict, # `checkpoint_facts`
               )->str:
     "An exported adapter's README.md: YAML header, what it is, LoRA and training settings, sessions, verdicts, loading."
     cfg, lam = f["config"], f["lam"]
-    head = ["---", "library_name: peft", f"base_model: {f['base_model']}", f"tags: [fairneg, lora, {f['method']}, negotiation]", "---", "",
-            f"# {folder}", "", f"A LoRA adapter of `{f['base_model']}` trained by fairneg ({f['method'].upper()}), arm `{f['arm']}`"
-            + (f", λ = {lam} (the weight of table welfare against own welfare in the reward)" if lam is not None else "")
+    head = ["---", "library_name: peft", f"base_model: {f['base_model']}",
+            f"tags: [fairneg, lora, {f['method']}, negotiation]", "---", "",
+            f"# {folder}", "",
+            f"A LoRA adapter of `{f['base_model']}` trained by fairneg ({f['method'].upper()}), arm `{f['arm']}`"
+            + (f", λ = {lam} (the weight of table welfare against own welfare in the reward)"
+               if lam is not None else "")
             + f", at step {f['step']} of {cfg.get('steps', '?')}. Config hash `{f['config_hash']}`.", ""]
-    lora = ["## LoRA", "", _table([f["lora"]], {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "target_modules": "target modules"}), ""]
-    train = ["## Training", "", _table([dict(setting=k, value=cfg[k]) for k in CARD_SETTINGS if k in cfg], {"setting": "setting", "value": "value"}), ""]
-    segs = ["## Sessions", "", _table(f["segments"], {"segment": "session", "started": "started", "host": "host", "gpu": "GPU",
-                                                      "slurm_job": "Slurm job", "start_step": "from step", "optimizer": "optimizer",
-                                                      "changes": "changed", "code_version": "code", "end_step": "to step", "ended": "ended"})
+    lora = ["## LoRA", "", _table([f["lora"]], {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
+                                                "target_modules": "target modules"}), ""]
+    train = ["## Training", "", _table([dict(setting=k, value=cfg[k]) for k in CARD_SETTINGS if k in cfg],
+                                       {"setting": "setting", "value": "value"}), ""]
+    segs = ["## Sessions", "", _table(f["segments"], {"segment": "session", "started": "started",
+                                                      "host": "host", "gpu": "GPU",
+                                                      "slurm_job": "Slurm job", "start_step": "from step",
+                                                      "optimizer": "optimizer",
+                                                      "changes": "changed", "code_version": "code",
+                                                      "end_step": "to step", "ended": "ended"})
             if f["segments"] else "No sessions were recorded (a run made before `segments.jsonl`).", ""]
-    ev = ["## Evaluation", "", _table(verdicts, {"condition": "condition", "endpoint": "endpoint", "delta": "trained − untrained",
+    ev = ["## Evaluation", "", _table(verdicts, {"condition": "condition", "endpoint": "endpoint",
+                                                 "delta": "trained − untrained",
                                                   "lo": "low", "hi": "high", "verdict": "verdict"})
           if verdicts else "No evaluation of this checkpoint was given (`fairneg export --eval eval.json`).", ""]
     use = ["## Loading", "", "```python", "from peft import PeftModel", "from transformers import AutoModelForCausalLM",
-           f"base = AutoModelForCausalLM.from_pretrained({f['base_model']!r})", f"model = PeftModel.from_pretrained(base, {folder!r})", "```", ""]
+           f"base = AutoModelForCausalLM.from_pretrained({f['base_model']!r})",
+           f"model = PeftModel.from_pretrained(base, {folder!r})", "```", ""]
     return "\n".join(head + lora + train + segs + ev + use)
 
 # %% ../nbs/15_export.ipynb #ecfa9e14
@@ -121,7 +134,8 @@ def export_arm(arm_dir:Path, out:Path, ev:dict|None=None,
     if not have: raise ExportError(f"{arm_dir}: no complete checkpoint (checkpoint-STEP/ with its trainer state)")
     missing = sorted(set(steps or ()) - set(have))
     if missing:
-        raise ExportError(f"{arm_dir}: no checkpoint of step {', '.join(map(str, missing))} (have {', '.join(map(str, sorted(have)))})")
+        raise ExportError(f"{arm_dir}: no checkpoint of step {', '.join(map(str, missing))} (have "
+                          f"{', '.join(map(str, sorted(have)))})")
     return [export_checkpoint(have[s], out, ev, force) for s in sorted(steps or have)]
 
 # %% ../nbs/15_export.ipynb #8b13496b
@@ -136,14 +150,20 @@ def arm_folders(paths:list[Path])->list[Path]:
         out += arms
     return out
 
-app = typer.Typer(cls=CliGroup, add_completion=False, help="Export checkpoints as hub-ready PEFT adapter folders with model cards.")
+app = typer.Typer(cls=CliGroup, add_completion=False,
+                  help="Export checkpoints as hub-ready PEFT adapter folders with model cards.")
 
 # %% ../nbs/15_export.ipynb #041b83f8
 @app.command(cls=MultiValueCommand)
-def export(arms:Annotated[list[Path], typer.Argument(help="Arm folders (with checkpoint-STEP/), or folders of arms (a run's train/).")],
-           out:Annotated[Path, typer.Option(help="The folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each).")],
-           eval_json:Annotated[Optional[Path], typer.Option("--eval", help="An eval.json: each card lists its checkpoint's verdicts.")]=None,
-           steps:Annotated[Optional[list[int]], typer.Option(help="Steps to export (default: every complete checkpoint).")]=None,
+def export(arms:Annotated[list[Path],
+                          typer.Argument(help="Arm folders (with checkpoint-STEP/), or folders of arms (a run's train/).")],
+           out:Annotated[Path,
+                         typer.Option(help="The folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each).")],
+           eval_json:Annotated[Optional[Path],
+                               typer.Option("--eval",
+                                            help="An eval.json: each card lists its checkpoint's verdicts.")]=None,
+           steps:Annotated[Optional[list[int]],
+                           typer.Option(help="Steps to export (default: every complete checkpoint).")]=None,
            force:Annotated[bool, typer.Option(help="Replace exported folders of the same name.")]=False):
     "Write checkpoints as `<arm>_checkpoint-<STEP>/`: PEFT adapter, model card (README.md) and fairneg_provenance.json."
     ev = read_json(eval_json, ExportError) if eval_json else None

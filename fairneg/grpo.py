@@ -17,14 +17,17 @@ from .runlayout import grpo_arm, checkpoint_dir
 from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment, end_segment
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
-from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm, HFPolicy, VLLMPolicy,
+from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model,
+                         require_vllm, HFPolicy, VLLMPolicy,
                          default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
 from .policies import default_constrain, resolve_model, needs_gpu
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
-from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl, step_row, out_folder,
+from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl,
+                           step_row, out_folder,
                            check_replaceable, step_differences)
-from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job, submitit_module,
+from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job,
+                          submitit_module,
                           wait_jobs)
 from .telemetry import memory_reading, wandb_run, pass_rates
 
@@ -213,7 +216,8 @@ def episode_seat_rewards(ep, cfg:GRPOConfig)->np.ndarray:
     "R_i(λ) of each seat of a finished episode, with the format-shaping penalty (illegal, fabricated, unparsed turns)."
     st = ep.state.stats
     return rewards_from_z(np.asarray(ep.row["z"], float), cfg.lam, cfg.eps, cfg.g_floor, cfg.shaping_weight,
-                          [s["illegal"] + s["fabrication"] + s["parse_error"] for s in st], [max(s["attempts"], 0) for s in st])
+                          [s["illegal"] + s["fabrication"] + s["parse_error"] for s in st],
+                          [max(s["attempts"], 0) for s in st])
 
 # %% ../nbs/13_grpo.ipynb #8afda2fd
 def group_advantages(R:np.ndarray, # (k, n) rewards of the k episodes of one group, per seat
@@ -261,7 +265,8 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
         for t in ep.state.turns:
             x, f = ep.extras.get(t["turn_idx"], {}), flat is not None and bool(flat[e][t["seat"]])
             if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"): continue
-            out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]), float(A[t["seat"]]),
+            out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]),
+                              float(A[t["seat"]]),
                               x.get("schema"), flat=f, turn=_turn_name(ep, t),
                               seat_key=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}"))
     return out
@@ -279,7 +284,8 @@ def _spans(x)->list: return x.spans if hasattr(x, "spans") else [(len(x.prompt_i
 def shared_tokens(items:list, share_prefix:int)->int:
     "Tokens a pass over `items` skips: each group's shared first stretch (`llm.prefix_groups`) past its first row."
     if not share_prefix: return 0
-    return sum(P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items], [_spans(x) for x in items], share_prefix))
+    return sum(P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items],
+                                                          [_spans(x) for x in items], share_prefix))
 
 # %% ../nbs/13_grpo.ipynb #3adb9c92
 def micro_batches(samples:list, size:int, token_budget:int,
@@ -370,7 +376,8 @@ def _count_nonfinite(new:list, ref:list|None, res:dict):
 def nonfinite_what(res:dict)->str|None:
     "What of an update was not finite (`logprobs, ref_logprobs, loss, grad_norm`), or None when everything was."
     what = [k for k, bad in (("logprobs", res["nonfinite_new"]), ("ref_logprobs", res["nonfinite_ref"]),
-                             ("loss", not math.isfinite(res["loss"])), ("grad_norm", not math.isfinite(res["grad_norm"]))) if bad]
+                             ("loss", not math.isfinite(res["loss"])),
+                             ("grad_norm", not math.isfinite(res["grad_norm"]))) if bad]
     return ", ".join(what) or None
 
 # %% ../nbs/13_grpo.ipynb #cdd8978b
@@ -425,11 +432,13 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
                                             share_prefix=share, vocab=len(tokenizer))
     model.train()                                          # the policy pass: train mode
     t1 = time.perf_counter()
-    new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share, vocab=len(tokenizer))
+    new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share,
+                        vocab=len(tokenizer))
     if first:
         kept["anchor"] = [n.detach() for n in new]   # the trainer under the rollout's weights: later passes' ratios start here
     _count_nonfinite(new, kept["ref"], res)
-    loss, st = grpo_loss(new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok, cfg, kept["anchor"])
+    loss, st = grpo_loss(new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok,
+                         cfg, kept["anchor"])
     loss.backward()
     res["ref_s"] += t1 - t0
     res["update_s"] += time.perf_counter() - t1
@@ -485,7 +494,8 @@ def make_optimizer(model, cfg:GRPOConfig)->tuple:
     "AdamW over the trainable (adapter) parameters and a linear-warm-up-then-constant schedule."
     import torch
     from transformers import get_constant_schedule_with_warmup
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+                            weight_decay=cfg.weight_decay)
     return opt, get_constant_schedule_with_warmup(opt, cfg.warmup_steps)
 
 # %% ../nbs/13_grpo.ipynb #5b8e8481
@@ -515,7 +525,8 @@ def checkpointing_needed(bytes_per_token:float, token_budget:int, free_bytes:int
     "`(on, why)`: checkpointing when a `token_budget` micro-batch's activations would pass `margin` of the free memory."
     need = bytes_per_token * token_budget
     on = need > margin * free_bytes
-    return on, (f"{'on' if on else 'off'}: {token_budget:,} tokens x {bytes_per_token / 2**20:.2f} MB = {need / 2**30:.1f} GB of "
+    return on, (f"{'on' if on else 'off'}: {token_budget:,} tokens x {bytes_per_token / 2**20:.2f} MB = "
+                f"{need / 2**30:.1f} GB of "
                 f"activations {'>' if on else '<='} {margin:.0%} of {free_bytes / 2**30:.1f} GB free")
 
 # %% ../nbs/13_grpo.ipynb #32874596
@@ -543,8 +554,10 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
         _accelerator(optimizer, scheduler).save_state(str(tmp))
-        (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg), config_hash=config_hash(cfg),
-                                                                run_id=rid or run_id(cfg), history=history), indent=1, default=str))
+        (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg),
+                                                                config_hash=config_hash(cfg),
+                                                                run_id=rid or run_id(cfg), history=history),
+                                                           indent=1, default=str))
     return checkpoint_dir(out, step)
 
 # %% ../nbs/13_grpo.ipynb #68109299
@@ -601,7 +614,8 @@ def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int)
     diff = step_differences(logged, row)
     if diff: raise ResumeMismatchError(
         f"{cfg.arm}: step {step}, computed again after resuming from step {start}, differs from its row in "
-        f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): {'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
+        f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): "
+        f"{'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
         f"The run stopped: it is not the run that was logged (another machine, library or code?); --recompute continues it, "
         f"computing the steps after checkpoint-{start} again (their logged rows moved to {SUPERSEDED}); --force starts it over")
 
@@ -624,7 +638,8 @@ class NonFiniteStepsError(FloatingPointError):
 # %% ../nbs/13_grpo.ipynb #b2f5292d
 def trailing_nonfinite(path, upto:int)->int:
     "How many rows of a steps table, up to step `upto`, end it with a skipped (non-finite) update."
-    rows = sorted((r for r in read_jsonl(path) if r["step"] <= upto), key=lambda r: r["step"]) if Path(path).exists() else []
+    rows = sorted((r for r in read_jsonl(path) if r["step"] <= upto),
+                  key=lambda r: r["step"]) if Path(path).exists() else []
     n = 0
     for r in reversed(rows):
         if not r.get("nonfinite"): break
@@ -691,9 +706,11 @@ def _policy(self:GRPOTrainer):
     c = self.cfg
     cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
     if c.backend == "vllm":
-        return VLLMPolicy(resolve_model(c.model), name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
+        return VLLMPolicy(resolve_model(c.model), name=POLICY, temperature=c.temperature,
+                          max_new_tokens=c.max_new_tokens,
                           constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
-                          scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars, gpu_memory=c.vllm_gpu_memory,
+                          scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
+                          gpu_memory=c.vllm_gpu_memory,
                           **self._vllm_dtype())
     return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
                     batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
@@ -724,7 +741,8 @@ def rollout(self:GRPOTrainer, step:int)->tuple:
     "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
     c = self.cfg
     plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
-    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play) for gi, seats, seeds in plan for s in seeds]
+    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play)
+             for gi, seats, seeds in plan for s in seeds]
     pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
     eps = co_step(specs, pols, width=len(specs), progress=False)
     order = {(e.spec.game.name, e.spec.seed): e for e in eps}
@@ -780,29 +798,39 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
     trained = up["n_tokens"] > 0
     tis = trained and c.importance_correction == "tis"
     return step_row(experiment_name=c.experiment_name, arm=c.arm, step=step, lam=c.lam, groups=c.groups, k=c.k,
-                episodes=len(rows), reward_mean=float(R.mean()), reward_std=float(R.std()), worst_off_g=float(np.mean(worst_g)),
-                deal_rate=float(np.mean([r["deal"] for r in rows])), walk_rate=float(np.mean([r["walk"] for r in rows])),
+                episodes=len(rows), reward_mean=float(R.mean()), reward_std=float(R.std()),
+                    worst_off_g=float(np.mean(worst_g)),
+                deal_rate=float(np.mean([r["deal"] for r in rows])),
+                    walk_rate=float(np.mean([r["walk"] for r in rows])),
                 below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
-                nnw=float(np.mean([r["nnw"] for r in rows])), worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
+                nnw=float(np.mean([r["nnw"] for r in rows])),
+                    worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
                 adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
                 zero_spread_groups=flat, flat_groups=c.flat_groups, samples=len(samples),
                 tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
                 train_sequences=up["train_sequences"], train_tokens=up["train_tokens"],
                 train_tokens_shared=up["train_tokens_shared"],
-                kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"], grad_norm=up["grad_norm"],
+                kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"],
+                    grad_norm=up["grad_norm"],
                 nonfinite=up["nonfinite"], nonfinite_tokens=up["nonfinite_tokens"],
                 clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
                 optimizer_steps=up["optimizer_steps"],
-                sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"] if trained else None,
+                sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"]
+                    if trained else None,
                 importance_correction=c.importance_correction,
-                tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
+                tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok
+                    if tis else None,
                 **pt, prompt_tokens_read=int(read),                     # what the rollout's prompts hold
                 prompt_tokens_computed=int(read - cached),        # less what the prefix cache served
-                rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3), total_s=round(t_total, 3),
+                rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3),
+                    total_s=round(t_total, 3),
                 rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
-                train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
-                **memory_reading(), config_hash=config_hash(c), code_version=code_version(), backend=c.backend, method="grpo",
-                base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."), gradient_checkpointing=self.checkpointing,
+                train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1)
+                    if up["n_tokens"] else None,
+                **memory_reading(), config_hash=config_hash(c), code_version=code_version(),
+                    backend=c.backend, method="grpo",
+                base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."),
+                    gradient_checkpointing=self.checkpointing,
                 checkpointing_why=self.checkpointing_why, **pass_rates(self.model, up))
 
 # %% ../nbs/13_grpo.ipynb #c9910704
@@ -863,13 +891,15 @@ def run(self:GRPOTrainer,
     "Train from the start (or resumed checkpoint) to `cfg.steps`; return the rows written; session in `segments.jsonl`."
     c = self.cfg
     if self.start >= c.steps: return self.train_steps(stop)          # complete already: no session to record
-    self.segment = start_segment(self.out, self.start, self.changes, dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k,
+    self.segment = start_segment(self.out, self.start, self.changes,
+                                 dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k,
                                                                           lr=c.lr, steps=c.steps), code_version())
     try: written = self.train_steps(stop)
     except BaseException as e:
         end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}")
         raise
-    end_segment(self.out, self.segment, self.done_step, f"stopped on {stop.received}" if self.stopped is not None else "complete")
+    end_segment(self.out, self.segment, self.done_step, f"stopped on {stop.received}"
+                if self.stopped is not None else "complete")
     return written
 
 # %% ../nbs/13_grpo.ipynb #ef4e809f
@@ -912,7 +942,8 @@ def run_arms(out)->set:
     "The arms whose steps or checkpoints a folder holds (itself, not its subfolders)."
     out = Path(out)
     arms = {r.get("arm") for r in read_jsonl(out / TRAINING_STEPS)} if (out / TRAINING_STEPS).exists() else set()
-    return (arms | {read_json(p / "trainer_state.json").get("config", {}).get("arm") for _, p in checkpoints(out)}) - {None}
+    return (arms | {read_json(p / "trainer_state.json").get("config", {}).get("arm")
+                    for _, p in checkpoints(out)}) - {None}
 
 # %% ../nbs/13_grpo.ipynb #dca495b9
 def holds_arm(out, arm:str)->bool:
@@ -944,7 +975,8 @@ def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
     "A submitted arm: train from its newest checkpoint; if the cluster warns, stop after the step, checkpoint, requeue."
     with StopSignals() as stop:
         t = GRPOTrainer(cfg, resume=True, progress=False, recompute=recompute)
-        print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}" if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
+        print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}"
+                                if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
         rows = t.run(stop)
     if t.stopped is not None:
         end_job(f"{cfg.arm} stopped after step {t.stopped} on {stop.received}", stop.requeue)   # inside a job: ends this process
@@ -958,7 +990,8 @@ def refuse_running(cfg:GRPOConfig):
     running = running_jobs(Path(cfg.out) / JOBS, "arm")
     if cfg.arm in running:
         row, state = running[cfg.arm]
-        raise JobError(f"{cfg.out}: job {row['job_id']} of arm {cfg.arm} is still {state.lower()} (logs: {row['log']}): not "
+        raise JobError(f"{cfg.out}: job {row['job_id']} of arm {cfg.arm} is still {state.lower()} (logs: "
+                       f"{row['log']}): not "
                        f"started again, two runs would write one arm; wait for it, or `scancel {row['job_id']}` first")
 
 # %% ../nbs/13_grpo.ipynb #00a85768
@@ -973,7 +1006,8 @@ def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goe
     refuse_running(cfg)
     ex = submitit_module().AutoExecutor(folder=str(out / "submitit"), cluster=job.cluster)
     out.mkdir(parents=True, exist_ok=True)
-    params = dict(job_params(job, train_gpus(cfg), key_values(job.slurm, "--slurm", JobError)), name=f"fairneg_train_{cfg.arm}")
+    params = dict(job_params(job, train_gpus(cfg), key_values(job.slurm, "--slurm", JobError)),
+                  name=f"fairneg_train_{cfg.arm}")
     j = submit_job(ex, cfg.arm, train_job, (cfg, recompute), out / JOBS, dict(arm=cfg.arm, out=str(out)), params, echo)
     if ex.cluster == "debug" or (job.wait if job.wait is not None else ex.cluster == "local"):
         _, failed = wait_jobs([(cfg.arm, j)], echo, slurm_states if ex.cluster == "slurm" else None)
@@ -999,7 +1033,8 @@ def continue_run(cfg:GRPOConfig, # the run asked for
                     "--resume to continue it with these changes (recorded), or --force to start over")
 
 # %% ../nbs/13_grpo.ipynb #25552060
-def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False, progress:bool=True, **fields):
+def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False,
+              progress:bool=True, **fields):
     "Train an arm by GRPO self-play, here or as a cluster job (--submit); checkpoints, step rows, transcripts in --out."
     job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})
     if not job.submit and job != JobConfig():
@@ -1019,13 +1054,17 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recomp
     if not rows and done and done[-1] >= cfg.steps:
         typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
     else:
-        typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: {', '.join(map(str, done))}")
+        typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: "
+                   f"{', '.join(map(str, done))}")
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
-    extra_option("params", Optional[Path], None, "YAML parameter set (its `train:` section); the flags given override it."),
-    extra_option("resume", bool, False, "Continue from the newest complete checkpoint, even with a changed config (recorded)."),
+    extra_option("params", Optional[Path], None,
+                 "YAML parameter set (its `train:` section); the flags given override it."),
+    extra_option("resume", bool, False,
+                 "Continue from the newest complete checkpoint, even with a changed config (recorded)."),
     extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
-    extra_option("recompute", bool, False, "Compute the steps logged after the newest checkpoint again (their rows moved to "
+    extra_option("recompute", bool, False,
+                 "Compute the steps logged after the newest checkpoint again (their rows moved to "
                  "superseded_steps.jsonl) instead of checking them: a resume on another machine or library."),
     extra_option("progress", bool, True, "Show a progress bar.")] + config_params(JobConfig)))

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
-from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point, game_sha, check_poolable, PoolingError,
+from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point,
+                              game_sha, check_poolable, PoolingError,
                               DecisionPoint, Offer, field_names, read_decision_point, version_context)
 from .prompts import render_prompt, render_conversation
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
@@ -206,9 +207,11 @@ def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that m
 
 # %% ../nbs/13_pairs.ipynb #c400316d
 STATE_FIELDS = ("issues", "own_sheet", "offers", "standing_offer_id", "round", "min_accept", "deadline", "n_parties")
-VIEW_FIELDS = ("party", "role", "parties", "roles", "own_threshold", "sheets", "thresholds", "veto", "pie", "active", "ballot",
+VIEW_FIELDS = ("party", "role", "parties", "roles", "own_threshold", "sheets", "thresholds", "veto", "pie",
+               "active", "ballot",
                "history", "legal", "acceptable", "retry_error", "protocol", "info_mode", "game_ref", "has_prose")
-ID_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id", "episode_seed", "seat", "phase",
+ID_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id", "episode_seed",
+             "seat", "phase",
              "policy", "model_thinking", "truncated", "protocol_version", "turn_token_budget")
 PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverges", "information_leaky", "objective",
                "counterfactual_value", "rejected_value", "table_optimum", "view_ref")
@@ -284,13 +287,15 @@ def annotate_line(line:dict, # a `states.jsonl` line
             stats["view_mismatch"] += bool(logged and logged != ref)
             stats["views_logged"] += bool(logged)
         head = _row_ids(line, t, thinking, extras, cap)
-        base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval, table_optimum=vals.optimum,
+        base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval,
+                    table_optimum=vals.optimum,
                     view_ref=logged or ref, **state_fields(dp))
         if include_views or conv: base["view"] = view           # a conversation's prompt is not rebuilt from its state
         tail = "," + _dump(base)[1:] if as_json else None
         for ty in types:
             c = structured(chosen[ty])
-            r = dict(head, counterfactual_type=ty, chosen_action=c, diverges=None if rej is None else action_key(c) != rk,
+            r = dict(head, counterfactual_type=ty, chosen_action=c, diverges=None
+                     if rej is None else action_key(c) != rk,
                      information_leaky=leak[ty], objective=obj[ty], counterfactual_value=action_value(c, dp, vals))
             rows.append(_dump(r)[:-1] + tail if as_json else dict(r, **base))
     return rows
@@ -365,7 +370,8 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
     lines = sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
     dup = [k for k, c in Counter(l["episode_id"] for l in lines).items() if c > 1]
     if dup:
-        raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` merges chunks and refuses duplicates")
+        raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` "
+                           "merges chunks and refuses duplicates")
     lines, limits = _cap_points(lines, max_points)
     bad = [t for t in types if t not in COUNTERFACTUAL_TYPES]
     if bad: raise BadValue(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
@@ -377,7 +383,8 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
 
 # %% ../nbs/13_pairs.ipynb #67c860d7
 def _report(st:Counter, t0:float)->dict:
-    return dict(decision_points=st["decision_points"], views_logged=st["views_logged"], view_mismatch=st["view_mismatch"],
+    return dict(decision_points=st["decision_points"], views_logged=st["views_logged"],
+                view_mismatch=st["view_mismatch"],
                 seconds=time.perf_counter() - t0, worker_cpu_seconds=st["cpu_ms"] / 1e3 if "cpu_ms" in st else None)
 
 # %% ../nbs/13_pairs.ipynb #105c5401
@@ -396,7 +403,8 @@ def divergence_table(rows, by=("experiment_name", "counterfactual_type"), overri
         act = grp["rejected_action"].notna()
         dv = int(grp.loc[act, "diverges"].astype(bool).sum())
         out.append(dict(zip(by, key if isinstance(key, tuple) else (key,)), rows=len(grp), non_action=int((~act).sum()),
-                        action_rows=int(act.sum()), divergent=dv, divergence_rate=dv / act.sum() if act.sum() else float("nan")))
+                        action_rows=int(act.sum()), divergent=dv, divergence_rate=dv / act.sum()
+                        if act.sum() else float("nan")))
     import pandas as pd
     return pd.DataFrame(out)
 
@@ -410,7 +418,8 @@ def row_conventions(rows, best_response:str="rational_private", override:bool=Fa
         check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]], override)
         br = grp[(grp["counterfactual_type"] == best_response) & (grp["rejected_legality"] == "ok")]
         pairs = int(br["diverges"].astype(bool).sum())
-        out.append(dict(experiment_name=name, decision_points=grp[["episode_id", "turn_idx"]].drop_duplicates().shape[0],
+        out.append(dict(experiment_name=name,
+                        decision_points=grp[["episode_id", "turn_idx"]].drop_duplicates().shape[0],
                         rows=len(grp), scored_turns=len(br), divergence_pairs=pairs,
                         pair_rate=pairs / len(br) if len(br) else float("nan")))
     return pd.DataFrame(out)
@@ -441,14 +450,17 @@ class DPOError(ValueError):
     "A DPO export that the defaults refuse."
 
 # %% ../nbs/13_pairs.ipynb #65ae7568
-def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool, override:bool)->list:
+def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool,
+              override:bool)->list:
     "`ctype` rows a DPO export may use: on-policy for one experiment unless told, of an imitable type, of one protocol."
     ag = get_agent(ctype)
     if ag.information_leaky and not allow_leaky:
-        raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass allow_leaky to export anyway")
+        raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass "
+                       "allow_leaky to export anyway")
     if policy_experiment is None and not all_experiments:
         raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), or pass all_experiments")
-    sel = [r for r in rows if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
+    sel = [r for r in rows
+           if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
     if not sel:
         raise DPOError(f"no {ctype} rows" + (f" of experiment {policy_experiment}" if not all_experiments else ""))
     check_poolable(sel, override)
@@ -488,15 +500,19 @@ def dpo_pairs(rows:list, # annotated rows
         if tokenizer is not None:
             rec = dict(prompt=chat_text(tokenizer, msgs, thinking), chosen=ch, rejected=rj)
         else:
-            rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}], rejected=[{"role": "assistant", "content": rj}])
+            rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}],
+                       rejected=[{"role": "assistant", "content": rj}])
         rec.update(regret=rg, weight=max(rg, 0.0) if rg is not None else 0.0,
-                   **{k: r[k] for k in ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id",
-                                        "episode_seed", "seat", "phase", "policy", "protocol_version", "turn_token_budget", "view_ref")})
+                   **{k: r[k] for k in ("experiment_name", "episode_id", "turn_idx",
+                                        "counterfactual_type", "instance_id",
+                                        "episode_seed", "seat", "phase", "policy", "protocol_version",
+                                        "turn_token_budget", "view_ref")})
         out.append(rec)
     return out
 
 # %% ../nbs/13_pairs.ipynb #65a52804
-REQUIRED_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id", "episode_seed", "seat",
+REQUIRED_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id",
+                   "episode_seed", "seat",
                    "phase", "chosen_action", "rejected_action", "diverges", "information_leaky", "counterfactual_value",
                    "table_optimum", "protocol_version", "turn_token_budget", "view_ref") + STATE_FIELDS
 _KEY = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type")
@@ -522,7 +538,8 @@ def check_rows(rows:list, source:str="rows"):
     keys = Counter(tuple(r[k] for k in _KEY) for r in rows)
     dup = [k for k, n in keys.items() if n > 1]
     if dup:
-        raise PackageError(f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, counterfactual_type) keys, e.g. {dup[0]}")
+        raise PackageError(f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, "
+                           f"counterfactual_type) keys, e.g. {dup[0]}")
 
 # %% ../nbs/13_pairs.ipynb #f8dd43f2
 def package(runs:dict, # experiment name -> annotation folder
@@ -556,7 +573,8 @@ def package(runs:dict, # experiment name -> annotation folder
     for f in (out / "data").glob("*.parquet"): f.unlink()
     cols = list(dict.fromkeys(k for r in allrows for k in r))   # every column, also those only some rows have (`view`)
     try:
-        datasets.Dataset.from_dict({k: [r.get(k) for r in allrows] for k in cols}).to_parquet(str(out / "data" / "train-00000-of-00001.parquet"))
+        datasets.Dataset.from_dict({k: [r.get(k) for r in allrows]
+                                    for k in cols}).to_parquet(str(out / "data" / "train-00000-of-00001.parquet"))
     finally:
         if bars: datasets.enable_progress_bars()
     stats = card_stats(allrows, pool)
@@ -567,11 +585,16 @@ def package(runs:dict, # experiment name -> annotation folder
 # %% ../nbs/13_pairs.ipynb #a4729b6a
 def _card_tables(df)->tuple:
     "The card's per-experiment, per-type and per-protocol tables."
-    exp = df.groupby("experiment_name").agg(rows=("episode_id", "size"), policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
-                                            thinking=("model_thinking", lambda s: ", ".join(sorted({"unknown" if x is None else str(x) for x in s}))),
+    exp = df.groupby("experiment_name").agg(rows=("episode_id", "size"),
+                                            policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
+                                            thinking=("model_thinking",
+                                                      lambda s: ", ".join(sorted({"unknown"
+                                                                                  if x is None else str(x) for x in s}))),
                                             protocol_version=("protocol_version", lambda s: ", ".join(sorted(set(s)))),
-                                            budgets=("turn_token_budget", lambda s: ", ".join(f"{b:,}" for b in sorted(set(s))))).reset_index()
-    types = df.groupby("counterfactual_type").agg(rows=("episode_id", "size"), information_leaky=("information_leaky", "first"),
+                                            budgets=("turn_token_budget",
+                                                     lambda s: ", ".join(f"{b:,}" for b in sorted(set(s))))).reset_index()
+    types = df.groupby("counterfactual_type").agg(rows=("episode_id", "size"),
+                                                  information_leaky=("information_leaky", "first"),
                                                   objective=("objective", "first")).reset_index()
     proto = df.groupby(["protocol_version", "turn_token_budget"]).agg(
         rows=("episode_id", "size"), experiments=("experiment_name", lambda s: ", ".join(sorted(set(s))))).reset_index()
@@ -586,7 +609,8 @@ def _protocol_groups(df)->list:
         try: check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]])
         except PoolingError: ok = False
         a = grp["rejected_action"].notna()
-        groups.append(dict(protocol_version=key[0] if isinstance(key, tuple) else key, rows=len(grp), action_rows=int(a.sum()),
+        groups.append(dict(protocol_version=key[0] if isinstance(key, tuple) else key, rows=len(grp),
+                           action_rows=int(a.sum()),
                            divergent=int(grp.loc[a, "diverges"].astype(bool).sum()) if ok else None, poolable=ok))
     return groups
 
@@ -596,32 +620,40 @@ def _card_hazards(df, types, pool:dict, div)->list:
     hz = []
     pols = sorted(set(map(str, df["policy"])))
     if len(pols) > 1:
-        hz.append(("Off-policy rows", f"These rows come from {len(pols)} policies ({', '.join(pols)}). `rejected_action` is what "
+        hz.append(("Off-policy rows",
+                   f"These rows come from {len(pols)} policies ({', '.join(pols)}). `rejected_action` is what "
                    "that row's policy did, so the rows of one policy are off-policy for every other model: training another model "
                    "on them teaches it to move away from behaviour it never produces. Filter to the experiment of the model you "
                    "train (`fairneg pairs dpo --policy-experiment`), or re-render the state-complete decision points and re-sample "
                    "them on-policy. Do not mix policies without labelling them."))
     leaky = sorted(types.loc[types["information_leaky"], "counterfactual_type"])
     if leaky:
-        hz.append(("Information-leaky types", f"{', '.join(leaky)} read every party's hidden score sheet. The acting model's "
+        hz.append(("Information-leaky types",
+                   f"{', '.join(leaky)} read every party's hidden score sheet. The acting model's "
                    "prompt does not contain those sheets, so a model trained to reproduce these actions is trained to act on "
                    "information it does not have. Filter on `information_leaky` unless you want that."))
     if not pool["poolable"]:
-        hz.append(("Mixed protocols", "This dataset holds rows of more than one protocol version or turn-token budget: " +
+        hz.append(("Mixed protocols",
+                   "This dataset holds rows of more than one protocol version or turn-token budget: " +
                    "; ".join(f"{v} ({n:,} rows)" for v, n in pool["protocol_versions"].items()) + "; budgets " +
-                   "; ".join(f"{c} turns: " + ", ".join(f"{b:,} ({n:,})" for b, n in d.items()) for c, d in pool["turn_token_budgets"].items()) +
+                   "; ".join(f"{c} turns: " + ", ".join(f"{b:,} ({n:,})" for b, n in d.items())
+                             for c, d in pool["turn_token_budgets"].items()) +
                    ". Rows of different (`protocol_version`, `turn_token_budget`) do not pool: a raised cap changes how much of each "
-                   "turn survives, so a contrast across them differences a cap change. Filter to one before differencing anything."))
+                   "turn survives, so a contrast across them differences a cap change. Filter to one before "
+                   "differencing anything."))
     excl = div.groupby("experiment_name").agg(non_action=("non_action", "sum"), rows=("rows", "sum")).reset_index()
     excl["rate"] = excl["non_action"] / excl["rows"]
     if (excl["non_action"] > 0).any():
-        hz.append(("Non-action rows", "Turns whose answer did not parse carry no `rejected_action`; every divergence rate "
+        hz.append(("Non-action rows",
+                   "Turns whose answer did not parse carry no `rejected_action`; every divergence rate "
                    "excludes them, so the exclusion rate is part of the estimand. Per experiment: " +
-                   "; ".join(f"{r.experiment_name} {r.non_action:,} of {r.rows:,} ({r.rate:.1%})" for r in excl.itertuples()) + "."))
+                   "; ".join(f"{r.experiment_name} {r.non_action:,} of {r.rows:,} ({r.rate:.1%})"
+                             for r in excl.itertuples()) + "."))
     th = df.groupby("experiment_name")["model_thinking"].agg(lambda s: tuple(sorted({str(x) for x in s})))
     if len(set(th.values)) > 1:
         hz.append(("Thinking modes differ", "Experiments ran with different thinking modes (" +
-                   ", ".join(f"{k}: {'/'.join(v)}" for k, v in th.items()) + "); a cross-experiment divergence gap confounds "
+                   ", ".join(f"{k}: {'/'.join(v)}"
+                             for k, v in th.items()) + "); a cross-experiment divergence gap confounds "
                    "the model with its thinking mode."))
     return hz
 
@@ -636,9 +668,12 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
     div = divergence_table(df, override=override)
     conv = row_conventions(df, override=override)
     act = df["rejected_action"].notna()
-    return dict(n_rows=len(df), decision_points=int(df[["experiment_name", "episode_id", "turn_idx"]].drop_duplicates().shape[0]),
-                action_rows=int(act.sum()), pool=pool, experiments=exp.to_dict("records"), types=types.to_dict("records"),
-                protocols=proto.to_dict("records"), divergence=div.to_dict("records"), conventions=conv.to_dict("records"),
+    return dict(n_rows=len(df), decision_points=int(df[["experiment_name", "episode_id",
+                                                        "turn_idx"]].drop_duplicates().shape[0]),
+                action_rows=int(act.sum()), pool=pool, experiments=exp.to_dict("records"),
+                types=types.to_dict("records"),
+                protocols=proto.to_dict("records"), divergence=div.to_dict("records"),
+                conventions=conv.to_dict("records"),
                 protocol_groups=_protocol_groups(df), hazards=_card_hazards(df, types, pool, div))
 
 # %% ../nbs/13_pairs.ipynb #7a12be3e
@@ -646,7 +681,8 @@ def _md(records:list, cols:list, fmt:dict|None=None)->str:
     fmt = fmt or {}
     L = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
-        L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v))(r[c]) for c in cols) + " |")
+        L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}"
+                                           if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v))(r[c]) for c in cols) + " |")
     return "\n".join(L)
 
 # %% ../nbs/13_pairs.ipynb #a1894285
@@ -681,16 +717,20 @@ def _card_summary(stats:dict, title:str)->list:
 def _card_sections(stats:dict)->list:
     "The card's table sections: both row conventions, experiments, counterfactual types, protocols, divergence rates."
     return ["## What counts as a row — read this before comparing the number to any other pair count", "",
-            "A row is one (decision point, counterfactual type), not one training pair: each decision point contributes one row per "
+            "A row is one (decision point, counterfactual type), not one training pair: each decision point "
+            "contributes one row per "
             "type, and selecting one `counterfactual_type` gives one row per decision point. The DPO export (`fairneg pairs dpo`, the "
-            "`p4_pairs` convention) emits one regret-weighted pair per turn at which the best response (`rational_private`) diverges "
+            "`p4_pairs` convention) emits one regret-weighted pair per turn at which the best response "
+            "(`rational_private`) diverges "
             "from a legal LLM action, a smaller number over a narrower set of turns. Both conventions, side by side:", "",
-            _md(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns", "divergence_pairs", "pair_rate"],
+            _md(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns",
+                                       "divergence_pairs", "pair_rate"],
                 {"pair_rate": _pct}), "",
             "## Experiments", "",
             "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that model's own action at "
             "that decision point. For preference learning on one model, filter to its experiment.", "",
-            _md(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version", "budgets"]), "",
+            _md(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version",
+                                       "budgets"]), "",
             "## Counterfactual types", "",
             "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from their private "
             "counterparts only in information (they read every sheet).", "",
@@ -701,7 +741,8 @@ def _card_sections(stats:dict)->list:
             _md(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
             "## Divergence rates, with their denominators", "",
             "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded and counted.", "",
-            _md(stats["divergence"], ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows", "divergent", "divergence_rate"],
+            _md(stats["divergence"], ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows",
+                                      "divergent", "divergence_rate"],
                 {"divergence_rate": _pct}), ""]
 
 # %% ../nbs/13_pairs.ipynb #3b53b173
@@ -742,20 +783,28 @@ app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False,
 _ANNOTATION_ARGS = ("episodes", "types", "include_views", "max_points")   # what makes an annotation the same one again
 
 @app.command("annotate", cls=MultiValueCommand)
-def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders (with states.jsonl) or states.jsonl files.")],
-                 out:Annotated[Path, typer.Option(help="Folder: pairs.jsonl is appended, annotation_report.json written.")],
-                 types:Annotated[list[str], typer.Option(help="Counterfactual types, e.g. `--types rational_private fairness_private`.")]=list(COUNTERFACTUAL_TYPES),
-                 include_views:Annotated[bool, typer.Option(help="Embed the rendered prompt messages as `view`.")]=False,
+def annotate_cmd(episodes:Annotated[list[Path],
+                                    typer.Option(help="Cell folders (with states.jsonl) or states.jsonl files.")],
+                 out:Annotated[Path,
+                               typer.Option(help="Folder: pairs.jsonl is appended, annotation_report.json written.")],
+                 types:Annotated[list[str],
+                                 typer.Option(help="Counterfactual types, e.g. `--types rational_private "
+                                                   "fairness_private`.")]=list(COUNTERFACTUAL_TYPES),
+                 include_views:Annotated[bool,
+                                         typer.Option(help="Embed the rendered prompt messages as `view`.")]=False,
                  workers:Annotated[int, typer.Option(help="Processes.")]=2,
-                 max_points:Annotated[int|None, typer.Option(help="Stop after about this many decision points (a pipeline gate).")]=None):
+                 max_points:Annotated[int|None,
+                                      typer.Option(help="Stop after about this many decision points (a pipeline gate).")]=None):
     "Re-score every LLM turn of logged episodes with each counterfactual type: one row per (episode, turn, type)."
     lines = read_states(episodes)
     f = out / "pairs.jsonl"
     if f.is_file():
         have = {(l["episode_id"]) for l in lines}
         clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
-        rep0 = read_json(out / "annotation_report.json", PackageError) if (out / "annotation_report.json").is_file() else {}
-        same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes], types=list(types),
+        rep0 = read_json(out / "annotation_report.json",
+                         PackageError) if (out / "annotation_report.json").is_file() else {}
+        same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes],
+                                                                  types=list(types),
                                                                    include_views=include_views, max_points=max_points)
         if clash and same and rep0.get("n_episodes") == len(lines):   # the same annotation of the same episodes (none added since)
             typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
@@ -763,18 +812,23 @@ def annotate_cmd(episodes:Annotated[list[Path], typer.Option(help="Cell folders 
         if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten): "
                                      "give another --out for another annotation of them")
     rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
-    rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views, max_points=max_points, n_episodes=len(lines))
+    rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views,
+               max_points=max_points, n_episodes=len(lines))
     write_json(out / "annotation_report.json", rep)
-    typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in {rep['seconds']:.1f} s "
+    typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in "
+               f"{rep['seconds']:.1f} s "
                f"(view mismatches {rep['view_mismatch']}) -> {f}")
 
 # %% ../nbs/13_pairs.ipynb #8cb55393
 @app.command("package", cls=MultiValueCommand)
-def package_cmd(run:Annotated[list[str], typer.Option(help="NAME=DIR of an annotation folder; repeat, or several after one flag.")],
+def package_cmd(run:Annotated[list[str],
+                              typer.Option(help="NAME=DIR of an annotation folder; repeat, or several after one flag.")],
                 out:Annotated[Path, typer.Option(help="The dataset folder.")],
-                allow_mixed_protocols:Annotated[bool, typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")]=False,
+                allow_mixed_protocols:Annotated[bool,
+                                                typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")]=False,
                 title:Annotated[str, typer.Option(help="Card title.")]="fairneg counterfactual pairs",
-                annotations_dirname:Annotated[str, typer.Option(help="Sub-folder of a run folder holding pairs.jsonl.")]="pairs"):
+                annotations_dirname:Annotated[str,
+                                              typer.Option(help="Sub-folder of a run folder holding pairs.jsonl.")]="pairs"):
     "Combine annotation runs into one dataset: pairs.jsonl, data/*.parquet and a generated README.md card."
     runs = {}
     for spec in run:
@@ -791,7 +845,8 @@ def package_cmd(run:Annotated[list[str], typer.Option(help="NAME=DIR of an annot
 def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation folder (pairs.jsonl).")],
             out:Annotated[Path, typer.Option(help="JSON Lines file of prompt/chosen/rejected pairs.")],
             type_:Annotated[str, typer.Option("--type", help="Counterfactual type of `chosen`.")]="rational_private",
-            policy_experiment:Annotated[str|None, typer.Option(help="Experiment whose model the pairs are on-policy for.")]=None,
+            policy_experiment:Annotated[str|None,
+                                        typer.Option(help="Experiment whose model the pairs are on-policy for.")]=None,
             all_experiments:Annotated[bool, typer.Option(help="Use rows of every experiment (off-policy).")]=False,
             allow_leaky:Annotated[bool, typer.Option(help="Allow an information-leaky type.")]=False,
             allow_mixed_protocols:Annotated[bool, typer.Option(help="Pool rows of different protocols.")]=False,
@@ -809,7 +864,8 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
     if model is not None:
         from transformers import AutoTokenizer
         tok = AutoTokenizer.from_pretrained(resolve_model(model))
-    res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols, framing, games, tok,
+    res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols,
+                    framing, games, tok,
                     model_thinking == "on", min_regret)
     writable_file(out).parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:

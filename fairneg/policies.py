@@ -78,7 +78,8 @@ class PolicySpec:
     @property
     def needs_gpu(self)->bool:
         "Whether a job playing this policy asks for a GPU: a model's, or an adapter's base model's, unless embedded."
-        return self.kind in ("model", "adapter") and needs_gpu(self.target if self.kind == "model" else self.model or "")
+        return self.kind in ("model", "adapter") and needs_gpu(self.target
+                                                               if self.kind == "model" else self.model or "")
 
 # %% ../nbs/11_policies.ipynb #00f8eb0f
 def parse_policy(spec:str, # a seat name or spec: agent, `random-legal`, model, `py:<module>:<factory>`, adapter folder
@@ -92,7 +93,8 @@ def parse_policy(spec:str, # a seat name or spec: agent, `random-legal`, model, 
     if is_llm_seat(s): return PolicySpec("model", s)
     if kind == "agent":
         if not is_agent_seat(rest):
-            raise PolicyError(f"`{s}`: no computable agent `{rest}` (known: {', '.join((*AGENT_NAMES, *AGENT_ALIASES))})")
+            raise PolicyError(f"`{s}`: no computable agent `{rest}` (known: "
+                              f"{', '.join((*AGENT_NAMES, *AGENT_ALIASES))})")
         return PolicySpec("agent", rest)
     if kind == "py":
         if rest.count(":") != 1 or not all(rest.split(":")): raise PolicyError(f"`{s}`: expected py:<module>:<factory>")
@@ -198,7 +200,8 @@ def _play_seats(seats:str|None, model:str|None, games:list)->list[str]:
 def _play_line(q:dict, out:Path)->str:
     "The closing line of `fairneg play`: the folder's episodes, parse and legality counts, unique keys, protocols."
     return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
-            f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys {q['unique_keys']}, "
+            f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys "
+            f"{q['unique_keys']}, "
             f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 
 # %% ../nbs/11_policies.ipynb #ee399fe0
@@ -226,7 +229,8 @@ class PlayConfig:
     @property
     def play(self)->PlaySettings:
         "How the cell's episodes are played and shown (checked)."
-        return PlaySettings(context=self.context, framing=self.framing, info_mode=self.info_mode, max_turns=self.max_turns,
+        return PlaySettings(context=self.context, framing=self.framing, info_mode=self.info_mode,
+                            max_turns=self.max_turns,
                             turn_max_tokens=self.turn_max_tokens)
 
 # %% ../nbs/11_policies.ipynb #74bcb672
@@ -282,12 +286,14 @@ def play(force:bool=False, **kw):
     llm = any(not is_agent_seat(n) for n in names)
     cell = dict(model=c.model, model_thinking=c.model_thinking if llm else None, constrain=c.constrain,
                 turn_max_tokens=c.turn_max_tokens, max_new_tokens=cap if llm else None, bank=str(c.bank))
-    blocks, line = _play_blocks(force, c, games, names, out, cell_identity({**asdict(c.play), **cell, "experiment_name": experiment_name,
+    blocks, line = _play_blocks(force, c, games, names, out,
+                                cell_identity({**asdict(c.play), **cell, "experiment_name": experiment_name,
                                                                                  "seats": names}))
     if line: typer.echo(line)
     if blocks:
         pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)   # only now: a model loads
-        run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name, width=c.width, play=c.play,
+        run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name,
+                                         width=c.width, play=c.play,
                                          extra_policies=pols, progress=c.progress, cell=cell)
         if force:
             with fresh_folder(out) as new: run(new, games, list(c.seeds))
@@ -300,27 +306,35 @@ def play(force:bool=False, **kw):
     typer.echo(_play_line(read_json(out / QUALITY), out))
 
 play_app.command("run", cls=MultiValueCommand)(config_command(PlayConfig, play, extra=[extra_option(
-    "force", bool, False, "Start the cell over: play every episode into a new folder that replaces --out when complete.")]))
+    "force", bool, False,
+    "Start the cell over: play every episode into a new folder that replaces --out when complete.")]))
 play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
 # %% ../nbs/11_policies.ipynb #555254b1
-def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`.")],
-             bank:Annotated[Path, typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
-             constrain:Annotated[str, typer.Option(help="`legal` (decode only legal actions), `none`, or `auto` (legal for tiny only).")]="auto",
+def eval_cmd(model:Annotated[str,
+                             typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`.")],
+             bank:Annotated[Path,
+                            typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
+             constrain:Annotated[str,
+                                 typer.Option(help="`legal` (decode only legal actions), `none`, or `auto` (legal for tiny only).")]="auto",
              episodes:Annotated[Optional[int], typer.Option(help="Episodes to play (default: one per game).")]=None,
-             out:Annotated[Optional[Path], typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")]=None,
+             out:Annotated[Optional[Path],
+                           typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")]=None,
              adapter:Annotated[Optional[Path], typer.Option(help="A PEFT (LoRA) adapter folder.")]=None,
              max_new_tokens:Annotated[int, typer.Option(help="Cap of new tokens per turn.")]=512,
              batch_size:Annotated[int, typer.Option(help="Rows per decoding batch.")]=16,
              width:Annotated[int, typer.Option(help="Episodes live at once.")]=16,
              temperature:Annotated[float, typer.Option(help="Sampling temperature.")]=1.0,
-             max_turns:Annotated[Optional[int], typer.Option(help="Table protocol: turns after the opening (default 4n).")]=None,
+             max_turns:Annotated[Optional[int],
+                                 typer.Option(help="Table protocol: turns after the opening (default 4n).")]=None,
              framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]=PlaySettings.framing,
              agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all",
-             context:Annotated[str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]=PlaySettings.context):
+             context:Annotated[str,
+                               typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]=PlaySettings.context):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
     games = bank_games(bank)                       # a bad bank or value is refused before the model loads
-    for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width), ("--batch-size", batch_size),
+    for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width),
+                    ("--batch-size", batch_size),
                     ("--max-new-tokens", max_new_tokens)):
         if v < 1: raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
     if constrain not in ("auto", *CONSTRAIN):
@@ -333,9 +347,11 @@ def eval_cmd(model:Annotated[str, typer.Option(help="A local folder, a hub id, `
     pol = make_policy(model, **kw)
     names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
     res = evaluate_model(pol, games, episodes, names, width=width, play=play)
-    res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns)
+    res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing,
+               max_turns=max_turns)
     if out is None: out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
-                                                      + ("-conversation" if context == "conversation" else "") + ".json")
+                                                      + ("-conversation"
+                                                         if context == "conversation" else "") + ".json")
     write_json(out, res)
     typer.echo(eval_text(res))
     typer.echo(f"-> {out}")

@@ -99,7 +99,8 @@ def sft_games(data:dict, # the recipe's `data` section
     games = []
     for k in range(first, first + n):
         if data["small_every"] and k % data["small_every"] == data["small_every"] - 1:
-            games.append([ultimatum_game(), divide_dollar_game(2), divide_dollar_game(3)][(k // data["small_every"]) % 3])
+            games.append([ultimatum_game(), divide_dollar_game(2),
+                          divide_dollar_game(3)][(k // data["small_every"]) % 3])
             continue
         np_, ni, info = data["shapes"][k % len(data["shapes"])]
         for j in range(10):
@@ -143,7 +144,8 @@ def replay_points(ep, # a finished `fairneg.rollout.Episode`
     out = []
     for rec in ep.state.turns:
         if rec["legality"] == "ok":
-            out.append(SFTPoint(decision_point(s, rec["seat"]), ep.spec.game, rec["raw"], copy.deepcopy(s) if keep_state else None))
+            out.append(SFTPoint(decision_point(s, rec["seat"]), ep.spec.game, rec["raw"], copy.deepcopy(s)
+                                if keep_state else None))
         apply_action(s, rec["seat"], rec["raw"])
     if s.result != ep.state.result: raise RuntimeError(f"replay of {ep.state.episode_id} diverged")
     return out
@@ -176,7 +178,8 @@ def tokenizer_corpus(points:list, # training points
                     )->list[str]:
     "Texts the BPE is trained on: each message as `role\\ncontent` and each answer."
     roles = ["system\n", "user\n", "assistant\n"]
-    return roles + [t for p in points for t in [f"{m['role']}\n{m['content']}" for m in prompt_messages(p, history_window)] + [p.answer]]
+    return roles + [t for p in points for t in [f"{m['role']}\n{m['content']}"
+                                                for m in prompt_messages(p, history_window)] + [p.answer]]
 
 # %% ../nbs/10_tiny.ipynb #46b8db3d
 def sft_dataset(points:list, # training points
@@ -202,7 +205,8 @@ def _bar_callback(total:int, progress:bool):
     from transformers import TrainerCallback
     class Bar(TrainerCallback):
         "A tqdm bar over training steps with the latest loss."
-        def on_train_begin(self, args, state, control, **kw): self.bar = tqdm(total=total, desc="SFT", disable=not progress, leave=False)
+        def on_train_begin(self, args, state, control, **kw): self.bar = tqdm(total=total, desc="SFT",
+                                                                              disable=not progress, leave=False)
         def on_step_end(self, args, state, control, **kw): self.bar.update(1)
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs: self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}")
@@ -276,7 +280,8 @@ def generate_answers(model, tok, # model and tokenizer
     kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else dict(do_sample=False)
     for i in range(0, len(points), batch_size):
         prompts = [tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]), tokenize=False,
-                                           add_generation_prompt=True, enable_thinking=False) for p in points[i:i + batch_size]]
+                                           add_generation_prompt=True, enable_thinking=False)
+                   for p in points[i:i + batch_size]]
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad(): g = model.generate(**enc, max_new_tokens=max_new_tokens, **kw)
         out += tok.batch_decode(g[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -307,7 +312,8 @@ def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
     return [p for e in eps for p in replay_points(e, keep_state)], sum(p.agent_errors for p in pols.values())
 
 # %% ../nbs/10_tiny.ipynb #a09e362b
-def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled, times, weights)->dict:
+def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled,
+                  times, weights)->dict:
     "The build report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions, sha256."
     tr = rec["train"]
     return dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
@@ -357,7 +363,8 @@ def _tiny_data(rec:dict, seed:int)->tuple:
 def _prompt_lengths(tok, points:list, data:dict)->list:
     "Each training point's prompt length in tokens, as the model reads it."
     return [len(tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]),
-                                        add_generation_prompt=True, enable_thinking=False)["input_ids"]) for p in points]
+                                        add_generation_prompt=True, enable_thinking=False)["input_ids"])
+            for p in points]
 
 # %% ../nbs/10_tiny.ipynb #936d2239
 def _save_build(out:Path, model, tok, rec:dict,
@@ -464,7 +471,8 @@ def model_group():
 
 # %% ../nbs/10_tiny.ipynb #2913763d
 @app.command("build-tiny")
-def build_tiny_cmd(out:Annotated[Path|None, typer.Option(help="Folder to write (default: the cache folder of the recipe).")]=None,
+def build_tiny_cmd(out:Annotated[Path|None,
+                                 typer.Option(help="Folder to write (default: the cache folder of the recipe).")]=None,
                    size:Annotated[str, typer.Option(help="Model size: pilot or test.")]="pilot",
                    seed:Annotated[int, typer.Option(help="Recipe seed.")]=0,
                    overwrite:Annotated[bool, typer.Option(help="Replace an existing --out folder.")]=False,

@@ -43,7 +43,8 @@ def _rates(rows:list, agents:list)->dict:
     n = len(rows)
     if not n: return dict(attempts=0)
     frac = lambda k: sum(r["legality"] == k for r in rows) / n
-    return dict(attempts=n, parse_rate=1 - frac("parse_error"), legal_rate=frac("ok"), fabrication_rate=frac("fabrication"),
+    return dict(attempts=n, parse_rate=1 - frac("parse_error"), legal_rate=frac("ok"),
+                fabrication_rate=frac("fabrication"),
                 illegal_rate=frac("illegal"), truncated_rate=sum(r["truncated"] for r in rows) / n,
                 mean_completion_tokens=sum(r["n_completion_tokens"] for r in rows) / n,
                 agreement={a: sum(r["agree"].get(a, False) for r in rows) / n for a in agents})
@@ -60,7 +61,8 @@ def evaluate_model(policy, games:list, # held-out games
     agents = list(AGENT_NAMES if agents is None else agents)
     impl = {a: get_agent(a) for a in agents}
     n, play = len(games) if episodes is None else episodes, play or PlaySettings()
-    specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval", play) for k in range(n) for g in [games[k % len(games)]]]
+    specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval", play) for k in range(n)
+             for g in [games[k % len(games)]]]
     rec = _Recorder(policy)
     t0 = time.perf_counter()
     eps = co_step(specs, {policy.name: rec}, width=width, progress=progress)
@@ -89,7 +91,8 @@ def eval_text(res:dict)->str:
     if not res["attempts"]: return L[0]
     L.append(f"  {'phase':10} {'attempts':>8} {'parse':>6} {'legal':>6} {'fabric.':>7} {'illegal':>7} {'trunc.':>6}")
     for ph, r in [("all", res), *res["by_phase"].items()]:
-        L.append(f"  {ph:10} {r['attempts']:8} {r['parse_rate']:6.3f} {r['legal_rate']:6.3f} {r['fabrication_rate']:7.3f} "
+        L.append(f"  {ph:10} {r['attempts']:8} {r['parse_rate']:6.3f} {r['legal_rate']:6.3f} "
+                 f"{r['fabrication_rate']:7.3f} "
                  f"{r['illegal_rate']:7.3f} {r['truncated_rate']:6.3f}")
     if res["agents"]: L.append("  agreement: " + ", ".join(f"{a} {v:.3f}" for a, v in res["agreement"].items()))
     return "\n".join(L)

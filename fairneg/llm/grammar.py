@@ -26,7 +26,8 @@ def deal_schema(dp:DecisionPoint, enum_max:int=64)->dict:
         labels = [""]
         for k, o in enumerate(opts): labels = [(l + " " if l else "") + x for l in labels for x in _labels(k, o)]
         return {"type": "string", "enum": labels}
-    return {"type": "string", "pattern": "^" + " ".join("(" + "|".join(_labels(k, o)) + ")" for k, o in enumerate(opts)) + "$"}
+    return {"type": "string", "pattern": "^" + " ".join("(" + "|".join(_labels(k, o)) + ")"
+                                                        for k, o in enumerate(opts)) + "$"}
 
 # %% ../../nbs/09_llm_grammar.ipynb #8069c2da
 def text_schema(n:int)->dict:

@@ -33,8 +33,10 @@ def constrain_mode(constrain=None)->str:
 def policy_answer(text:str, prompt_ids:list, completion_ids:list, logprobs:list, truncated:bool, schema=None)->dict:
     "The record every LLM policy returns for a turn: the text, its parsed action, tokens, sampling log-probs, schema."
     p = parse_action(text)
-    out = dict(text=text, action=p["action"], parse_error=p["error"], prompt_ids=prompt_ids, completion_ids=completion_ids,
-               logprobs=logprobs, n_prompt_tokens=len(prompt_ids), n_completion_tokens=len(completion_ids), truncated=truncated)
+    out = dict(text=text, action=p["action"], parse_error=p["error"], prompt_ids=prompt_ids,
+               completion_ids=completion_ids,
+               logprobs=logprobs, n_prompt_tokens=len(prompt_ids), n_completion_tokens=len(completion_ids),
+               truncated=truncated)
     if schema is not None: out["schema"] = _schema_str(schema)
     return out
 
@@ -85,7 +87,8 @@ class HFPolicy:
         self.decode = decode_mode(decode, _device(self.model))
         self.decode_auto, self.decode_fallback = decode == "auto", None   # why an auto-chosen graphed path was left, if it was
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
-        self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, forward_s=0.0, decode_s=0.0,
+        self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0,
+                          forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)
 
     def __repr__(self): return f"HFPolicy({self.name!r}, constrain={self.constrain!r}, temperature={self.temperature})"
@@ -113,7 +116,8 @@ def act_batch(self:HFPolicy, requests:list)->list:
         outs = self._sample(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
                             [caps[i] for i in idx], self.temperature, self.top_p,
                             self.eos_ids, self.pad_id,
-                            [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None, self.stats,
+                            [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx]
+                            if cons else None, self.stats,
                             prefixes=[hits[i][1] for i in idx],   # a seat's cache is kept for conversations only
                             keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
                             vocab=self.n_tokens)

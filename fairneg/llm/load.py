@@ -31,7 +31,8 @@ def default_dtype(dtype=None):
     "The torch dtype to load weights in: `dtype` if given (dtype or name), else bf16 on CUDA with bf16, else float32."
     import torch
     if dtype is not None and dtype != "auto":
-        return getattr(torch, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)) if isinstance(dtype, str) else dtype
+        return getattr(torch, {"bf16": "bfloat16", "fp16": "float16",
+                               "fp32": "float32"}.get(dtype, dtype)) if isinstance(dtype, str) else dtype
     return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
 
 # %% ../../nbs/09_llm_load.ipynb #47bc0e4f
@@ -87,7 +88,8 @@ def train_tokenizer(texts:list, # training texts
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                  special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in THINK_TOKENS])
@@ -127,7 +129,8 @@ def n_params(model)->int:
     return sum(p.numel() for p in model.parameters())
 
 # %% ../../nbs/09_llm_load.ipynb #ad1c4945
-QWEN3_8B = dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+QWEN3_8B = dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                num_key_value_heads=8,
                 head_dim=128, vocab_size=151936, tie_word_embeddings=False, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
                 max_position_embeddings=40960)
 
@@ -143,7 +146,8 @@ def standin_shape(shape:str="small", # `small` (hidden/layers below) or `qwen3-8
 def _standin_corpus()->list:
     "Texts the stand-in tokenizer is trained on: prompts of each protocol and framing, and answers."
     texts = ["system\n", "user\n", "assistant\n", ANSWER_FORMAT]
-    for g in (generate_game(40000), generate_game(40001, n_parties=5, info_mode="private"), ultimatum_game(), divide_dollar_game()):
+    for g in (generate_game(40000), generate_game(40001, n_parties=5, info_mode="private"), ultimatum_game(),
+              divide_dollar_game()):
         s = new_episode(g, 0)
         for fr in ("table", "prose"): texts += [m["content"] for m in prompt(s, current_seats(s)[0], fr)]
     for a in ({"atype": "propose", "deal": "A1 B2 C3 D4 E5"}, {"atype": "accept", "offer_id": "o1"}, {"atype": "pass"},

@@ -35,7 +35,8 @@ def _forward_spans(model, inputs:dict, # the forward's tensors
     keep = _forward_params(type(_base(model)))[1]
     need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})   # logit rows used
     if need:
-        logits = model(**inputs, use_cache=False, **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
+        logits = model(**inputs, use_cache=False,
+                       **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
         logits = (logits if keep else logits[:, need]).float()
         at = {p: c for c, p in enumerate(need)}
     def span(i, a, b, m):                                   # consecutive positions: consecutive kept rows
@@ -75,12 +76,14 @@ def span_logprobs(model, seqs:list, # token ids per sequence
     shared = [(k, P, i) for k, (P, g) in enumerate(groups) if P for i in g]   # group by group: a group's rows are neighbours
     for c in range(0, len(alone), bs):
         g = alone[c:c + bs]
-        for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id,
+        for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g],
+                                         temperature, pad_id,
                                         vocab)):
             out[i] = r
     for c in range(0, len(shared), bs):
         ks, Ps, g = zip(*shared[c:c + bs])
-        for i, r in zip(g, _shared_spans(model, list(ks), list(Ps), [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g],
+        for i, r in zip(g, _shared_spans(model, list(ks), list(Ps), [S[i] for i in g], [SP[i] for i in g],
+                                         [M[i] for i in g],
                                          temperature, pad_id, vocab)):
             out[i] = r
     return [lp for r in out for lp in r]
@@ -143,6 +146,8 @@ def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are
     ids, mask = torch.full((len(S), L), pad_id, dtype=torch.long), torch.zeros((len(S), L), dtype=torch.long)
     for r, (x, P) in enumerate(zip(S, Ps)): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, :len(x) - P] = 1
     pos = torch.as_tensor(Ps)[:, None] + torch.arange(L)[None]         # right-padded after the stretch, positions go on
-    return _forward_spans(model, dict(input_ids=ids.to(dev), attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
-                                      position_ids=pos.to(dev), **{cache_kw: cache}), lambda i, p: p - Ps[i], S, SP, M, temperature,
+    return _forward_spans(model, dict(input_ids=ids.to(dev),
+                                      attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
+                                      position_ids=pos.to(dev), **{cache_kw: cache}), lambda i, p: p - Ps[i], S,
+                          SP, M, temperature,
                           vocab)

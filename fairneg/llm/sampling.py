@@ -114,7 +114,8 @@ def row_cache(cache, prompt_mask, # the row's attention mask over the prompt col
     "Row `i`'s keys and values, compacted: its prompt's unmasked columns, then its first `n_fed` completion columns."
     import torch
     cols = torch.cat([prompt_mask.nonzero().squeeze(1), torch.arange(P, P + max(n_fed, 0), device=prompt_mask.device)])
-    return ([ly.keys[i][:, cols].clone() for ly in cache.layers], [ly.values[i][:, cols].clone() for ly in cache.layers])
+    return ([ly.keys[i][:, cols].clone() for ly in cache.layers],
+            [ly.values[i][:, cols].clone() for ly in cache.layers])
 
 # %% ../../nbs/09_llm_sampling.ipynb #38b41d7c
 class _Grammars:
@@ -243,7 +244,8 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     import torch
     decode = decode_mode(decode, _device(model))
     if decode != "dynamic" and not keep_cache and not any(prefixes or []):        # a conversation's cache grows: dynamic
-        return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id, grammars, stats, vocab,
+        return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id,
+                             grammars, stats, vocab,
                              graphed=decode == "graphed")
     B, dev = len(prompts), _device(model)
     cache_kw, keep = _forward_params(type(_base(model)))
@@ -258,13 +260,15 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     def step(nxt):                                                                # the prompt's forward, then one per token
         if nxt is not None:
             st["pos"], st["mask"] = st["pos"][:, -1:] + 1, torch.cat([st["mask"], st["mask"].new_ones((B, 1))], 1)
-        return _forward_last(model, x if nxt is None else nxt[:, None], st["mask"], st["pos"], cache, cache_kw, keep, stats)
+        return _forward_last(model, x if nxt is None else nxt[:, None], st["mask"], st["pos"], cache,
+                             cache_kw, keep, stats)
     with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
     mask = st["mask"]
     res = rows.results()
     if keep_cache:
         for i, r in enumerate(res):
-            r["kv"] = row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1, i) if cache.get_seq_length() else None
+            r["kv"] = row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1,
+                                i) if cache.get_seq_length() else None
     return res
 
 # %% ../../nbs/09_llm_sampling.ipynb #037910ff
@@ -319,16 +323,19 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     mask = torch.zeros((W, L), dtype=torch.long, device=dev)
     mask[:, :P] = m
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
-    gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B), vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
+    gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B),
+                           vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
     stats, fwd, st = stats if stats is not None else {}, graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
     cache_kw, keep = _forward_params(type(_base(model)))
     def step(nxt):                                                         # the prompt's forward (uncompiled), then the steps
         if nxt is None:
-            return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats, cache_position=torch.arange(P, device=dev))
+            return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats,
+                                 cache_position=torch.arange(P, device=dev))
         mask[:, st["col"]] = 1
         st["pos"] = st["pos"][:, -1:] + 1
         cp = torch.tensor([st["col"]], device=dev)
         st["col"] += 1
-        return _forward_last(fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed, cache_position=cp)
+        return _forward_last(fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed,
+                             cache_position=cp)
     with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
     return rows.results()[:B]

@@ -72,7 +72,8 @@ def engine_kwargs(path:str, # the model folder
                  )->dict:
     "The `vllm.LLM` arguments a `VLLMPolicy` starts its engine with."
     has = (lambda k: True) if fields is None else fields.__contains__
-    kw = dict(model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0, enable_prefix_caching=bool(prefix_caching))
+    kw = dict(model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0,
+              enable_prefix_caching=bool(prefix_caching))
     if has("logprobs_mode"):
         kw["logprobs_mode"] = "processed_logprobs"          # after temperature and masks, as HFPolicy
     if has("structured_outputs_config"):
@@ -112,7 +113,8 @@ class VLLMPolicy:
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
         self.tokens_only = _tokenizer_ids(self.llm, self.tokenizer)      # unconstrained: only the tokenizer's ids (None: all)
-        self.context = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None), "max_model_len", None)
+        self.context = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None),
+                               "max_model_len", None)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None
@@ -153,8 +155,10 @@ def act_batch(self:VLLMPolicy, requests:list)->list:
     caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
     check_context(requests, prompts, caps, self.context)
     schemas = [self.schema(r.dp) if cons else None for r in requests]
-    params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed), max_tokens=cap, logprobs=0,
-                             **(_structured(sc) if sc is not None else {"allowed_token_ids": self.tokens_only} if self.tokens_only else {}))
+    params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed),
+                             max_tokens=cap, logprobs=0,
+                             **(_structured(sc) if sc is not None else {"allowed_token_ids": self.tokens_only}
+                                if self.tokens_only else {}))
               for r, sc, cap in zip(requests, schemas, caps)]
     gens = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, lora_request=self.lora, use_tqdm=False)
     res = []
