@@ -25,8 +25,8 @@ from .store import load_config, read_params, write_jsonl, write_json, file_sha25
 
 # %% auto #0
 __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
-           'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'stage_soundness',
-           'arms', 'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'train_arms_as_jobs', 'on_cluster',
+           'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'on_cluster',
+           'stage_soundness', 'arms', 'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'train_arms_as_jobs',
            'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
            'run_pilot', 'pilot']
 
@@ -152,6 +152,18 @@ def stage_model(params:dict, run:Path, force:bool, only)->str:
     run_stage("model", run / "model.json", build, force, only)
     return spec
 
+# %% ../nbs/16_pilot.ipynb #b218edb4
+def on_cluster(name:str, # the stage
+               fn:Callable, # its work (writes the stage's output)
+               run:Path, # the run folder: the record is its `jobs.jsonl`
+               job:JobConfig|None, # `--submit`'s options (None, or not submitting: `fn` runs here)
+               model:str, # the model the work runs (a GPU job unless it is an embedded small model)
+              )->Callable:
+    "`fn` itself, or with `--submit` a call that runs it as one cluster job and waits for it."
+    if job is None or not job.submit: return fn
+    slurm = key_values(job.slurm, "--slurm", ParamsError)
+    return lambda: run_as_job(name, fn, run / JOBS, job, int(needs_gpu(model)), slurm, log)
+
 # %% ../nbs/16_pilot.ipynb #d4aa55d5
 def _model_kw(params:dict)->dict:
     "The model's answer caps and thinking mode as in the arms' training: the `train:` section's, else `GRPOConfig`'s."
@@ -255,18 +267,6 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
     short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]
     if short:
         raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again")
-
-# %% ../nbs/16_pilot.ipynb #b218edb4
-def on_cluster(name:str, # the stage
-               fn:Callable, # its work (writes the stage's output)
-               run:Path, # the run folder: the record is its `jobs.jsonl`
-               job:JobConfig|None, # `--submit`'s options (None, or not submitting: `fn` runs here)
-               model:str, # the model the work runs (a GPU job unless it is an embedded small model)
-              )->Callable:
-    "`fn` itself, or with `--submit` a call that runs it as one cluster job and waits for it."
-    if job is None or not job.submit: return fn
-    slurm = key_values(job.slurm, "--slurm", ParamsError)
-    return lambda: run_as_job(name, fn, run / JOBS, job, int(needs_gpu(model)), slurm, log)
 
 # %% ../nbs/16_pilot.ipynb #a6c7f6ee
 def dpo_arms(params:dict)->list:
