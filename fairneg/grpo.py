@@ -973,7 +973,7 @@ def train_gpus(cfg:GRPOConfig)->int:
 # %% ../nbs/13_grpo.ipynb #f057d2d0
 def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
     "A submitted arm: train from its newest checkpoint; if the cluster warns, stop after the step, checkpoint, requeue."
-    with StopSignals() as stop:
+    with StopSignals(keep=True) as stop:     # kept: a warning after the last step is logged, not a failed job
         t = GRPOTrainer(cfg, resume=True, progress=False, recompute=recompute)
         print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}"
                                 if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)

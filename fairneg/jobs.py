@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_jobs.ipynb #ee35ed43
 from __future__ import annotations
-import re, shlex, signal, subprocess, sys, threading, time
+import atexit, re, shlex, signal, subprocess, sys, threading, time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -217,13 +217,19 @@ def run_as_job(name:str, # what the job does: its lines, its row's `name` in `re
 class StopSignals:
     "A block in which USR1 and SIGTERM are noted, not obeyed: the work asks `received` at each safe point."
     SIGNALS = ("SIGUSR1", "SIGTERM")
-    def __init__(self, echo:Callable|None=None): # where the note of a signal goes (default: stderr, the job's log)
-        self.received, self.echo, self._old = None, echo or (lambda s: print(s, file=sys.stderr, flush=True)), {}
+    def __init__(self, echo:Callable|None=None, # where the note of a signal goes (default: stderr, the job's log)
+                 keep:bool=False, # after the block, go on noting (a job's work that ends with it): nothing to stop
+                ):
+        self.received, self.keep, self.ended, self._old = None, keep, False, {}
+        self.echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
     def _note(self, signum, frame):
         name = signal.Signals(signum).name
+        if self.ended: return self.echo(f"received {name} after the work ended: nothing to stop")
         self.echo(f"received {name}: stopping at the next safe point" + (f" (first: {self.received})"
                                                                          if self.received else ""))
         self.received = self.received or name
+    def _ignore(self):
+        for s in self.SIGNALS: signal.signal(getattr(signal, s), signal.SIG_IGN)
     @property
     def requeue(self)->bool:
         "Whether the job should put itself back in the queue: after USR1, the warning it asked for (not after SIGTERM)."
@@ -234,6 +240,8 @@ class StopSignals:
             for s in self.SIGNALS: self._old[s] = signal.signal(getattr(signal, s), self._note)
         return self
     def __exit__(self, *exc):
+        self.ended = True
+        if self.keep: return atexit.register(self._ignore)   # Python's shutdown would restore the killing default
         for s, h in self._old.items():
             if h is not None: signal.signal(getattr(signal, s), h)   # None: a handler set outside Python, left as it is
 

@@ -162,6 +162,8 @@ def test_cancelled_job_relaunch_completes_only_the_missing_cell(tmp_path, slurm)
 TRAIN = ["--model", "tiny-test", "--groups", "2", "--k", "2", "--max-new-tokens", "80", "--max-turns", "3", "--lr", "1e-3",
          "--transcript-every", "1", "--scratchpad-chars", "16", "--message-chars", "16", "--no-progress"]
 
+STEPS = 6   # an arm's steps: room for a signal sent after the first one to land before the last (each takes ~0.5 s here)
+
 def train(*args):
     return runner.invoke(app, ["train", *map(str, args)])
 
@@ -184,7 +186,7 @@ def train_bank(tmp_path_factory):
 def uninterrupted(train_bank, tmp_path_factory):
     "The arm trained here, start to end, in one go: what every interrupted job must end as."
     out = tmp_path_factory.mktemp("ref") / "lam0"
-    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out)
+    r = train(*TRAIN, "--bank", train_bank, "--steps", STEPS, "--checkpoint-steps", STEPS, "--out", out)
     assert r.exit_code == 0, r.output
     return out
 
@@ -193,16 +195,16 @@ def _same_arm(a, b):
     from safetensors.torch import load_file
     from fairneg.store import step_differences
     ra, rb = read_jsonl(a / "training_steps.jsonl"), read_jsonl(b / "training_steps.jsonl")
-    assert [r["step"] for r in rb] == [r["step"] for r in ra] == [1, 2, 3, 4]      # none missing, none twice
-    assert [step_differences(x, y) for x, y in zip(ra, rb)] == [[]] * 4
-    wa, wb = load_file(str(a / "checkpoint-4" / "adapter_model.safetensors")), load_file(str(b / "checkpoint-4" / "adapter_model.safetensors"))
+    assert [r["step"] for r in rb] == [r["step"] for r in ra] == list(range(1, STEPS + 1))   # none missing, none twice
+    assert [step_differences(x, y) for x, y in zip(ra, rb)] == [[]] * STEPS
+    wa, wb = load_file(str(a / f"checkpoint-{STEPS}" / "adapter_model.safetensors")), load_file(str(b / f"checkpoint-{STEPS}" / "adapter_model.safetensors"))
     assert wa.keys() == wb.keys() and all(wa[k].equal(wb[k]) for k in wa)
 
-def _until(pred, timeout:float, what:str):
+def _until(pred, timeout:float, what:str, poll:float=0.5):
     t = time.monotonic()
     while not pred():
         if time.monotonic() - t > timeout: raise AssertionError(f"waited {timeout:.0f} s for {what}")
-        time.sleep(0.5)
+        time.sleep(poll)
 
 def _steps(out) -> int:
     p = out / "training_steps.jsonl"
@@ -212,32 +214,36 @@ def _job_id(out) -> str:
     return read_jsonl(out / "jobs.jsonl")[-1]["job_id"]
 
 def _start_now(job):
-    "Slurm holds a requeued job about two minutes (its BeginTime); let it start at once (the requeue itself is Slurm's)."
+    """Slurm holds a requeued job about two minutes (its BeginTime, AuthInfo's cred_expire); let it start sooner (the
+    requeue itself is Slurm's). Not within the second its old run's credential was revoked: slurmd refuses a credential
+    issued in that second ("Job credential revoked") and the job ends FAILED. The job is PENDING only after the revoke."""
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
 
 def test_warned_arm_stops_checkpoints_requeues_and_ends_as_uninterrupted(tmp_path, train_bank, uninterrupted, slurm):
     """USR1 mid-run (what `--signal=USR1@<s>` sends before the time limit): the job finishes its step, writes that step's
     checkpoint (not a scheduled one), requeues itself, and the requeued job ends the arm as the uninterrupted run did."""
     out = tmp_path / "lam0"
-    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out, *SUBMIT)
+    r = train(*TRAIN, "--bank", train_bank, "--steps", STEPS, "--checkpoint-steps", STEPS, "--out", out, *SUBMIT)
     assert r.exit_code == 0 and "[lam0] submitted job" in r.output, r.output
     job = _job_id(out)
-    _until(lambda: _steps(out) >= 1, 300, "the job's first step")
+    _until(lambda: _steps(out) >= 1, 300, "the job's first step", poll=0.1)
     subprocess.run(["scancel", "--signal=USR1", job], check=True)
     _until(lambda: (slurm_states([job]) or {}).get(job) in ("PENDING", "COMPLETED"), 120, "the job to requeue")
     if slurm_states([job])[job] == "PENDING": _start_now(job)
-    assert _ended([job], timeout=300) == {job: "COMPLETED"}
+    ended = _ended([job], timeout=300)
     log = (out / "submitit" / f"{job}_0_log.err").read_text()
+    assert ended == {job: "COMPLETED"}, (ended, log)
     assert "received SIGUSR1: stopping at the next safe point" in log and f"requeuing job {job} (lam0 stopped after step" in log, log
     stopped = int(log.split("lam0 stopped after step ")[1].split()[0])
-    assert 1 <= stopped < 4 and f"lam0: resuming from checkpoint-{stopped} of 4" in log, log
-    assert (out / f"checkpoint-{stopped}").is_dir()               # written at the stop: only step 4 is scheduled
+    assert 1 <= stopped < STEPS and f"lam0: resuming from checkpoint-{stopped} of {STEPS}" in log, log
+    assert (out / f"checkpoint-{stopped}").is_dir()               # written at the stop: only the last step is scheduled
     segs = read_segments(out)                                       # two sessions of one job, the second resumed exactly
     assert [(s["start_step"], s["optimizer"], s["end_step"], s["ended"], s["slurm_job"]) for s in segs] == [
-        (0, "fresh", stopped, "stopped on SIGUSR1", job), (stopped, "exact", 4, "complete", job)], segs
+        (0, "fresh", stopped, "stopped on SIGUSR1", job), (stopped, "exact", STEPS, "complete", job)], segs
     _same_arm(uninterrupted, out)
-    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 4, "--out", out, *SUBMIT)
-    assert r.exit_code == 0 and f"lam0: complete already at step 4 ({out}): nothing submitted" in r.output, r.output
+    r = train(*TRAIN, "--bank", train_bank, "--steps", STEPS, "--checkpoint-steps", STEPS, "--out", out, *SUBMIT)
+    assert r.exit_code == 0 and f"lam0: complete already at step {STEPS} ({out}): nothing submitted" in r.output, r.output
     assert len(read_jsonl(out / "jobs.jsonl")) == 1
 
 def test_queued_arm_refuses_a_second_writer_and_a_killed_job_resumes_on_submit(tmp_path, train_bank, uninterrupted, slurm):
@@ -246,7 +252,7 @@ def test_queued_arm_refuses_a_second_writer_and_a_killed_job_resumes_on_submit(t
     checkpointed the step it was in if it could finish it in time; the next submit resumes from its newest checkpoint
     and ends the arm as the uninterrupted run did."""
     out = tmp_path / "lam0"
-    args = [*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 2, 4, "--out", out]
+    args = [*TRAIN, "--bank", train_bank, "--steps", STEPS, "--checkpoint-steps", 2, STEPS, "--out", out]
     blocker = _sbatch("--cpus-per-task=1", "--output=/dev/null", "--wrap", "sleep 300")   # holds the arm's job in the queue
     try:
         r = train(*args, *SUBMIT, "--slurm", f"dependency=afterany:{blocker}")
@@ -268,8 +274,8 @@ def test_queued_arm_refuses_a_second_writer_and_a_killed_job_resumes_on_submit(t
     r = train(*args, *SUBMIT, "--wait")
     assert r.exit_code == 0, r.output
     second = _job_id(out)
-    assert second != job and "lam0: trained to step 4" in r.output, r.output
-    assert f"lam0: resuming from checkpoint-{stopped} of 4" in (out / "submitit" / f"{second}_0_log.err").read_text()
+    assert second != job and f"lam0: trained to step {STEPS}" in r.output, r.output
+    assert f"lam0: resuming from checkpoint-{stopped} of {STEPS}" in (out / "submitit" / f"{second}_0_log.err").read_text()
     segs = read_segments(out)
     assert [(s["slurm_job"], s["start_step"]) for s in segs] == [(job, 0), (second, stopped)] and segs[-1]["ended"] == "complete"
     assert segs[0]["ended"] in ("stopped on SIGTERM", None), segs            # None: killed before it could say
@@ -316,10 +322,10 @@ def test_preempted_arm_requeued_by_slurm_ends_as_uninterrupted(tmp_path, train_b
     time, and its rerun resumes from the newest checkpoint, checks the steps it computes again, and ends the arm as the
     uninterrupted run did."""
     out = tmp_path / "lam0"
-    r = train(*TRAIN, "--bank", train_bank, "--steps", 4, "--checkpoint-steps", 2, 4, "--out", out, *SUBMIT)
+    r = train(*TRAIN, "--bank", train_bank, "--steps", STEPS, "--checkpoint-steps", 2, STEPS, "--out", out, *SUBMIT)
     assert r.exit_code == 0, r.output
     job = _job_id(out)
-    _until(lambda: _steps(out) >= 1, 300, "the job's first step")
+    _until(lambda: _steps(out) >= 1, 300, "the job's first step", poll=0.1)
     subprocess.run(["scontrol", "requeue", job], check=True)
     _until(lambda: (slurm_states([job]) or {}).get(job) == "PENDING", 120, "Slurm to requeue the job")
     _start_now(job)
@@ -329,8 +335,8 @@ def test_preempted_arm_requeued_by_slurm_ends_as_uninterrupted(tmp_path, train_b
     assert [s["slurm_job"] for s in segs] == [job, job] and segs[0]["start_step"] == 0, segs
     assert segs[0]["ended"] in ("stopped on SIGTERM", None), segs        # None: killed before it could say
     start = segs[1]["start_step"]                                       # checkpoint-2, or the step it stopped after
-    assert (segs[1]["optimizer"], segs[1]["end_step"], segs[1]["ended"]) == ("exact" if start else "fresh", 4, "complete"), segs
+    assert (segs[1]["optimizer"], segs[1]["end_step"], segs[1]["ended"]) == ("exact" if start else "fresh", STEPS, "complete"), segs
     log = (out / "submitit" / f"{job}_0_log.err").read_text()
     assert "DUE TO JOB REQUEUE" in log and "requeuing job" not in log, log     # Slurm requeued it; it did not requeue itself
-    assert (f"lam0: resuming from checkpoint-{start} of 4" if start else "lam0: starting at step 0 of 4") in log, log
+    assert (f"lam0: resuming from checkpoint-{start} of {STEPS}" if start else f"lam0: starting at step 0 of {STEPS}") in log, log
     _same_arm(uninterrupted, out)
