@@ -9,6 +9,7 @@ import pytest
 from fairneg.report import check_self_contained
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("docs")   # one worker: the site (~60 s) is built once for the module, not per worker
 sys.path.insert(0, str(ROOT / "tools"))
 import docs
 
