@@ -179,6 +179,9 @@ def wrap(paths):
 
 if __name__ == '__main__':
     cmd, *args = sys.argv[1:] or ['report']
+    if cmd not in ('report', 'wrap', 'untested', 'untested-all'):
+        if cmd in ('-h', '--help', 'help'): print(__doc__); sys.exit(0)
+        sys.exit(f"nbstyle: no command {cmd!r} (report, untested, untested-all, wrap; --help says more)")
     paths = args or sorted(glob.glob('nbs/[0-9]*.ipynb'))
     if cmd in ('untested', 'untested-all'):
         for p in paths:
