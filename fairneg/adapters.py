@@ -15,7 +15,8 @@ __all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model'
            'start_segment', 'end_segment', 'read_segments']
 
 # %% ../nbs/12_adapters.ipynb #d1a3288f
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")   # the modules LoRA adapts by default
+# the modules LoRA adapts by default
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 @contextlib.contextmanager
 def quiet_peft():
@@ -72,7 +73,8 @@ def checkpoints(out)->list:
     return sorted(res)
 
 # %% ../nbs/12_adapters.ipynb #8f4ebf3b
-SEGMENTS = "segments.jsonl"   # an arm's training sessions: a `start` row each, and an `end` row when it ended on its own
+# an arm's training sessions: a `start` row each, and an `end` row when it ended on its own
+SEGMENTS = "segments.jsonl"
 
 def _now()->str: return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

@@ -174,7 +174,8 @@ def truth_belief(own:OwnView, # the seat's own view
 POOL_SIZE = 256          # prior samples per game shape
 TAU_BAND = (0.30, 0.65)  # prior threshold band, as a share of the ideal
 BETA = 4.0               # proposal likelihood: P(j proposes d) ∝ exp(BETA * z_j(d))
-EVIDENCE_EPS = 0.1                # noise of acceptance evidence: a signature / yes vote on a deal j rejects has probability EVIDENCE_EPS
+# noise of acceptance evidence: a signature / yes vote on a deal j rejects has probability EVIDENCE_EPS
+EVIDENCE_EPS = 0.1
 P_SIGN = 0.3             # chance that a party signs, at its turn, a live offer it accepts
 
 def sample_prior_sheets(n_options, # options per issue
@@ -322,7 +323,8 @@ def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:boo
 
 # %% ../nbs/07_agents.ipynb #99823e67
 @functools.cache
-def _blas()->ThreadpoolController: return ThreadpoolController()   # made on first use: it lists the BLAS libraries loaded then
+# made on first use: it lists the BLAS libraries loaded then
+def _blas()->ThreadpoolController: return ThreadpoolController()
 
 # %% ../nbs/07_agents.ipynb #ceb47b8a
 def _one_blas_thread():

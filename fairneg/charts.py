@@ -83,7 +83,8 @@ def enable_default()->str:
 if find_spec("altair") is not None: enable_default()   # a GPU image without altair still imports the palette below
 
 # %% ../nbs/00_charts.ipynb #2e88af13
-ARM_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")   # Tableau 10 without its grey
+# Tableau 10 without its grey
+ARM_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 BASE_COLOR = "#333333"   # the untrained base, in every figure that draws it
 
 def arm_colors(arms)->dict:

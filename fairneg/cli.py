@@ -18,7 +18,8 @@ from .geometry import bank_geometry, geometry_summary, geometry_text, solve
 __all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry']
 
 # %% ../nbs/17_cli.ipynb #48178248
-SUBAPPS = {  # verb -> `module` defining `app = typer.Typer(...)`, or `module:attr`; one line per chapter that adds commands
+# verb -> `module` defining `app = typer.Typer(...)`, or `module:attr`; one line per chapter that adds commands
+SUBAPPS = {
     "bank": "fairneg.bank",
     "play": "fairneg.policies:play_app",
     "soundness": "fairneg.rollout:soundness_app",

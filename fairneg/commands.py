@@ -90,7 +90,8 @@ def crash_line(e:BaseException, log:Path)->str:
     return f"crash: {type(e).__name__}: {one_line(e)[:300]} (a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})"
 
 # %% ../nbs/00_commands.ipynb #bd2be009
-_PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)   # handled by `CliGroup.main`/typer
+# handled by `CliGroup.main`/typer
+_PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)
 
 class CliGroup(TyperGroup):
     "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage errors one line and 2, crash 4 and a log."
@@ -212,15 +213,18 @@ def config_params(cls, # a dataclass whose fields carry trailing comments (their
                  )->list:
     "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
-    readable = any(docs.get(n) for n in vars(cls).get("__annotations__", {}))   # its own source was read (a notebook's class is not)
+    # its own source was read (a notebook's class is not)
+    readable = any(docs.get(n) for n in vars(cls).get("__annotations__", {}))
     out = []
     for f in dataclasses.fields(cls):
         if f.name in skip: continue
         t = hints[f.name]
-        if typing.get_origin(t) in (typing.Union, types.UnionType):   # `int | None` -> int (every flag is optional anyway)
+        # `int | None` -> int (every flag is optional anyway)
+        if typing.get_origin(t) in (typing.Union, types.UnionType):
             inner = [a for a in typing.get_args(t) if a is not type(None)]
             t = inner[0] if len(inner) == 1 else t
-        flags = f.metadata.get("flags", ())   # `field(metadata=dict(flags=("--new", "--old")))`: the flag and its aliases
+        # `field(metadata=dict(flags=("--new", "--old")))`: the flag and its aliases
+        flags = f.metadata.get("flags", ())
         opt = typer.Option(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable),
                            show_default=False)
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,

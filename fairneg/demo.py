@@ -77,7 +77,8 @@ def demo_mix()->DemoMix: return DemoMix()
 
 DEMO_CHECKPOINTS = ("lam0_step6=agent:greedy_anchor", "lam0_step12=py:fairneg.demo:demo_mix",
                     "lam1_step6=agent:fairness_private", "lam1_step12=agent:fairness_oracle")
-DEMO_WIDE_CHECKPOINTS = DEMO_CHECKPOINTS + (   # a run as wide as the pilot's: three GRPO arms and a DPO pair (eight checkpoints)
+# a run as wide as the pilot's: three GRPO arms and a DPO pair (eight checkpoints)
+DEMO_WIDE_CHECKPOINTS = DEMO_CHECKPOINTS + (
     "lam05_step6=agent:passive_gate", "lam05_step12=agent:bayes_rational",
     "dpo_fairness_private_step8=agent:fairness_private", "dpo_rational_private_step8=agent:rational_private")
 DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12",
@@ -123,7 +124,8 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
         write_json(out / "reward_soundness.json", s)
     arms = dict.fromkeys(arm_step(c.checkpoint)[0] for c in cells)
     for j, arm in enumerate(arms):
-        if is_dpo_arm(arm):                         # a DPO arm: its outcome and its own telemetry, as the pilot writes them
+        # a DPO arm: its outcome and its own telemetry, as the pilot writes them
+        if is_dpo_arm(arm):
             write_json(out / "dpo" / arm / "outcome.json",
                        dict(arm=arm, trained=True, checkpoint=str(checkpoint_dir(Path("dpo") / arm, 8))))
             append_jsonl(synthetic_dpo_steps(arm, 8, seed=j), out / "dpo" / arm / TRAINING_STEPS)

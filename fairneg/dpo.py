@@ -183,7 +183,8 @@ def trl_args(cfg:DPOTrainConfig):
                      weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, beta=cfg.beta, max_length=None,
                      logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed, disable_tqdm=True,
                      use_cpu=not gpu, bf16=gpu and torch.cuda.is_bf16_supported(), dataloader_num_workers=0,
-                     gradient_checkpointing=False, disable_dropout=cfg.lora_dropout == 0)   # TRL's defaults: on, and dropout off
+                     # TRL's defaults: on, and dropout off
+                     gradient_checkpointing=False, disable_dropout=cfg.lora_dropout == 0)
 
 # %% ../nbs/14_dpo.ipynb #2f5862a3
 def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str)->Path:
@@ -275,7 +276,8 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     tr.draw = p
     seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps,
                                              batch_size=cfg.batch_size, lr=cfg.lr,
-                                             beta=cfg.beta), code_version())   # a DPO run is one session: it restarts, never resumes
+                                             # a DPO run is one session: it restarts, never resumes
+                                             beta=cfg.beta), code_version())
     try: tr.train()
     except BaseException as e:
         end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, f"failed: {type(e).__name__}")

@@ -95,7 +95,8 @@ def _action(self:NegotiationEnv, a, seat)->dict:
     if a < 5 + self._m: return {"atype": "accept", "offer_id": f"o{a - 4}"}
     d = a - 5 - self._m
     if protocol_kind(s.protocol.kind).own_issue: return {"atype": "demand", "deal": option_label(seat, d)}
-    return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}   # row-major, as `solve`
+    # row-major, as `solve`
+    return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}
 
 # %% ../nbs/07_env.ipynb #9b444659
 @patch

@@ -186,7 +186,8 @@ def explore(geos:list[Geometry], # the games' geometries
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
     return alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(
         *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height).resolve_scale(
-        color="independent", shape="independent")   # the policies' colours apart from the sets' blues; both of theirs independent, so one legend
+        # the policies' colours apart from the sets' blues; both of theirs independent, so one legend
+        color="independent", shape="independent")
 
 # %% ../nbs/04_explorer.ipynb #e7837f61
 def _skipped(f:Path, root:Path)->bool:

@@ -22,7 +22,8 @@ __all__ = ['ADAPTER_FILES', 'CARD_SETTINGS', 'app', 'ExportError', 'export_name'
 class ExportError(ValueError):
     "A checkpoint that cannot be exported: not a trainer's checkpoint, or a folder in the way; the message says which."
 
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")   # what PEFT's from_pretrained reads
+# what PEFT's from_pretrained reads
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 # %% ../nbs/15_export.ipynb #8fc68c07
 def export_name(arm:str, step:int)->str:

@@ -21,7 +21,8 @@ __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'FIELD_TYPES
 # %% ../nbs/01_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
 INFO_MODES = ("full", "private")
-PROTOCOLS = ["table", "ultimatum", "divide-dollar"]   # the kinds a game may name; `fairneg.protocol.register_kind` adds a new one
+# the kinds a game may name; `fairneg.protocol.register_kind` adds a new one
+PROTOCOLS = ["table", "ultimatum", "divide-dollar"]
 GENERATOR_VERSION = "fairneg-gen-v2"
 
 @user_error
@@ -91,7 +92,8 @@ def label_option(t:str)->tuple:
 # %% ../nbs/01_game.ipynb #ac3a7ec9
 def label_options(label:str)->list:
     "`(issue, option)` per option label of a deal label as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
-    return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]   # no regex: agents and prompts read many labels
+    # no regex: agents and prompts read many labels
+    return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]
 
 # %% ../nbs/01_game.ipynb #59df7aa6
 def deal_key(text)->str|None:
@@ -263,7 +265,8 @@ _is_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
 _list_of = lambda ok: lambda v: isinstance(v, list) and all(ok(x) for x in v)
 _or_null = lambda ok: lambda v: v is None or ok(v)
 
-FIELD_TYPES = {   # a game file's fields: what each must be (its JSON type, in words) and the check; values are checked by `validate_game`
+# a game file's fields: what each must be (its JSON type, in words) and the check; values are checked by `validate_game`
+FIELD_TYPES = {
     "name": ("a string", _is_text), "parties": ("a list of strings", _list_of(_is_text)),
     "roles": ("a list of strings", _list_of(_is_text)), "issues": ("a list of strings", _list_of(_is_text)),
     "options": ("a list of lists (one per issue)", _list_of(lambda v: isinstance(v, list))),

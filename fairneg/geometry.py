@@ -401,7 +401,8 @@ def _density(zi, zj, bins:int):
     "Counts of points on a bins x bins grid over their range: one row per occupied cell, with its edges."
     import pandas as pd
     if len(zi) == 0: return pd.DataFrame(columns=["zi", "zi2", "zj", "zj2", "deals"])
-    span = lambda z: (z.min(), z.max()) if z.max() > z.min() else (z.min() - 0.01, z.max() + 0.01)   # one value: a thin cell, not none
+    # one value: a thin cell, not none
+    span = lambda z: (z.min(), z.max()) if z.max() > z.min() else (z.min() - 0.01, z.max() + 0.01)
     ei, ej = np.linspace(*span(zi), bins + 1), np.linspace(*span(zj), bins + 1)
     ci, cj = np.clip(np.searchsorted(ei, zi, "right") - 1, 0,
                      bins - 1), np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1)

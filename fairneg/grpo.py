@@ -166,7 +166,8 @@ def _check_config(cfg:GRPOConfig):
 _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
              "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack",
              "share_prefix", "max_nonfinite_steps", "decode")
-_ADDED = {"context": "window"}   # fields added after runs were made: hashed (and compared on resume) only away from these defaults
+# fields added after runs were made: hashed (and compared on resume) only away from these defaults
+_ADDED = {"context": "window"}
 
 def _problem(cfg:GRPOConfig)->dict:
     "The fields that define the learning problem."
@@ -272,7 +273,8 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
     return out
 
 # %% ../nbs/13_grpo.ipynb #9817c858
-def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)   # `Packed` or `Sample`
+# `Packed` or `Sample`
+def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)
 
 # %% ../nbs/13_grpo.ipynb #f08b7fec
 def _ids(x)->list: return x.ids if hasattr(x, "ids") else list(x.prompt_ids) + list(x.completion_ids)
@@ -352,7 +354,8 @@ def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int
         stats.update(tis_w_sum=float(w.sum()), tis_capped=float((w_raw > cfg.tis_cap).float().sum()))
     loss = -surr.sum() / n_tokens
     r = ratio.detach()
-    binds = ((A > 0) & (r > 1 + cfg.clip_high)) | ((A < 0) & (r < 1 - cfg.clip_low))   # the clipped term is the min: no gradient
+    # the clipped term is the min: no gradient
+    binds = ((A > 0) & (r > 1 + cfg.clip_high)) | ((A < 0) & (r < 1 - cfg.clip_low))
     stats.update(clipped=float(binds.float().sum()), ratio_max=float(r.max()))
     if ref_lp is not None and cfg.kl_coef:
         ref = torch.cat(ref_lp).detach()
@@ -435,7 +438,8 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
     new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share,
                         vocab=len(tokenizer))
     if first:
-        kept["anchor"] = [n.detach() for n in new]   # the trainer under the rollout's weights: later passes' ratios start here
+        # the trainer under the rollout's weights: later passes' ratios start here
+        kept["anchor"] = [n.detach() for n in new]
     _count_nonfinite(new, kept["ref"], res)
     loss, st = grpo_loss(new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok,
                          cfg, kept["anchor"])
@@ -458,8 +462,10 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
-    release_decode_caches(model)                                   # the rollout's static caches: the update needs the memory
-    share = 0 if is_checkpointing(model) else cfg.share_prefix    # checkpointing drops a passed cache: run sequences whole
+    # the rollout's static caches: the update needs the memory
+    release_decode_caches(model)
+    # checkpointing drops a passed cache: run sequences whole
+    share = 0 if is_checkpointing(model) else cfg.share_prefix
     mbs = list(micro_batches(packs, cfg.micro_batch, cfg.token_budget, share))
     kept = [{} for _ in mbs]
     params = [p for p in model.parameters() if p.requires_grad]
@@ -484,7 +490,8 @@ def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
     "Turn on gradient checkpointing when asked or (by default) when needed (`checkpointing_plan`); return `(on, why)`."
     on, why = (cfg.gradient_checkpointing, "asked") if cfg.gradient_checkpointing is not None else checkpointing_plan(model, cfg.token_budget)
     if on:
-        if hasattr(model, "activation_checkpointing_enable"):      # transformers >= 5.2x; the old name is deprecated there
+        # transformers >= 5.2x; the old name is deprecated there
+        if hasattr(model, "activation_checkpointing_enable"):
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return bool(on), why
@@ -686,17 +693,21 @@ class GRPOTrainer:
             self.run_id = run_id(cfg)
             self.model = lora_model(base, cfg)
             self.opt, self.sch = make_optimizer(self.model, cfg)
-        self.policy = self._policy()                   # first: vLLM's engine takes its share of the GPU before the plan reads what is free
+        # first: vLLM's engine takes its share of the GPU before the plan reads what is free
+        self.policy = self._policy()
         self.checkpointing, self.checkpointing_why = use_gradient_checkpointing(self.model, cfg)
         self.model.eval()
         self.rows_path, self.trans_path = self.out / TRAINING_STEPS, self.out / TRANSCRIPTS
         self.logged = logged_steps(self.rows_path)
         self.logged_trans = logged_steps(self.trans_path)
-        self.logged_rows = {r["step"]: r for r in read_jsonl(self.rows_path)} if self.logged else {}   # a recomputed step is checked against its row
+        # a recomputed step is checked against its row
+        self.logged_rows = {r["step"]: r for r in read_jsonl(self.rows_path)} if self.logged else {}
         self.stopped = None                            # the step a warned run stopped after (`run(stop=...)`)
-        self.skipped = trailing_nonfinite(self.rows_path, self.start)      # skipped steps in a row, up to the resumed one
+        # skipped steps in a row, up to the resumed one
+        self.skipped = trailing_nonfinite(self.rows_path, self.start)
         write_json(self.out / "config.json", asdict(cfg))
-        self.done_step, self.changes = self.start, changed   # the last step done (a session's end) and what the resume changed
+        # the last step done (a session's end) and what the resume changed
+        self.done_step, self.changes = self.start, changed
         self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
                                self.run_id)
 
@@ -779,7 +790,8 @@ def _policy_turns(eps:list, flats:list)->dict:
     return dict(fabrication=int(sum(t["legality"] == "fabrication" for t in turns)),
                 illegal=int(sum(t["legality"] == "illegal" for t in turns)),
                 parse_failures=int(sum(t["legality"] == "parse_error" for t in turns)),
-                lenient_turns=int(sum(bool(t.get("lenient")) for t in turns)),   # read only thanks to the parser's leniency
+                # read only thanks to the parser's leniency
+                lenient_turns=int(sum(bool(t.get("lenient")) for t in turns)),
                 policy_turns=len(turns), tokens_generated=int(sum(n for _, n, _ in pol)),
                 flat_tokens=int(sum(n for _, n, f in pol if f)))
 
@@ -933,7 +945,8 @@ def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True,
 def make_config(params:str|dict|None=None, **overrides)->GRPOConfig:
     "A GRPOConfig from a parameter file's `train:` section (else the whole file) and overrides (None: not given)."
     cfg = load_config(GRPOConfig, params, "train", whole=True, what="training", **overrides)
-    if overrides.get("out") is None and not holds_arm(cfg.out, cfg.arm):      # a run made before this rule resumes where it is
+    # a run made before this rule resumes where it is
+    if overrides.get("out") is None and not holds_arm(cfg.out, cfg.arm):
         cfg.out = str(Path(cfg.out) / cfg.arm)                                 # `<out>/lam05`: the pilot's convention
     return cfg
 
@@ -979,7 +992,8 @@ def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
                                 if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
         rows = t.run(stop)
     if t.stopped is not None:
-        end_job(f"{cfg.arm} stopped after step {t.stopped} on {stop.received}", stop.requeue)   # inside a job: ends this process
+        # inside a job: ends this process
+        end_job(f"{cfg.arm} stopped after step {t.stopped} on {stop.received}", stop.requeue)
         return f"{cfg.arm}: stopped after step {t.stopped} on {stop.received}; submit again to continue"
     done = [s for s, _ in checkpoints(cfg.out)]
     return f"{cfg.arm}: trained to step {done[-1] if done else 0} ({len(rows)} new steps in this job); checkpoints: {', '.join(map(str, done))}"

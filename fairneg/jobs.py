@@ -58,7 +58,8 @@ def job_params(c:JobConfig, # the submission's options
 
 # %% ../nbs/12_jobs.ipynb #b33da148
 SLURM_ALIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "REQUEUED", "REQUEUE_HOLD",
-               "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")   # squeue states of a job not ended
+               # squeue states of a job not ended
+               "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")
 
 def read_squeue(text:str)->dict:
     "`{job_id: state}` from the lines of `squeue -h -o '%i %T'`."
@@ -93,7 +94,8 @@ def running_jobs(record, key:str, # as `last_jobs`
     "`{name: (row, state)}` of the names whose last Slurm job in `record` is still queued or running."
     last = {c: r for c, r in last_jobs(record, key).items() if r.get("executor") == "slurm"}
     now = states([r["job_id"] for r in last.values()]) if last else {}
-    if now is None:                                 # fail closed: a second job beside a running one would write beside it
+    # fail closed: a second job beside a running one would write beside it
+    if now is None:
         raise JobError(f"{record} lists {len(last)} Slurm job(s), but squeue did not answer, so whether they still run "
                        f"is unknown: nothing submitted; submit again when squeue answers")
     return {c: (r, now[r["job_id"]]) for c, r in last.items() if now.get(r["job_id"]) in SLURM_ALIVE}
@@ -112,7 +114,8 @@ def submit_job(ex, # the submitit executor
     submitit = submitit_module()
     ex.update_parameters(**params)
     try: j = ex.submit(fn, *args)
-    except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:   # sbatch refused it: its words
+    # sbatch refused it: its words
+    except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:
         why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
         raise JobError(f"[{name}] could not be submitted ({ex.cluster}): {why}{before}") from None
     append_jsonl([dict(fields, job_id=str(j.job_id), executor=ex.cluster, folder=str(ex.folder),
@@ -235,7 +238,8 @@ class StopSignals:
         "Whether the job should put itself back in the queue: after USR1, the warning it asked for (not after SIGTERM)."
         return self.received == "SIGUSR1"
     def __enter__(self):
-        self.watching = threading.current_thread() is threading.main_thread()   # Python lets only the main thread set handlers
+        # Python lets only the main thread set handlers
+        self.watching = threading.current_thread() is threading.main_thread()
         if self.watching:
             for s in self.SIGNALS: self._old[s] = signal.signal(getattr(signal, s), self._note)
         return self
@@ -258,7 +262,8 @@ def end_job(reason:str, # what the log says
     print(f"{'requeuing' if requeue else 'ending'} job {env.job_id} ({reason})", file=sys.stderr, flush=True)
     if requeue:
         try:
-            env._requeue(1)                        # what submitit's own handler calls: slurm `scontrol requeue`; local exits 144
+            # what submitit's own handler calls: slurm `scontrol requeue`; local exits 144
+            env._requeue(1)
         except (subprocess.CalledProcessError, OSError) as e:
             print(f"job {env.job_id} could not be requeued ({e}): submit it again to continue",
                   file=sys.stderr, flush=True)

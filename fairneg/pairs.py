@@ -217,7 +217,8 @@ PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverge
                "counterfactual_value", "rejected_value", "table_optimum", "view_ref")
 ROW_FIELDS = ID_FIELDS + PAIR_FIELDS + STATE_FIELDS + VIEW_FIELDS
 _EVENT_KEYS = ("round", "seat", "atype", "offer_id", "deal", "vote", "message", "forced")
-DP_ROW_IDS = ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")   # a row's ids a decision point holds
+# a row's ids a decision point holds
+DP_ROW_IDS = ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")
 
 def state_fields(dp:DecisionPoint)->dict:
     "The state-complete fields of a decision point (history events and offers with fixed keys, for columnar files)."
@@ -558,7 +559,8 @@ def package(runs:dict, # experiment name -> annotation folder
     old = read_jsonl(out / "pairs.jsonl") if (out / "pairs.jsonl").is_file() else []
     held = {json.dumps(r, sort_keys=True) for r in old}
     if old and (out / "card_stats.json").is_file() and all(json.dumps(r, sort_keys=True) in held for r in new):
-        return {**read_json(out / "card_stats.json", PackageError), "already": True}   # the same package run again: nothing to add
+        # the same package run again: nothing to add
+        return {**read_json(out / "card_stats.json", PackageError), "already": True}
     check_rows(old + new, str(out))
     allrows = old + new
     pool = check_poolable(allrows, allow_mixed_protocols)
@@ -806,7 +808,8 @@ def annotate_cmd(episodes:Annotated[list[Path],
         same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes],
                                                                   types=list(types),
                                                                    include_views=include_views, max_points=max_points)
-        if clash and same and rep0.get("n_episodes") == len(lines):   # the same annotation of the same episodes (none added since)
+        # the same annotation of the same episodes (none added since)
+        if clash and same and rep0.get("n_episodes") == len(lines):
             typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
             return
         if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten): "

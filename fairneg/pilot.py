@@ -169,7 +169,8 @@ def _model_kw(params:dict)->dict:
     "The model's answer caps and thinking mode as in the arms' training: the `train:` section's, else `GRPOConfig`'s."
     c = make_config(params, lam=0.0)
     return dict(max_new_tokens=c.max_new_tokens, scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
-                **({"thinking": True} if c.thinking else {}))     # off is the policies' default (and what cell records hold)
+                # off is the policies' default (and what cell records hold)
+                **({"thinking": True} if c.thinking else {}))
 
 # %% ../nbs/16_pilot.ipynb #5d54b845
 def _train_play(params:dict)->PlaySettings:
@@ -183,7 +184,8 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
     "Play rational and all-LLM campaigns on training games and run the soundness gate; stop the pilot if it fails."
     out = run / "reward_soundness.json"
     def play_and_judge():
-        shutil.rmtree(run / "soundness", ignore_errors=True)   # an interrupted (or forced) stage starts over: cells are never doubled
+        # an interrupted (or forced) stage starts over: cells are never doubled
+        shutil.rmtree(run / "soundness", ignore_errors=True)
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
         kw = dict(play=_train_play(params), progress=progress)
@@ -311,7 +313,8 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
                           out=str(run / "dpo" / arm))
         marker = Path(cfg.out) / "outcome.json"
         def train_or_record(cfg=cfg, marker=marker):
-            shutil.rmtree(cfg.out, ignore_errors=True)        # no outcome yet: an interrupted (or forced) arm starts over
+            # no outcome yet: an interrupted (or forced) arm starts over
+            shutil.rmtree(cfg.out, ignore_errors=True)
             try:
                 train_dpo(cfg, progress)
                 write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(checkpoint_dir(cfg.out, cfg.steps))))
@@ -332,13 +335,16 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
     out = run / "eval" / "done.json"
     def plan(cks:dict, **kw):
         lc = launch_config(params, checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
-                           model=model, bank=str(eval_bank), progress=progress,   # the file's `eval:` section: cells, episodes, ...
+                           # the file's `eval:` section: cells, episodes, ...
+                           model=model, bank=str(eval_bank), progress=progress,
                            context=None
-                           if get(params, "eval.context", None) else get(params, "train.context", None), **kw)   # as trained
+                           # as trained
+                           if get(params, "eval.context", None) else get(params, "train.context", None), **kw)
         return plan_launch(lc, llm_kw=_model_kw(params))
     def play_cells():
         if force:
-            shutil.rmtree(run / "eval", ignore_errors=True)   # retrained checkpoints keep their paths: never reuse their old sides
+            # retrained checkpoints keep their paths: never reuse their old sides
+            shutil.rmtree(run / "eval", ignore_errors=True)
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
         cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
         sub = job is not None and job.submit
@@ -353,7 +359,8 @@ def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
     "Paired game-cluster contrasts of every cell."
     out = run / "eval.json"
     def analyze():
-        (run / "eval_contrasts.jsonl").unlink(missing_ok=True)   # the rows of this analysis (a fresh pilot run appends anew)
+        # the rows of this analysis (a fresh pilot run appends anew)
+        (run / "eval_contrasts.jsonl").unlink(missing_ok=True)
         write_eval(analyze_cells(discover_cells(run / "eval"), B=get(params, "analysis.B", 10_000),
                                  min_games=get(params, "analysis.min_games", MIN_GAMES)), out)
     run_stage("analyze", out, analyze, force, only)

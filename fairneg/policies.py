@@ -37,7 +37,8 @@ def resolve_model(spec, # `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder 
                   build:bool=True, # build an embedded model that is not cached yet (False: only say where it goes)
                  )->str:
     "The folder or hub id a model spec loads."
-    path = model_path(spec)                              # `hf:`/`vllm:` dropped first: `vllm:tiny` is the embedded model too
+    # `hf:`/`vllm:` dropped first: `vllm:tiny` is the embedded model too
+    path = model_path(spec)
     return str((tiny_path if build else tiny_folder)(EMBEDDED[path])) if path in EMBEDDED else path
 
 # %% ../nbs/11_policies.ipynb #1b861a2f
@@ -291,7 +292,8 @@ def play(force:bool=False, **kw):
                                                                                  "seats": names}))
     if line: typer.echo(line)
     if blocks:
-        pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)   # only now: a model loads
+        # only now: a model loads
+        pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)
         run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name,
                                          width=c.width, play=c.play,
                                          extra_policies=pols, progress=c.progress, cell=cell)

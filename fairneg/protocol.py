@@ -120,7 +120,8 @@ def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, tu
                  context:str|None=None, # `window` (default) or `conversation`: the seat's context (its own version)
                 )->Protocol:
     "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
-    play = play_settings(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens, context=context)   # checks them
+    # checks them
+    play = play_settings(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens, context=context)
     k, info, n, context = protocol_kind(game.protocol), play.info_mode or game.info_mode, game.n, play.context
     if k.deadline:
         default_t = 4 * n
@@ -224,7 +225,8 @@ class Offer(Record):
         return Offer(self.offer_id, self.proposer, self.deal, list(self.signers), self.status, self.round)
 
 # %% ../nbs/05_protocol.ipynb #3fcd9ea6
-COUNTERS = ("attempts", "illegal", "fabrication", "parse_error", "forced_passes", "spoiled_ballots")   # per seat and per episode
+# per seat and per episode
+COUNTERS = ("attempts", "illegal", "fabrication", "parse_error", "forced_passes", "spoiled_ballots")
 
 def _new_stats(): return dict.fromkeys(("turns",) + COUNTERS, 0)
 

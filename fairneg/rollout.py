@@ -289,7 +289,8 @@ def write_cell_tables(out, # the cell folder (made when missing)
 
 # %% ../nbs/08_rollout.ipynb #faa2b96d
 CELL_IDENTITY = ("experiment_name", "seats", "framing", "context", "info_mode", "max_turns", "turn_max_tokens",
-                 "model", "model_thinking", "constrain")   # cell.jsonl fields that make a cell: one folder holds one value of each
+                 # cell.jsonl fields that make a cell: one folder holds one value of each
+                 "model", "model_thinking", "constrain")
 
 _PLAY_DEFAULTS = asdict(PlaySettings())   # a line written before a play setting was recorded played its default
 
@@ -581,7 +582,8 @@ def run_cell(games, # the games
         old_trans = read_jsonl(Path(out) / TRANSCRIPTS) if old_rows and (Path(out) / TRANSCRIPTS).is_file() else []
         write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"],
                                 STATES: res["states"], CELL: [line]},
-                          quality_report(old_rows + res["rows"], old_trans + res["transcripts"]))   # the report covers the whole folder
+                          # the report covers the whole folder
+                          quality_report(old_rows + res["rows"], old_trans + res["transcripts"]))
     return res
 
 # %% ../nbs/08_rollout.ipynb #3c24e6ad

@@ -12,7 +12,8 @@ from .game import INFO_MODES
 __all__ = ['CONTEXTS', 'FRAMINGS', 'check_choice', 'check_count', 'PlaySettings', 'play_settings']
 
 # %% ../nbs/02_settings.ipynb #35401a72
-CONTEXTS = ("window", "conversation")   # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
+# what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
+CONTEXTS = ("window", "conversation")
 FRAMINGS = ("table", "prose")           # the prompt framings
 
 def check_choice(name:str, # the setting, as the message names it

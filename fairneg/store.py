@@ -21,7 +21,8 @@ __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STE
            'file_sha256', 'read_yaml', 'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
 
 # %% ../nbs/02_store.ipynb #5d5f7009
-EPISODES = "episodes.jsonl"                  # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
+# one row per episode (SPEC §8); an eval side writes it last (its presence: done)
+EPISODES = "episodes.jsonl"
 TRANSCRIPTS = "rollout_transcripts.jsonl"    # one row per turn attempt, retries included
 STATES = "states.jsonl"                      # one complete engine state per episode (the annotator's log)
 CELL = "cell.jsonl"                          # one line per invocation that wrote to a cell folder: its options
@@ -172,7 +173,8 @@ def fresh_folder(out, # the folder to replace (or create)
     olds = sorted(out.parent.glob(f"{glob.escape(out.name)}.old-*"))
     if not out.exists() and olds:
         os.rename(olds[-1], out)            # killed between its two renames: the old folder back
-    for stale in out.parent.glob(f"{glob.escape(out.name)}.new-*"):    # a start-over killed earlier (not one still running)
+    # a start-over killed earlier (not one still running)
+    for stale in out.parent.glob(f"{glob.escape(out.name)}.new-*"):
         if not _alive(stale.name.rpartition("-")[2]): shutil.rmtree(stale, ignore_errors=True)
     new, old = out.with_name(f"{out.name}.new-{os.getpid()}"), out.with_name(f"{out.name}.old-{os.getpid()}")
     new.mkdir()
@@ -325,7 +327,8 @@ _STEP_RUN = {   # the run's provenance, and a DPO step's own figures
 }
 
 # %% ../nbs/02_store.ipynb #e489cf16
-STEP_FIELDS = {**_STEP_PLAY, **_STEP_UPDATE, **_STEP_TURNS, **_STEP_RUN}   # training_steps.jsonl: one row per training step (rollout and update) of an arm
+# training_steps.jsonl: one row per training step (rollout and update) of an arm
+STEP_FIELDS = {**_STEP_PLAY, **_STEP_UPDATE, **_STEP_TURNS, **_STEP_RUN}
 
 def step_row(**fields)->dict:
     "A `training_steps.jsonl` row: every field of `STEP_FIELDS`, in its order, `None` where not given."
@@ -338,7 +341,8 @@ STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "tot
                  "train_tokens_per_s",
                  "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb",
                  "gpu_total_mb", "gpu_util_pct",
-                 "ref_tflops", "train_tflops", "mfu", "code_version", "gradient_checkpointing", "checkpointing_why")   # what the machine measured, not what the step computed
+                 # what the machine measured, not what the step computed
+                 "ref_tflops", "train_tflops", "mfu", "code_version", "gradient_checkpointing", "checkpointing_why")
 
 def step_differences(logged:dict, # the row in the table
                      new:dict, # the same step computed again

@@ -19,7 +19,8 @@ def gpu_reading()->dict:
                            "")).removeprefix("GPU-")
         hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         h = next((x for x in hs if want and str(pynvml.nvmlDeviceGetUUID(x)).removeprefix("GPU-") == want), None)
-        if h is None:                        # no UUID to match: trust the index only when no device remapping is in force
+        # no UUID to match: trust the index only when no device remapping is in force
+        if h is None:
             if os.environ.get("CUDA_VISIBLE_DEVICES"): return {}
             h = hs[torch.cuda.current_device()]
         mem, util = pynvml.nvmlDeviceGetMemoryInfo(h), pynvml.nvmlDeviceGetUtilizationRates(h)
@@ -67,7 +68,8 @@ def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed p
     if not flops: return dict(ref_tflops=None, train_tflops=None, mfu=None)
     name = device_name or (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
     ref = flops / up["ref_s"] / 1e12 if up.get("ref_s") else None
-    train = 2 * flops * up.get("passes", 1) / up["update_s"] / 1e12 if up.get("update_s") else None   # every optimizer pass
+    # every optimizer pass
+    train = 2 * flops * up.get("passes", 1) / up["update_s"] / 1e12 if up.get("update_s") else None
     peak = peak_flops(name)
     return dict(ref_tflops=ref and round(ref, 3), train_tflops=train and round(train, 3),
                 mfu=round(train * 1e12 / peak, 4) if train and peak else None)

@@ -28,7 +28,8 @@ __all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'EMB
            'build_tiny_cmd']
 
 # %% ../nbs/10_tiny.ipynb #bfc0f8ac
-TINY_VERSION = "tiny-v2"    # bump when the code changes what a recipe builds (v2: the noise is rollout's random_legal_action)
+# bump when the code changes what a recipe builds (v2: the noise is rollout's random_legal_action)
+TINY_VERSION = "tiny-v2"
 AGENT_MIX = ("bayes_rational", "greedy_anchor", "passive_gate", "fairness_private", "oracle_omniscient")
 SFT_GAME_SEED = 900_000     # first seed of the generated games the data is played on
 SHAPES = (                  # (parties, issues, information) of the table games, used in turn
@@ -430,7 +431,8 @@ def build_tiny(out, # the folder to write
     return report
 
 # %% ../nbs/10_tiny.ipynb #9668e108
-EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}   # the embedded models' policy names -> their sizes (`tiny_path(size)`)
+# the embedded models' policy names -> their sizes (`tiny_path(size)`)
+EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}
 
 def cache_dir()->Path:
     "The folder cached tiny models live in: `$FAIRNEG_CACHE/tiny`, default `~/.cache/fairneg/tiny`."

@@ -8,9 +8,11 @@
 `wrap` breaks a long line after a comma, or before a comprehension's `for`/`if`, inside brackets, and aligns the
 continuation under the opening bracket (fastcore's style); where none helps, it splits a string literal inside brackets
 at a space into two adjacent literals (one constant to Python). Only whitespace between tokens changes, and each cell's
-syntax tree is checked unchanged before a break is kept. It leaves a line alone where no such break helps: long
-strings and docstrings, lines long for their comment, def-header lines carrying a comment (nbdev's docments reads
-them), and breaks that would leave a stub of a line or a continuation far to the right.
+syntax tree is checked unchanged before a break is kept. A line long for its trailing comment gets the comment on
+lines of its own above it, except where the comment documents something: def headers and class-level fields (nbdev's
+docments reads them) and papermill's `parameters` cell (its help). It leaves a line alone where nothing helps: long
+strings and docstrings, those documenting comments, and breaks that would leave a stub of a line or a continuation far
+to the right.
 """
 import ast, glob, io, json, re, sys, tokenize
 from collections import Counter
@@ -144,6 +146,30 @@ def def_headers(src):
     return {l for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             for l in range(n.lineno, n.body[0].lineno)}
 
+def docments_lines(src):
+    "Lines whose trailing comment documents something (nbdev's docments reads them): def headers and class-level fields."
+    tree = ast.parse(blank_directives(src))
+    fields = {l for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in c.body
+              if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+              for l in range(n.lineno, n.end_lineno + 1)}
+    return def_headers(src) | fields
+
+def lift_comment(src, ln):
+    "The cell with the trailing comment that makes line `ln` long on lines of its own above it, or None."
+    lines = src.split('\n')
+    line = lines[ln - 1]
+    if ln in docments_lines(src): return None
+    com = [t for t in tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline)
+           if t.type == tokenize.COMMENT and t.start[0] == ln]
+    if not com or not line[:com[0].start[1]].strip() or com[0].start[1] > MAX: return None
+    code, text = line[:com[0].start[1]].rstrip(), com[0].string.lstrip('#').strip()
+    pad = ' ' * (len(line) - len(line.lstrip()))
+    above, words = [], text.split(' ')
+    for w in words:                                    # the comment's words, as many to a line as fit
+        if above and len(pad) + len(above[-1]) + 1 + len(w) <= MAX: above[-1] += ' ' + w
+        else: above.append(f"# {w}")
+    return '\n'.join(lines[:ln - 1] + [pad + a for a in above] + [code] + lines[ln:])
+
 def wrap_cell(src):
     "The cell with its long lines broken where a break helps; its syntax tree unchanged."
     tree = lambda s: ast.dump(ast.parse(blank_directives(s)))
@@ -154,7 +180,8 @@ def wrap_cell(src):
         lines = src.split('\n')
         todo = [i + 1 for i, l in enumerate(lines) if len(l) > MAX and (i + 1, l) not in left]
         if not todo: return src
-        try: cand = break_line(src, todo[0], def_headers(src)) or split_string(src, todo[0])
+        try: cand = (break_line(src, todo[0], def_headers(src)) or split_string(src, todo[0])
+                     or lift_comment(src, todo[0]))
         except (tokenize.TokenError, SyntaxError): cand = None
         try: ok = cand is not None and tree(cand) == before
         except SyntaxError: ok = False
@@ -169,6 +196,7 @@ def wrap(paths):
         for c in nb['cells']:
             src = ''.join(c['source'])
             if c['cell_type'] != 'code' or not any(len(l) > MAX for l in src.split('\n')): continue
+            if 'parameters' in c.get('metadata', {}).get('tags', []): continue   # papermill reads its comments as help
             new = wrap_cell(src)
             n0, n1 = n0 + sum(len(l) > MAX for l in src.split('\n')), n1 + sum(len(l) > MAX for l in new.split('\n'))
             c['source'] = new.splitlines(keepends=True)

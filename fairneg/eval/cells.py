@@ -234,7 +234,8 @@ def base_key(cell:Cell, games:list[Game])->str:
              opponent=str(cell.opponent) if cell.condition == "rational_guard" else None,
              framing=condition_framing(cell.condition),
              turn_max_tokens=cell.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix,
-             **({"context": cell.context} if cell.context not in (None, "window") else {}))   # absent: earlier keys stay valid
+             # absent: earlier keys stay valid
+             **({"context": cell.context} if cell.context not in (None, "window") else {}))
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../../nbs/13_eval_cells.ipynb #bd8cd6ae
@@ -297,7 +298,9 @@ def _cell_sides(cell:Cell)->dict:
     "The sides of a cell: `{side: (policy spec, seat label)}`."
     return {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
 
-CELL_RECORD_NOTES = ("description", "shared_base")   # cell.json fields that describe, not define, a cell: the condition's wording, and the shared base's key (it hashes the code version)
+# cell.json fields that describe, not define, a cell: the condition's wording, and the shared base's key (it hashes the
+# code version)
+CELL_RECORD_NOTES = ("description", "shared_base")
 
 # %% ../../nbs/13_eval_cells.ipynb #cd3dff31
 def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`

@@ -32,7 +32,8 @@ __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 
 EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
                   *(f"{k}_given_deal" for k in ("nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini",
                                                 "max_share", "dist_nbs")))
-ON_CLOSED_DEALS = ("gini", "max_share")   # undefined unless a deal split some surplus: closure-conditional as they stand
+# undefined unless a deal split some surplus: closure-conditional as they stand
+ON_CLOSED_DEALS = ("gini", "max_share")
 EVAL_VERDICTS = ("favourable", "unfavourable", "spans_zero", "VOID", "undefined", "too_few_games")
 SPEC_FIELDS = ("instance_id", "episode_seed", "protocol_version", "deal")
 
@@ -454,7 +455,8 @@ def discover_cells(run_dir)->dict:
         lack = [s for s in ("trained", "base") if not (p.parent / s / EPISODES).is_file()]
         if lack: missing[name] = f"no {' and no '.join(f'{s}/{EPISODES}' for s in lack)}"
         else:
-            cells[name] = {s: episode_rows(p.parent / s / EPISODES, EvalError) for s in ("trained", "base")}   # paths, not globs
+            # paths, not globs
+            cells[name] = {s: episode_rows(p.parent / s / EPISODES, EvalError) for s in ("trained", "base")}
     for name in jobs:                                   # submitted, but its job never started (or died before writing)
         if name not in cells and name not in missing:
             missing[name] = "no cell.json: its job has not started, or ended before"

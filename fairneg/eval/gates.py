@@ -22,7 +22,8 @@ GATE_VERDICTS = ("POSITIVE", "NEGATIVE", "VOID")
 GATE_EXIT = {"POSITIVE": 0, "NEGATIVE": 1, "VOID": 3}
 REQUIRES = ("favourable", "not_unfavourable", "floor", "ceiling")
 _TERM_KEYS = {"condition", "endpoint", "require", "margin", "floor", "ceiling", "stat"}
-BOUNDED = ("deal", "walk", "below_threshold", "gini", "max_share")   # rates and shares in [0, 1]: a contrast lies in [-1, +1]
+# rates and shares in [0, 1]: a contrast lies in [-1, +1]
+BOUNDED = ("deal", "walk", "below_threshold", "gini", "max_share")
 
 def _check_term(t, src:str, where:str, directions:dict)->dict:
     if not isinstance(t, dict): raise PreregError(f"{src}: {where}: must be a mapping")
@@ -51,7 +52,8 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
 
 # %% ../../nbs/13_eval_gates.ipynb #64c47751
 PREREG_KEYS = ("name", "checkpoint", "analysis", "endpoints", "clauses")   # a preregistration's top-level keys
-PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object}   # its `analysis:` keys and types (min_games: `_min_games`)
+# its `analysis:` keys and types (min_games: `_min_games`)
+PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object}
 
 def check_prereg(p:dict, src:str="<prereg>")->dict:
     "Validate a preregistration mapping; return it normalized (terms filled in)."
@@ -214,7 +216,8 @@ def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:
     if endpoint not in cells[0]["endpoints"]:
         raise EvalError(f"cell {cells[0]['cell']} has no `{endpoint}` contrast (analyze with that endpoint)")
     c = cells[0]
-    e = c["endpoints"][endpoint]     # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
+    # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
+    e = c["endpoints"][endpoint]
     return {**e, "B": result["B"], "n_games": c.get("n_games"), "cluster": c.get("cluster"), "min_games": min_games,
             "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster"))}
 

@@ -43,7 +43,8 @@ def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 # %% ../../nbs/09_llm_grammar.ipynb #456e8f17
-SCRATCHPAD_CHARS, MESSAGE_CHARS = 256, 160   # a model seat's longest scratchpad and public message under the constraint (defaults)
+# a model seat's longest scratchpad and public message under the constraint (defaults)
+SCRATCHPAD_CHARS, MESSAGE_CHARS = 256, 160
 
 # %% ../../nbs/09_llm_grammar.ipynb #eba70baf
 def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must act
@@ -140,7 +141,8 @@ def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or J
     "Packed allowed-token bitmasks `[T, ceil(V/32)]` (int32) the grammar imposed at each step of a completion."
     import xgrammar as xgr
     sc = dp_or_schema
-    if isinstance(sc, DecisionPoint) or (isinstance(sc, Mapping) and "legal" in sc):   # a decision point, or a logged one's JSON form
+    # a decision point, or a logged one's JSON form
+    if isinstance(sc, DecisionPoint) or (isinstance(sc, Mapping) and "legal" in sc):
         sc = legal_action_schema(as_decision_point(sc), **schema_kw)
     V = vocab or len(tokenizer)
     m = xgr.GrammarMatcher(compiled_grammar(tokenizer, sc, V))

@@ -85,8 +85,10 @@ class HFPolicy:
         self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
         self.decode = decode_mode(decode, _device(self.model))
-        self.decode_auto, self.decode_fallback = decode == "auto", None   # why an auto-chosen graphed path was left, if it was
-        self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}   # (episode, seat) -> (ids, keys and values)
+        # why an auto-chosen graphed path was left, if it was
+        self.decode_auto, self.decode_fallback = decode == "auto", None
+        # (episode, seat) -> (ids, keys and values)
+        self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0,
                           forward_s=0.0, decode_s=0.0,
                           act_s=0.0, steps=0)

@@ -73,7 +73,8 @@ def span_logprobs(model, seqs:list, # token ids per sequence
     cache_ok = not (model.training and is_checkpointing(model))   # checkpointing in training drops a passed cache
     groups = prefix_groups(S, SP, share_prefix) if share_prefix and cache_ok else [(0, list(range(len(S))))]
     alone = [i for P, g in groups if not P for i in g]
-    shared = [(k, P, i) for k, (P, g) in enumerate(groups) if P for i in g]   # group by group: a group's rows are neighbours
+    # group by group: a group's rows are neighbours
+    shared = [(k, P, i) for k, (P, g) in enumerate(groups) if P for i in g]
     for c in range(0, len(alone), bs):
         g = alone[c:c + bs]
         for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g],
@@ -107,10 +108,12 @@ def prefix_groups(seqs:list, # token ids per sequence
                   )->list:
     "`(P, indices)` groups of sequences whose first `P >= min_len` tokens agree, saving the most; the rest `(0, [i])`."
     o = sorted(range(len(seqs)), key=lambda i: seqs[i])         # sorted: sequences that begin alike are neighbours
-    cap = [min([a for a, b in spans[i] if b > a] or [len(seqs[i])]) - 1 for i in o]   # the logits of token a come from a - 1
+    # the logits of token a come from a - 1
+    cap = [min([a for a, b in spans[i] if b > a] or [len(seqs[i])]) - 1 for i in o]
     lcp = [0] + [next((j for j, (x, y) in enumerate(zip(seqs[a], seqs[b])) if x != y), min(len(seqs[a]), len(seqs[b])))
                  for a, b in zip(o, o[1:])]                        # lcp[j]: shared with the previous sequence
-    best, cut = [0] * (len(o) + 1), [0] * (len(o) + 1)          # best[j]: most tokens saved over the first j; cut: its last group's start
+    # best[j]: most tokens saved over the first j; cut: its last group's start
+    best, cut = [0] * (len(o) + 1), [0] * (len(o) + 1)
     for j in range(1, len(o) + 1):                               # the last group is o[a:j]; it saves (j - a - 1) * P
         best[j], cut[j], P = best[j - 1], j - 1, cap[j - 1]
         for a in range(j - 2, -1, -1):

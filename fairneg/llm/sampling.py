@@ -243,7 +243,8 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
     decode = decode_mode(decode, _device(model))
-    if decode != "dynamic" and not keep_cache and not any(prefixes or []):        # a conversation's cache grows: dynamic
+    # a conversation's cache grows: dynamic
+    if decode != "dynamic" and not keep_cache and not any(prefixes or []):
         return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id,
                              grammars, stats, vocab,
                              graphed=decode == "graphed")

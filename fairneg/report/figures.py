@@ -70,7 +70,8 @@ def _curve_panel(steps, col:str, arms:list, colors:dict, step_title:str, width:i
         x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
         y=alt.Y("value:Q", title=curve_unit(col), scale=alt.Scale(zero=False)),
         color=alt.Color("arm:N", scale=color_scale(arms, colors), title="arm"),
-        strokeDash=alt.StrokeDash("arm:N", scale=alt.Scale(domain=arms), title="arm"),   # the colour's domain: one legend shows both
+        # the colour's domain: one legend shows both
+        strokeDash=alt.StrokeDash("arm:N", scale=alt.Scale(domain=arms), title="arm"),
         tooltip=["arm", "step", alt.Tooltip("value:Q", format=".4g", title=curve_label(col))]).properties(
         width=width, height=height, title=curve_label(col))
 
@@ -381,7 +382,8 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
         x="hi:Q", text="void:N")
     h = 16 * len(eps) + 10
     layers = [zero, bars, pts, txt]
-    if "percentile_lo" in df and df.percentile_lo.notna().any():   # the seeds' interval, a grey band behind the verdict interval
+    # the seeds' interval, a grey band behind the verdict interval
+    if "percentile_lo" in df and df.percentile_lo.notna().any():
         layers.insert(1, base.mark_rule(strokeWidth=7, color="#bbbbbb",
                                         opacity=0.5).encode(x="percentile_lo:Q", x2="percentile_hi:Q"))
     ch = alt.layer(*layers, data=df).properties(width=width, height=h).facet(
@@ -656,7 +658,8 @@ def gate_table(gate:dict):
     rows = [dict(checkpoint=ck, verdict=v["verdict"], clause=c["id"], condition=c["condition"], endpoint=c["endpoint"],
                  require=c["require"], status=c["status"], reason=c["reason"])
             for ck, v in gate["checkpoints"].items() for c in v["clauses"]]
-    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "status", "reason"]   # also when no checkpoint was judged
+    # also when no checkpoint was judged
+    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "status", "reason"]
     return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"],
                    f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
                    left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])

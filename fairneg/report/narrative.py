@@ -15,7 +15,8 @@ from .sections import last_dpo_steps
 __all__ = ['WHAT_ENDPOINTS', 'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance', 'at_a_glance_section']
 
 # %% ../../nbs/15_report_narrative.ipynb #8d04d663
-WHAT_ENDPOINTS = ("deal", "nnw", "below_threshold", "max_share", "nnw_given_deal")   # the endpoints `what_happened` names
+# the endpoints `what_happened` names
+WHAT_ENDPOINTS = ("deal", "nnw", "below_threshold", "max_share", "nnw_given_deal")
 
 def _training_sentences(run:Run)->list[str]:
     "Per GRPO arm: steps, the last step's KL to the base, the per-step deal rate's range (each step plays other games)."

@@ -24,7 +24,8 @@ STATUS_COLORS = {"PASS": "#1a9850", "FAIL": "#d73027", "VOID": "#7b3294", "POSIT
 class Html(str):
     "A string of HTML that notebooks display as HTML."
     def _repr_html_(self): return str(self)
-    def __repr__(self): return f"Html({len(self)} characters)"   # the plain-text twin of the display, not the page again
+    # the plain-text twin of the display, not the page again
+    def __repr__(self): return f"Html({len(self)} characters)"
 
 # %% ../../nbs/15_report_page.ipynb #3063a6ad
 def check_mode(mode:str)->str:

@@ -98,7 +98,8 @@ def _contrasts_frame(rows:list):
     if "cluster" in df:                                            # rows written before the note was: derive it
         df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c)
                                  for n, c in zip(df.resampling_note, df.cluster)]
-    if "analyzed_at" in df:                    # each cell as its latest analysis left it, never an endpoint an earlier one left
+    # each cell as its latest analysis left it, never an endpoint an earlier one left
+    if "analyzed_at" in df:
         latest = df.groupby("cell")["analyzed_at"].transform(lambda s: s.dropna().max() if s.notna().any() else None)
         df = df[(df.analyzed_at == latest) | latest.isna()]
     return df.drop_duplicates(["cell", "endpoint"], keep="last").reset_index(drop=True)
@@ -142,7 +143,8 @@ def rows(self:Run, cell:str, side:str, table:str=EPISODES)->list:
     key = (cell, side, table)
     if key not in self._cache:
         p = self.cells[cell]["dir"] / side / table
-        read = (lambda q: episode_rows(q, ReportError)) if table == EPISODES else read_jsonl   # an episode twice is refused
+        # an episode twice is refused
+        read = (lambda q: episode_rows(q, ReportError)) if table == EPISODES else read_jsonl
         self._cache[key] = read(p) if p.is_file() else []
     return self._cache[key]
 
