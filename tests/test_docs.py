@@ -9,7 +9,7 @@ import pytest
 from fairneg.report import check_self_contained
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.xdist_group("docs")   # one worker: the site (~60 s) is built once for the module, not per worker
+pytestmark = pytest.mark.xdist_group("docs")   # one worker, so the site (~60 s) is built once, not once per worker
 sys.path.insert(0, str(ROOT / "tools"))
 import docs
 
@@ -25,7 +25,7 @@ class Links(HTMLParser):
 def parse(f:Path)->Links:
     p = Links(); p.feed(f.read_text()); return p
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")   # a worker may run other files' tests between these, ending a module fixture
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("docs")
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "docs.py"), "--out", str(out)], cwd=ROOT,
