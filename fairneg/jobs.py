@@ -245,7 +245,9 @@ class StopSignals:
         return self
     def __exit__(self, *exc):
         self.ended = True
-        if self.keep: return atexit.register(self._ignore)   # Python's shutdown would restore the killing default
+        if self.keep:
+            if self.watching: atexit.register(self._ignore)   # Python's shutdown would restore the killing default
+            return
         for s, h in self._old.items():
             if h is not None: signal.signal(getattr(signal, s), h)   # None: a handler set outside Python, left as it is
 
