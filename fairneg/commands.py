@@ -189,8 +189,10 @@ class MultiValueCommand(TyperCommand):
 # %% ../nbs/00_commands.ipynb #bc132e24
 def _flag_help(name:str, doc:str|None, default, readable:bool)->str:
     if not doc:
-        if readable: raise ValueError(f"config field `{name}` has no trailing comment: it is the flag's help text")
+        if readable: raise ValueError(f"config field `{name}` has no comment (after it, or on the lines right above it): "
+                                      "it is the flag's help text")
         return ""                        # a class whose source cannot be read (defined in a notebook kernel)
+    doc = " ".join(doc.split())          # a comment above a field may run over several lines
     shown = "" if default is None or default is dataclasses.MISSING or default in ("", []) else f" (default {default})"
     return (doc[0].upper() if doc[0].isascii() else doc[0]) + doc[1:] + shown   # `λ: ...` stays λ
 
@@ -201,14 +203,14 @@ def _field_default(f):
 
 # %% ../nbs/00_commands.ipynb #95d747ef
 def field_docs(cls)->dict:
-    "Each field's trailing comment (None where it has none), read in the dataclass and in every dataclass it extends."
+    "Each field's comment (None where it has none), read in the dataclass and in every dataclass it extends."
     docs = {}
     for c in reversed(cls.__mro__):   # a base's comment stays unless the subclass comments the field again
         if dataclasses.is_dataclass(c): docs.update({k: v for k, v in docments(c).items() if v or k not in docs})
     return {f.name: docs.get(f.name) for f in dataclasses.fields(cls)}
 
 # %% ../nbs/00_commands.ipynb #c4ea1713
-def config_params(cls, # a dataclass whose fields carry trailing comments (their help)
+def config_params(cls, # a dataclass whose fields carry comments (their help)
                   skip=(), # fields left without a flag
                  )->list:
     "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."

@@ -213,8 +213,10 @@ class PlayConfig:
     seats: str|None = None            # one policy for all seats or one per seat (comma list); `llm`/`model` use --model
     out: Path|None = None             # folder the tables are appended to (default: runs/<experiment name>)
     seeds: list[int] = field(default_factory=lambda: [0])   # episode seeds, e.g. `--seeds 0 1 2`
-    experiment_name: str = field(default="", metadata=dict(flags=("--experiment-name", "--run-name")))   # `experiment_name` of every row (default: play__<seats>)
-    width: int = field(default=64, metadata=dict(flags=("--width", "--instance-batch")))   # episodes live at once (the co-stepping wave width, the memory knob)
+    # `experiment_name` of every row (default: play__<seats>)
+    experiment_name: str = field(default="", metadata=dict(flags=("--experiment-name", "--run-name")))
+    # episodes live at once (the co-stepping wave width, the memory knob)
+    width: int = field(default=64, metadata=dict(flags=("--width", "--instance-batch")))
     model: str|None = None            # LLM seats' policy: folder, hub id, hf:PATH, vllm:PATH, tiny(-test), random-legal
     model_thinking: str = "off"       # thinking mode of --model: on or off
     constrain: str|None = None        # constrained decoding: legal or none (default: legal for tiny models, else none)

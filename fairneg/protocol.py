@@ -254,7 +254,8 @@ class State:
     scratch: list          # per seat: its latest private scratchpad
     history: list          # public events
     turns: list            # every attempt, as turn records
-    stats: list            # per seat counters (turns, attempts, illegal, fabrication, parse_error, forced_passes, spoiled_ballots)
+    # per seat counters (turns, attempts, illegal, fabrication, parse_error, forced_passes, spoiled_ballots)
+    stats: list
     result: dict|None      # how it ended, once done
 
 # %% ../nbs/05_protocol.ipynb #38ac6f9d

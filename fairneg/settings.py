@@ -34,11 +34,15 @@ def check_count(name:str, value, least:int):
 @dataclass(frozen=True)
 class PlaySettings:
     "How episodes are played and shown to the seats; every value is checked when the record is made."
-    context: str = "window"           # what a model seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own protocol_version)
+    # what a model seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own
+    # protocol_version)
+    context: str = "window"
     framing: str = "table"            # prompt framing: `table` or `prose`
-    info_mode: str|None = None        # override the games' information mode (`full` or `private`); None: each game's own
+    # override the games' information mode (`full` or `private`); None: each game's own
+    info_mode: str|None = None
     max_turns: int|None = None        # turns after the opening where the kind has a deadline; None: its default
-    turn_max_tokens: int|None = None  # every turn's token cap raised to N (protocol `...-uncapped-turn<N>-v1`); None: the protocol's caps
+    # every turn's token cap raised to N (protocol `...-uncapped-turn<N>-v1`); None: the protocol's caps
+    turn_max_tokens: int|None = None
 
     def __post_init__(self):
         check_choice("context", self.context, CONTEXTS)

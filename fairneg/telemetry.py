@@ -59,7 +59,9 @@ def matmul_params(model)->int:
     return sum(p.numel() for p in model.parameters()) - (0 if emb is None or tied else emb.numel())
 
 # %% ../nbs/00_telemetry.ipynb #644e0209
-def pass_rates(model, up:dict, # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`, `passes` (default 1)
+def pass_rates(model, # the policy model (its parameter count)
+               # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`, `passes` (default 1)
+               up:dict,
                device_name:str|None=None, # the GPU (default: this process's, on CUDA)
               )->dict:
     "`ref_tflops`, `train_tflops` and `mfu` (train's share of the card's bf16 rate) of an update."

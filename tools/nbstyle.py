@@ -9,8 +9,10 @@
 continuation under the opening bracket (fastcore's style); where none helps, it splits a string literal inside brackets
 at a space into two adjacent literals (one constant to Python). Only whitespace between tokens changes, and each cell's
 syntax tree is checked unchanged before a break is kept. A line long for its trailing comment gets the comment on
-lines of its own above it, except where the comment documents something: def headers and class-level fields (nbdev's
-docments reads them) and papermill's `parameters` cell (its help). It leaves a line alone where nothing helps: long
+lines of its own above it. fastcore's docments reads a parameter's or a class-level field's comment there too, so
+documenting comments move as well, except where above would document something else: the `def` line itself (its first
+parameter's comment) and the lines of a header or a field after the one it starts on; papermill's `parameters` cell
+keeps its comments (its help) on their lines. It leaves a line alone where nothing helps: long
 strings and docstrings, those documenting comments, and breaks that would leave a stub of a line or a continuation far
 to the right. A comment that code reads in some other way is not recognised (05_protocol's `decision_point` names its
 fields in per-line comments that its test reads; `wrap` moves them): run the chapters' tests after `wrap`.
@@ -147,19 +149,24 @@ def def_headers(src):
     return {l for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             for l in range(n.lineno, n.body[0].lineno)}
 
-def docments_lines(src):
-    "Lines whose trailing comment documents something (nbdev's docments reads them): def headers and class-level fields."
-    tree = ast.parse(blank_directives(src))
-    fields = {l for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in c.body
-              if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-              for l in range(n.lineno, n.end_lineno + 1)}
-    return def_headers(src) | fields
+def pinned_comments(src):
+    "Lines whose trailing comment must stay on its line for docments to read it as the same thing's."
+    tree, pinned = ast.parse(blank_directives(src)), set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):   # a comment above a parameter's own line documents it
+            a = n.args
+            starts = {x.lineno for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x} - {n.lineno}
+            pinned |= set(range(n.lineno, n.body[0].lineno)) - starts
+        elif isinstance(n, ast.ClassDef):                              # ... and above a class-level field's first line
+            pinned |= {l for f in n.body if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                       for l in range(f.lineno + 1, f.end_lineno + 1)}
+    return pinned
 
 def lift_comment(src, ln):
     "The cell with the trailing comment that makes line `ln` long on lines of its own above it, or None."
     lines = src.split('\n')
     line = lines[ln - 1]
-    if ln in docments_lines(src): return None
+    if ln in pinned_comments(src): return None
     com = [t for t in tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline)
            if t.type == tokenize.COMMENT and t.start[0] == ln]
     if not com or not line[:com[0].start[1]].strip() or com[0].start[1] > MAX: return None

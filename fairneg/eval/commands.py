@@ -26,7 +26,8 @@ __all__ = ['app', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 
 @dataclass
 class LaunchConfig(JobConfig):
     "What `fairneg eval launch` runs: the cells and how each side plays; where the jobs go are `JobConfig`'s fields."
-    checkpoint: list[str] = field(default_factory=list) # NAME=PATH: an adapter folder (or agent:<name>, model:<id>, py:<module>:<factory>); several after one flag
+    # NAME=PATH: an adapter folder (or agent:<name>, model:<id>, py:<module>:<factory>); several after one flag
+    checkpoint: list[str] = field(default_factory=list)
     out_dir: Path|None = None # cells go to OUT_DIR/<checkpoint>_<condition>/{trained,base}/
     cells: list[str] = field(default_factory=lambda: list(CONDITIONS)) # conditions, e.g. `--cells primary ultimatum`
     base: str|None = None # the untrained side (default: an adapter's base model, no adapter)

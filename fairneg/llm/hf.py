@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from ..commands import BadValue
 from .load import _device, load_model, stop_ids, vocab_size
 from .chat import encode_request
-from .sampling import ContextLimitError, NonFiniteLogitsError, check_context, context_limit, decode_mode, release_decode_caches, sample_batch
+from .sampling import ContextLimitError, NonFiniteLogitsError, check_context_limit, context_limit, decode_mode, release_decode_caches, sample_batch
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
 
 # %% auto #0
@@ -82,7 +82,7 @@ class HFPolicy:
         self.thinking, self.scratchpad_chars, self.message_chars = thinking, scratchpad_chars, message_chars
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
-        self.vocab, self.context = vocab_size(self.model), context_limit(self.model, self.tokenizer)
+        self.vocab, self.context_limit = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
         self.decode = decode_mode(decode, _device(self.model))
         # why an auto-chosen graphed path was left, if it was
@@ -107,7 +107,7 @@ def act_batch(self:HFPolicy, requests:list)->list:
     cons = self.constrain == "legal"
     prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
     caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
-    check_context(requests, prompts, caps, self.context)
+    check_context_limit(requests, prompts, caps, self.context_limit)
     schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
     hits = [self._cached(r, p) for r, p in zip(requests, prompts)]      # (cached length, keys and values) per row
     res = [None] * n

@@ -8,9 +8,9 @@ import time
 from .load import _base, _device, _forward_params, vocab_size
 
 # %% auto #0
-__all__ = ['DECODES', 'left_pad', 'right_pad', 'ContextLimitError', 'context_limit', 'check_context', 'seed_cache', 'row_cache',
-           'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'decode_mode', 'sample_batch',
-           'bucket', 'static_cache', 'release_decode_caches', 'graphed_forward', 'sample_static']
+__all__ = ['DECODES', 'left_pad', 'right_pad', 'ContextLimitError', 'context_limit', 'check_context_limit', 'seed_cache',
+           'row_cache', 'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'decode_mode',
+           'sample_batch', 'bucket', 'static_cache', 'release_decode_caches', 'graphed_forward', 'sample_static']
 
 # %% ../../nbs/09_llm_sampling.ipynb #8828f2c4
 def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
@@ -53,8 +53,8 @@ def context_limit(model=None, tokenizer=None)->int|None:
     return min(lims) if lims else None
 
 # %% ../../nbs/09_llm_sampling.ipynb #c537cb2e
-def check_context(requests:list, prompts:list, caps:list, # per request: prompt ids and generation cap
-                  limit:int|None)->None:
+def check_context_limit(requests:list, prompts:list, caps:list, # per request: prompt ids and generation cap
+                        limit:int|None)->None:
     "Raise `ContextLimitError` for the first request whose prompt plus cap passes `limit` (None: no limit known)."
     if limit is None: return
     for r, p, c in zip(requests, prompts, caps):
@@ -258,7 +258,7 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     P = mask.shape[1]                                                             # prompt columns: cached and new
     stats = stats if stats is not None else {}
     st = dict(mask=mask, pos=pos)
-    def step(nxt):                                                                # the prompt's forward, then one per token
+    def step(nxt):                                          # the prompt's forward, then one per token
         if nxt is not None:
             st["pos"], st["mask"] = st["pos"][:, -1:] + 1, torch.cat([st["mask"], st["mask"].new_ones((B, 1))], 1)
         return _forward_last(model, x if nxt is None else nxt[:, None], st["mask"], st["pos"], cache,
@@ -328,7 +328,7 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
                            vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
     stats, fwd, st = stats if stats is not None else {}, graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
     cache_kw, keep = _forward_params(type(_base(model)))
-    def step(nxt):                                                         # the prompt's forward (uncompiled), then the steps
+    def step(nxt):                                          # the prompt's forward (uncompiled), then the steps
         if nxt is None:
             return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats,
                                  cache_position=torch.arange(P, device=dev))

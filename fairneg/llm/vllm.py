@@ -8,7 +8,7 @@ import copy, dataclasses, itertools, time
 from fastcore.basics import patch
 from .load import model_path
 from .chat import encode_request
-from .sampling import check_context
+from .sampling import check_context_limit
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, grammar_text
 from .hf import HFPolicy, constrain_mode, count_call, policy_answer
 
@@ -118,8 +118,8 @@ class VLLMPolicy:
         self.tokenizer = self.llm.get_tokenizer()
         # unconstrained: only the tokenizer's ids (None: all)
         self.tokens_only = _tokenizer_ids(self.llm, self.tokenizer)
-        self.context = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None),
-                               "max_model_len", None)
+        self.context_limit = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None),
+                                     "max_model_len", None)
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None
@@ -158,7 +158,7 @@ def act_batch(self:VLLMPolicy, requests:list)->list:
     t0, cons = time.perf_counter(), self.constrain == "legal"
     prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
     caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
-    check_context(requests, prompts, caps, self.context)
+    check_context_limit(requests, prompts, caps, self.context_limit)
     schemas = [self.schema(r.dp) if cons else None for r in requests]
     params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed),
                              max_tokens=cap, logprobs=0,
