@@ -98,7 +98,8 @@ class OwnView:
         p = int(np.searchsorted(self.idx, idx))
         return p if p < len(self.idx) and self.idx[p] == idx else None
     def accepts(self, label:str)->bool: return self.pos(label_index(label, self.n_options)) is not None
-    def z_of(self, label:str)->float: return float((self.u[label_index(label, self.n_options)] - self.tau) / (self.ideal - self.tau))
+    def z_of(self, label:str)->float:
+        return float((self.u[label_index(label, self.n_options)] - self.tau) / (self.ideal - self.tau))
 
 _OWN = _LRU(512)
 
@@ -470,8 +471,8 @@ def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
         return (make_action("accept", o.offer_id)
                 if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
     if ph in ("open", "propose"):
-        return make_action("propose",
-                           deal=index_label(own.best, own.n_options)), dict(rule="forced proposal (the only legal action)")
+        return (make_action("propose", deal=index_label(own.best, own.n_options)),
+                dict(rule="forced proposal (the only legal action)"))
     ok = [o for o in dp.offers if o.status == "live" and o.offer_id in dp.acceptable and own.accepts(o.deal)]
     if ok:
         o = max(ok, key=lambda o: (own.z_of(o.deal), *_offer_key(o)))

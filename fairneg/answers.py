@@ -11,7 +11,8 @@ __all__ = ['ATYPES', 'ANSWER_FORMAT', 'LENIENT', 'lenient_record', 'parse_answer
 
 # %% ../nbs/03_answers.ipynb #98c6bb9b
 ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
-ANSWER_FORMAT = '{"scratchpad": "...", "message": "...", "action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}'
+ANSWER_FORMAT = ('{"scratchpad": "...", "message": "...", '
+                 '"action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}')
 LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action",
            "string_action",
            "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised", "vote_synonym",
@@ -65,7 +66,8 @@ def _repaired(t:str)->list:
     return [(obj, i, j + 1)] if isinstance(obj, dict) else []
 
 # %% ../nbs/03_answers.ipynb #e45b4ce5
-def _txt(x): return None if x is None else x if isinstance(x, str) else json.dumps(x) if isinstance(x, (dict, list)) else str(x)
+def _txt(x):
+    return None if x is None else x if isinstance(x, str) else json.dumps(x) if isinstance(x, (dict, list)) else str(x)
 
 # %% ../nbs/03_answers.ipynb #cf2b37a2
 def _norm_oid(x):

@@ -14,7 +14,8 @@ from tqdm import tqdm
 from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
                           llmdel_games_dir, load_game, read_json, read_text, save_game, game_text)
 from .geometry import Geometry, solve
-from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder, check_replaceable
+from .store import (write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder,
+                           fresh_folder, check_replaceable)
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
@@ -77,7 +78,8 @@ def _holds_same_bank(out:Path, texts:dict)->bool:
     "Whether `out` already holds exactly these files' texts (the same command's earlier bank); refuses other work."
     if _no_bank_yet(out): return False
     if not (out / MANIFEST).is_file():
-        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
+        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): "
+                        "give another --out, or --force to replace it")
     if all((out / n).is_file() and (out / n).read_text(encoding="utf-8") == t for n, t in texts.items()): return True
     old = read_manifest(out)
     raise BankError(f"{out}: holds another bank ({len(old)} games: "
@@ -111,7 +113,8 @@ def _manifest_lines(bank)->list[tuple[str, dict]]:
     path = Path(bank) / MANIFEST
     if not path.is_file():
         raise GameError(path, "<file>",
-                        "no manifest here: not a bank folder (make one with `fairneg bank generate` or `fairneg bank import`)")
+                        "no manifest here: not a bank folder "
+                        "(make one with `fairneg bank generate` or `fairneg bank import`)")
     out, ids = [], {}
     for ln, row in json_lines(path, GameError):
         src = f"{path}:{ln}"
@@ -325,7 +328,8 @@ def make_eval_bank(out, # the bank folder to write
     if not (isinstance(n, int) and n >= 1): raise BankError(f"n must be at least 1, got {n}")
     if first_seed < 0: raise BankError(f"first_seed must be 0 or more (seeds are non-negative), got {first_seed}")
     if not force and not _no_bank_yet(out) and not (out / MANIFEST).is_file():   # refused before the screening's work
-        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it")
+        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): "
+                        "give another --out, or --force to replace it")
     max_candidates = 100 * n if max_candidates is None else max_candidates
     known_banks = [str(k) for k in known_banks]
     known = bank_fingerprints(known_banks)
@@ -375,7 +379,8 @@ app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help
     "Game banks: generate a training bank, import games, make a guarded held-out bank, check a bank for collisions.")
 
 _MODES_HELP = "Information modes, e.g. `--modes full private` (or the flag repeated)."
-_FORCE_HELP = "Replace a folder that holds another bank (or other files); the new bank is swapped in whole when written."
+_FORCE_HELP = ("Replace a folder that holds another bank (or other files); "
+               "the new bank is swapped in whole when written.")
 
 def _manifest_text(out:Path)->str|None:
     "The manifest's text of a bank folder (None when there is none): to tell a rewrite from a bank found done."

@@ -87,7 +87,8 @@ def usage_line(e:click_exceptions.ClickException)->str:
 # %% ../nbs/00_commands.ipynb #9a6ed42a
 def crash_line(e:BaseException, log:Path)->str:
     "The one line a crash prints: what went wrong and the log file that holds its traceback."
-    return f"crash: {type(e).__name__}: {one_line(e)[:300]} (a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})"
+    return (f"crash: {type(e).__name__}: {one_line(e)[:300]} "
+            f"(a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})")
 
 # %% ../nbs/00_commands.ipynb #bd2be009
 # handled by `CliGroup.main`/typer
@@ -153,8 +154,9 @@ def type_problem(v, hint)->str|None:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         probs = [type_problem(v, a) for a in args if a is not type(None)]
-        return None if (v is None and type(None) in args) or any(p is None for p in probs) else \
-            f"must be {' or '.join(_KINDS.get(a, getattr(a, '__name__', str(a))) for a in args if a is not type(None))}" + (" or null" if type(None) in args else "") + f", got {json_kind(v)}"
+        return None if (v is None and type(None) in args) or any(p is None for p in probs) else (
+            f"must be {' or '.join(_KINDS.get(a, getattr(a, '__name__', str(a))) for a in args if a is not type(None))}"
+            + (" or null" if type(None) in args else "") + f", got {json_kind(v)}")
     if origin is list:
         if not isinstance(v, list): return f"must be a list, got {json_kind(v)}"
         bad = [(i, p) for i, x in enumerate(v) if (p := type_problem(x, args[0] if args else typing.Any))]
@@ -189,8 +191,8 @@ class MultiValueCommand(TyperCommand):
 # %% ../nbs/00_commands.ipynb #bc132e24
 def _flag_help(name:str, doc:str|None, default, readable:bool)->str:
     if not doc:
-        if readable: raise ValueError(f"config field `{name}` has no comment (after it, or on the lines right above it): "
-                                      "it is the flag's help text")
+        if readable: raise ValueError(f"config field `{name}` has no comment "
+                                      "(after it, or on the lines right above it): it is the flag's help text")
         return ""                        # a class whose source cannot be read (defined in a notebook kernel)
     doc = " ".join(doc.split())          # a comment above a field may run over several lines
     shown = "" if default is None or default is dataclasses.MISSING or default in ("", []) else f" (default {default})"

@@ -20,7 +20,8 @@ from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config,
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
-from .store import load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder, check_replaceable
+from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder,
+    check_replaceable)
 from .telemetry import memory_reading
 
 # %% auto #0
@@ -72,7 +73,8 @@ def _check_dpo_config(cfg:DPOTrainConfig):
     if cfg.type not in COUNTERFACTUAL_TYPES:
         raise ValueError(f"type must be a counterfactual type ({', '.join(COUNTERFACTUAL_TYPES)}), got {cfg.type!r}")
     if get_agent(cfg.type).information_leaky:
-        raise ValueError(f"type {cfg.type} is information-leaky (it reads every sheet): a model cannot honestly imitate it")
+        raise ValueError(f"type {cfg.type} is information-leaky (it reads every sheet): "
+                         "a model cannot honestly imitate it")
     if cfg.weighting not in ("regret", "uniform"):
         raise ValueError(f"weighting must be regret or uniform, got {cfg.weighting!r}")
     for k in ("steps", "batch_size", "lora_r", "max_length"):
@@ -135,7 +137,8 @@ def check_lengths(ids:list, recs:list, max_length:int):
     for x, r in zip(ids, recs):
         n = len(x["prompt_ids"]) + max(len(x["chosen_ids"]), len(x["rejected_ids"]))
         if n > max_length:
-            raise DPOTrainError(f"{r['episode_id']} turn {r['turn_idx']}: {n} tokens > max_length {max_length} (raise --max-length)")
+            raise DPOTrainError(f"{r['episode_id']} turn {r['turn_idx']}: {n} tokens > max_length {max_length} "
+                                "(raise --max-length)")
 
 # %% ../nbs/14_dpo.ipynb #303c07f4
 def draw_probabilities(recs:list, weighting:str="regret")->np.ndarray:
@@ -303,12 +306,14 @@ def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fie
         check_replaceable(out, bool(checkpoints(out)) or (out / TRAINING_STEPS).is_file(), "a DPO run")
         shutil.rmtree(out, ignore_errors=True)
     elif (done := finished_run(cfg)) is not None:
-        typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): nothing trained (--force trains it again)")
+        typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): "
+                   "nothing trained (--force trains it again)")
         return
     rows = train_dpo(cfg, progress)
     last = rows[-1] if rows else {}
-    typer.echo(f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} ({last.get('pairs_available')} pairs, effective "
-               f"{last.get('pairs_effective')}); checkpoints: {', '.join(str(s) for s, _ in checkpoints(cfg.out))}")
+    typer.echo(f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} "
+               f"({last.get('pairs_available')} pairs, effective {last.get('pairs_effective')}); "
+               f"checkpoints: {', '.join(str(s) for s, _ in checkpoints(cfg.out))}")
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="DPO on counterfactual pairs.")
 

@@ -62,8 +62,8 @@ def deal_position(geo:Geometry, row:dict)->int:
     "The position in `geo.deals` of the row's deal, or an `ExplorerError` naming the row's source, game and label."
     try: return geo.position(parse_deal_label(row["deal_label"], geo.game.n_options))
     except (KeyError, ValueError) as e:
-        raise ExplorerError(f"{row.get('_source', 'an episode row')}: deal_label {row['deal_label']!r} is not a deal of "
-                            f"{geo.game.name} ({str(e).strip(chr(39))})") from None
+        raise ExplorerError(f"{row.get('_source', 'an episode row')}: deal_label {row['deal_label']!r} "
+                            f"is not a deal of {geo.game.name} ({str(e).strip(chr(39))})") from None
 
 # %% ../nbs/04_explorer.ipynb #65330630
 def _once(episodes:list[dict])->list[dict]:
@@ -132,7 +132,8 @@ def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
     import altair as alt
     x, y = alt.X("x:Q", title="z of the x party"), alt.Y("y:Q", title="z of the y party")
     tip = ["deal:N", "set:N", "nnw:Q", alt.Tooltip("x:Q", format=".3f"), alt.Tooltip("y:Q", format=".3f")]
-    layers = [on_axes(alt.Chart(inline(deals[deals.set == "other"]))).mark_circle(size=9, color="#8c8c8c", opacity=0.25).encode(x, y, tooltip=tip),
+    layers = [on_axes(alt.Chart(inline(deals[deals.set == "other"]))).mark_circle(
+                  size=9, color="#8c8c8c", opacity=0.25).encode(x, y, tooltip=tip),
               on_axes(alt.Chart(inline(deals[deals.set != "other"]))).mark_circle(size=30, opacity=0.8).encode(
                   x, y, color=alt.Color("set:N", scale=alt.Scale(domain=list(SET_COLORS),
                                                                  range=list(SET_COLORS.values()))), tooltip=tip),

@@ -61,7 +61,8 @@ def eval_verdicts(ev:dict|None, # an eval.json (`fairneg eval analyze`), or None
 # %% ../nbs/15_export.ipynb #99d13dc4
 def _table(rows:list[dict], cols:dict)->str:
     "A Markdown table of `rows`: `cols` maps a row key to its header."
-    fmt = lambda v: "—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list) else f"{v:.4g}" if isinstance(v, float) else str(v)
+    fmt = lambda v: ("—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list)
+                     else f"{v:.4g}" if isinstance(v, float) else str(v))
     return "\n".join(["| " + " | ".join(cols.values()) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(fmt(r.get(k)) for k in cols) + " |" for r in rows])
 
@@ -157,9 +158,11 @@ app = typer.Typer(cls=CliGroup, add_completion=False,
 # %% ../nbs/15_export.ipynb #041b83f8
 @app.command(cls=MultiValueCommand)
 def export(arms:Annotated[list[Path],
-                          typer.Argument(help="Arm folders (with checkpoint-STEP/), or folders of arms (a run's train/).")],
+                          typer.Argument(help="Arm folders (with checkpoint-STEP/), "
+                                              "or folders of arms (a run's train/).")],
            out:Annotated[Path,
-                         typer.Option(help="The folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each).")],
+                         typer.Option(help="The folder the exported adapters go into "
+                                           "(<arm>_checkpoint-<STEP>/ each).")],
            eval_json:Annotated[Optional[Path],
                                typer.Option("--eval",
                                             help="An eval.json: each card lists its checkpoint's verdicts.")]=None,

@@ -146,12 +146,14 @@ def _check(ok, source, field, problem):
 # %% ../nbs/01_game.ipynb #0d255a72
 def _finite_number(s)->bool:
     "An int or float, not a bool, that `np.isfinite` accepts (plain int64-range ints without calling numpy)."
-    return (type(s) is int and -2**63 <= s < 2**63) or (isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s))
+    return ((type(s) is int and -2**63 <= s < 2**63)
+            or (isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s)))
 
 # %% ../nbs/01_game.ipynb #2b9ef0a5
 def _not_a_number(s)->str:
     "Why `s` is refused as a number: a numpy scalar is named as one, since `.tolist()` converts it."
-    if type(s).__module__ == "numpy": return f"`{s!r}` is a numpy {type(s).__name__}, not a Python number (`.tolist()` converts it)"
+    if type(s).__module__ == "numpy":
+        return f"`{s!r}` is a numpy {type(s).__name__}, not a Python number (`.tolist()` converts it)"
     return f"`{s!r}` is not a finite number"
 
 # %% ../nbs/01_game.ipynb #daf4498c
@@ -173,12 +175,13 @@ def validate_game(g:Game, source="<game>")->Game:
     _check(len(g.scores) == n, source, "scores", f"{len(g.scores)} score sheets for {n} parties")
     for i, sheet in enumerate(g.scores):
         _check(isinstance(sheet, list) and len(sheet) == m, source, f"scores[{i}]",
-               f"sheet of `{g.parties[i]}` has {len(sheet) if isinstance(sheet, list) else '?'} rows for {m} issues (ragged sheet)")
+               f"sheet of `{g.parties[i]}` has {len(sheet) if isinstance(sheet, list) else '?'} rows "
+               f"for {m} issues (ragged sheet)")
         for k, row in enumerate(sheet):
-            if not (isinstance(row, list) and len(row) == len(g.options[k])): raise GameError(source, f"scores[{i}][{k}]",
-                   f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores for issue "
-                   f"{issue_letter(k)}, "
-                   f"which has {len(g.options[k])} options (ragged sheet)")
+            if not (isinstance(row, list) and len(row) == len(g.options[k])):
+                raise GameError(source, f"scores[{i}][{k}]",
+                                f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores "
+                                f"for issue {issue_letter(k)}, which has {len(g.options[k])} options (ragged sheet)")
             for o, s in enumerate(row):
                 if not _finite_number(s):
                     raise GameError(source, f"scores[{i}][{k}][{o}]", _not_a_number(s))
@@ -189,7 +192,8 @@ def validate_game(g:Game, source="<game>")->Game:
         _check(t <= ideal[i], source, f"thresholds[{i}]",
                f"threshold {t} of `{g.parties[i]}` is above its best deal ({ideal[i]:g}): no deal reaches it")
         _check(ideal[i] - t > 0, source, f"thresholds[{i}]",
-               f"c_i = ideal - threshold = {ideal[i] - t:g} <= 0 for `{g.parties[i]}` (its best deal only just reaches the threshold)")
+               f"c_i = ideal - threshold = {ideal[i] - t:g} <= 0 for `{g.parties[i]}` "
+               "(its best deal only just reaches the threshold)")
     _check(all(isinstance(v, int) and 0 <= v < n for v in g.veto), source, "veto",
            f"veto {g.veto} must list party indices 0..{n-1}")
     _check(isinstance(g.quorum, int) and 1 <= g.quorum <= n, source, "quorum",

@@ -338,8 +338,8 @@ def geometry_text(geo:Geometry)->str:
     sols = [f"  {k.upper():5} {s[k] or '— (no IR deal)':<{max(len(s[k] or '') for k in SOLUTIONS) + 2}}"
             + ("" if s["nnw_at"][k] is None else f"nnw {s['nnw_at'][k]:.3f}") for k in SOLUTIONS]
     table = party_frame(geo).to_string(index=False)
-    return "\n".join([f"{s['name']}: {s['n_parties']} parties, {s['n_deals']} deals, {s['n_ir']} individually rational, "
-                      f"{s['n_passable']} passable; nnw spread over IR {spread}", *sols,
+    return "\n".join([f"{s['name']}: {s['n_parties']} parties, {s['n_deals']} deals, {s['n_ir']} "
+                      f"individually rational, {s['n_passable']} passable; nnw spread over IR {spread}", *sols,
                       "  each party's utility u and normalized surplus z = (u - threshold) / (ideal - threshold):",
                       *("  " + line for line in table.split("\n")),
                       f"  sheet_fp {s['sheet_fp']}  solution_fp {s['solution_fp']}"])

@@ -14,7 +14,8 @@ from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .settings import PlaySettings
 from .runlayout import grpo_arm, checkpoint_dir
-from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment, end_segment
+from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment,
+                              end_segment)
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model,
@@ -399,8 +400,9 @@ def _masks(batch:list, tokenizer, vocab:int):
     def replay(s):
         try: return constrained_masks(s.schema, tokenizer, s.completion_ids, vocab)
         except ValueError as e:                     # never a silent re-mask: the sampler enforced another grammar
-            raise ValueError(f"{s.turn or 'a turn'}: its completion does not follow the grammar the trainer replays ({e}); "
-                             "the sampler and the trainer must compile the same grammar (llm.grammar_text)") from None
+            raise ValueError(f"{s.turn or 'a turn'}: its completion does not follow the grammar the trainer "
+                             f"replays ({e}); the sampler and the trainer must compile the same grammar "
+                             "(llm.grammar_text)") from None
     return [s.masks if s.masks is not None else None if s.schema is None else replay(s) for s in batch]
 
 # %% ../nbs/13_grpo.ipynb #a27d85c6
@@ -488,7 +490,8 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
 # %% ../nbs/13_grpo.ipynb #c0e96c5b
 def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
     "Turn on gradient checkpointing when asked or (by default) when needed (`checkpointing_plan`); return `(on, why)`."
-    on, why = (cfg.gradient_checkpointing, "asked") if cfg.gradient_checkpointing is not None else checkpointing_plan(model, cfg.token_budget)
+    on, why = ((cfg.gradient_checkpointing, "asked") if cfg.gradient_checkpointing is not None
+               else checkpointing_plan(model, cfg.token_budget))
     if on:
         # transformers >= 5.2x; the old name is deprecated there
         if hasattr(model, "activation_checkpointing_enable"):
@@ -623,14 +626,16 @@ def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int)
         f"{cfg.arm}: step {step}, computed again after resuming from step {start}, differs from its row in "
         f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): "
         f"{'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
-        f"The run stopped: it is not the run that was logged (another machine, library or code?); --recompute continues it, "
-        f"computing the steps after checkpoint-{start} again (their logged rows moved to {SUPERSEDED}); --force starts it over")
+        "The run stopped: it is not the run that was logged (another machine, library or code?); "
+        f"--recompute continues it, computing the steps after checkpoint-{start} again "
+        f"(their logged rows moved to {SUPERSEDED}); --force starts it over")
 
 # %% ../nbs/13_grpo.ipynb #423114df
 def _resumed_id(state:dict, cfg:GRPOConfig)->str:
     "The wandb id of a checkpoint's run: the one stored, or for older checkpoints the id they used (`arm-config_hash`)."
     if state.get("run_id"): return state["run_id"]
-    return f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}" if state.get("config_hash") else run_id(cfg)
+    return (f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}"
+            if state.get("config_hash") else run_id(cfg))
 
 # %% ../nbs/13_grpo.ipynb #223fafd6
 def _resume_changes(was:dict, cfg:GRPOConfig)->list:
@@ -656,9 +661,9 @@ def trailing_nonfinite(path, upto:int)->int:
 # %% ../nbs/13_grpo.ipynb #ddc9ff74
 def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
     return (f"{cfg.arm}: the updates of steps {step - n + 1}-{step} were all skipped (not finite: {row['nonfinite']}; "
-            f"{row['nonfinite_tokens']} tokens with a non-finite log-prob at step {step}); the weights are those of step "
-            f"{step - n}. See the nonfinite column of {Path(cfg.out) / TRAINING_STEPS}; a lower lr, float32 or a smaller "
-            "max_grad_norm may help (max_nonfinite_steps sets how many are allowed)")
+            f"{row['nonfinite_tokens']} tokens with a non-finite log-prob at step {step}); the weights are "
+            f"those of step {step - n}. See the nonfinite column of {Path(cfg.out) / TRAINING_STEPS}; a lower lr, "
+            "float32 or a smaller max_grad_norm may help (max_nonfinite_steps sets how many are allowed)")
 
 # %% ../nbs/13_grpo.ipynb #fbd55763
 class GRPOTrainer:
@@ -893,7 +898,8 @@ def stop_at(self:GRPOTrainer, step:int, # the last step done
     "Stop a warned run after `step`: its checkpoint written when it has none, so the run resumes from there."
     if step > self.start and not checkpoint_dir(self.out, step).is_dir(): self.save(step)
     self.stopped = step
-    print(f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; its checkpoint is complete", flush=True)
+    print(f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; "
+          "its checkpoint is complete", flush=True)
 
 # %% ../nbs/13_grpo.ipynb #3ba96fba
 @patch
@@ -970,10 +976,12 @@ def check_run_folder(cfg:GRPOConfig):
     if not out.is_dir(): return
     nested = sorted(p.parent.name for p in out.glob(f"*/{TRAINING_STEPS}"))
     if nested:
-        raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): give this run a folder of its own (--out {out / cfg.arm})")
+        raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): "
+                        f"give this run a folder of its own (--out {out / cfg.arm})")
     other = sorted(run_arms(out) - {cfg.arm})
     if other:
-        raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own")
+        raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: "
+                        "give this run a folder of its own")
 
 # %% ../nbs/13_grpo.ipynb #668aa5c8
 JOBS = "jobs.jsonl"   # an arm's submitted jobs, one row per submission
@@ -995,8 +1003,9 @@ def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
         # inside a job: ends this process
         end_job(f"{cfg.arm} stopped after step {t.stopped} on {stop.received}", stop.requeue)
         return f"{cfg.arm}: stopped after step {t.stopped} on {stop.received}; submit again to continue"
-    done = [s for s, _ in checkpoints(cfg.out)]
-    return f"{cfg.arm}: trained to step {done[-1] if done else 0} ({len(rows)} new steps in this job); checkpoints: {', '.join(map(str, done))}"
+    done, n = [s for s, _ in checkpoints(cfg.out)], len(rows)
+    return (f"{cfg.arm}: trained to step {done[-1] if done else 0} ({n} new step{'' if n == 1 else 's'} in this job); "
+            f"checkpoints: {', '.join(map(str, done))}")
 
 # %% ../nbs/13_grpo.ipynb #89de17f8
 def refuse_running(cfg:GRPOConfig):
@@ -1064,12 +1073,12 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recomp
     if line: typer.echo(line)
     if job.submit: submit_train(cfg, job, typer.echo, recompute); return
     rows = train(cfg, resume=resume, progress=progress, recompute=recompute)
-    done = [s for s, _ in checkpoints(cfg.out)]
+    done, n = [s for s, _ in checkpoints(cfg.out)], len(rows)
     if not rows and done and done[-1] >= cfg.steps:
         typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
     else:
-        typer.echo(f"{cfg.arm}: {len(rows)} steps written to {cfg.out}/training_steps.jsonl; checkpoints: "
-                   f"{', '.join(map(str, done))}")
+        typer.echo(f"{cfg.arm}: {n} step{'' if n == 1 else 's'} written to {cfg.out}/training_steps.jsonl; "
+                   f"checkpoints: {', '.join(map(str, done))}")
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [

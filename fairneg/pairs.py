@@ -196,7 +196,8 @@ def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that m
             if leaky: b = truth_belief(own, game.scores, game.thresholds, sha)
             elif dp.sheets is not None: b = truth_belief(own, dp.sheets, dp.thresholds, sha)
             else:
-                need_r = any(_agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky for t in types)
+                need_r = any(_agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky
+                             for t in types)
                 b = private_belief(dp, own, prior_seed, need_r)
             bel[leaky] = (own, b)
         own, b = bel[leaky]
@@ -459,7 +460,8 @@ def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:
         raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass "
                        "allow_leaky to export anyway")
     if policy_experiment is None and not all_experiments:
-        raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), or pass all_experiments")
+        raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), "
+                       "or pass all_experiments")
     sel = [r for r in rows
            if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
     if not sel:
@@ -471,8 +473,9 @@ def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:
 def _dpo_prompt(r:dict, framing:str|None, games)->list:
     "A pair's prompt messages: the row's decision point re-rendered, or in a conversation the seat's logged chat."
     if version_context(r["protocol_version"]) == "conversation":
-        if not r.get("view"): raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
-                                             "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
+        if not r.get("view"):
+            raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
+                           "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
         return r["view"]
     dp = row_decision_point(r)
     fr = framing or _framing(r["view_ref"])
@@ -587,14 +590,12 @@ def package(runs:dict, # experiment name -> annotation folder
 # %% ../nbs/13_pairs.ipynb #a4729b6a
 def _card_tables(df)->tuple:
     "The card's per-experiment, per-type and per-protocol tables."
-    exp = df.groupby("experiment_name").agg(rows=("episode_id", "size"),
-                                            policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
-                                            thinking=("model_thinking",
-                                                      lambda s: ", ".join(sorted({"unknown"
-                                                                                  if x is None else str(x) for x in s}))),
-                                            protocol_version=("protocol_version", lambda s: ", ".join(sorted(set(s)))),
-                                            budgets=("turn_token_budget",
-                                                     lambda s: ", ".join(f"{b:,}" for b in sorted(set(s))))).reset_index()
+    exp = df.groupby("experiment_name").agg(
+        rows=("episode_id", "size"),
+        policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
+        thinking=("model_thinking", lambda s: ", ".join(sorted({"unknown" if x is None else str(x) for x in s}))),
+        protocol_version=("protocol_version", lambda s: ", ".join(sorted(set(s)))),
+        budgets=("turn_token_budget", lambda s: ", ".join(f"{b:,}" for b in sorted(set(s))))).reset_index()
     types = df.groupby("counterfactual_type").agg(rows=("episode_id", "size"),
                                                   information_leaky=("information_leaky", "first"),
                                                   objective=("objective", "first")).reset_index()
@@ -624,25 +625,26 @@ def _card_hazards(df, types, pool:dict, div)->list:
     if len(pols) > 1:
         hz.append(("Off-policy rows",
                    f"These rows come from {len(pols)} policies ({', '.join(pols)}). `rejected_action` is what "
-                   "that row's policy did, so the rows of one policy are off-policy for every other model: training another model "
-                   "on them teaches it to move away from behaviour it never produces. Filter to the experiment of the model you "
-                   "train (`fairneg pairs dpo --policy-experiment`), or re-render the state-complete decision points and re-sample "
-                   "them on-policy. Do not mix policies without labelling them."))
+                   "that row's policy did, so the rows of one policy are off-policy for every other model: training "
+                   "another model on them teaches it to move away from behaviour it never produces. Filter to the "
+                   "experiment of the model you train (`fairneg pairs dpo --policy-experiment`), or re-render the "
+                   "state-complete decision points and re-sample them on-policy. Do not mix policies without "
+                   "labelling them."))
     leaky = sorted(types.loc[types["information_leaky"], "counterfactual_type"])
     if leaky:
         hz.append(("Information-leaky types",
                    f"{', '.join(leaky)} read every party's hidden score sheet. The acting model's "
-                   "prompt does not contain those sheets, so a model trained to reproduce these actions is trained to act on "
-                   "information it does not have. Filter on `information_leaky` unless you want that."))
+                   "prompt does not contain those sheets, so a model trained to reproduce these actions is trained "
+                   "to act on information it does not have. Filter on `information_leaky` unless you want that."))
     if not pool["poolable"]:
         hz.append(("Mixed protocols",
                    "This dataset holds rows of more than one protocol version or turn-token budget: " +
                    "; ".join(f"{v} ({n:,} rows)" for v, n in pool["protocol_versions"].items()) + "; budgets " +
                    "; ".join(f"{c} turns: " + ", ".join(f"{b:,} ({n:,})" for b, n in d.items())
                              for c, d in pool["turn_token_budgets"].items()) +
-                   ". Rows of different (`protocol_version`, `turn_token_budget`) do not pool: a raised cap changes how much of each "
-                   "turn survives, so a contrast across them differences a cap change. Filter to one before "
-                   "differencing anything."))
+                   ". Rows of different (`protocol_version`, `turn_token_budget`) do not pool: a raised cap "
+                   "changes how much of each turn survives, so a contrast across them differences a cap change. "
+                   "Filter to one before differencing anything."))
     excl = div.groupby("experiment_name").agg(non_action=("non_action", "sum"), rows=("rows", "sum")).reset_index()
     excl["rate"] = excl["non_action"] / excl["rows"]
     if (excl["non_action"] > 0).any():
@@ -684,7 +686,8 @@ def _md(records:list, cols:list, fmt:dict|None=None)->str:
     L = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
         L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}"
-                                           if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v))(r[c]) for c in cols) + " |")
+                                           if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                           else str(v))(r[c]) for c in cols) + " |")
     return "\n".join(L)
 
 # %% ../nbs/13_pairs.ipynb #a1894285
@@ -699,18 +702,21 @@ def _pct(v)->str:
 def _card_summary(stats:dict, title:str)->list:
     "The card's opening lines: what a row is, the counts, the divergence per protocol version, the hazard warnings."
     L = [f"# {title}", "",
-         "Action-level contrastive pairs from multi-party negotiations: at every turn an LLM took, what a computable ideal "
-         "agent would have done at that same decision point. Each row is one (episode, turn, counterfactual_type); "
-         "`rejected_action` is what the LLM did, `chosen_action` the counterfactual agent's action, both structured "
-         "(`{atype, offer_id, deal, vote}`), never prose. There is no rationale field, by construction.", "",
-         f"**{stats['n_rows']:,} rows** on **{stats['decision_points']:,} decision points**; {stats['action_rows']:,} rows have an "
+         "Action-level contrastive pairs from multi-party negotiations: at every turn an LLM took, what a computable "
+         "ideal agent would have done at that same decision point. Each row is one (episode, turn, "
+         "counterfactual_type); `rejected_action` is what the LLM did, `chosen_action` the counterfactual agent's "
+         "action, both structured (`{atype, offer_id, deal, vote}`), never prose. There is no rationale field, by "
+         "construction.", "",
+         f"**{stats['n_rows']:,} rows** on **{stats['decision_points']:,} decision points**; "
+         f"{stats['action_rows']:,} rows have an "
          "LLM action (the others are non-action rows: the answer did not parse)."]
     for g in stats["protocol_groups"]:
         if g["divergent"] is not None:
             L.append(f"- `{g['protocol_version']}`: {g['divergent']:,} of {g['action_rows']:,} action rows divergent "
                      f"({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
         else:
-            L.append(f"- `{g['protocol_version']}`: {g['rows']:,} rows under more than one turn-token budget; no pooled rate.")
+            L.append(f"- `{g['protocol_version']}`: {g['rows']:,} rows under more than one turn-token budget; "
+                     "no pooled rate.")
     L.append("")
     for name, text in stats["hazards"]: L += [f"> ⚠ **{name}.** {text}", ""]
     return L
@@ -720,29 +726,30 @@ def _card_sections(stats:dict)->list:
     "The card's table sections: both row conventions, experiments, counterfactual types, protocols, divergence rates."
     return ["## What counts as a row — read this before comparing the number to any other pair count", "",
             "A row is one (decision point, counterfactual type), not one training pair: each decision point "
-            "contributes one row per "
-            "type, and selecting one `counterfactual_type` gives one row per decision point. The DPO export (`fairneg pairs dpo`, the "
-            "`p4_pairs` convention) emits one regret-weighted pair per turn at which the best response "
-            "(`rational_private`) diverges "
-            "from a legal LLM action, a smaller number over a narrower set of turns. Both conventions, side by side:", "",
+            "contributes one row per type, and selecting one `counterfactual_type` gives one row per decision "
+            "point. The DPO export (`fairneg pairs dpo`, the `p4_pairs` convention) emits one regret-weighted pair "
+            "per turn at which the best response (`rational_private`) diverges from a legal LLM action, a smaller "
+            "number over a narrower set of turns. Both conventions, side by side:", "",
             _md(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns",
                                        "divergence_pairs", "pair_rate"],
                 {"pair_rate": _pct}), "",
             "## Experiments", "",
-            "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that model's own action at "
-            "that decision point. For preference learning on one model, filter to its experiment.", "",
+            "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that "
+            "model's own action at that decision point. For preference learning on one model, filter to its "
+            "experiment.", "",
             _md(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version",
                                        "budgets"]), "",
             "## Counterfactual types", "",
-            "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from their private "
-            "counterparts only in information (they read every sheet).", "",
+            "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from "
+            "their private counterparts only in information (they read every sheet).", "",
             _md(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]), "",
             "## Protocol versions and turn-token budgets", "",
-            "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match (per phase: the action "
-            "turns and the forced-final vote of one protocol have their own caps).", "",
+            "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match "
+            "(per phase: the action turns and the forced-final vote of one protocol have their own caps).", "",
             _md(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
             "## Divergence rates, with their denominators", "",
-            "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded and counted.", "",
+            "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded "
+            "and counted.", "",
             _md(stats["divergence"], ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows",
                                       "divergent", "divergence_rate"],
                 {"divergence_rate": _pct}), ""]
@@ -750,19 +757,20 @@ def _card_sections(stats:dict)->list:
 # %% ../nbs/13_pairs.ipynb #3b53b173
 _CARD_FIELDS = [
     "## Fields", "",
-    "- ids: `experiment_name`, `episode_id`, `turn_idx`, `counterfactual_type`, `instance_id`, `episode_seed`, `seat`, `phase`, "
-    "`policy` (the seat's policy), `model_thinking`, `truncated` (the answer hit the token cap).",
+    "- ids: `experiment_name`, `episode_id`, `turn_idx`, `counterfactual_type`, `instance_id`, `episode_seed`, "
+    "`seat`, `phase`, `policy` (the seat's policy), `model_thinking`, `truncated` (the answer hit the token cap).",
     "- `rejected_action` (the LLM's action: as applied when legal, as written when not, null when it did not parse), "
     "`rejected_legality`, `chosen_action`, `diverges` (null on non-action rows), `information_leaky`, `objective`.",
-    "- `counterfactual_value`: the true full-information `nnw` of the deal the chosen action endorses (propose: its deal; "
-    "accept: the offer's deal; vote yes: the ballot; pass: the standing offer; vote no, walk, reject: no deal, 0). "
-    "`rejected_value`: the same for the LLM's action (legal actions only). `table_optimum`: the best `nnw` of any passable "
-    "deal (= `nnw(NBS)`), so `table_optimum - counterfactual_value` is a regret in fairness units.",
+    "- `counterfactual_value`: the true full-information `nnw` of the deal the chosen action endorses "
+    "(propose: its deal; accept: the offer's deal; vote yes: the ballot; pass: the standing offer; vote no, walk, "
+    "reject: no deal, 0). `rejected_value`: the same for the LLM's action (legal actions only). `table_optimum`: "
+    "the best `nnw` of any passable deal (= `nnw(NBS)`), so `table_optimum - counterfactual_value` is a regret in "
+    "fairness units.",
     "- `protocol_version`, `turn_token_budget` (the budget that applied to the turn).",
-    "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, `n_parties`, "
-    "and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, `retry_error`, ...): "
-    "enough to re-render the decision point into any model's prompt (`fairneg.pairs.row_decision_point` + "
-    "`fairneg.prompts.render_prompt`).",
+    "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, "
+    "`n_parties`, and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, "
+    "`retry_error`, ...): enough to re-render the decision point into any model's prompt "
+    "(`fairneg.pairs.row_decision_point` + `fairneg.prompts.render_prompt`).",
     "- `view_ref`: `<framing>:<hash>` of the prompt the model was shown; `view` (the messages) only when built with "
     "`--include-views`.", "",
     "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate."]
@@ -796,7 +804,8 @@ def annotate_cmd(episodes:Annotated[list[Path],
                                          typer.Option(help="Embed the rendered prompt messages as `view`.")]=False,
                  workers:Annotated[int, typer.Option(help="Processes.")]=2,
                  max_points:Annotated[int|None,
-                                      typer.Option(help="Stop after about this many decision points (a pipeline gate).")]=None):
+                                      typer.Option(help="Stop after about this many decision points "
+                                                        "(a pipeline gate).")]=None):
     "Re-score every LLM turn of logged episodes with each counterfactual type: one row per (episode, turn, type)."
     lines = read_states(episodes)
     f = out / "pairs.jsonl"
@@ -812,7 +821,8 @@ def annotate_cmd(episodes:Annotated[list[Path],
         if clash and same and rep0.get("n_episodes") == len(lines):
             typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
             return
-        if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes (rows are appended, never rewritten): "
+        if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes "
+                                     "(rows are appended, never rewritten): "
                                      "give another --out for another annotation of them")
     rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
     rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views,
@@ -825,13 +835,15 @@ def annotate_cmd(episodes:Annotated[list[Path],
 # %% ../nbs/13_pairs.ipynb #8cb55393
 @app.command("package", cls=MultiValueCommand)
 def package_cmd(run:Annotated[list[str],
-                              typer.Option(help="NAME=DIR of an annotation folder; repeat, or several after one flag.")],
+                              typer.Option(help="NAME=DIR of an annotation folder; repeat, "
+                                                "or several after one flag.")],
                 out:Annotated[Path, typer.Option(help="The dataset folder.")],
                 allow_mixed_protocols:Annotated[bool,
-                                                typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")]=False,
+                    typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")]=False,
                 title:Annotated[str, typer.Option(help="Card title.")]="fairneg counterfactual pairs",
                 annotations_dirname:Annotated[str,
-                                              typer.Option(help="Sub-folder of a run folder holding pairs.jsonl.")]="pairs"):
+                                              typer.Option(help="Sub-folder of a run folder "
+                                                                "holding pairs.jsonl.")]="pairs"):
     "Combine annotation runs into one dataset: pairs.jsonl, data/*.parquet and a generated README.md card."
     runs = {}
     for spec in run:
@@ -841,7 +853,8 @@ def package_cmd(run:Annotated[list[str],
         runs[k] = Path(v)
     st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
     if st.get("already"): typer.echo(f"{out}: already holds every row of these runs; nothing packaged"); return
-    typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, {len(st['hazards'])} hazard warnings -> {out}")
+    typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, "
+               f"{len(st['hazards'])} hazard warnings -> {out}")
 
 # %% ../nbs/13_pairs.ipynb #69336243
 @app.command("dpo", cls=MultiValueCommand)
@@ -873,4 +886,5 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
     writable_file(out).parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:
         for r in res: f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    typer.echo(f"{len(res):,} pairs ({type_}, mean weight {np.mean([r['weight'] for r in res]) if res else 0:.3f}) -> {out}")
+    typer.echo(f"{len(res):,} pairs ({type_}, "
+               f"mean weight {np.mean([r['weight'] for r in res]) if res else 0:.3f}) -> {out}")

@@ -15,7 +15,8 @@ from .rollout import run_cell, run_tournament, soundness
 from .settings import PlaySettings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
-from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells, discover_cells, write_eval, load_prereg, evaluate_gate, gate_text
+from .eval import (MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells,
+    discover_cells, write_eval, load_prereg, evaluate_gate, gate_text)
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm
@@ -197,7 +198,8 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         res = soundness({"rational control": rat["rows"], "all-LLM": llm["rows"]}, ["rational control>all-LLM"],
                         B=get(params, "analysis.B", 10_000))
         for nm, s in res["campaigns"].items():
-            log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] ({s['n_episodes']} episodes)")
+            log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] "
+                f"({s['n_episodes']} episodes)")
         write_json(out, res)
     run_stage("soundness", out, on_cluster("soundness", play_and_judge, run, job, model), force, only)
     res = read_json(out, ParamsError) if out.exists() else None
@@ -208,8 +210,8 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
                            f"[{c['rational control']['lo']:+.3f}, {c['rational control']['hi']:+.3f}] vs all-LLM "
                            f"{c['all-LLM']['mean_r_table']:+.3f} [{c['all-LLM']['lo']:+.3f}, "
                            f"{c['all-LLM']['hi']:+.3f}]: the intervals "
-                           "overlap, so the pilot does not train on this reward (more soundness games or seeds narrow them; "
-                           "soundness.required: false goes on anyway)")
+                           "overlap, so the pilot does not train on this reward (more soundness games or seeds "
+                           "narrow them; soundness.required: false goes on anyway)")
     return out
 
 # %% ../nbs/16_pilot.ipynb #a1f51df9
@@ -235,7 +237,8 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
                 job:JobConfig|None=None, # `--submit`: the arms go as jobs, all at once
                )->dict:
     "One GRPO arm per λ (each resumes from its newest checkpoint by itself; `--force` trains it again from the start)."
-    cfgs, done = arm_configs(params, run, train_bank), lambda cfg: checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json"
+    cfgs, done = (arm_configs(params, run, train_bank),
+                  lambda cfg: checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json")
     if job is not None and job.submit:
         train_arms_as_jobs([c for c in cfgs if stage_due(f"train-{c.arm}", done(c), force, only)], job, force)
     else:
@@ -261,14 +264,15 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
     jobs = []
     for cfg in cfgs:
         if force: shutil.rmtree(cfg.out, ignore_errors=True)
-        j = live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log) or submit_train(cfg,
-                                                                                dataclasses.replace(job, wait=False), log)
+        j = (live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log)
+             or submit_train(cfg, dataclasses.replace(job, wait=False), log))
         if j is not None: jobs.append((cfg.arm, j))
     _, failed = wait_jobs(jobs, log, slurm_watch(jobs))
     if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
     short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]
     if short:
-        raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again")
+        raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): "
+                           "run the pilot again")
 
 # %% ../nbs/16_pilot.ipynb #a6c7f6ee
 def dpo_arms(params:dict)->list:
@@ -287,7 +291,8 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
         shutil.rmtree(out, ignore_errors=True)             # an interrupted stage starts over (cell tables are appended)
         games = [g for g in load_bank(train_bank) if g.info_mode == "private"][:get(params, "pilot.pairs_games", 12)]
         if not games:
-            raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)")
+            raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs "
+                              "(add `private` to bank.train.modes)")
         kw = _model_kw(params)
         played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
                           experiment_name="pilot_pairs_base",

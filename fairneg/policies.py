@@ -200,10 +200,9 @@ def _play_seats(seats:str|None, model:str|None, games:list)->list[str]:
 # %% ../nbs/11_policies.ipynb #870eb9f9
 def _play_line(q:dict, out:Path)->str:
     "The closing line of `fairneg play`: the folder's episodes, parse and legality counts, unique keys, protocols."
-    return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read leniently), "
-            f"fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, unique keys "
-            f"{q['unique_keys']}, "
-            f"protocol {', '.join(q['protocol_versions'])} -> {out}")
+    return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read "
+            f"leniently), fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, "
+            f"unique keys {q['unique_keys']}, protocol {', '.join(q['protocol_versions'])} -> {out}")
 
 # %% ../nbs/11_policies.ipynb #ee399fe0
 @dataclass
@@ -248,15 +247,16 @@ def _check_play_config(c:PlayConfig):
     if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
     twice = sorted({s for s in c.seeds if c.seeds.count(s) > 1})
     if twice:
-        raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: each (game, seed) episode is played once")
+        raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: "
+                         "each (game, seed) episode is played once")
 
 # %% ../nbs/11_policies.ipynb #b23e430d
 play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
     "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the "
     "default command); merge chunks of a cell (`fairneg play merge`).")
 
-TABLE_LEVEL_NOTE = ("  deal_rate, mean_nnw, below_threshold_rate and worst_off_z are the table's, the same for every seat of a "
-                    "mixed table; own_z is the policy's own seats'")
+TABLE_LEVEL_NOTE = ("  deal_rate, mean_nnw, below_threshold_rate and worst_off_z are the table's, the same for every "
+                    "seat of a mixed table; own_z is the policy's own seats'")
 
 def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
     "What a run into `out` will do: start over, resume, or nothing (None: a new cell)."
@@ -265,7 +265,8 @@ def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
     have = len(wanted & held)
     if have == len(wanted):
         return f"{out}: already holds all {len(wanted)} episodes of this cell; nothing played (--force plays it again)"
-    return f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}" if held else None
+    return (f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}"
+            if held else None)
 
 # %% ../nbs/11_policies.ipynb #3d34fc9c
 def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|None]:
@@ -316,11 +317,13 @@ play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
 # %% ../nbs/11_policies.ipynb #555254b1
 def eval_cmd(model:Annotated[str,
-                             typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`.")],
+                             typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` "
+                                               "or `vllm:PATH`.")],
              bank:Annotated[Path,
                             typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
              constrain:Annotated[str,
-                                 typer.Option(help="`legal` (decode only legal actions), `none`, or `auto` (legal for tiny only).")]="auto",
+                                 typer.Option(help="`legal` (decode only legal actions), `none`, "
+                                                   "or `auto` (legal for tiny only).")]="auto",
              episodes:Annotated[Optional[int], typer.Option(help="Episodes to play (default: one per game).")]=None,
              out:Annotated[Optional[Path],
                            typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")]=None,
@@ -334,7 +337,8 @@ def eval_cmd(model:Annotated[str,
              framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]=PlaySettings.framing,
              agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all",
              context:Annotated[str,
-                               typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")]=PlaySettings.context):
+                               typer.Option(help="The seats' context: `window` (a fresh prompt per turn) "
+                                                 "or `conversation`.")]=PlaySettings.context):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
     games = bank_games(bank)                       # a bad bank or value is refused before the model loads
     for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width),
@@ -353,9 +357,9 @@ def eval_cmd(model:Annotated[str,
     res = evaluate_model(pol, games, episodes, names, width=width, play=play)
     res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing,
                max_turns=max_turns)
-    if out is None: out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
-                                                      + ("-conversation"
-                                                         if context == "conversation" else "") + ".json")
+    if out is None:
+        out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
+                                         + ("-conversation" if context == "conversation" else "") + ".json")
     write_json(out, res)
     typer.echo(eval_text(res))
     typer.echo(f"-> {out}")

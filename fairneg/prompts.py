@@ -86,16 +86,17 @@ def _rules_table(dp, prose:bool)->str:
     q, veto, T, chair = dp.min_accept, _names(dp, dp.veto), dp.deadline, _who(dp, dp.roles.index("p1"))
     vor = _names(dp, dp.veto, "or")
     if prose:
-        return (f"How the talks run: {chair} chairs and opens with a proposal. Then the parties take {T} turns in a shuffled "
-                f"order; on a turn a party proposes a complete deal (its earlier proposal is withdrawn), signs someone's live "
-                f"proposal, passes, or walks out for good. A proposal becomes the agreement once {q} parties, {veto} among them, "
-                f"have signed it. If {vor} walks out, or fewer than {q} parties remain, the talks fail. After the last turn "
-                f"everyone still there votes yes or no on the proposal with the most signatures; {q} yes votes including "
-                f"{veto} adopt it. Otherwise nobody gets a deal.")
-    return (f"Rules: {chair} opens, then {T} turns; each turn is one action: propose a full deal (you sign it; it replaces "
-            f"your older offer), accept a live offer (sign it), pass, or walk (leave for good). An offer is the deal once {q} "
-            f"sign, {veto} included. No deal if {vor} walks or fewer than {q} remain. After turn {T}: yes/no vote on the "
-            f"standing offer (most signatures; newest on ties), passing with {q} yes, {veto} included.")
+        return (f"How the talks run: {chair} chairs and opens with a proposal. Then the parties take {T} turns in a "
+                "shuffled order; on a turn a party proposes a complete deal (its earlier proposal is withdrawn), "
+                "signs someone's live proposal, passes, or walks out for good. A proposal becomes the agreement once "
+                f"{q} parties, {veto} among them, have signed it. If {vor} walks out, or fewer than {q} parties "
+                "remain, the talks fail. After the last turn everyone still there votes yes or no on the proposal "
+                f"with the most signatures; {q} yes votes including {veto} adopt it. Otherwise nobody gets a deal.")
+    return (f"Rules: {chair} opens, then {T} turns; each turn is one action: propose a full deal (you sign it; "
+            "it replaces your older offer), accept a live offer (sign it), pass, or walk (leave for good). "
+            f"An offer is the deal once {q} sign, {veto} included. No deal if {vor} walks or fewer than {q} remain. "
+            f"After turn {T}: yes/no vote on the standing offer (most signatures; newest on ties), "
+            f"passing with {q} yes, {veto} included.")
 
 # %% ../nbs/06_prompts.ipynb #756cbb8b
 def _format_block(hint:str)->str: return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
@@ -111,8 +112,8 @@ def _ultimatum_system(dp:DecisionPoint, prose:bool)->str:
         head = (f"{you} in an ultimatum game: two parties split 100 points. You propose once: one option of issue A as "
                 f"your share; {other} gets the rest, accepting (deal) or rejecting (both get 0).")
     else:
-        head = (f"{you} in an ultimatum game: two parties split 100 points. {other[0].upper() + other[1:]} proposes its "
-                f"share once (one option of issue A); you get the rest if you accept; if you reject, both get 0.")
+        head = (f"{you} in an ultimatum game: two parties split 100 points. {other[0].upper() + other[1:]} proposes "
+                "its share once (one option of issue A); you get the rest if you accept; if you reject, both get 0.")
     body = _issue_line(dp, True) if prose else _issue_line(dp, True) + "\n" + _sheet_table(dp)
     hint = "atype propose with a deal" if dp.role == "p1" else "atype accept with the offer_id, or reject"
     return "\n".join([head, body, _format_block(hint)])
@@ -123,7 +124,8 @@ def _divide_system(dp:DecisionPoint)->str:
     me, n = dp.party, dp.n_parties
     L = issue_letter(dp.seat)
     opts = dp.issues[dp.seat]["options"]
-    head = (f"You are {me}, one of {n} claimants to 100 points. Each claimant secretly demands a share at the same time: "
+    head = (f"You are {me}, one of {n} claimants to 100 points. "
+            "Each claimant secretly demands a share at the same time: "
             f"you demand one option of your issue {L} ({', '.join(f'{L}{o + 1}={d}' for o, d in enumerate(opts))}). "
             f"If the demands add up to at most {dp.pie if dp.pie is not None else 100:g}, each gets its demand; "
             f"otherwise everyone gets 0.")
@@ -213,7 +215,8 @@ def _table_lines(dp:DecisionPoint, live:list, since:int|None, show_values:bool)-
     gone = [_who(dp, i) for i, a in enumerate(dp.active) if not a]
     if gone: L.append("Walked out: " + ", ".join(gone) + ".")
     if ph != "vote" and since is not None:     # a conversation: each deal was in the news once; ids and signers suffice
-        if live: L.append("Live offers: " + ", ".join(f"{o.offer_id} ({' '.join(_who(dp, i) for i in o.signers)})" for o in live)
+        if live: L.append("Live offers: "
+                          + ", ".join(f"{o.offer_id} ({' '.join(_who(dp, i) for i in o.signers)})" for o in live)
                           + f"; standing offer {dp.standing_offer_id}.")
         elif ph == "turn": L.append("No live offers.")
     elif ph != "vote":

@@ -207,7 +207,8 @@ class Record:
         "The record a JSON form holds; a field unknown or missing is a `ValueError` naming it."
         return cls(**read_record(cls, d))
     def __getitem__(self, k):
-        raise TypeError(f"{type(self).__name__} is a dataclass: read .{k}, not [{k!r}] (.to_dict() gives its JSON form)")
+        raise TypeError(f"{type(self).__name__} is a dataclass: read .{k}, not [{k!r}] "
+                        "(.to_dict() gives its JSON form)")
 
 # %% ../nbs/05_protocol.ipynb #afd2ebd3
 @dataclass(slots=True)
@@ -372,7 +373,8 @@ def _check_demand(game:Game, seat:int, text)->tuple:
         if k is not None and (k >= game.m or not 0 <= o < nopt[k]):
             return "fabrication", f"option {t} does not exist (your issue {mine} has {mine}1-{mine}{nopt[seat]})", None
     if len(toks) != 1 or not _LABEL.fullmatch(toks[0]) or toks[0][0] != mine:
-        return "illegal", f"demand exactly one option of your own issue {mine} ({mine}1-{mine}{nopt[seat]}), not `{text}`", None
+        return "illegal", (f"demand exactly one option of your own issue {mine} "
+                           f"({mine}1-{mine}{nopt[seat]}), not `{text}`"), None
     return "ok", None, (label_option(toks[0])[1],)
 
 # %% ../nbs/05_protocol.ipynb #9ea872dd
@@ -395,7 +397,8 @@ def check_action(s:State, seat:int, a:dict)->tuple:
         if lg == "fabrication": return lg, err, None
     if at not in legal:
         if ph == "vote":
-            return "illegal", f"this is the forced-final vote on {s.ballot}: the only legal answer is {vote_form(s.ballot)}", None
+            return "illegal", (f"this is the forced-final vote on {s.ballot}: "
+                               f"the only legal answer is {vote_form(s.ballot)}"), None
         what = f"unknown atype `{at}`" if at not in ATYPES else f"`{at}` is not legal now"
         return "illegal", f"{what}; legal now: {', '.join(legal)}", None
     if at in ("propose", "demand"):
@@ -410,7 +413,8 @@ def check_action(s:State, seat:int, a:dict)->tuple:
         return "ok", None, off
     if at == "vote":
         if off is not None and off.offer_id != s.ballot:
-            return "illegal", f"the ballot is {s.ballot}; you can only vote yes or no on {s.ballot}, not on {off.offer_id}", None
+            return "illegal", (f"the ballot is {s.ballot}; "
+                               f"you can only vote yes or no on {s.ballot}, not on {off.offer_id}"), None
         if a.get("vote") not in ("yes", "no"): return "illegal", f"a vote is yes or no: {vote_form(s.ballot)}", None
         return "ok", None, find_offer(s, s.ballot)
     return "ok", None, None
@@ -624,8 +628,8 @@ def outcome(s:State)->dict:
                end_reason=r["end_reason"], n_turns=sum(x["turns"] for x in s.stats))
     for c in COUNTERS: out[c] = sum(x[c] for x in s.stats)
     out["warnings"] = [
-        (f"spoiled ballot: {t['party']} (seat {t['seat']}) gave two invalid answers in the forced-final vote on {s.ballot}"
-         f" and was recorded as abstaining; last error: {t['error']}") if t["spoiled_ballot"] else
+        (f"spoiled ballot: {t['party']} (seat {t['seat']}) gave two invalid answers in the forced-final vote "
+         f"on {s.ballot} and was recorded as abstaining; last error: {t['error']}") if t["spoiled_ballot"] else
         f"forced pass: {t['party']} (seat {t['seat']}) gave two invalid answers in round {t['round']} ({t['phase']}); "
         f"last error: {t['error']}"
         for t in s.turns if t["forced_pass"]]
@@ -742,15 +746,22 @@ def decision_point(s:State, seat:int)->DecisionPoint:
         acceptable = [o.offer_id for o in s.offers if o.status == "live" and seat not in o.signers]
     else: acceptable = []
     return DecisionPoint(   # by position; each line's comment names its fields
-        g.name, {"instance_id": g.name, "game_sha": s.game_sha}, s.episode_id, s.seed,      # instance_id game_ref episode_id episode_seed
-        s.protocol.kind, s.protocol.version, turn_token_budget(s), s.info_mode,             # protocol protocol_version turn_token_budget info_mode
-        seat, g.parties[seat], g.roles[seat], g.n, g.parties, g.roles,                      # seat party role n_parties parties roles
-        list(s.active), _issue_view(s), g.scores[seat], g.thresholds[seat],                 # active issues own_sheet own_threshold
-        g.scores if full else None, g.thresholds if full else None,                         # sheets thresholds
-        g.quorum, g.veto, g.pie,                                                            # min_accept veto pie
-        [o.snapshot() for o in s.offers], standing_offer_id(s), s.ballot, ph, s.round,      # offers standing_offer_id ballot phase round
-        s.protocol.max_turns, list(s.history), list(LEGAL_ATYPES[ph]) if acting else [],   # deadline history legal
-        acceptable, s.pending[seat], s.scratch[seat], bool(g.prose))                        # acceptable retry_error own_scratchpad has_prose
+        g.name, {"instance_id": g.name, "game_sha": s.game_sha},      # instance_id game_ref
+        s.episode_id, s.seed,                                         # episode_id episode_seed
+        s.protocol.kind, s.protocol.version,                          # protocol protocol_version
+        turn_token_budget(s), s.info_mode,                            # turn_token_budget info_mode
+        seat, g.parties[seat], g.roles[seat],                         # seat party role
+        g.n, g.parties, g.roles,                                      # n_parties parties roles
+        list(s.active), _issue_view(s),                               # active issues
+        g.scores[seat], g.thresholds[seat],                           # own_sheet own_threshold
+        g.scores if full else None, g.thresholds if full else None,   # sheets thresholds
+        g.quorum, g.veto, g.pie,                                      # min_accept veto pie
+        [o.snapshot() for o in s.offers], standing_offer_id(s),       # offers standing_offer_id
+        s.ballot, ph, s.round,                                        # ballot phase round
+        s.protocol.max_turns, list(s.history),                        # deadline history
+        list(LEGAL_ATYPES[ph]) if acting else [],                     # legal
+        acceptable, s.pending[seat],                                  # acceptable retry_error
+        s.scratch[seat], bool(g.prose))                               # own_scratchpad has_prose
 
 # %% ../nbs/05_protocol.ipynb #45eee7e9
 def resolve_game(dp:DecisionPoint|dict, games)->Game:

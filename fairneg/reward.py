@@ -52,7 +52,8 @@ def seat_rewards(z, lam:float, eps:float=EPS, g_floor:float|None=None)->np.ndarr
 def format_shaping(illegal, turns, shaping_weight:float)->np.ndarray:
     "Per-seat shaping `- shaping_weight * illegal_i / turns_i` (0 for a seat with no turns)."
     if shaping_weight < 0:
-        raise ValueError(f"shaping_weight must be >= 0, got {shaping_weight} (a negative weight pays for illegal turns)")
+        raise ValueError(f"shaping_weight must be >= 0, got {shaping_weight} "
+                         "(a negative weight pays for illegal turns)")
     il, tu = np.asarray(illegal, dtype=float), np.asarray(turns, dtype=float)
     if il.shape != tu.shape: raise ValueError(f"illegal {il.shape} and turns {tu.shape} must have the same shape")
     if (il < 0).any() or (tu < 0).any(): raise ValueError("turn counts must be non-negative")

@@ -279,7 +279,8 @@ def write_cell_tables(out, # the cell folder (made when missing)
         held = {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)}
         twice = [k for k in (tuple(r[f] for f in EPISODE_KEY) for r in new) if k in held]
         if twice: raise RunFolderError(f"{out / EPISODES}: already holds {len(twice)} of these episodes "
-                                       f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}{', ...' if len(twice) > 3 else ''}): nothing written")
+                                       f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}"
+                                       f"{', ...' if len(twice) > 3 else ''}): nothing written")
     out.mkdir(parents=True, exist_ok=True)
     for name in CELL_TABLES:
         if name != EPISODES and tables.get(name): append_jsonl(tables[name], out / name)
@@ -303,8 +304,8 @@ def _refuse_other_cell(out:Path, identity:dict):
     "Raise `RunFolderError` when a line of the folder's `cell.jsonl` is another cell, naming the fields that differ."
     for line in read_jsonl(out / CELL):
         diff = [k for k in CELL_IDENTITY if line.get(k) != identity.get(k)]
-        if diff: raise RunFolderError(f"{out}: holds another cell (" + "; ".join(f"{k} {line.get(k)!r} there, "
-                                                                                 f"{identity.get(k)!r} now" for k in diff)
+        if diff: raise RunFolderError(f"{out}: holds another cell ("
+                                      + "; ".join(f"{k} {line.get(k)!r} there, {identity.get(k)!r} now" for k in diff)
                                       + "): give another --out, or --force to start it over")
 
 # %% ../nbs/08_rollout.ipynb #0762d878
@@ -396,11 +397,13 @@ def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above c
     "The two campaign names of an expected order `A>B`, checked against `names`."
     parts = [x.strip() for x in str(exp).split(">")]
     if len(parts) != 2 or not all(parts):
-        raise SoundnessError(f"--expect-above `{exp}`: expected `A>B` (campaign A above campaign B), e.g. `rational>llm`")
+        raise SoundnessError(f"--expect-above `{exp}`: expected `A>B` "
+                             "(campaign A above campaign B), e.g. `rational>llm`")
     for nm in parts:
         if nm not in names:
             near = nearest(nm, names)
-            raise SoundnessError(f"--expect-above `{exp}` names `{nm}`, which is not a campaign" + (f" (did you mean `{near}`?)" if near else "")
+            raise SoundnessError(f"--expect-above `{exp}` names `{nm}`, which is not a campaign"
+                                 + (f" (did you mean `{near}`?)" if near else "")
                                  + f" (campaigns: {', '.join(names)})")
     if parts[0] == parts[1]: raise SoundnessError(f"--expect-above `{exp}` compares a campaign with itself")
     return parts[0], parts[1]
@@ -479,7 +482,8 @@ class RandomLegalPolicy:
     def __init__(self, name:str=RANDOM_LEGAL, p_propose:float=0.3, p_accept:float=0.3, p_yes:float=0.7,
                  p_invalid:float=0.0, # share of answers that are not JSON (parse errors, then retried)
                 ):
-        self.name, self.p_propose, self.p_accept, self.p_yes, self.p_invalid, self.calls = name, p_propose, p_accept, p_yes, p_invalid, 0
+        self.name, self.p_propose, self.p_accept, self.p_yes, self.p_invalid, self.calls = (
+            name, p_propose, p_accept, p_yes, p_invalid, 0)
     def answer(self, req)->str:
         "The answer text for one request."
         rng = random.Random(req.seed)
@@ -601,8 +605,8 @@ def _refuse_mixed(label:str, by_chunk:dict):
     "Raise when the chunks show more than one value of `label` (`chunk -> set of values`)."
     vals = sorted({v for vs in by_chunk.values() for v in vs}, key=str)
     if len(vals) > 1:
-        raise MergeError(f"mixed {label}: " + "; ".join(f"{v!r} in "
-                                                        f"{', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
+        raise MergeError(f"mixed {label}: "
+                         + "; ".join(f"{v!r} in {', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
 
 # %% ../nbs/08_rollout.ipynb #c0b7aa2e
 def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
@@ -623,7 +627,8 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
             if k in seen: dups.append(f"{k[0]} seed {k[1]} ({seen[k]} and {c})")
             else: seen[k] = c
     if dups:
-        raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5]) + (" ..." if len(dups) > 5 else ""))
+        raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5])
+                         + (" ..." if len(dups) > 5 else ""))
     _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("model max_new_tokens caps",

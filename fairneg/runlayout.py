@@ -59,7 +59,8 @@ def arm_step(checkpoint:str)->tuple[str, int]:
     "`lam1_step25` / `lam05_checkpoint-30` → `(arm, step)`; `CheckpointNameError` for a name that says neither."
     m = _ARM_STEP.match(str(checkpoint))
     if not m: raise CheckpointNameError(
-        f"checkpoint `{checkpoint}`: cannot tell arm and step (expected <arm>_step<N> or <arm>_checkpoint-<N>); pass arm_of")
+        f"checkpoint `{checkpoint}`: cannot tell arm and step "
+        "(expected <arm>_step<N> or <arm>_checkpoint-<N>); pass arm_of")
     return m["arm"], int(m["step"])
 
 # %% ../nbs/00_runlayout.ipynb #c399c753

@@ -282,9 +282,11 @@ _STEP_UPDATE = {   # the GRPO update: advantages, the tokens it trained and the 
     "train_tokens_shared": "tokens they did not compute again: first stretches that sequences share, run once",
     "kl": "mean per-token KL to the reference", "logprob_drift": "mean per-token log-prob change since sampling",
     "loss": "the update's loss", "grad_norm": "gradient norm before clipping",
-    "nonfinite": "what was not finite (logprobs, ref_logprobs, loss, grad_norm), so the optimizer did not step; None when all were",
+    "nonfinite": ("what was not finite (logprobs, ref_logprobs, loss, grad_norm), "
+                  "so the optimizer did not step; None when all were"),
     "nonfinite_tokens": "completion tokens whose policy or reference log-prob was not finite",
-    "clipped_frac": "share of tokens whose clip binds (A > 0 above 1 + clip_high, A < 0 below 1 − clip_low), mean over the passes",
+    "clipped_frac": ("share of tokens whose clip binds (A > 0 above 1 + clip_high, A < 0 below 1 − clip_low), "
+                     "mean over the passes"),
     "ratio_max": "largest importance ratio", "lr": "learning rate",
     "optimizer_steps": "optimizer steps taken on the step's rollout (num_iterations; fewer when one was not finite)",
     "sampler_gap": "mean |sampler − trainer| log-prob", "sampler_gap_max": "its maximum",
@@ -307,7 +309,8 @@ _STEP_TURNS = {   # the policy's turns, and the step's time and memory
     "gpu_used_mb": "device memory in use (NVML), MB", "gpu_total_mb": "device memory, MB",
     "gpu_util_pct": "device utilization (NVML), %",
     "ref_tflops": "the reference pass's model TFLOP/s (2 × parameters × tokens a second)",
-    "train_tflops": "the policy pass's model TFLOP/s (forward and backward: 4 × parameters × tokens; recomputation not counted)",
+    "train_tflops": ("the policy pass's model TFLOP/s "
+                     "(forward and backward: 4 × parameters × tokens; recomputation not counted)"),
     "mfu": "train_tflops as a share of the GPU's dense bf16 rate (its spec; None off a GPU the table knows)",
 }
 
@@ -316,7 +319,9 @@ _STEP_RUN = {   # the run's provenance, and a DPO step's own figures
     "config_hash": "hash of the arm's config", "code_version": "the package's version and commit",
     "backend": "rollout engine", "base_dtype": "the base model's dtype",
     "gradient_checkpointing": "whether activations were recomputed",
-    "checkpointing_why": "why: asked, or the activations a token_budget micro-batch would keep against the GPU's free memory", "method": "how the arm trains: grpo or dpo",
+    "checkpointing_why": ("why: asked, or the activations a token_budget micro-batch would keep "
+                          "against the GPU's free memory"),
+    "method": "how the arm trains: grpo or dpo",
     "pairs": "DPO pairs drawn this step (with replacement, by weight)",
     "pairs_available": "the DPO pairs the run draws from",
     "pairs_effective": "their effective number under the draw weights (Kish)", "dpo_beta": "DPO's β",

@@ -43,8 +43,9 @@ def memory_reading()->dict:
     return m
 
 # %% ../nbs/00_telemetry.ipynb #37e89120
+# dense bf16 FLOP/s, spec sheets; first match wins
 PEAK_BF16 = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e12), ("H200", 989e12), ("H100", 989e12),
-             ("GH200", 989e12), ("A100", 312e12), ("L40S", 362e12), ("L40", 181e12), ("A10G", 125e12), ("L4", 121e12))   # dense bf16 FLOP/s, spec sheets; first match wins
+             ("GH200", 989e12), ("A100", 312e12), ("L40S", 362e12), ("L40", 181e12), ("A10G", 125e12), ("L4", 121e12))
 
 def peak_flops(name:str|None)->float|None:
     "The dense bf16 FLOP/s of a GPU named `name` (its spec), or None for a device the table does not know."

@@ -243,7 +243,8 @@ def train_sft(model, tok, # model and tokenizer
     from transformers import PrinterCallback, ProgressCallback
     from trl import SFTConfig, SFTTrainer
     if train["bf16"] and not native_bf16():
-        warnings.warn("bf16 training on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated and ~30x slower than float32")
+        warnings.warn("bf16 training on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated "
+                      "and ~30x slower than float32")
     names = {f.name for f in dataclasses.fields(SFTConfig)}      # transformers >= 5.2x renamed gradient_checkpointing
     ckpt = {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": False}
     with tempfile.TemporaryDirectory() as tmp:

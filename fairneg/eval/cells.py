@@ -13,7 +13,8 @@ from typing import Callable, Iterable
 from ..commands import user_error
 from ..bank import LLMDEL_ALIAS, SAFE_ID, bank_games
 from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read_json
-from ..rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables
+from ..rollout import (EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version,
+                             write_cell_tables)
 from ..protocol import game_sha
 from ..settings import PlaySettings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
@@ -74,7 +75,8 @@ def condition_games(condition:str, # one of CONDITIONS
     check_condition(condition)
     if condition in NEEDS_BANK:
         if bank is None:
-            raise EvalError(f"condition `{condition}` plays the held-out bank: pass --bank (a bank made by `fairneg bank eval`)")
+            raise EvalError(f"condition `{condition}` plays the held-out bank: "
+                            "pass --bank (a bank made by `fairneg bank eval`)")
         return bank_games(bank)
     if condition == "comparability": return bank_games(LLMDEL_ALIAS)
     if condition == "crossgame": return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()

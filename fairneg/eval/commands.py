@@ -16,7 +16,8 @@ from ..store import load_config, write_text_atomic
 from .cells import CONDITIONS, EvalError, check_cell_folder, plan_cells
 from ..jobs import JobConfig
 from .launch import executor_params, launch
-from .contrasts import EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells, write_eval
+from .contrasts import (EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells,
+                                    write_eval)
 from .gates import GATE_EXIT, evaluate_gate, gate_text, load_prereg
 
 # %% auto #0
@@ -96,7 +97,8 @@ def analyze(
     out:Annotated[Path, typer.Option(help="eval.json to write (the contrasts of every cell).")],
     baseline:Annotated[str|None, typer.Option(help="GLOB of untrained run folders or episodes.jsonl files.")]=None,
     trained:Annotated[list[str],
-                      typer.Option(help="NAME=GLOB of a trained side; NAME is the cell (<checkpoint>_<condition>).")]=[],
+                      typer.Option(help="NAME=GLOB of a trained side; "
+                                        "NAME is the cell (<checkpoint>_<condition>).")]=[],
     run_dir:Annotated[Path|None,
                       typer.Option(help="Instead of globs: every cell a launch wrote under this folder.")]=None,
     contrasts:Annotated[Path|None,
@@ -105,7 +107,8 @@ def analyze(
     seed:Annotated[int, typer.Option(help="Bootstrap seed.")]=0,
     level:Annotated[float, typer.Option(help="Interval level.")]=0.95,
     viability_drop:Annotated[float,
-                             typer.Option(help="Closure-conditional endpoints are VOID when the deal rate falls by more.")]=0.10,
+                             typer.Option(help="Closure-conditional endpoints are VOID "
+                                               "when the deal rate falls by more.")]=0.10,
     min_games:Annotated[int,
                         typer.Option(help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; "
                                           "single-game cells exempt).")]=MIN_GAMES,
@@ -113,7 +116,8 @@ def analyze(
                         typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, "
                                           "max_share, dist_nbs and their *_given_deal forms).")]=[],
     experiment_prefix:Annotated[str,
-                                typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
+                                typer.Option(help="Prefix of experiment_name "
+                                                  "in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
     "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict, percentile), verdicts and VOIDs."
     if (run_dir is None) == (baseline is None):
         raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
@@ -130,7 +134,8 @@ def analyze(
 def gate(prereg:Annotated[Path, typer.Argument(help="The preregistration YAML.")],
          eval_json:Annotated[Path, typer.Argument(help="eval.json written by `fairneg eval analyze`.")],
          checkpoint:Annotated[str|None,
-                              typer.Option(help="The checkpoint to judge (default: the declared one, else every one).")]=None,
+                              typer.Option(help="The checkpoint to judge "
+                                                "(default: the declared one, else every one).")]=None,
          json_:Annotated[bool, typer.Option("--json", help="Print the verdicts as one JSON object.")]=False,
          out:Annotated[Path|None, typer.Option(help="Also write the verdicts to this JSON file.")]=None):
     "Evaluate a preregistered gate: POSITIVE (exit 0), NEGATIVE (1) or VOID (3), with the reason per clause."

@@ -14,7 +14,8 @@ from typing import Iterable
 from ..game import read_json
 from ..metrics import GOOD_DIRECTION
 from ..protocol import check_poolable, PoolingError
-from ..stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval
+from ..stats import (cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se,
+                           t_interval)
 from ..store import episode_rows, EPISODES, append_jsonl, write_text_atomic
 from .cells import CONDITIONS, EvalError, PairingError
 from .launch import launched
@@ -64,7 +65,8 @@ def endpoint_values(rows:list[dict], endpoints=EVAL_ENDPOINTS)->np.ndarray:
 
 # %% ../../nbs/13_eval_contrasts.ipynb #761b7f62
 VERDICT_INTERVAL = "cluster_t"
-INTERVALS = {"cluster_t": "cluster-robust t: the contrast ± t(G−1) × its CR1 game-cluster standard error (verdicts and gates read it)",
+INTERVALS = {"cluster_t": "cluster-robust t: the contrast ± t(G−1) × its CR1 game-cluster standard error "
+                          "(verdicts and gates read it)",
              "percentile": "game-cluster percentile bootstrap (the seeds' method, kept for comparison)"}
 
 def contrast_from_sums(ST, CT, SB, CB, # per-cluster sums and counts, trained and untrained, each (G, K)
@@ -111,7 +113,8 @@ def check_rows(rows:list[dict], side:str, endpoints=EVAL_ENDPOINTS, cell:str="ce
     for j, r in enumerate(rows):
         miss = [f for f in need if f not in r]
         if miss:
-            raise EvalError(f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: analyze needs the SPEC §3 episode fields")
+            raise EvalError(f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: "
+                            "analyze needs the SPEC §3 episode fields")
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5adf870f
 def pair_sides(trained:list[dict], base:list[dict], cell:str="cell")->tuple[list, list, list]:
@@ -120,8 +123,9 @@ def pair_sides(trained:list[dict], base:list[dict], cell:str="cell")->tuple[list
     for side, rows in (("trained", trained), ("untrained", base)):
         if not rows: raise PairingError(f"{cell}: the {side} side has no episodes")
         dup = [k for k, v in Counter(map(_key, rows)).items() if v > 1]
-        if dup: raise PairingError(f"{cell}: {len(dup)} (instance_id, episode_seed) keys appear more than once on the {side} side "
-                                   f"({_examples(dup)}); did a glob match two runs of the same episodes?")
+        if dup: raise PairingError(f"{cell}: {len(dup)} (instance_id, episode_seed) keys appear more than once "
+                                   f"on the {side} side ({_examples(dup)}); "
+                                   "did a glob match two runs of the same episodes?")
         idx[side] = {_key(r): r for r in rows}
     t, b = set(idx["trained"]), set(idx["untrained"])
     if t != b:
@@ -149,8 +153,9 @@ def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="c
     bad = Counter((t["protocol_version"], b["protocol_version"]) for t, b in zip(trained, base)
                   if t["protocol_version"] != b["protocol_version"])
     if bad:
-        txt = "; ".join(f"trained `{tv}` where untrained `{bv}` ({n} pairs, e.g. "
-                        f"{_examples([k for k, t, b in zip(keys, trained, base) if (t['protocol_version'], b['protocol_version']) == (tv, bv)], 1)})"
+        met = [((t["protocol_version"], b["protocol_version"]), k) for k, t, b in zip(keys, trained, base)]
+        eg = {v: _examples([k for w, k in met if w == v], 1) for v in bad}   # one key of each mismatch
+        txt = "; ".join(f"trained `{tv}` where untrained `{bv}` ({n} pairs, e.g. {eg[tv, bv]})"
                         for (tv, bv), n in bad.most_common())
         raise PairingError(f"{cell}: the sides ran different protocol versions: {txt}; rows of different protocol "
                            "versions never pool (SPEC §5)")
@@ -164,8 +169,8 @@ def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="c
         except PoolingError:
             raise PairingError(f"{cell}: token budgets differ under `{v}`: trained side met "
                                f"{_budget_text(sides['trained'])}; "
-                               f"untrained side met {_budget_text(sides['untrained'])}. Episodes run under different token caps "
-                               f"never pool (SPEC §5)")
+                               f"untrained side met {_budget_text(sides['untrained'])}. "
+                               "Episodes run under different token caps never pool (SPEC §5)")
     return dict(protocol_versions=sorted(by_version),
                 turn_token_budgets=sorted({x for s in by_version.values() for c in s.values() for k in c for x in k}))
 
@@ -241,12 +246,14 @@ def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interva
         return iv, "undefined", "no value: a side has no episode on which the endpoint is defined (e.g. no closed deal)"
     if closure and not viable: return iv, "VOID", None
     if too_many_undefined(undefined, B, max_frac):
-        return iv, "undefined", (f"{undefined} of {B} bootstrap draws undefined ({undefined / B:.1%}, more than {max_frac:.0%}): "
-                                 "the drawn games hold no episode on which it is defined (no closed deal) on a side")
+        return iv, "undefined", (f"{undefined} of {B} bootstrap draws undefined "
+                                 f"({undefined / B:.1%}, more than {max_frac:.0%}): the drawn games hold no episode "
+                                 "on which it is defined (no closed deal) on a side")
     return iv, iv, None
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9e1a0c03
-def _reading(lo, hi, good:int)->str: return verdict(lo, hi, good) if np.isfinite(lo) and np.isfinite(hi) else "undefined"
+def _reading(lo, hi, good:int)->str:
+    return verdict(lo, hi, good) if np.isfinite(lo) and np.isfinite(hi) else "undefined"
 
 # %% ../../nbs/13_eval_contrasts.ipynb #543cda90
 def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC,
@@ -257,7 +264,8 @@ def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:fl
     few = too_few_games(prep["cluster"], prep["n_games"], min_games)
     B, eps = res["draws"].shape[0], {}
     for k, ep in enumerate(prep["endpoints"]):
-        g, est, lo, hi, cc, nu = GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k], closure_conditional(ep), int(res["undefined"][k])
+        g, est, lo, hi, cc, nu = (GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k],
+                                  closure_conditional(ep), int(res["undefined"][k]))
         iv, final, why = endpoint_verdict(est, lo, hi, g, cc, viable, nu, B, max_undefined)
         if few and np.isfinite(est): final = "too_few_games"        # a contrast with no value stays `undefined`
         eps[ep] = dict(endpoint=ep, good_direction=g, trained=_json_float(res["trained"][k]),
@@ -267,7 +275,8 @@ def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:fl
                        interval_verdict=iv, verdict=final,
                        percentile_lo=_json_float(res["pct_lo"][k]), percentile_hi=_json_float(res["pct_hi"][k]),
                        percentile_verdict=_reading(res["pct_lo"][k], res["pct_hi"][k], g),
-                       void_reason=(f"trained deal rate {deal_delta:+.3f} vs untrained, more than {viability_drop:.2f} below"
+                       void_reason=(f"trained deal rate {deal_delta:+.3f} vs untrained, "
+                                    f"more than {viability_drop:.2f} below"
                                     if final == "VOID" else None), undefined_reason=why, few_games_reason=few,
                        closure_conditional=cc, n_trained=int(res["n_trained"][k]), n_base=int(res["n_base"][k]),
                        undefined_draws=nu, cluster=prep["cluster"], resampling_note=prep["resampling_note"])
@@ -445,7 +454,8 @@ def discover_cells(run_dir)->dict:
     "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming each incomplete cell."
     found, jobs = sorted(Path(run_dir).glob("*/cell.json")), launched(run_dir)
     if not found and not jobs:
-        raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?")
+        raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; "
+                        "was it a launch's --out-dir?")
     cells, missing = {}, {}
     for p in found:
         cj = read_json(p, EvalError)
@@ -463,7 +473,8 @@ def discover_cells(run_dir)->dict:
     if missing:
         raise EvalError(f"{run_dir}: {len(missing)} cell(s) not complete: " + "; ".join(
             f"{n} ({why}{_job_note(jobs.get(n))})" for n, why in sorted(missing.items())) +
-            ". Their jobs are still running, or failed (see the logs): run the same launch again to complete only these")
+            ". Their jobs are still running, or failed (see the logs): "
+            "run the same launch again to complete only these")
     return cells
 
 # %% ../../nbs/13_eval_contrasts.ipynb #0945c4b5
@@ -494,8 +505,8 @@ def contrast_text(result:dict)->str:
     lines = []
     for name, c in result["cells"].items():
         lines.append(f"{name}: {c['n_games']} games, {c['n_episodes']} episode pairs, clusters: {c['cluster']}, "
-                     f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}" + (""
-                                                                                     if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]"))
+                     f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}"
+                     + ("" if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]"))
         for e in c["endpoints"].values():
             lines.append(f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, "
                          f"{f(e['hi'])}]  {e['verdict']}")

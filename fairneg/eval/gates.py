@@ -10,7 +10,8 @@ from ..commands import unknown_names, type_problem
 from ..metrics import GOOD_DIRECTION
 from ..store import read_yaml
 from .cells import EvalError, PreregError
-from .contrasts import MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampling_note, too_few_games, too_many_undefined
+from .contrasts import (MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampling_note, too_few_games,
+                                    too_many_undefined)
 
 # %% auto #0
 __all__ = ['GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'check_prereg', 'load_prereg',
@@ -39,8 +40,9 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
         raise PreregError(f"{src}: {where}: require {t['require']} needs a numeric `{t['require']}:`")
     stat = t.get("stat")
     if t["require"] in ("floor", "ceiling") and stat not in ("lo", "hi", "estimate"):
-        raise PreregError(f"{src}: {where}: a {t['require']} must say which statistic it bounds: `stat: estimate` (the point) "
-                          f"or `stat: {'lo' if t['require'] == 'floor' else 'hi'}` (non-inferiority on the interval)")
+        raise PreregError(f"{src}: {where}: a {t['require']} must say which statistic it bounds: "
+                          "`stat: estimate` (the point) or "
+                          f"`stat: {'lo' if t['require'] == 'floor' else 'hi'}` (non-inferiority on the interval)")
     b = t.get(t["require"])
     if t["require"] in ("floor", "ceiling") and t["endpoint"].removesuffix("_given_deal") in BOUNDED and \
             (b <= -1 if t["require"] == "floor" else b >= 1):
@@ -101,7 +103,8 @@ def _min_games(an:dict, src:str)->int:
     "The declared game minimum of a preregistration's analysis (default and floor: SPEC §7's `MIN_GAMES`)."
     v = an.get("min_games", MIN_GAMES)
     if not isinstance(v, int) or isinstance(v, bool) or v < MIN_GAMES:
-        raise PreregError(f"{src}: analysis: min_games must be a whole number of at least {MIN_GAMES} (SPEC §7), not {v!r}")
+        raise PreregError(f"{src}: analysis: min_games must be a whole number "
+                          f"of at least {MIN_GAMES} (SPEC §7), not {v!r}")
     return v
 
 # %% ../../nbs/13_eval_gates.ipynb #0a29b5c7
@@ -117,7 +120,8 @@ def below_threshold_claim(t:dict)->bool:
 # %% ../../nbs/13_eval_gates.ipynb #cf6dd178
 def share_guard(t:dict)->bool:
     "Does a term bound max_share from above (`not_unfavourable`, `favourable` or a `ceiling`), either form?"
-    return t["endpoint"].removesuffix("_given_deal") == "max_share" and t["require"] in ("favourable", "not_unfavourable", "ceiling")
+    return (t["endpoint"].removesuffix("_given_deal") == "max_share"
+            and t["require"] in ("favourable", "not_unfavourable", "ceiling"))
 
 # %% ../../nbs/13_eval_gates.ipynb #52d777da
 def deal_floor(t:dict)->bool:
@@ -149,8 +153,8 @@ def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
             same = [u for u in terms
                     if u["endpoint"].removesuffix("_given_deal") == "max_share" and u["condition"] == t["condition"]]
             if not any(share_guard(u) and not guard_weakness(u, drop) for u in same):
-                weak = [guard_weakness(u, drop)
-                        if share_guard(u) else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
+                weak = [guard_weakness(u, drop) if share_guard(u)
+                        else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
                         for u in same]
                 hint = f" ({weak[0]}: use not_unfavourable or a tighter ceiling)" if weak else ""
                 raise PreregError(f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that "
@@ -158,7 +162,8 @@ def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
             floors = [u for u in every if deal_floor(u) and u["condition"] == t["condition"]]
             if not any(not guard_weakness(u, drop) for u in floors):
                 hint = f" ({guard_weakness(floors[0], drop)})" if floors else ""
-                raise PreregError(f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` beside it{hint}, SPEC §7")
+                raise PreregError(f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` "
+                                  f"beside it{hint}, SPEC §7")
 
 # %% ../../nbs/13_eval_gates.ipynb #a23677e7
 def _fmt(e:dict)->str:
@@ -182,8 +187,8 @@ def _judge(t:dict, e:dict)->tuple[str, str]:
     if req == "favourable":
         ok = lo > m if g > 0 else hi < -m
         need = f"lo > {m:+g}" if g > 0 else f"hi < {-m if m else 0.0:+g}"
-        return ("PASS", f"{_fmt(e)} favourable beyond {m:g}") if ok else ("FAIL",
-                                                                          f"{_fmt(e)} not favourable beyond {m:g} (needs {need})")
+        return (("PASS", f"{_fmt(e)} favourable beyond {m:g}") if ok
+                else ("FAIL", f"{_fmt(e)} not favourable beyond {m:g} (needs {need})"))
     if req == "not_unfavourable":
         bad = (hi < 0) if g > 0 else (lo > 0)
         return ("FAIL", f"{_fmt(e)} unfavourable") if bad else ("PASS", f"{_fmt(e)} not unfavourable")
@@ -191,7 +196,8 @@ def _judge(t:dict, e:dict)->tuple[str, str]:
     bound = t[req]
     ok = val >= bound if req == "floor" else val <= bound
     rel = ">=" if req == "floor" else "<="
-    return ("PASS" if ok else "FAIL"), f"{_fmt(e)}: {t['stat']} {val:+.3f} {rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}"
+    return ("PASS" if ok else "FAIL"), (f"{_fmt(e)}: {t['stat']} {val:+.3f} "
+                                        f"{rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}")
 
 # %% ../../nbs/13_eval_gates.ipynb #05e3edfd
 def judge_term(t:dict, e:dict)->tuple[str, str]:
@@ -226,8 +232,9 @@ def check_analysis(prereg:dict, result:dict):
     "Refuse results computed with another analysis than the one the gate was declared for."
     a = prereg["analysis"]
     if result.get("interval") != VERDICT_INTERVAL:
-        raise EvalError(f"the eval's lo/hi are {result.get('interval') or 'percentile'} bounds, not SPEC §7's verdict interval "
-                        f"({VERDICT_INTERVAL}): it was analysed by an older fairneg; re-run `fairneg eval analyze` on its runs")
+        raise EvalError(f"the eval's lo/hi are {result.get('interval') or 'percentile'} bounds, "
+                        f"not SPEC §7's verdict interval ({VERDICT_INTERVAL}): it was analysed by an older fairneg; "
+                        "re-run `fairneg eval analyze` on its runs")
     if result.get("min_games", 0) < a["min_games"]:
         raise EvalError(f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares "
                         f"min_games = {a['min_games']}")

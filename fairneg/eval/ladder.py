@@ -64,7 +64,8 @@ def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
     steps = sorted(set(int(s) for s in df.step))
     gap = float(np.min(np.diff(steps))) if len(steps) > 1 else float(steps[0])
     df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap   # dodge the arms
-    # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs: one rung is no zoom
+    # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs:
+    # one rung is no zoom
     x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False),
               axis=alt.Axis(values=[0] + steps, format="d"))
     base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", scale=scale, title="arm"))

@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from ..commands import BadValue
 from .load import _device, load_model, stop_ids, vocab_size
 from .chat import encode_request
-from .sampling import ContextLimitError, NonFiniteLogitsError, check_context_limit, context_limit, decode_mode, release_decode_caches, sample_batch
+from .sampling import (ContextLimitError, NonFiniteLogitsError, check_context_limit, context_limit,
+                                  decode_mode, release_decode_caches, sample_batch)
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
 
 # %% auto #0
@@ -78,7 +79,8 @@ class HFPolicy:
             self.spec, self.model, self.tokenizer = name or type(model).__name__, model, tokenizer
         self.name = name or self.spec
         self.constrain = constrain_mode(constrain)
-        self.temperature, self.top_p, self.max_new_tokens, self.batch_size = temperature, top_p, max_new_tokens, batch_size
+        self.temperature, self.top_p, self.max_new_tokens, self.batch_size = (
+            temperature, top_p, max_new_tokens, batch_size)
         self.thinking, self.scratchpad_chars, self.message_chars = thinking, scratchpad_chars, message_chars
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -170,5 +172,6 @@ def _sample(self:HFPolicy, *args, **kw)->list:
         import warnings
         self.decode, self.decode_fallback = "dynamic", f"{type(e).__name__}: {e}"[:500]
         release_decode_caches(self.model)
-        warnings.warn(f"{self.name}: graphed decoding failed ({self.decode_fallback}); decoding with a dynamic cache from now on")
+        warnings.warn(f"{self.name}: graphed decoding failed ({self.decode_fallback}); "
+                      "decoding with a dynamic cache from now on")
         return sample_batch(*args, decode=self.decode, **kw)

@@ -65,14 +65,16 @@ CHAT_TEMPLATE = (
     "{%- set content = message.content -%}"
     "{%- if message.role == 'assistant' -%}"
     "{%- if '</think>' in content -%}{%- set content = content.split('</think>')[-1].lstrip('\\n') -%}{%- endif -%}"
-    "{{- '<|im_start|>assistant\\n' + ('<think>\\n\\n</think>\\n\\n' if loop.last else '') + content + '<|im_end|>\\n' -}}"
+    "{{- '<|im_start|>assistant\\n' + ('<think>\\n\\n</think>\\n\\n' if loop.last else '') "
+    "+ content + '<|im_end|>\\n' -}}"
     "{%- else -%}"
     "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}"
     "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}"
+    "{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
     "{%- endif -%}")
 
 # %% ../../nbs/09_llm_load.ipynb #eaf6d7f8

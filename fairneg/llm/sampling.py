@@ -326,7 +326,8 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
     gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B),
                            vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
-    stats, fwd, st = stats if stats is not None else {}, graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
+    stats, fwd, st = (stats if stats is not None else {}, graphed_forward(model) if graphed else model,
+                      dict(pos=pos, col=P))
     cache_kw, keep = _forward_params(type(_base(model)))
     def step(nxt):                                          # the prompt's forward (uncompiled), then the steps
         if nxt is None:

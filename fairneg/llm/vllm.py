@@ -19,8 +19,8 @@ __all__ = ['BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLO
 # %% ../../nbs/09_llm_vllm.ipynb #d44cce72
 def _structured(schema:dict)->dict:
     "SamplingParams keyword for a schema constraint in this vLLM's spelling: our EBNF text, which the trainer replays."
-    # Not `json=schema`: vLLM would compile the schema with its own whitespace and separator settings (free whitespace by
-    # default), and the trainer's replay of the masks would then reject tokens the sampler allowed.
+    # Not `json=schema`: vLLM would compile the schema with its own whitespace and separator settings (free
+    # whitespace by default), and the trainer's replay of the masks would then reject tokens the sampler allowed.
     try:
         from vllm.sampling_params import StructuredOutputsParams
         return {"structured_outputs": StructuredOutputsParams(grammar=grammar_text(schema))}
@@ -45,15 +45,17 @@ def check_xgrammar():
     from importlib.metadata import version
     v = version("xgrammar")
     if v in BROKEN_XGRAMMAR:
-        raise RuntimeError(f"xgrammar {v} fails to compile the legal-action grammar once a string field is long (the default "
-                           "256-character scratchpad kills vLLM's engine); `pip install --no-deps xgrammar==0.2.9` (vLLM runs on it)")
+        raise RuntimeError(f"xgrammar {v} fails to compile the legal-action grammar once a string field is long "
+                           "(the default 256-character scratchpad kills vLLM's engine); "
+                           "`pip install --no-deps xgrammar==0.2.9` (vLLM runs on it)")
 
 # %% ../../nbs/09_llm_vllm.ipynb #43cbd2a4
 def require_vllm(what:str="the vllm backend"):
     "Raise a clear error, before any model is loaded, when vLLM is not installed."
     import importlib.util
     if importlib.util.find_spec("vllm") is None:
-        raise RuntimeError(f"{what} needs vLLM, which is not installed here: `pip install -e \".[gpu]\"` on a CUDA machine, "
+        raise RuntimeError(f"{what} needs vLLM, which is not installed here: "
+                           "`pip install -e \".[gpu]\"` on a CUDA machine, "
                            "or use the transformers backend (`--backend hf`, or a model spec without `vllm:`)")
 
 # %% ../../nbs/09_llm_vllm.ipynb #3eeb0d96

@@ -58,7 +58,8 @@ def curve_unit(col:str)->str:
 def coinciding_arms(steps, cols)->list[tuple[str, str]]:
     "Pairs of arms whose lines are the same on every column in `cols` (drawn one over the other, so one would hide)."
     arms = [str(a) for a in dict.fromkeys(steps["arm"].astype(str))]
-    series = {a: steps[steps["arm"].astype(str) == a].sort_values("step")[["step", *cols]].reset_index(drop=True) for a in arms}
+    series = {a: steps[steps["arm"].astype(str) == a].sort_values("step")[["step", *cols]].reset_index(drop=True)
+              for a in arms}
     return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:] if series[a].round(12).equals(series[b].round(12))]
 
 # %% ../../nbs/15_report_figures.ipynb #dde48924
@@ -215,7 +216,8 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
                       "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes"),
                       "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games"
                                     for n in get("resampling_note")]})
-    colour = lambda v: f"background-color: {VERDICT_COLORS.get(v, '#555')}; color: white; font-weight: 600; text-align: center"
+    colour = lambda v: (f"background-color: {VERDICT_COLORS.get(v, '#555')}; "
+                        "color: white; font-weight: 600; text-align: center")
     sty = (t.style.hide(axis="index").map(colour, subset=["verdict"])
            .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"})
            .set_table_attributes('class="fairneg-table"'))
@@ -234,7 +236,8 @@ VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "",
 def _matrix_text(r)->str:
     "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, † if the interval resamples one game's episodes."
     flag = r.verdict.replace("_", " ") if r.verdict in ("VOID", "undefined", "too_few_games") else ""
-    num = f"{_number_text(r.delta)} [{_number_text(r.lo)}, {_number_text(r.hi)}]" if r.delta is not None and r.delta == r.delta else ""
+    num = (f"{_number_text(r.delta)} [{_number_text(r.lo)}, {_number_text(r.hi)}]"
+           if r.delta is not None and r.delta == r.delta else "")
     return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
         (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
 
@@ -261,12 +264,14 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
     text = text.fillna("—").rename(columns=size).rename_axis(index=None, columns=None)
     tint.columns = text.columns
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
-    cap = caption or (f"{condition}: Δ trained − untrained [{level:.0%} verdict interval] per endpoint (rows) and checkpoint "
-                      f"(columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, purple VOID, "
-                      f"ochre too few games (under 8: no verdict)"
+    cap = caption or (f"{condition}: Δ trained − untrained [{level:.0%} verdict interval] per endpoint (rows) "
+                      "and checkpoint (columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, "
+                      "purple VOID, ochre too few games (under 8: no verdict)"
                       + (f";{SINGLE_GAME_MARK} single game: the interval resamples its episodes, not games"
-                         if df.get("resampling_note") is not None and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
-    return (text.style.apply(lambda _: tint, axis=None).set_caption(cap).set_table_attributes('class="fairneg-table fairneg-matrix"'))
+                         if df.get("resampling_note") is not None
+                         and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
+    return (text.style.apply(lambda _: tint, axis=None).set_caption(cap)
+            .set_table_attributes('class="fairneg-table fairneg-matrix"'))
 
 # %% ../../nbs/15_report_figures.ipynb #1bbd9332
 MATRIX_COLUMNS = 6   # checkpoints per matrix table: six fit a 1400-pixel page beside the endpoint names
@@ -317,7 +322,8 @@ def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     out = []
     for cond, g in df.groupby("condition", sort=False):
         eps = sorted(set(int(n) for n in g.n_episodes))
-        which = f"all {len(g)} cells" if len(g) == cells[cond] else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})"
+        which = (f"all {len(g)} cells" if len(g) == cells[cond]
+                 else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})")
         out.append(f"{cond}{SINGLE_GAME_MARK} {which} play a single game: "
                    f"{g.resampling_note.iloc[0].removeprefix('single game: ')} "
                    f"({eps[0] if len(eps) == 1 else f'{eps[0]}–{eps[-1]}'} episodes each)")
@@ -346,7 +352,8 @@ def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
 def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
     "One line per condition where the viability screen voided closure-conditional endpoints, each cell with its reason."
     df = select_contrasts(contrasts, conditions=conditions)
-    reason = lambda g: g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any() else "viability screen"
+    reason = lambda g: (g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any()
+                        else "viability screen")
     return [_cells_note(f"{cond}: closure-conditional endpoints VOID in {g.cell.nunique()} cells",
                         [(ck, reason(h)) for ck, h in g.groupby("checkpoint", sort=False)])
             for cond, g in df[df.verdict == "VOID"].groupby("condition", sort=False)]
@@ -358,7 +365,8 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
     import altair as alt
     df = select_contrasts(contrasts, endpoints, conditions, cells)
     if df.empty: raise ReportError("no contrast rows for these endpoints, conditions and cells")
-    single = df.resampling_note.map(lambda n: isinstance(n, str)) if "resampling_note" in df else df.verdict.map(lambda _: False)
+    single = (df.resampling_note.map(lambda n: isinstance(n, str)) if "resampling_note" in df
+              else df.verdict.map(lambda _: False))
     df = df.assign(void=df.verdict.eq("VOID").map({True: "VOID", False: ""}),
                    panel=[f"{c}{SINGLE_GAME_MARK} episodes resampled (single game)" if s else c
                           for c, s in zip(df.cell, single)])
@@ -412,7 +420,8 @@ def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRO
     import pandas as pd
     c = run.contrasts[run.contrasts.condition == condition]
     if c.empty: raise ReportError(f"no contrasts on `{condition}`")
-    lam = run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm")["lam"].first().to_dict() if run.has("train") and "lam" in run.steps else {}
+    lam = (run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm")["lam"].first().to_dict()
+           if run.has("train") and "lam" in run.steps else {})
     recs = []
     for ck in checkpoint_order(c.checkpoint):
         arm, step = _arm_step(ck) or (ck, None)
@@ -439,13 +448,15 @@ def plot_share_deal(contrasts, conditions:Iterable[str]|None=None, cells:Iterabl
         line = alt.Chart(d).mark_line(color="#999").encode(x=x, y=y, detail="cell:N")
         pts = alt.Chart(d).mark_point(filled=True, size=70).encode(
             x=x, y=y, color=alt.Color("side:N",
-                                      scale=alt.Scale(domain=["untrained", "trained"], range=["#9e9e9e", "#1f77b4"]), title=None),
+                                      scale=alt.Scale(domain=["untrained", "trained"], range=["#9e9e9e", "#1f77b4"]),
+                                      title=None),
             tooltip=["cell", "side", alt.Tooltip("value:Q", format=".3f"),
                      alt.Tooltip("delta:Q", format="+.3f"), "verdict"])
         layers = [line, pts]
         v = d[d.verdict == "VOID"].groupby("cell", as_index=False)["value"].min()
         if len(v): layers.append(alt.Chart(v).mark_text(dx=-8, align="right", fontSize=9, fontWeight="bold",
-                                                        color=VERDICT_COLORS["VOID"]).encode(x=x, y=y, text=alt.value("VOID")))
+                                                        color=VERDICT_COLORS["VOID"])
+                                 .encode(x=x, y=y, text=alt.value("VOID")))
         return alt.layer(*layers).properties(width=width, height=22 * len(order) + 10)
     return alt.hconcat(panel("deal", "deal rate"),
                        panel("max_share", "max_share (closed deals; lower = more even)")).resolve_scale(y="shared")
@@ -478,7 +489,8 @@ def struck_frame(run:Run, condition:str="primary", checkpoints:Iterable[str]|Non
     for n, c in cells.items():
         for side in ("base", "trained"):
             if side == "trained" and c["checkpoint"] not in cks: continue
-            label = c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
+            label = (c["checkpoint"] if side == "trained"
+                     else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})")
             for r in run.rows(n, side):
                 key = (label, r["instance_id"], r["episode_seed"])
                 if side == "base":
@@ -615,7 +627,8 @@ def divide_demands(run:Run, condition:str="divide_dollar")->object:
     games, recs, seen = run.games(), [], set()
     for n, c in cells.items():
         for side in ("trained", "base"):
-            label = c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
+            label = (c["checkpoint"] if side == "trained"
+                     else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})")
             fit = {(r["instance_id"], r["episode_seed"]): bool(r["deal"]) for r in run.rows(n, side)}
             for t in run.rows(n, side, TRANSCRIPTS):
                 a, key = t.get("applied") or {}, (label, t["instance_id"], t["episode_seed"], t["seat"])

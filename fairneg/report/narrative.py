@@ -50,7 +50,8 @@ def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
     if still and moved: s += f"; {', '.join(still)} did not"
     if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
     if undefined:
-        s += f"; {', '.join(undefined)} undefined ({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
+        s += (f"; {', '.join(undefined)} undefined "
+              f"({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})")
     if "deal" in rows and rows["deal"].verdict == "unfavourable":
         s += "; a closure collapse (fewer deals, the interval below zero)"
     return s + "."
@@ -89,7 +90,8 @@ def _dpo_sentences(run:Run)->list[str]:
 # %% ../../nbs/15_report_narrative.ipynb #1078b9eb
 def _gate_sentences(run:Run)->list[str]:
     "The gate's verdict per checkpoint with each clause's status."
-    return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — " + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
+    return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — "
+            + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
             for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: "
                                                                      f"{run.gate.get('verdict', '?')}."]
 

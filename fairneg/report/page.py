@@ -77,15 +77,18 @@ def badge(text:str, color:str|None=None)->str:
 # %% ../../nbs/15_report_page.ipynb #6d43cc8d
 REPORT_CSS = """
 .fairneg-note { color: #666; font-style: italic; border-left: 3px solid #ccc; padding: .2em .7em; margin: .6em 0; }
-.fairneg-badge { display: inline-block; padding: .1em .55em; border-radius: .3em; color: white; font-weight: 600; font-size: .9em; }
+.fairneg-badge { display: inline-block; padding: .1em .55em; border-radius: .3em; color: white; font-weight: 600;
+                 font-size: .9em; }
 figure.fairneg-chart { margin: 1em 0 1.6em 0; overflow-x: auto; }
 figure.fairneg-chart figcaption { color: #555; font-size: .9em; max-width: 62em; margin-top: .3em; }
 table.fairneg-table { border-collapse: collapse; font-size: .85em; margin: .5em 0 1.2em 0; }
-table.fairneg-table th, table.fairneg-table td { padding: .25em .6em; border-bottom: 1px solid #e5e5e5; text-align: right; }
+table.fairneg-table th, table.fairneg-table td { padding: .25em .6em; border-bottom: 1px solid #e5e5e5;
+                                                 text-align: right; }
 table.fairneg-table th { text-align: left; }
 table.fairneg-matrix td { white-space: nowrap; font-family: var(--jp-code-font-family, monospace); font-size: .95em; }
 details.fairneg-details { margin: .3em 0 1.2em 0; } details.fairneg-details summary { cursor: pointer; color: #444; }
-table.fairneg-table caption { caption-side: top; text-align: left; color: #444; font-weight: 600; padding-bottom: .3em; }
+table.fairneg-table caption { caption-side: top; text-align: left; color: #444; font-weight: 600;
+                              padding-bottom: .3em; }
 .fairneg-header table td { text-align: left; }
 """
 _BUNDLE = {}

@@ -59,7 +59,8 @@ def check_self_contained(html:str)->str:
     for pat, what in _EXTERNAL:
         m = pat.search(html)
         if m:
-            raise ReportError(f"the report is not self-contained: it holds {what} ({html[m.start():m.start() + 120]!r})")
+            raise ReportError(f"the report is not self-contained: it holds {what} "
+                              f"({html[m.start():m.start() + 120]!r})")
     return html
 
 # %% ../../nbs/15_report_render.ipynb #09a97cd2
@@ -69,7 +70,8 @@ def notebook_html(nb, # an executed notebook (path or node)
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
-    nb = nbformat.read(str(nb), as_version=4) if isinstance(nb, (str, Path)) else nbformat.from_dict(json.loads(json.dumps(nb)))
+    nb = (nbformat.read(str(nb), as_version=4) if isinstance(nb, (str, Path))
+          else nbformat.from_dict(json.loads(json.dumps(nb))))
     nb.cells = [c for c in nb.cells if not (c.cell_type == "raw" and c.source.lstrip().startswith("---"))
                 and SKIP_TAG not in c.metadata.get("tags", [])]
     for c in nb.cells:
@@ -110,7 +112,8 @@ def render_report(run_dir, # the run directory (see `LAYOUT`)
             pm.execute_notebook(str(nb), str(ipynb), parameters=params, kernel_name=kernel, progress_bar=False,
                                 log_output=log_output, cwd=os.getcwd(), execution_timeout=timeout)
         except pm.PapermillExecutionError as e:
-            raise ReportError(f"the report notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue} (see {ipynb})") from None
+            raise ReportError(f"the report notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
+                              f"(see {ipynb})") from None
     html = notebook_html(ipynb, title)
     return write_text_atomic(out, html)
 
@@ -131,7 +134,8 @@ def report(run_dir:Annotated[Path,
                                            "executed notebook goes beside it.")]=None,
            title:Annotated[str|None, typer.Option(help="The report's title (default: the run directory's name).")]=None,
            mode:Annotated[str,
-                          typer.Option(help="Figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips).")]="svg",
+                          typer.Option(help="Figures as inline `svg` (static) or `interactive` "
+                                            "(vega bundle inlined: tooltips).")]="svg",
            param:Annotated[list[str], typer.Option("--param", "-p",
                                                    help="KEY=VALUE parameter of the report notebook (YAML value), e.g. "
                                                         "-p ladder_condition=crossgame.")]=[],

@@ -72,7 +72,8 @@ def _steps_frame(paths:list):
     if not rows: return None
     df = pd.DataFrame(rows)
     if "step" not in df:
-        raise ReportError(f"{', '.join(map(str, paths))}: rows without `step` (not training_steps.jsonl of fairneg train)")
+        raise ReportError(f"{', '.join(map(str, paths))}: rows without `step` "
+                          "(not training_steps.jsonl of fairneg train)")
     arms = list(dict.fromkeys(df["arm"]))
     df["arm"] = pd.Categorical(df["arm"], categories=arms, ordered=True)
     return df.drop_duplicates(["arm", "step"], keep="last").sort_values(["arm", "step"]).reset_index(drop=True)

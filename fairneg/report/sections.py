@@ -14,7 +14,12 @@ from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table
 from .run import INPUTS, LAYOUT, ReportError, Run, rows
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from .figures import CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table, checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names, few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game, plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks, soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table, undefined_notes, viability_notes
+from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
+    checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names,
+    few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game,
+    plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks,
+    soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table,
+    undefined_notes, viability_notes)
 
 # %% auto #0
 __all__ = ['show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_tables', 'ladder_section',
@@ -66,7 +71,8 @@ def header(run:Run, title:str|None=None)->Html:
     rows = "".join(f"<tr><td>{_html.escape(INPUTS[k])}</td><td>{files(k)}</td></tr>" for k in LAYOUT)
     facts = "".join(f"<li>{f}</li>" for f in run_summary(run))
     return Html(f'<div class="fairneg-header"><h1>{_html.escape(title or run.root.name)}</h1>'
-                f"<p>Run directory <code>{_html.escape(str(run.root))}</code> · rendered {now} · fairneg {__version__}</p>"
+                f"<p>Run directory <code>{_html.escape(str(run.root))}</code> "
+                f"· rendered {now} · fairneg {__version__}</p>"
                 f"<ul>{facts}</ul>" + f'<details class="fairneg-details"><summary>Inputs read</summary>'
                 f'<table class="fairneg-table">{rows}</table></details></div>')
 
@@ -147,7 +153,8 @@ def frontier_section(run:Run, condition:str="primary")->list:
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
     return _guard(lambda: [_styled(frontier_table(run, condition), [],
                                    f"The frontier on {condition}: trained − untrained per arm and "
-                                   "rung, 95% intervals and verdicts; VOID where the viability screen applies", left=["arm"])])
+                                   "rung, 95% intervals and verdicts; VOID where the viability screen applies",
+                                   left=["arm"])])
 
 # %% ../../nbs/15_report_sections.ipynb #4fdef99c
 def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None)->list:
@@ -175,7 +182,8 @@ def share_section(run:Run, conditions:Iterable[str]|None=("primary",))->list:
     "Deal rate beside max_share per cell."
     if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
     return _guard(lambda: [figure(plot_share_deal(run.contrasts, conditions),
-                                  "Deal rate (left) beside max_share of closed deals (right): grey = untrained, blue = trained.")])
+                                  "Deal rate (left) beside max_share of closed deals (right): "
+                                  "grey = untrained, blue = trained.")])
 
 # %% ../../nbs/15_report_sections.ipynb #1b18d055
 def last_dpo_steps(run:Run)->object:
@@ -206,10 +214,12 @@ def dpo_section(run:Run)->list:
         ch = (plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step",
                           colors=run_colors(run))
               if run.has("dpo_steps") else None)
-        figs = [figure(ch,
-                       "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs whose margin is positive.")] if ch is not None else []
+        figs = ([figure(ch, "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs "
+                            "whose margin is positive.")]
+                if ch is not None else [])
         return figs + [_styled(dpo_table(run), [],
-                               "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
+                               "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) "
+                               "and its last step",
                                left=["arm", "why not"])]
     return _guard(build)
 
@@ -289,8 +299,8 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
         n = int(st[st.instance_id == name].deal.sum())
         return [figure(plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)),
                        f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
-                       f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the policies shown "
-                       f"(size = episodes; policies that closed the same deal are offset slightly).")]
+                       f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the "
+                       "policies shown (size = episodes; policies that closed the same deal are offset slightly).")]
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #d20b7d3d
@@ -309,8 +319,9 @@ def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]
                      colors=run_policy_colors(run, st.policy))
         bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
         return bundle + [figure(ch,
-                                f"The {len(names)} games of {condition}: choose the game and the two parties under the chart. "
-                                f"Markers on top: the deals each policy closed (size = episodes).", mode="interactive")]
+                                f"The {len(names)} games of {condition}: choose the game and the two parties "
+                                "under the chart. Markers on top: the deals each policy closed (size = episodes).",
+                                mode="interactive")]
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #f02f8766
@@ -329,7 +340,8 @@ def ultimatum_section(run:Run, condition:str="ultimatum")->list:
     def build():
         spl = ultimatum_splits(run, condition)
         none = int((spl.outcome == "no offer").sum())
-        extra = [note(f"{none} episodes without a readable offer (no transcript or no legal proposal) are not drawn")] if none else []
+        extra = ([note(f"{none} episodes without a readable offer (no transcript or no legal proposal) "
+                       "are not drawn")] if none else [])
         return [figure(plot_ultimatum(spl),
                        "The proposer's share per episode and policy; green accepted, red rejected."),
                 _styled(ultimatum_table(spl), [],
