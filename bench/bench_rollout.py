@@ -263,7 +263,7 @@ def part_agents(args)->dict:
     else: print("  WARNING: os.sched_setaffinity is not available here; NOT pinned")
     ng, ns = args.agent_games, args.agent_seeds
     print(f"  {ng} fresh generated games × {ns} seeds = {ng * ns} episodes per run, co_step width {args.width}; "
-          f"up to {args.agent_repeats} runs per agent (fewer once {args.agent_budget:.0f} s are spent), median shown")
+          f"up to {args.agent_repeats} runs per agent (fewer once {args.agent_budget:.0f} s are spent), eps/s their median")
     print(f"{'agent':20s}{'eps/s':>8s}{'ms/ep':>8s}{'turns/ep':>9s}{'ms/turn':>8s}{'agent %':>8s}{'calls/run':>10s}"
           f"{'deal':>6s}{'nnw':>6s}{'bad':>5s}  per-run eps/s")
     res = {}

@@ -20,8 +20,8 @@ from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config,
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
-from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder,
-    check_replaceable)
+from .store import (
+    load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder, check_replaceable)
 from .telemetry import memory_reading
 
 # %% auto #0

@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
-from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point,
-                              game_sha, check_poolable, PoolingError,
-                              DecisionPoint, Offer, field_names, read_decision_point, version_context)
+from .protocol import (
+    Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point, game_sha, check_poolable,
+    PoolingError, DecisionPoint, Offer, field_names, read_decision_point, version_context)
 from .prompts import render_prompt, render_conversation
-from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
-                            rational_rule, label_index)
+from fairneg.agents import (
+    get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief, rational_rule,
+    label_index)
 from .rollout import view_ref, llm_seats
 from .llm import chat_text
 from .bank import bank_games
@@ -708,8 +709,8 @@ def _card_summary(stats:dict, title:str)->list:
          "action, both structured (`{atype, offer_id, deal, vote}`), never prose. There is no rationale field, by "
          "construction.", "",
          f"**{stats['n_rows']:,} rows** on **{stats['decision_points']:,} decision points**; "
-         f"{stats['action_rows']:,} rows have an "
-         "LLM action (the others are non-action rows: the answer did not parse)."]
+         f"{stats['action_rows']:,} rows have an LLM action "
+         "(the others are non-action rows: the answer did not parse)."]
     for g in stats["protocol_groups"]:
         if g["divergent"] is not None:
             L.append(f"- `{g['protocol_version']}`: {g['divergent']:,} of {g['action_rows']:,} action rows divergent "

@@ -13,19 +13,17 @@ from tqdm import tqdm
 import fairneg
 from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
 from .game import Game, option_label
-from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError,
-                           append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows,
-                           refuse_duplicates, out_folder,
-                           is_empty_folder)
+from .store import (
+    EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError, append_jsonl,
+    read_jsonl, write_json, write_jsonl, episode_rows, refuse_duplicates, out_folder, is_empty_folder)
 from .commands import user_error, nearest, BadValue
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
-from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point,
-                              is_done, outcome,
-                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable,
-                              PoolingError, DecisionPoint)
+from .protocol import (
+    deadline_turns, new_episode, current_seats, apply_action, decision_point, is_done, outcome, turn_token_budget,
+    COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError, DecisionPoint)
 from .settings import PlaySettings
 from .prompts import render_prompt, render_conversation
 

@@ -11,8 +11,9 @@ at a space into two adjacent literals (one constant to Python). Only whitespace 
 syntax tree is checked unchanged before a break is kept. A line long for its trailing comment gets the comment on
 lines of its own above it. fastcore's docments reads a parameter's or a class-level field's comment there too, so
 documenting comments move as well, except where above would document something else: the `def` line itself (its first
-parameter's comment) and the lines of a header or a field after the one it starts on; papermill's `parameters` cell
-keeps its comments (its help) on their lines. It leaves a line alone where nothing helps: long
+parameter's comment), a line holding the return annotation, the lines of a header or a field after the one it starts
+on, and a line below a commented line that starts no parameter or field (docments would join the two comments);
+papermill's `parameters` cell keeps its comments (its help) on their lines. It leaves a line alone where nothing helps: long
 strings and docstrings, those documenting comments, and breaks that would leave a stub of a line or a continuation far
 to the right. A comment that code reads in some other way is not recognised (05_protocol's `decision_point` names its
 fields in per-line comments that its test reads; `wrap` moves them): run the chapters' tests after `wrap`.
@@ -149,26 +150,34 @@ def def_headers(src):
     return {l for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             for l in range(n.lineno, n.body[0].lineno)}
 
-def pinned_comments(src):
-    "Lines whose trailing comment must stay on its line for docments to read it as the same thing's."
-    tree, pinned = ast.parse(blank_directives(src)), set()
+def comment_homes(src):
+    "(pinned, liftable, starts): comments that must stay put; those docments also reads above; parameters' and fields' lines."
+    tree, pinned, doc, starts = ast.parse(blank_directives(src)), set(), set(), set()
     for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):   # a comment above a parameter's own line documents it
-            a = n.args
-            starts = {x.lineno for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x} - {n.lineno}
-            pinned |= set(range(n.lineno, n.body[0].lineno)) - starts
-        elif isinstance(n, ast.ClassDef):                              # ... and above a class-level field's first line
-            pinned |= {l for f in n.body if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                       for l in range(f.lineno + 1, f.end_lineno + 1)}
-    return pinned
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args        # docments reads a parameter's comment above its line (not `*args`/`**kw`, not the def's)
+            own = {x.lineno for x in a.posonlyargs + a.args + a.kwonlyargs}
+            starts |= own
+            own -= {n.lineno} | ({n.returns.lineno} if n.returns else set())   # the def's, the return's comment
+            pinned |= set(range(n.lineno, n.body[0].lineno)) - own
+            doc |= own
+        elif isinstance(n, ast.ClassDef):                                      # ... and above a field's first line
+            fields = [f for f in n.body if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            pinned |= {l for f in fields for l in range(f.lineno + 1, f.end_lineno + 1)}
+            starts |= {f.lineno for f in fields}
+            doc |= {f.lineno for f in fields}
+    return pinned, doc - pinned, starts
 
 def lift_comment(src, ln):
     "The cell with the trailing comment that makes line `ln` long on lines of its own above it, or None."
     lines = src.split('\n')
     line = lines[ln - 1]
-    if ln in pinned_comments(src): return None
-    com = [t for t in tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline)
-           if t.type == tokenize.COMMENT and t.start[0] == ln]
+    pinned, doc, starts = comment_homes(src)
+    comments = {t.start[0]: t for t in tokenize.generate_tokens(io.StringIO(blank_directives(src)).readline)
+                if t.type == tokenize.COMMENT}
+    # docments reads upward through commented lines up to a parameter's or field's: a comment there would join
+    if ln in pinned or (ln in doc and ln - 1 in comments and ln - 1 not in starts): return None
+    com = [comments[ln]] if ln in comments else []
     if not com or not line[:com[0].start[1]].strip() or com[0].start[1] > MAX: return None
     code, words = line[:com[0].start[1]].rstrip(), com[0].string.lstrip('#').split()
     if not words: return None

@@ -6,8 +6,9 @@
 from __future__ import annotations
 from pathlib import Path
 from typing import Callable
-from ..jobs import (JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states,
-                          still_alive, wait_jobs)
+from fairneg.jobs import (
+    JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states, still_alive,
+    wait_jobs)
 from .cells import Cell, EvalError, side_episodes, side_done, condition_games, run_eval_cell
 
 # %% auto #0
@@ -69,9 +70,8 @@ def _job_results(jobs:list, # (cell name, submitit job) pairs
     elif wait is None: wait = cluster == "local"
     if not wait: return {n: dict(cell=n, job_id=str(j.job_id)) for n, j in jobs}
     res, failed = wait_jobs(jobs, echo, slurm_states if cluster == "slurm" else None, grace)
-    if failed: raise EvalError(f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; "
-                               "each log is named above): "
-                               "run the same launch again to run only the cells still missing")
+    if failed: raise EvalError(f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; each log is "
+                               "named above): run the same launch again to run only the cells still missing")
     return res
 
 # %% ../../nbs/13_eval_launch.ipynb #5f92db5f

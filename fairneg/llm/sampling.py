@@ -61,7 +61,7 @@ def check_context_limit(requests:list, prompts:list, caps:list, # per request: p
         if len(p) + c > limit:
             raise ContextLimitError(
                 f"{r.dp.episode_id} seat {r.dp.seat} ({r.dp.phase}, round {r.dp.round}): the prompt holds "
-                f"{len(p):,} tokens and the turn may generate {c:,}, past the model's context of {limit:,}. "
+                f"{len(p):,} tokens and the turn may generate {c:,}, past the model's context limit of {limit:,}. "
                 "Shorten the deadline (max_turns), lower the turn cap (max_new_tokens), or play the `window` context.")
 
 # %% ../../nbs/09_llm_sampling.ipynb #0f39104c
