@@ -13,11 +13,10 @@ __all__ = ['ATYPES', 'ANSWER_FORMAT', 'LENIENT', 'lenient_record', 'parse_answer
 ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
 ANSWER_FORMAT = ('{"scratchpad": "...", "message": "...", '
                  '"action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}')
+# the lenient readings, in the order turn records list them
 LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action",
-           "string_action",
-           "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised", "vote_synonym",
-           # the lenient readings, in the order turn records list them
-           "vote_ballot_implied", "accept_last_offer_implied")
+           "string_action", "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised",
+           "vote_synonym", "vote_ballot_implied", "accept_last_offer_implied")
 
 # %% ../nbs/03_answers.ipynb #87dfc260
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)

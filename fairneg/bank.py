@@ -11,12 +11,11 @@ from typing import Annotated, Callable, Iterable
 import typer
 from .commands import CliGroup, MultiValueCommand, user_error
 from tqdm import tqdm
-from .game import (
-    Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines, llmdel_games_dir,
-    load_game, read_json, read_text, save_game, game_text)
+from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
+                          llmdel_games_dir, load_game, read_json, read_text, save_game, game_text)
 from .geometry import Geometry, solve
-from .store import (
-    write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder, check_replaceable)
+from .store import (write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder,
+                           fresh_folder, check_replaceable)
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',

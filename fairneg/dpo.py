@@ -20,8 +20,8 @@ from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config,
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
-from .store import (
-    load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder, check_replaceable)
+from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder,
+    check_replaceable)
 from .telemetry import memory_reading
 
 # %% auto #0
@@ -277,10 +277,9 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
                          callbacks=[recorder(cfg, p, str(model.dtype).removeprefix("torch."), rows, progress)])
     for cb in (PrinterCallback, ProgressCallback): tr.remove_callback(cb)   # our bar instead of TRL's log lines
     tr.draw = p
+    # a DPO run is one session: it restarts, never resumes
     seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps,
-                                             batch_size=cfg.batch_size, lr=cfg.lr,
-                                             # a DPO run is one session: it restarts, never resumes
-                                             beta=cfg.beta), code_version())
+                                             batch_size=cfg.batch_size, lr=cfg.lr, beta=cfg.beta), code_version())
     try: tr.train()
     except BaseException as e:
         end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, f"failed: {type(e).__name__}")

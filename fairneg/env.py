@@ -10,9 +10,9 @@ from fastcore.basics import patch
 from .game import Game, deal_label, generate_game, option_label
 from .metrics import outcome_z
 from .settings import PlaySettings
-from .protocol import (
-    protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point, find_offer, is_done,
-    new_episode, outcome)
+from .protocol import (protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point,
+                              find_offer, is_done,
+                              new_episode, outcome)
 from .prompts import prompt
 
 # %% auto #0

@@ -14,22 +14,22 @@ from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .settings import PlaySettings
 from .runlayout import grpo_arm, checkpoint_dir
-from .adapters import (
-    LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment, end_segment)
+from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment,
+                              end_segment)
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
-from .llm import (
-    constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model, require_vllm,
-    HFPolicy, VLLMPolicy, default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
+from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model,
+                         require_vllm, HFPolicy, VLLMPolicy,
+                         default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
 from .policies import default_constrain, resolve_model, needs_gpu
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
-from .store import (
-    load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl, step_row,
-    out_folder, check_replaceable, step_differences)
-from fairneg.jobs import (
-    JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job, submitit_module,
-    wait_jobs)
+from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl,
+                           step_row, out_folder,
+                           check_replaceable, step_differences)
+from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job,
+                          submitit_module,
+                          wait_jobs)
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0

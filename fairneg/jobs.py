@@ -57,8 +57,8 @@ def job_params(c:JobConfig, # the submission's options
     return p
 
 # %% ../nbs/12_jobs.ipynb #b33da148
+# squeue states of a job not ended
 SLURM_ALIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "REQUEUED", "REQUEUE_HOLD",
-               # squeue states of a job not ended
                "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")
 
 def read_squeue(text:str)->dict:

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
-from .protocol import (
-    Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point, game_sha, check_poolable,
-    PoolingError, DecisionPoint, Offer, field_names, read_decision_point, version_context)
+from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point,
+                              game_sha, check_poolable, PoolingError,
+                              DecisionPoint, Offer, field_names, read_decision_point, version_context)
 from .prompts import render_prompt, render_conversation
-from fairneg.agents import (
-    get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief, rational_rule,
-    label_index)
+from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
+                            rational_rule, label_index)
 from .rollout import view_ref, llm_seats
 from .llm import chat_text
 from .bank import bank_games

@@ -15,9 +15,8 @@ from .rollout import run_cell, run_tournament, soundness
 from .settings import PlaySettings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
-from .eval import (
-    MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells, discover_cells,
-    write_eval, load_prereg, evaluate_gate, gate_text)
+from .eval import (MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells,
+    discover_cells, write_eval, load_prereg, evaluate_gate, gate_text)
 from .pairs import annotate
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm

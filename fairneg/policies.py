@@ -12,9 +12,9 @@ import typer
 from .agents import AGENT_NAMES, AGENT_ALIASES
 from .commands import BadValue, CliGroup, MultiValueCommand, config_command, extra_option, user_error
 from .bank import adapter_config, bank_games
-from .rollout import (
-    RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names, max_budget, run_cell,
-    summary_table, quality_report, merge_cmd, cell_identity, held_episodes, missing_runs)
+from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
+                             max_budget, run_cell, summary_table, quality_report, merge_cmd,
+                             cell_identity, held_episodes, missing_runs)
 from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .game import INFO_MODES
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd

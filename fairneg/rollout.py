@@ -13,17 +13,19 @@ from tqdm import tqdm
 import fairneg
 from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
 from .game import Game, option_label
-from .store import (
-    EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError, append_jsonl,
-    read_jsonl, write_json, write_jsonl, episode_rows, refuse_duplicates, out_folder, is_empty_folder)
+from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError,
+                           append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows,
+                           refuse_duplicates, out_folder,
+                           is_empty_folder)
 from .commands import user_error, nearest, BadValue
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
-from .protocol import (
-    deadline_turns, new_episode, current_seats, apply_action, decision_point, is_done, outcome, turn_token_budget,
-    COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError, DecisionPoint)
+from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point,
+                              is_done, outcome,
+                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable,
+                              PoolingError, DecisionPoint)
 from .settings import PlaySettings
 from .prompts import render_prompt, render_conversation
 
@@ -287,8 +289,8 @@ def write_cell_tables(out, # the cell folder (made when missing)
     return out
 
 # %% ../nbs/08_rollout.ipynb #faa2b96d
+# cell.jsonl fields that make a cell: one folder holds one value of each
 CELL_IDENTITY = ("experiment_name", "seats", "framing", "context", "info_mode", "max_turns", "turn_max_tokens",
-                 # cell.jsonl fields that make a cell: one folder holds one value of each
                  "model", "model_thinking", "constrain")
 
 _PLAY_DEFAULTS = asdict(PlaySettings())   # a line written before a play setting was recorded played its default

@@ -342,12 +342,11 @@ def step_row(**fields)->dict:
     return {k: fields.get(k) for k in STEP_FIELDS}
 
 # %% ../nbs/02_store.ipynb #22dd373a
+# what the machine measured, not what the step computed
 STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s",
-                 "train_tokens_per_s",
-                 "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name", "gpu_used_mb",
-                 "gpu_total_mb", "gpu_util_pct",
-                 # what the machine measured, not what the step computed
-                 "ref_tflops", "train_tflops", "mfu", "code_version", "gradient_checkpointing", "checkpointing_why")
+                 "train_tokens_per_s", "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name",
+                 "gpu_used_mb", "gpu_total_mb", "gpu_util_pct", "ref_tflops", "train_tflops", "mfu", "code_version",
+                 "gradient_checkpointing", "checkpointing_why")
 
 def step_differences(logged:dict, # the row in the table
                      new:dict, # the same step computed again

@@ -13,7 +13,9 @@ lines of its own above it. fastcore's docments reads a parameter's or a class-le
 documenting comments move as well, except where above would document something else: the `def` line itself (its first
 parameter's comment), a line holding the return annotation, the lines of a header or a field after the one it starts
 on, and a line below a commented line that starts no parameter or field (docments would join the two comments);
-papermill's `parameters` cell keeps its comments (its help) on their lines. It leaves a line alone where nothing helps: long
+papermill's `parameters` cell keeps its comments (its help) on their lines. The comment on the last line of a
+statement over several lines stays too: it may speak of the whole statement (above its first line) or of the line's
+own item (above that line), which only a reader can tell. It leaves a line alone where nothing helps: long
 strings and docstrings, those documenting comments, and breaks that would leave a stub of a line or a continuation far
 to the right. A comment that code reads in some other way is not recognised (05_protocol's `decision_point` names its
 fields in per-line comments that its test reads; `wrap` moves them): run the chapters' tests after `wrap`.
@@ -177,6 +179,11 @@ def lift_comment(src, ln):
                 if t.type == tokenize.COMMENT}
     # docments reads upward through commented lines up to a parameter's or field's: a comment there would join
     if ln in pinned or (ln in doc and ln - 1 in comments and ln - 1 not in starts): return None
+    # the last line of a statement over several lines: its comment may speak of the whole statement, or of the
+    # line's own item; which, only a reader can tell, so the line is left for one
+    if any(n.lineno < ln == n.end_lineno for n in ast.walk(ast.parse(blank_directives(src)))
+           if isinstance(n, ast.stmt) and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))):
+        return None
     com = [comments[ln]] if ln in comments else []
     if not com or not line[:com[0].start[1]].strip() or com[0].start[1] > MAX: return None
     code, words = line[:com[0].start[1]].rstrip(), com[0].string.lstrip('#').split()

@@ -13,8 +13,8 @@ from typing import Callable, Iterable
 from ..commands import user_error
 from ..bank import LLMDEL_ALIAS, SAFE_ID, bank_games
 from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read_json
-from ..rollout import (
-    EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version, write_cell_tables)
+from ..rollout import (EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version,
+                             write_cell_tables)
 from ..protocol import game_sha
 from ..settings import PlaySettings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model

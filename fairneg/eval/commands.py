@@ -16,8 +16,8 @@ from ..store import load_config, write_text_atomic
 from .cells import CONDITIONS, EvalError, check_cell_folder, plan_cells
 from ..jobs import JobConfig
 from .launch import executor_params, launch
-from .contrasts import (
-    EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells, write_eval)
+from .contrasts import (EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells,
+                                    write_eval)
 from .gates import GATE_EXIT, evaluate_gate, gate_text, load_prereg
 
 # %% auto #0

@@ -14,8 +14,8 @@ from typing import Iterable
 from ..game import read_json
 from ..metrics import GOOD_DIRECTION
 from ..protocol import check_poolable, PoolingError
-from ..stats import (
-    cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se, t_interval)
+from ..stats import (cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se,
+                           t_interval)
 from ..store import episode_rows, EPISODES, append_jsonl, write_text_atomic
 from .cells import CONDITIONS, EvalError, PairingError
 from .launch import launched

@@ -10,8 +10,8 @@ from ..commands import unknown_names, type_problem
 from ..metrics import GOOD_DIRECTION
 from ..store import read_yaml
 from .cells import EvalError, PreregError
-from .contrasts import (
-    MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampling_note, too_few_games, too_many_undefined)
+from .contrasts import (MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampling_note, too_few_games,
+                                    too_many_undefined)
 
 # %% auto #0
 __all__ = ['GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'check_prereg', 'load_prereg',

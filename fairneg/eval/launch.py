@@ -6,9 +6,8 @@
 from __future__ import annotations
 from pathlib import Path
 from typing import Callable
-from fairneg.jobs import (
-    JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states, still_alive,
-    wait_jobs)
+from ..jobs import (JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states,
+                          still_alive, wait_jobs)
 from .cells import Cell, EvalError, side_episodes, side_done, condition_games, run_eval_cell
 
 # %% auto #0

@@ -12,9 +12,8 @@ from fastcore.basics import patch
 from ..commands import BadValue
 from .load import _device, load_model, stop_ids, vocab_size
 from .chat import encode_request
-from fairneg.llm.sampling import (
-    ContextLimitError, NonFiniteLogitsError, check_context_limit, context_limit, decode_mode, release_decode_caches,
-    sample_batch)
+from .sampling import (ContextLimitError, NonFiniteLogitsError, check_context_limit, context_limit,
+                                  decode_mode, release_decode_caches, sample_batch)
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
 
 # %% auto #0
