@@ -12,7 +12,7 @@ import typer
 import numpy as np
 from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
-from .settings import PlaySettings
+from .settings import PlaySettings, game_settings
 from .runlayout import grpo_arm, checkpoint_dir
 from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment,
                               end_segment)
@@ -564,9 +564,11 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
         _accelerator(optimizer, scheduler).save_state(str(tmp))
+        # `trained_settings`: the game the arm learnt, which its eval cells play (SPEC §7, Same game)
         (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg),
                                                                 config_hash=config_hash(cfg),
-                                                                run_id=rid or run_id(cfg), history=history),
+                                                                run_id=rid or run_id(cfg), history=history,
+                                                                trained_settings=game_settings(cfg.play, asdict(cfg))),
                                                            indent=1, default=str))
     return checkpoint_dir(out, step)
 

@@ -4,12 +4,13 @@
 
 # %% ../nbs/02_settings.ipynb #7311336e
 from __future__ import annotations
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from .commands import BadValue
 from .game import INFO_MODES
 
 # %% auto #0
-__all__ = ['CONTEXTS', 'FRAMINGS', 'check_choice', 'check_count', 'PlaySettings', 'play_settings']
+__all__ = ['CONTEXTS', 'FRAMINGS', 'ANSWER_SETTINGS', 'check_choice', 'check_count', 'PlaySettings', 'play_settings',
+           'game_settings', 'settings_differences']
 
 # %% ../nbs/02_settings.ipynb #35401a72
 # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
@@ -59,3 +60,18 @@ def play_settings(**given)->PlaySettings:
         raise TypeError(f"not play settings: {', '.join(bad)} (known: {', '.join(sorted(known))})")
     return PlaySettings(**{k: v for k, v in given.items()
                            if v is not None or PlaySettings.__dataclass_fields__[k].default is None})
+
+# %% ../nbs/02_settings.ipynb #60e82fd3
+# a model seat's answer caps and Qwen3 thinking mode: the options of `make_policy` that change the game a policy plays
+ANSWER_SETTINGS = ("max_new_tokens", "scratchpad_chars", "message_chars", "thinking")
+
+def game_settings(play:PlaySettings, # how the episodes are played and shown
+                  answers:dict, # a model seat's options (a training config, `make_policy` keywords); others ignored
+                 )->dict:
+    "The game a policy plays, as one flat JSON-able dict: every `PlaySettings` field, then each of `ANSWER_SETTINGS`."
+    return {**asdict(play), **{k: answers.get(k) for k in ANSWER_SETTINGS}}
+
+# %% ../nbs/02_settings.ipynb #a4a77028
+def settings_differences(a:dict, b:dict)->list[str]:
+    "`key: A vs B` for each setting whose values differ between two records (keys of either; missing reads None)."
+    return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]

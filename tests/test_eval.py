@@ -173,6 +173,33 @@ def test_adapter_checkpoint_through_the_policy_registry(tmp_path, bank, monkeypa
     assert cell["trained"] == str(ad) and cell["base"] == "model:Qwen/Qwen3-8B"
     assert read_jsonl(tmp_path / "eval" / "lam0_step24_primary" / "base" / "episodes.jsonl")[0]["seats"] == ["Qwen/Qwen3-8B"] * 6
 
+def test_launch_plays_the_game_the_arm_was_trained_under(tmp_path, bank):
+    """SPEC §7, Same game: `fairneg eval launch` on a real GRPO checkpoint of tiny-test, trained with a 2-turn deadline
+    and short answers, plays its cell under them with no flag saying so (the untrained side too); a flag that says
+    another deadline is refused, naming both; analyze reads the cell, whose rows all carry the one game they played."""
+    pytest.importorskip("torch")
+    from fairneg.grpo import GRPOConfig, train
+    cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "lam0"), steps=1, groups=1, k=2, max_new_tokens=64,
+                     max_turns=2, checkpoint_steps=[1], transcript_every=0, scratchpad_chars=8, message_chars=8)
+    train(cfg, progress=False)
+    out, ck = tmp_path / "eval", tmp_path / "lam0" / "checkpoint-1"
+    args = ("launch", "--checkpoint", f"lam0_step1={ck}", "--cells", "primary", "--bank", bank, "--episodes", 1, "--out-dir", out)
+    r = cli(*args, "--max-turns", 24)
+    assert r.exit_code == 2 and ("--max-turns 24: lam0_step1 was trained with max_turns 2; a cell plays the trained settings "
+                                 "(SPEC §7, Same game)") in r.output, r.output
+    assert not out.exists()                                               # refused before anything was played
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    cell = json.loads((out / "lam0_step1_primary" / "cell.json").read_text())
+    assert cell["settings"]["max_turns"] == cfg.max_turns == cell["trained_settings"]["max_turns"], cell
+    assert (cell["settings"]["max_new_tokens"], cell["settings"]["scratchpad_chars"], cell["probe"]) == (64, 8, None)
+    for side in ("trained", "base"):
+        rows = read_jsonl(out / "lam0_step1_primary" / side / "episodes.jsonl")
+        assert len(rows) == 3 and all("turns2" in r["protocol_version"].split("-") for r in rows), [r["protocol_version"] for r in rows]
+        assert all(r["eval_settings"] == cell["settings"] for r in rows)
+    r = cli("analyze", "--run-dir", out, "--out", tmp_path / "eval.json", "--b", 100, "--endpoints", "deal", "nnw")
+    assert r.exit_code == 0, r.output
+
 def test_gate_verdicts_and_exit_codes(tmp_path):
     res = analyze_cells({"fairer_primary": synthetic_cell(fair_delta=0.08, below_delta=-0.09, share_delta=-0.05),
                          "extract_primary": synthetic_cell(fair_delta=0.08, below_delta=-0.09, share_delta=0.25),

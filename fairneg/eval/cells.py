@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib, gc, hashlib, json, os, shutil, socket, sys, warnings
 import numpy as np
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Iterable
 from ..commands import user_error
@@ -16,15 +16,15 @@ from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read
 from ..rollout import (EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version,
                              write_cell_tables)
 from ..protocol import game_sha
-from ..settings import PlaySettings, play_settings
+from ..settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from ..store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, read_jsonl, out_folder
 
 # %% auto #0
-__all__ = ['CONDITIONS', 'NEEDS_BANK', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'EvalError', 'PairingError', 'PreregError',
+__all__ = ['CONDITIONS', 'NEEDS_BANK', 'PROBES', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'EvalError', 'PairingError', 'PreregError',
            'crossgame_games', 'check_condition', 'condition_games', 'condition_framing', 'condition_seats',
-           'parse_checkpoint', 'base_spec', 'Cell', 'plan_cells', 'play_side', 'side_done', 'base_key', 'side_episodes',
-           'cell_record', 'check_cell_folder', 'run_eval_cell']
+           'parse_checkpoint', 'base_spec', 'trained_settings', 'Cell', 'plan_cells', 'play_side', 'side_done',
+           'base_key', 'side_episodes', 'cell_record', 'check_cell_folder', 'run_eval_cell']
 
 # %% ../../nbs/13_eval_cells.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -82,8 +82,15 @@ def condition_games(condition:str, # one of CONDITIONS
     if condition == "crossgame": return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()
     return [ultimatum_game()] if condition == "ultimatum" else [divide_dollar_game(2)]
 
+# %% ../../nbs/13_eval_cells.ipynb #d0acc905
+# condition -> the settings it changes on purpose (SPEC §7, Same game: every other setting is the one trained under)
+PROBES = {"framing": {"framing": "prose"}}
+_PLAY = tuple(f.name for f in fields(PlaySettings))    # the play settings, in `PlaySettings` order
+
 # %% ../../nbs/13_eval_cells.ipynb #39cf58a8
-def condition_framing(condition:str)->str: return "prose" if condition == "framing" else "table"
+def condition_framing(condition:str)->str:
+    "The framing a condition probes (PROBES), else the default `table`."
+    return PROBES.get(condition, {}).get("framing", "table")
 
 # %% ../../nbs/13_eval_cells.ipynb #4454eae9
 def condition_seats(condition:str, g:Game, seed:int, policy:str, opponent:str)->list[str]:
@@ -112,6 +119,20 @@ def base_spec(trained:PolicySpec, base:str|None=None, model:str|None=None)->Poli
     raise EvalError(f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. "
                     "agent:oracle_omniscient)")
 
+# %% ../../nbs/13_eval_cells.ipynb #2ad416c0
+def trained_settings(spec:PolicySpec)->dict|None:
+    "The `game_settings` an adapter checkpoint was trained under (its `trainer_state.json`); None where not recorded."
+    p = Path(spec.target) / "trainer_state.json"
+    if spec.kind != "adapter" or not p.is_file(): return None
+    state = read_json(p, EvalError)
+    if "trained_settings" in state: return state["trained_settings"]
+    cfg = state.get("config")
+    if state.get("method", "grpo") != "grpo" or not isinstance(cfg, dict): return None
+    # a GRPO checkpoint of an earlier version: its config holds what it was trained under
+    return game_settings(PlaySettings(context=cfg.get("context", PlaySettings.context),
+                                      framing=cfg.get("framing", PlaySettings.framing),
+                                      max_turns=cfg.get("max_turns")), cfg)
+
 # %% ../../nbs/13_eval_cells.ipynb #3aa5f0bf
 @dataclass
 class Cell:
@@ -129,9 +150,13 @@ class Cell:
     experiment_prefix: str = "fairness_grpo_eval_"
     turn_max_tokens: int | None = None   # a token-cap override (changes protocol_version)
     context: str | None = None           # seats' context: `window` (default) or `conversation` (own protocol_version)
+    framing: str | None = None           # prompt framing where the condition probes none (None: `table`)
+    max_turns: int | None = None         # the deadline, turns after the opening (None: the kind's default)
+    info_mode: str | None = None         # override the games' information mode: `full` or `private` (None: their own)
     llm_kw: dict = field(default_factory=dict)  # passed to `make_policy` (HFPolicy: temperature, max_new_tokens, ...)
     progress: bool = False               # progress bars
     share_base: bool = True              # play one untrained side per condition for all checkpoints (see run_eval_cell)
+    trained_settings: dict | None = None # what the checkpoint was trained under (`trained_settings`), or None
 
     @property
     def name(self)->str: return f"{self.checkpoint}_{self.condition}"
@@ -139,9 +164,37 @@ class Cell:
     def seeds(self)->list[int]: return list(range(self.episodes))
     @property
     def play(self)->PlaySettings:
-        "How both sides' episodes are played and shown: the condition's framing, the cell's context and token cap."
-        return play_settings(framing=condition_framing(self.condition), context=self.context,
-                             turn_max_tokens=self.turn_max_tokens)
+        "How both sides' episodes are played and shown: the cell's play settings, but what its condition probes."
+        probe = {k: v for k, v in PROBES.get(self.condition, {}).items() if k in _PLAY}
+        return play_settings(**{**{k: getattr(self, k) for k in _PLAY}, **probe})
+    @property
+    def settings(self)->dict:
+        "The game both sides play (`game_settings`): `play`, and the answer settings among `llm_kw`."
+        return game_settings(self.play, self.llm_kw)
+
+# %% ../../nbs/13_eval_cells.ipynb #d97377b3
+def _same(k:str, a, b)->bool:
+    "Do two values of setting `k` give the same game? (Thinking off may be unset: off is the policies' default.)"
+    return a == b or (k == "thinking" and not a and not b)
+
+def _as_trained(kw:dict, # a cell's fields as the launch gives them (`llm_kw` among them)
+                t:dict, # the checkpoint's `trained_settings`
+                condition:str, # the cell's condition: what it probes (PROBES) stays the condition's
+                checkpoint:str, # the checkpoint's name, for the message
+               )->dict:
+    "The cell's fields with the trained settings in place of the launch's; a differing explicit value is refused."
+    probe, out, llm = PROBES.get(condition, {}), dict(kw), dict(kw.get("llm_kw") or {})
+    for k in (*_PLAY, *ANSWER_SETTINGS):
+        if k not in t or k in probe: continue
+        answer = k in ANSWER_SETTINGS
+        given = llm.get(k) if answer else kw.get(k)
+        if given is not None and not _same(k, given, t[k]):
+            flag = f"--llm {k}={given}" if answer else f"--{k.replace('_', '-')} {given}"
+            raise EvalError(f"{flag}: {checkpoint} was trained with {k} {t[k]}; a cell plays the trained settings "
+                            "(SPEC §7, Same game); a condition that probes another setting declares it (PROBES)")
+        if not answer: out[k] = t[k]
+        elif t[k] is not None: llm[k] = t[k]
+    return {**out, "llm_kw": {**llm, **{k: v for k, v in probe.items() if k in ANSWER_SETTINGS}}}
 
 # %% ../../nbs/13_eval_cells.ipynb #4e69d590
 def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
@@ -153,7 +206,7 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
                condition_episodes:dict|None=None, # condition -> episodes per game, where it differs from `episodes`
                **cell_kw, # further `Cell` fields (episodes, bank, width, ...)
                )->list[Cell]:
-    "The cells of a launch, every spec, condition and bank checked before anything runs."
+    "The cells of a launch (each playing its checkpoint's trained settings), every spec, condition and bank checked."
     conditions = [check_condition(c) for c in dict.fromkeys(conditions)]
     if not conditions: raise EvalError("no conditions: pass --cells (known: " + ", ".join(CONDITIONS) + ")")
     per = {check_condition(k): v for k, v in (condition_episodes or {}).items()}
@@ -167,9 +220,12 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
     cells = []
     for text in checkpoints:
         name, spec = parse_checkpoint(text, model)
-        bspec = base_spec(spec, base, model)
-        cells += [Cell(name, c, spec, bspec, str(Path(out_dir) / f"{name}_{c}"), opponent=opp,
-                       **{**cell_kw, **({"episodes": per[c]} if c in per else {})}) for c in conditions]
+        bspec, t = base_spec(spec, base, model), trained_settings(spec)
+        for c in conditions:
+            kw = {**cell_kw, **({"episodes": per[c]} if c in per else {})}
+            # a checkpoint that recorded its game plays it (SPEC §7, Same game)
+            cells.append(Cell(name, c, spec, bspec, str(Path(out_dir) / f"{name}_{c}"), opponent=opp,
+                              trained_settings=t, **(kw if t is None else _as_trained(kw, t, c, name))))
     names = Counter(c.name for c in cells)
     if any(v > 1 for v in names.values()):
         raise EvalError(f"two checkpoints share a name: {', '.join(k for k, v in names.items() if v > 1)}")
@@ -234,10 +290,11 @@ def base_key(cell:Cell, games:list[Game])->str:
     d = dict(condition=cell.condition, base=str(cell.base), games=[game_sha(g) for g in games], seeds=cell.seeds,
              model=_model_fingerprint(cell.base), code=code_version(),
              opponent=str(cell.opponent) if cell.condition == "rational_guard" else None,
-             framing=condition_framing(cell.condition),
-             turn_max_tokens=cell.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix,
+             framing=cell.play.framing,
+             turn_max_tokens=cell.play.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix,
              # absent: earlier keys stay valid
-             **({"context": cell.context} if cell.context not in (None, "window") else {}))
+             **({"context": cell.play.context} if cell.play.context != "window" else {}),
+             **{k: getattr(cell.play, k) for k in ("max_turns", "info_mode") if getattr(cell.play, k) is not None})
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../../nbs/13_eval_cells.ipynb #bd8cd6ae
@@ -280,13 +337,14 @@ def side_episodes(cell:Cell, games:list)->set:
 
 # %% ../../nbs/13_eval_cells.ipynb #24823625
 def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
-    "The cell's `cell.json`: its condition, policies and labels, games, seeds, framing and shared base."
+    "The cell's `cell.json`: condition, policies, labels, games, seeds, settings (played, trained, probed), base."
     return json.loads(json.dumps(dict(
         cell=cell.name, checkpoint=cell.checkpoint, condition=cell.condition, description=CONDITIONS[cell.condition],
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
         seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
         framing=cell.play.framing, turn_max_tokens=cell.turn_max_tokens, context=cell.play.context,
+        settings=cell.settings, trained_settings=cell.trained_settings, probe=PROBES.get(cell.condition),
         shared_base=f"{SHARED_BASE}/{key}" if key else None)))
 
 # %% ../../nbs/13_eval_cells.ipynb #87cd71a8
@@ -343,7 +401,7 @@ def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
                      f"{cell.experiment_prefix}{name}_{side}", play=cell.play,
                      width=cell.width, progress=cell.progress,
                      extra=dict(eval_cell=name, eval_checkpoint=checkpoint, eval_condition=cell.condition,
-                                eval_side=side, eval_policy=str(spec)))
+                                eval_side=side, eval_policy=str(spec), eval_settings=cell.settings))
     _release(pols)
     try: tmp.rename(d)
     except OSError:                                 # `d` appeared meanwhile (a job sharing the base finished first)

@@ -39,9 +39,16 @@ class LaunchConfig(JobConfig):
     model: str|None = None # base model of adapter checkpoints (default: from adapter_config.json)
     opponent: str = "agent:bayes_rational" # the other seats of the rational guard
     width: int = 64 # episodes live at once (co-stepping width)
-    turn_max_tokens: int|None = None # token-cap override for every turn (changes protocol_version)
-    context: str|None = None # seats' context: `window` (default) or `conversation` (as trained; own protocol_version)
-    llm: list[str] = field(default_factory=list) # KEY=VALUE passed to the model policies (model and adapter sides)
+    # token-cap override for every turn (changes protocol_version); a checkpoint's cells play its trained one
+    turn_max_tokens: int|None = None
+    # seats' context: `window` (default) or `conversation` (own protocol_version); a checkpoint plays its trained one
+    context: str|None = None
+    # the deadline, turns after the opening (default: 4 per party at a table); a checkpoint plays its trained one
+    max_turns: int|None = None
+    # override the games' information mode: `full` or `private` (default: each game's own, or the trained one)
+    info_mode: str|None = None
+    # KEY=VALUE passed to the model policies (model and adapter sides); a checkpoint's answer caps are its trained ones
+    llm: list[str] = field(default_factory=list)
     experiment_prefix: str = "fairness_grpo_eval_" # prefix of every experiment_name
     share_base: bool = True # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
     progress: bool = False # progress bars
@@ -52,8 +59,9 @@ def launch_config(params=None, # a YAML parameter file or set already read (its 
                  )->LaunchConfig:
     "A `LaunchConfig` from a parameter file's `eval:` section and overrides; checkpoints and out_dir are required."
     cfg = load_config(LaunchConfig, params, "eval", **overrides)
-    try: play_settings(context=cfg.context, turn_max_tokens=cfg.turn_max_tokens)
-    except BadValue as e: raise EvalError(f"--context/--turn-max-tokens: {e}") from None
+    try: play_settings(context=cfg.context, turn_max_tokens=cfg.turn_max_tokens, max_turns=cfg.max_turns,
+                       info_mode=cfg.info_mode)
+    except BadValue as e: raise EvalError(f"--context/--turn-max-tokens/--max-turns/--info-mode: {e}") from None
     missing = [f"--{n.replace('_', '-')}" for n in ("checkpoint", "out_dir") if not getattr(cfg, n)]
     if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
     return cfg
@@ -62,13 +70,14 @@ def launch_config(params=None, # a YAML parameter file or set already read (its 
 def plan_launch(c:LaunchConfig, # the launch configuration
                 llm_kw:dict|None=None, # model policy options added to its `llm` items
                )->list:
-    "The cells of a launch configuration (see `plan_cells`)."
+    "The cells of a launch configuration (see `plan_cells`: a checkpoint's cells play its trained settings)."
     return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent,
                       episodes=c.episodes,
                       condition_episodes=key_values(c.condition_episodes, "--condition-episodes", EvalError),
                       bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width,
                       experiment_prefix=c.experiment_prefix,
-                      turn_max_tokens=c.turn_max_tokens, context=c.context,
+                      turn_max_tokens=c.turn_max_tokens, context=c.context, max_turns=c.max_turns,
+                      info_mode=c.info_mode,
                       llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
                       progress=c.progress, share_base=c.share_base)
 

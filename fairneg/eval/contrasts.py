@@ -14,6 +14,7 @@ from typing import Iterable
 from ..game import read_json
 from ..metrics import GOOD_DIRECTION
 from ..protocol import check_poolable, PoolingError
+from ..settings import settings_differences
 from ..stats import (cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se,
                            t_interval)
 from ..store import episode_rows, EPISODES, append_jsonl, write_text_atomic
@@ -24,10 +25,10 @@ from .launch import launched
 __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS',
            'UNDEFINED_MAX_FRAC', 'MIN_GAMES', 'COVERAGE_ENDPOINTS', 'closure_conditional', 'check_endpoints',
            'endpoint_values', 'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets',
-           'check_comparable', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell', 'too_few_games',
-           'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows', 'sparse_rows',
-           'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study', 'resolve_runs', 'load_episodes',
-           'discover_cells', 'glob_cells', 'write_eval', 'contrast_text']
+           'check_comparable', 'check_settings', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell',
+           'too_few_games', 'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows',
+           'sparse_rows', 'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study', 'resolve_runs',
+           'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text']
 
 # %% ../../nbs/13_eval_contrasts.ipynb #81dd22b9
 EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
@@ -174,6 +175,22 @@ def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="c
     return dict(protocol_versions=sorted(by_version),
                 turn_token_budgets=sorted({x for s in by_version.values() for c in s.values() for k in c for x in k}))
 
+# %% ../../nbs/13_eval_contrasts.ipynb #b5d3630e
+def check_settings(trained:list[dict], base:list[dict], cell:str="cell")->dict|None:
+    "The one game (`eval_settings`) every row of both sides played; a `PairingError` where they differ (SPEC §7)."
+    if not (any("eval_settings" in r for r in trained) and any("eval_settings" in r for r in base)): return None
+    seen = {}                                       # each distinct game, with the side that first played it
+    for side, rows in (("trained", trained), ("untrained", base)):
+        for r in rows:
+            s = r.get("eval_settings")
+            seen.setdefault(json.dumps(s, sort_keys=True), (side, s))
+    if len(seen) == 1: return next(iter(seen.values()))[1]
+    (sa, a), (sb, b) = list(seen.values())[:2]
+    who = f"the {sa} side's rows" if sa == sb else "the trained and untrained sides"
+    what = "; ".join(settings_differences(a, b)) if a is not None and b is not None else "some rows record none"
+    raise PairingError(f"{cell}: {who} played different settings ({what}); a contrast is trained minus untrained on "
+                       "the same game (SPEC §7, Same game)")
+
 # %% ../../nbs/13_eval_contrasts.ipynb #c0639f19
 def split_cell_name(name:str)->tuple[str, str|None]:
     "`<checkpoint>_<condition>` → `(checkpoint, condition)`; `(name, None)` when no known condition ends the name."
@@ -198,6 +215,7 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
     "Check and pair a cell's sides; per-cluster sums and counts of every endpoint, and the facts every row carries."
     for side, rows in (("trained", trained), ("untrained", base)): check_rows(rows, side, endpoints, name)
     keys, T, U = pair_sides(trained, base, name)
+    check_settings(T, U, name)                      # the same game (SPEC §7), then the same protocol and caps (§5)
     comp = check_comparable(keys, T, U, name)
     games = [k[0] for k in keys]
     n_games = len(set(games))
