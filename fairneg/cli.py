@@ -13,9 +13,10 @@ from .commands import CliGroup
 from .bank import bank_games
 from .game import GameError
 from .geometry import bank_geometry, geometry_summary, geometry_text, solve
+from .numerics import pin_process, provenance
 
 # %% auto #0
-__all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry']
+__all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry', 'provenance_cmd', 'console']
 
 # %% ../nbs/17_cli.ipynb #48178248
 # verb -> `module` defining `app = typer.Typer(...)`, or `module:attr`; one line per chapter that adds commands
@@ -86,5 +87,26 @@ def geometry(game:Annotated[Path,
         typer.echo(f"{game}: {len(geos)} games; `--game NAME` shows one in full")
         typer.echo(bank_geometry(geos).to_string(index=False))
 
+# %% ../nbs/17_cli.ipynb #ee984567
+@app.command("provenance")
+def provenance_cmd(json_:Annotated[bool, typer.Option("--json", help="Print the record as one JSON object.")]=False):
+    "Print how this machine computes under `fairneg`: the lock the venv matches, the numerics pins, torch's and BLAS's paths."
+    try: import torch, numpy  # noqa: F401  (so that their kernels are read)
+    except ImportError: pass
+    rec = provenance()
+    if json_: typer.echo(json.dumps(rec)); return
+    lk, nm = rec["lock"], rec["numerics"]
+    typer.echo(f"lock: {lk['lock']} (sha256 {str(lk['lock_sha256'])[:12]}), "
+               + ("the venv matches it" if lk["matches"] else f"the venv differs:\n{lk.get('drift_text') or lk.get('note')}"))
+    typer.echo(f"numerics: {nm['mode']}, " + ("pinned" if nm["pinned"] else f"not pinned ({', '.join(nm['unpinned'])})")
+               + f"; cpu {nm['cpu']}; torch {nm.get('torch_capability')} x {nm.get('torch_threads')} threads; blas "
+               + ", ".join(f"{b['internal_api']} {b['architecture']}" for b in nm["blas"]))
+
+# %% ../nbs/17_cli.ipynb #b1745299
+def console():
+    "The `fairneg` console script: this command under the pinned numerics (`pin_process`), then the app."
+    pin_process()
+    app(prog_name="fairneg")
+
 # %% ../nbs/17_cli.ipynb #9f315b30
-if __name__ == "__main__" and "ipykernel" not in sys.modules: app(prog_name="fairneg")
+if __name__ == "__main__" and "ipykernel" not in sys.modules: console()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 import numpy as np
 import typer
-from .game import ReadError
+from .game import ReadError, read_json
 from .protocol import version_context
 from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version
@@ -20,14 +20,15 @@ from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config,
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
-from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, file_sha256, out_folder,
+from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, out_folder,
     check_replaceable)
 from .telemetry import memory_reading
+from .lockfile import file_sha256
 
 # %% auto #0
 __all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'pairs_digest', 'dpo_config_hash', 'training_pairs', 'pair_ids',
-           'check_lengths', 'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'save_dpo_checkpoint',
-           'finished_run', 'dpo_row', 'recorder', 'train_dpo', 'make_dpo_config', 'train_cmd']
+           'check_lengths', 'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'pairs_settings',
+           'save_dpo_checkpoint', 'finished_run', 'dpo_row', 'recorder', 'train_dpo', 'make_dpo_config', 'train_cmd']
 
 # %% ../nbs/14_dpo.ipynb #7e4a6264
 @user_error
@@ -189,13 +190,23 @@ def trl_args(cfg:DPOTrainConfig):
                      # TRL's defaults: on, and dropout off
                      gradient_checkpointing=False, disable_dropout=cfg.lora_dropout == 0)
 
+# %% ../nbs/14_dpo.ipynb #c2d24aef
+def pairs_settings(pairs, # an annotation folder or pairs table (`fairneg.pairs.pairs_path`)
+                  )->dict|None:
+    "The `game_settings` the annotated episodes were played under: `settings.json` beside the pairs table, else None."
+    try: p = pairs_path(pairs).parent / "settings.json"
+    except FileNotFoundError: return None
+    return read_json(p, DPOTrainError) if p.is_file() else None
+
 # %% ../nbs/14_dpo.ipynb #2f5862a3
 def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str)->Path:
-    "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash), atomically."
+    "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash, game), atomically."
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
+        # `trained_settings`: the game the pairs' episodes were played under, which its eval cells play
         (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, method="dpo", config=asdict(cfg),
-                                                                config_hash=chash, pairs=n_pairs), indent=1))
+                                                                config_hash=chash, pairs=n_pairs,
+                                                                trained_settings=pairs_settings(cfg.pairs)), indent=1))
     return checkpoint_dir(out, step)
 
 # %% ../nbs/14_dpo.ipynb #3fb19770

@@ -4,15 +4,16 @@
 
 # %% ../nbs/16_pilot.ipynb #2765aaf8
 from __future__ import annotations
-import dataclasses, shutil, time
+import contextlib, dataclasses, shutil, time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 from .bank import generate_bank, make_eval_bank, MANIFEST, load_bank
 from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy, needs_gpu
-from .rollout import run_cell, run_tournament, soundness
-from .settings import PlaySettings
+from .rollout import run_cell, run_tournament, soundness, code_version
+from .settings import PlaySettings, game_settings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
 from .eval import (MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells,
@@ -22,14 +23,17 @@ from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
 from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm
 from .commands import config_section, unknown_names, key_values
 from .report import render_report
-from .store import load_config, read_params, write_jsonl, write_json, file_sha256
+from .tiny import embedded_pin, build_differences
+from .store import load_config, read_params, write_jsonl, write_json, append_jsonl, read_jsonl
+from .lockfile import file_sha256
+from .numerics import provenance
 
 # %% auto #0
-__all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params', 'load_params', 'need',
-           'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry', 'stage_model', 'on_cluster',
-           'stage_soundness', 'arms', 'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'train_arms_as_jobs',
-           'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate', 'stage_report',
-           'run_pilot', 'pilot']
+__all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params',
+           'load_params', 'need', 'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry',
+           'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'arms', 'arm_configs', 'train_arm',
+           'stage_train', 'ladder_rungs', 'train_arms_as_jobs', 'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval',
+           'stage_analyze', 'gated', 'stage_gate', 'stage_report', 'record_session', 'run_pilot', 'pilot']
 
 # %% ../nbs/16_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -45,7 +49,7 @@ PARAM_KEYS = {   # the pilot's own sections and their keys (train, dpo and eval 
     "bank.eval": ("n", "first_seed", "min_spread", "modes", "max_candidates", "known_banks", "out"),
     "geometry": ("out",), "soundness": ("games", "seeds", "required"), "analysis": ("B", "min_games"),
     "gate": ("prereg",), "report": ("out", "title"),
-    "pilot": ("run_dir", "lams", "dpo_types", "ladder_conditions", "pairs_games", "pairs_seeds"),
+    "pilot": ("run_dir", "lams", "dpo_types", "ladder_conditions", "pairs_games", "pairs_seeds", "pinned_model"),
 }
 CONFIG_SECTIONS = {"train": GRPOConfig, "dpo": DPOTrainConfig, "eval": LaunchConfig}
 
@@ -140,17 +144,33 @@ def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
     run_stage("llmdel-geometry", out, lambda: write_jsonl(out, rows()), force, only)
     return out
 
+# %% ../nbs/16_pilot.ipynb #6c8fa668
+def check_model(record:dict, # the pilot's `model.json`
+                required:bool=True, # stop the pilot when the model is not the pinned build (`pilot.pinned_model`)
+               ):
+    "Stop the pilot (`PilotStopped`) when an embedded model's stage hashes differ from its pinned build's."
+    diff = record.get("pinned_differences")
+    if not diff: return
+    msg = (f"the model `{record['spec']}` ({record['path']}) is not the pinned build: {'; '.join(diff)}. Its numbers "
+           "would not be the ones another machine gets from this commit (`fairneg provenance` shows how this one "
+           "computes; a new recipe needs its PINNED_BUILDS entry)")
+    if required: raise PilotStopped(msg + "; pilot.pinned_model: false goes on anyway")
+    log(f"[model] warning: {msg}")
+
 # %% ../nbs/16_pilot.ipynb #80dda098
 def stage_model(params:dict, run:Path, force:bool, only)->str:
-    "Build (or reuse from the cache) the embedded model; record where it is, how it was built and its weights' sha256."
+    "Install (or reuse) the model; record it, its weights' sha256 and the pinned build's; stop when they differ."
     spec = need(params, "train.model")
     def build():
         path = resolve_model(spec)
         rep = Path(path) / "build_report.json"
         weights = {f.name: file_sha256(f) for f in sorted(Path(path).glob("*.safetensors"))}   # {} for a hub id
-        write_json(run / "model.json", dict(spec=spec, path=path, weights_sha256=weights,
-                                            build_report=read_json(rep, ParamsError) if rep.exists() else None))
+        report, pin = read_json(rep, ParamsError) if rep.exists() else None, embedded_pin(spec)
+        write_json(run / "model.json", dict(spec=spec, path=path, weights_sha256=weights, build_report=report,
+                                            pinned=pin, pinned_differences=None if pin is None
+                                            else build_differences(report or {}, pin)))
     run_stage("model", run / "model.json", build, force, only)
+    check_model(read_json(run / "model.json", ParamsError), get(params, "pilot.pinned_model", True))
     return spec
 
 # %% ../nbs/16_pilot.ipynb #b218edb4
@@ -177,6 +197,12 @@ def _model_kw(params:dict)->dict:
 def _train_play(params:dict)->PlaySettings:
     "How the arms' episodes are played (the `train:` section's context, framing, deadline): the untrained model's too."
     return make_config(params, lam=0.0).play
+
+# %% ../nbs/16_pilot.ipynb #0cedf8fc
+def _train_settings(params:dict)->dict:
+    "The game the arms are trained on (`fairneg.settings.game_settings`): play settings, answer caps, thinking mode."
+    c = make_config(params, lam=0.0)
+    return game_settings(c.play, dataclasses.asdict(c))
 
 # %% ../nbs/16_pilot.ipynb #3a77939d
 def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
@@ -303,6 +329,8 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
                           play=_train_play(params))
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
+        # the game the episodes were played under: each DPO arm records it as what it was trained under
+        write_json(out / "settings.json", _train_settings(params))
         write_jsonl(out / "pairs.jsonl", ann["rows"])
     run_stage("pairs", out / "pairs.jsonl", on_cluster("pairs", annotate_pairs, run, job, model), force, only)
     return out
@@ -401,6 +429,20 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
     run_stage("report", out, render, force, only)
     return out
 
+# %% ../nbs/16_pilot.ipynb #7ad0582f
+PROVENANCE = "provenance.jsonl"   # one row per pilot session: when, the code, the parameters file, the lock, the numerics
+
+def record_session(run:Path, # the run folder
+                   params:dict, # the parameters, as read by `load_params` (`_source` names their file)
+                  )->dict:
+    "Append this session's provenance (code, parameters file's sha256, lock, numerics) to `RUN/provenance.jsonl`."
+    with contextlib.suppress(ImportError): import torch  # noqa: F401  (so that the record names its kernels)
+    src = params.get("_source")
+    row = dict(at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code_version=code_version(), params=src,
+               params_sha256=file_sha256(src) if src and Path(src).is_file() else None, **provenance())
+    append_jsonl([row], Path(run) / PROVENANCE)
+    return row
+
 # %% ../nbs/16_pilot.ipynb #adda5c66
 STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "dpo", "eval",
           "analyze", "gate", "report")
@@ -415,6 +457,7 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     t0 = time.time()
     run = Path(get(params, "pilot.run_dir", "runs/pilot"))
     run.mkdir(parents=True, exist_ok=True)
+    record_session(run, params)
     grpo_stages, dpo_stages = [f"train-{a}" for _, a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
     arm_stages = grpo_stages + dpo_stages
     if only:

@@ -27,6 +27,7 @@ from .protocol import (deadline_turns, new_episode, current_seats, apply_action,
                               turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable,
                               PoolingError, DecisionPoint)
 from .settings import PlaySettings
+from .numerics import provenance
 from .prompts import render_prompt, render_conversation
 
 # %% auto #0
@@ -562,7 +563,7 @@ def run_cell(games, # the games
              play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
              extra_policies:dict|None=None, # policies by name (LLM seats; agents are built by name)
              progress:bool=True,
-             cell:dict|None=None, # run options recorded in `cell.jsonl` and on every `states.jsonl` line
+             cell:dict|None=None, # run options recorded in `cell.jsonl` (with how it computed) and on every states line
             )->dict:
     "`run_tournament` plus the annotator's log: each LLM turn's `view_ref` and one `states.jsonl` line per episode."
     seeds = [int(s) for s in seeds]
@@ -581,7 +582,8 @@ def run_cell(games, # the games
         line = dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width,
                     seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
                     protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
-                    **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                    **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    provenance=provenance())
         old_rows = episode_rows(Path(out) / EPISODES, RunFolderError) if (Path(out) / EPISODES).is_file() else []
         old_trans = read_jsonl(Path(out) / TRANSCRIPTS) if old_rows and (Path(out) / TRANSCRIPTS).is_file() else []
         write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"],

@@ -18,7 +18,7 @@ __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STE
            'STEP_MEASURED', 'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text',
            'json_text', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys',
            'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder',
-           'file_sha256', 'read_yaml', 'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
+           'read_yaml', 'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
 
 # %% ../nbs/02_store.ipynb #5d5f7009
 # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -185,14 +185,6 @@ def fresh_folder(out, # the folder to replace (or create)
     if out.exists(): os.rename(out, old)
     os.rename(new, out)
     shutil.rmtree(old, ignore_errors=True)
-
-# %% ../nbs/02_store.ipynb #bfceb4db
-def file_sha256(path, chunk:int=1 << 20)->str:
-    "The sha256 hex digest of a file's bytes, read `chunk` bytes at a time."
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk): h.update(b)
-    return h.hexdigest()
 
 # %% ../nbs/02_store.ipynb #68b203dc
 def _yaml_problem(e:yaml.YAMLError)->str:

@@ -4,7 +4,8 @@
 
 # %% ../nbs/10_tiny.ipynb #0d3c8d2a
 from __future__ import annotations
-import collections, contextlib, copy, dataclasses, hashlib, json, os, random, shutil, tempfile, time, warnings
+import collections, contextlib, copy, dataclasses, hashlib, json, os, random, shutil, subprocess, sys, tempfile, time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -13,19 +14,21 @@ import typer
 from tqdm.auto import tqdm
 from .agents import get_agent, answer_text
 from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, read_json
-from .store import file_sha256
+from .lockfile import file_sha256
 from .protocol import State, DecisionPoint, new_episode, decision_point, apply_action, parse_action, check_action
 from .prompts import render_prompt
 from .rollout import EpisodeSpec, co_step, spec_state, random_legal_action
 from .llm import train_tokenizer, make_model, n_params
 from .commands import CliGroup
+from .numerics import PIN_THREADS, numerics_mode, is_pinned, run_pinned, provenance
 
 # %% auto #0
-__all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'EMBEDDED', 'app', 'tiny_recipe', 'recipe_hash',
-           'NoisyAgentPolicy', 'sft_games', 'SFTPoint', 'play_sft_episodes', 'replay_points', 'prompt_messages',
-           'prompt_fingerprint', 'tokenizer_corpus', 'sft_dataset', 'native_bf16', 'train_sft', 'generate_answers',
-           'answer_rates', 'build_tiny', 'cache_dir', 'tiny_folder', 'tiny_path', 'build_report', 'model_group',
-           'build_tiny_cmd']
+__all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'EMBEDDED', 'PINNED_BUILDS', 'app', 'tiny_recipe',
+           'recipe_hash', 'NoisyAgentPolicy', 'sft_games', 'SFTPoint', 'play_sft_episodes', 'replay_points',
+           'prompt_messages', 'prompt_fingerprint', 'tokenizer_corpus', 'sft_dataset', 'native_bf16', 'train_sft',
+           'generate_answers', 'answer_rates', 'points_sha256', 'tokenizer_sha256', 'state_sha256', 'build_tiny',
+           'cache_dir', 'tiny_folder', 'pinned_build', 'embedded_pin', 'build_differences', 'shipped_folder',
+           'tiny_path', 'build_report', 'pinned_text', 'model_group', 'build_tiny_cmd']
 
 # %% ../nbs/10_tiny.ipynb #bfc0f8ac
 # bump when the code changes what a recipe builds (v2: the noise is rollout's random_legal_action)
@@ -54,7 +57,7 @@ _DATA = dict(game_seed=SFT_GAME_SEED, shapes=[list(s) for s in SHAPES], small_ev
 _TOKENIZER = dict(vocab_size=4096, min_frequency=2)
 # float32: bf16 autocast is fast only on CPUs with native bf16 (AVX512-BF16, AMX); on an AVX2 CPU a pilot SFT step
 # took 60 s in bf16 against 2 s in float32 (measured), and one recipe must build the same model on every machine.
-_TRAIN = dict(warmup=0.05, weight_decay=0.0, bf16=False, threads=2, logging_steps=4)
+_TRAIN = dict(warmup=0.05, weight_decay=0.0, bf16=False, threads=PIN_THREADS, logging_steps=4)
 
 def tiny_recipe(size:str="pilot", # `pilot` or `test`
                 seed:int=0, # seeds the data, the tokenizer corpus, the initialization and the training order
@@ -64,7 +67,7 @@ def tiny_recipe(size:str="pilot", # `pilot` or `test`
     s = SIZES[size]
     return dict(version=TINY_VERSION, size=size, seed=int(seed), model={**_MODEL, **s["model"]},
                 data={**_DATA, **s["data"]}, tokenizer=dict(_TOKENIZER), train={**_TRAIN, **s["train"]},
-                prompt_fingerprint=prompt_fingerprint())
+                numerics=numerics_mode(), prompt_fingerprint=prompt_fingerprint())
 
 # %% ../nbs/10_tiny.ipynb #6553c221
 def recipe_hash(recipe:dict)->str:
@@ -163,12 +166,14 @@ def prompt_messages(pt:SFTPoint, # a decision point
 _FP = {}
 
 def prompt_fingerprint()->str:
-    "Hash of the prompts and answers of fixed reference episodes (cached per process)."
+    "Hash of the prompts and answers of fixed reference episodes of random legal moves (cached per process)."
     if "fp" not in _FP:
         games = [generate_game(SFT_GAME_SEED - 1), generate_game(SFT_GAME_SEED - 2, info_mode="private"),
                  ultimatum_game(), divide_dollar_game(3)]
         h = hashlib.sha256()
-        for e in play_sft_episodes(games, _DATA, 0):
+        # random legal moves only: no agent's arithmetic, so the same in a pinned process and outside one
+        rand = {a: NoisyAgentPolicy(a, noise=1.0) for a in _DATA["agents"]}
+        for e in play_sft_episodes(games, _DATA, 0, rand):
             for p in replay_points(e): h.update(json.dumps([prompt_messages(p), p.answer]).encode())
         _FP["fp"] = h.hexdigest()[:12]
     return _FP["fp"]
@@ -313,10 +318,35 @@ def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
     eps = play_sft_episodes(sft_games(data, seed, n, first), data, seed, pols)
     return [p for e in eps for p in replay_points(e, keep_state)], sum(p.agent_errors for p in pols.values())
 
+# %% ../nbs/10_tiny.ipynb #07b672b5
+def points_sha256(points:list, # decision points
+                  data:dict, # the recipe's `data` section (history window, framing)
+                 )->str:
+    "sha256 of decision points as the model reads them: each prompt's messages and its answer, in order."
+    h = hashlib.sha256()
+    for p in points: h.update(json.dumps([prompt_messages(p, data["history_window"], data["framing"]), p.answer]).encode())
+    return h.hexdigest()
+
+# %% ../nbs/10_tiny.ipynb #e873277d
+def tokenizer_sha256(tok)->str:
+    "sha256 of a fast tokenizer's `tokenizer.json` (vocabulary, merges, normalizer, ...), not its padding state."
+    d = json.loads(tok.backend_tokenizer.to_str())
+    for k in ("padding", "truncation"): d.pop(k, None)   # set by the last call that padded or truncated, not trained
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+def state_sha256(model)->str:
+    "sha256 of a model's weights: every tensor of its state dict, by name, as float32 bytes."
+    import torch
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().to(torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()
+
 # %% ../nbs/10_tiny.ipynb #a09e362b
 def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled,
-                  times, weights)->dict:
-    "The build report: recipe, sizes, data, prompt lengths, losses, held-out answer rates, timings, versions, sha256."
+                  times, stages:dict)->dict:
+    "The build report: recipe, sizes, data, prompt lengths, losses, answer rates, timings, stage hashes, provenance."
     tr = rec["train"]
     return dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
                 vocab_size=len(tok), model_vocab_size=model.config.vocab_size,
@@ -329,7 +359,7 @@ def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_erro
                 final_loss=next((round(float(h["train_loss"]), 4) for h in hist if "train_loss" in h), None),
                 greedy=greedy, sampled=sampled, parse_rate=greedy["parse"],
                 seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions(),
-                weights_sha256=weights)
+                weights_sha256=stages["weights"], stage_sha256=dict(stages), provenance=provenance())
 
 # %% ../nbs/10_tiny.ipynb #44852bef
 def _install(tmp:Path, out:Path)->None:
@@ -390,29 +420,23 @@ def _save_build(out:Path, model, tok, rec:dict,
     return report
 
 # %% ../nbs/10_tiny.ipynb #5d674d61
-def build_tiny(out, # the folder to write
-               size:str="pilot", # `pilot` or `test`
-               seed:int=0, # recipe seed
-               progress:bool=True, # progress bars
-               overwrite:bool=False, # replace an existing `out`
-              )->dict:
-    "Build a tiny model from its recipe into `out`; return the build report."
+def _build_here(out:Path, size:str, seed:int, progress:bool)->dict:
+    "Build a tiny model from its recipe into `out` in this process; return the build report."
     import torch
-    out = Path(out)
-    if out.exists() and not out.is_dir(): raise FileExistsError(f"{out}: is a file, not a folder")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
     rec = tiny_recipe(size, seed)
     data, tr = rec["data"], rec["train"]
-    times, t0, c0 = {}, time.perf_counter(), time.process_time()
+    times, t0, c0, sha = {}, time.perf_counter(), time.process_time(), {}
     threads = torch.get_num_threads()
     torch.set_num_threads(tr["threads"])
     stages = tqdm(total=5, desc=f"tiny {size}", disable=not progress)
     try:
         with _stage(stages, times, "data"): pool, train_pts, held, agent_errors = _tiny_data(rec, seed)
+        sha["data"] = points_sha256(train_pts + held, data)
         with _stage(stages, times, "tokenizer"):
             tok = train_tokenizer(tokenizer_corpus(pool, data["history_window"]), **rec["tokenizer"])
+        sha["tokenizer"] = tokenizer_sha256(tok)
         model = make_model(tok, rec["model"], seed)
+        sha["initial_weights"] = state_sha256(model)
         with _stage(stages, times, "sft"):
             hist = train_sft(model, tok, sft_dataset(train_pts, data), tr, seed, progress=progress)
         with _stage(stages, times, "eval"):
@@ -423,13 +447,40 @@ def build_tiny(out, # the folder to write
         def report_for(weights):
             times["total"], times["cpu"] = time.perf_counter() - t0, time.process_time() - c0
             return _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist,
-                                 greedy, sampled, times, weights)
+                                 greedy, sampled, times, {**sha, "weights": weights})
         report = _save_build(out, model, tok, rec, report_for)
         stages.update()
     finally:
         stages.close()
         torch.set_num_threads(threads)
     return report
+
+# %% ../nbs/10_tiny.ipynb #a941e93b
+def _build_pinned(out:Path, size:str, seed:int, progress:bool)->dict:
+    "Build in a pinned child process (`fairneg model build-tiny`); return its build report."
+    cmd = [sys.executable, "-m", "fairneg.cli", "model", "build-tiny", "--out", str(out), "--size", size,
+           "--seed", str(seed), "--overwrite", "--progress" if progress else "--no-progress"]
+    r = run_pinned(cmd, stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"the pinned build of {out} failed (exit {r.returncode}): "
+                           + ((r.stderr or "").strip()[-2000:] or "see its output above"))
+    return build_report(out)
+
+# %% ../nbs/10_tiny.ipynb #6b3ed190
+def build_tiny(out, # the folder to write
+               size:str="pilot", # `pilot` or `test`
+               seed:int=0, # recipe seed
+               progress:bool=True, # progress bars
+               overwrite:bool=False, # replace an existing `out`
+              )->dict:
+    "Build a tiny model from its recipe into `out`, under the pinned numerics; return the build report."
+    out = Path(out)
+    if size not in SIZES: raise ValueError(f"unknown size `{size}` (known: {', '.join(SIZES)})")
+    if out.exists() and not out.is_dir(): raise FileExistsError(f"{out}: is a file, not a folder")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
+    if numerics_mode() == "pinned" and not is_pinned(): return _build_pinned(out, size, seed, progress)
+    return _build_here(out, size, seed, progress)
 
 # %% ../nbs/10_tiny.ipynb #9668e108
 # the embedded models' policy names -> their sizes (`tiny_path(size)`)
@@ -444,18 +495,75 @@ def tiny_folder(size:str="pilot", seed:int=0)->Path:
     "Where the cached model of a recipe lives (built or not)."
     return cache_dir() / f"{size}-s{seed}-{recipe_hash(tiny_recipe(size, seed))}"
 
+# %% ../nbs/10_tiny.ipynb #08a549ab
+PINNED_BUILDS = {   # `tiny_folder(size, seed).name` -> the stage hashes of its pinned build (`stage_sha256`)
+    "test-s0-222c1362a3ae": dict(
+        data="2418e761a9851830ebeab9bf060eaf55d7a678922d869ff8081cdac923876448",
+        tokenizer="0cdb31c29e17885961d4119f719daf25d495bf942661853f00071232959038d1",
+        initial_weights="82c081fbca0e2a424c55a1d16f7961730b2a32255f10549ece77014f399c2db2",
+        weights="f5c28d918301a87997d4b6974f396a4b77985b833e7cf6e99bd710a31a9135f1",
+    ),
+    "pilot-s0-4e0d49876d8e": dict(
+        data="b7fdb7d1e0143f9164a627e210b846d1aee6200bd0d2f8137df0006e1b3aabe2",
+        tokenizer="9f39c5829dc6994c0135e882b0032d024a0a054ecc89ddb3547e2bb51000c2d9",
+        initial_weights="2b4f9b7a8861c60e22c0dc43ce2bc407c1362d55eff223cfd362415173384a9a",
+        weights="4c30a1d0409bc80fc80de4e2981ff688858129fa97bc1b090a39ac958c273a11",
+    ),
+}
+
+def pinned_build(size:str="pilot", seed:int=0)->dict|None:
+    "The stage hashes of the pinned build of a recipe, or None for a recipe the project does not pin."
+    return PINNED_BUILDS.get(tiny_folder(size, seed).name)
+
+# %% ../nbs/10_tiny.ipynb #b128b13c
+def embedded_pin(spec:str)->dict|None:
+    "The pinned build of an embedded model's name (`tiny`, `tiny-test`: seed 0), or None for any other model."
+    return pinned_build(EMBEDDED[spec]) if spec in EMBEDDED else None
+
+# %% ../nbs/10_tiny.ipynb #c4a8f5e1
+def build_differences(report:dict, # a build report
+                      pinned:dict, # the pinned build's stage hashes
+                     )->list[str]:
+    "The stages whose hash differs from the pinned build's, in build order: `data: 1a2b3c… here, 4d5e6f… pinned`."
+    st = report.get("stage_sha256") or {"weights": report.get("weights_sha256")}
+    return [f"{k}: {str(st.get(k))[:12]}… here, {v[:12]}… pinned" for k, v in pinned.items() if st.get(k) != v]
+
+# %% ../nbs/10_tiny.ipynb #32051942
+def shipped_folder(size:str="pilot", seed:int=0)->Path|None:
+    "The pinned build of a recipe shipped in the package, or None (only recipes of `PINNED_BUILDS` are shipped)."
+    import importlib.resources
+    d = Path(str(importlib.resources.files("fairneg"))) / "data" / "tiny" / tiny_folder(size, seed).name
+    return d if pinned_build(size, seed) and (d / "build_report.json").is_file() else None
+
+# %% ../nbs/10_tiny.ipynb #02eaa5c7
+def _install_shipped(src:Path, out:Path, pinned:dict)->None:
+    "Copy a shipped build into `out` (atomically), refusing weights that are not the pinned build's."
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+        if (w := file_sha256(tmp / "model.safetensors")) != pinned["weights"]:
+            raise RuntimeError(f"{src}: shipped weights sha256 {w[:12]}…, not the pinned {pinned['weights'][:12]}…")
+        tmp.chmod(0o755)
+        _install(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
 # %% ../nbs/10_tiny.ipynb #bd0eaf8f
 def tiny_path(size:str="pilot", # `pilot` or `test`
               seed:int=0, # recipe seed
               progress:bool=True, # progress bars while building
              )->Path:
-    "The cached tiny model folder of a recipe, built first when missing (once, under a file lock)."
+    "The cached tiny model folder of a recipe: installed from the package when shipped, else built (once, under a lock)."
     from filelock import FileLock
     d = tiny_folder(size, seed)
     if (d / "build_report.json").exists(): return d
     d.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(d) + ".lock"):
-        if not (d / "build_report.json").exists(): build_tiny(d, size, seed, progress=progress, overwrite=True)
+        if not (d / "build_report.json").exists():
+            src = shipped_folder(size, seed)
+            if src is not None: _install_shipped(src, d, pinned_build(size, seed))
+            else: build_tiny(d, size, seed, progress=progress, overwrite=True)
     return d
 
 # %% ../nbs/10_tiny.ipynb #5fe2f93d
@@ -463,6 +571,16 @@ def build_report(path)->dict:
     "The `build_report.json` of a tiny model folder (`weights_sha256` read off the weights when a build predates it)."
     r = read_json(Path(path) / "build_report.json")
     return r if r.get("weights_sha256") else {**r, "weights_sha256": file_sha256(Path(path) / "model.safetensors")}
+
+# %% ../nbs/10_tiny.ipynb #4ee6046c
+def pinned_text(report:dict, # a build report
+                pinned:dict|None, # the pinned build's stage hashes (None: the recipe is not pinned)
+               )->str:
+    "One line: a build's weights sha256 and whether they are the pinned build's (else the stages that differ)."
+    w = f"weights sha256 {str(report.get('weights_sha256'))[:12]}…"
+    if pinned is None: return f"{w}: no pinned build of this recipe to compare with"
+    diff = build_differences(report, pinned)
+    return f"{w}: the pinned build's" if not diff else f"{w}: NOT the pinned build's ({'; '.join(diff)})"
 
 # %% ../nbs/10_tiny.ipynb #e08955b7
 app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
@@ -480,7 +598,7 @@ def build_tiny_cmd(out:Annotated[Path|None,
                    seed:Annotated[int, typer.Option(help="Recipe seed.")]=0,
                    overwrite:Annotated[bool, typer.Option(help="Replace an existing --out folder.")]=False,
                    progress:Annotated[bool, typer.Option(help="Show progress bars.")]=True):
-    "Build the tiny model: tokenizer, Qwen3 model and supervised warm start; print its build report."
+    "Build the tiny model (tokenizer, Qwen3 model, supervised warm start) pinned; print its report and its check."
     if size not in SIZES:
         raise typer.BadParameter(f"unknown size `{size}` (known: {', '.join(SIZES)})", param_hint="--size")
     if out is None: out = tiny_path(size, seed, progress=progress)
@@ -492,3 +610,4 @@ def build_tiny_cmd(out:Annotated[Path|None,
                f"{r['n_train']} SFT examples, built in {r['seconds']['total']:.0f} s")
     typer.echo(f"held-out parse rate {r['greedy']['parse']:.2f} (sampled {r['sampled']['parse']:.2f}), "
                f"legal {r['greedy']['legal']:.2f} (sampled {r['sampled']['legal']:.2f})")
+    typer.echo(pinned_text(r, pinned_build(size, seed)))

@@ -41,6 +41,7 @@ def test_dpo_train_then_eval_the_checkpoint(pairs, tmp_path):
     ck = tmp_path / "arm" / "checkpoint-2"
     state = json.loads((ck / "trainer_state.json").read_text())
     assert state["step"] == 2 and state["method"] == "dpo" and (ck / "adapter_config.json").is_file()
+    assert state["trained_settings"] is None          # no settings.json beside these pairs: its eval plays the launch's
     assert (tmp_path / "arm" / "checkpoint-1" / "adapter_config.json").is_file()
     # the same command again: the run is there, finished; nothing is trained or appended
     r = cli("dpo", "train", "--params", params, "--steps", 2, "--no-progress")

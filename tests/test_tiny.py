@@ -1,6 +1,6 @@
 """Cross-module checks of the embedded tiny model (fairneg.tiny): the cached test-size model loads with the `Auto`
 classes, generates, and answers held-out decision points of games it never saw in a parseable JSON format."""
-import json
+import json, os, subprocess, sys
 import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers"); pytest.importorskip("trl")
@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from fairneg.cli import app
 from fairneg.game import generate_game, ultimatum_game
 from fairneg.tiny import (tiny_path, tiny_recipe, recipe_hash, build_report, play_sft_episodes, replay_points,
-                          generate_answers, answer_rates)
+                          generate_answers, answer_rates, pinned_build)
 
 @pytest.fixture(scope="module")
 def tiny_test():
@@ -36,6 +36,8 @@ def test_folder_and_report(tiny_test):
     r = build_report(tiny_test)
     assert r["size"] == "test" and r["n_params"] > 100_000 and r["loss"][-1][1] < r["loss"][0][1]
     assert r["greedy"]["parse"] >= 0.9, r["greedy"]
+    assert r["stage_sha256"] == pinned_build("test"), r["stage_sha256"]     # the cached build is the pinned one
+    assert r["provenance"]["numerics"]["pinned"] and r["provenance"]["lock"]["lock"] == "locks/cpu.txt"
     for f in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"): assert (tiny_test / f).exists()
 
 def test_loads_and_generates(loaded):
@@ -49,9 +51,10 @@ def test_loads_and_generates(loaded):
     out = model.generate(**enc, max_new_tokens=40, do_sample=False)
     assert out.shape[1] > enc["input_ids"].shape[1]
 
-# Measured on the committed recipe (tests/test_tiny.py -s, 48 fresh decision points): greedy answers parse 46 of 48,
-# sampled ones (seed 1) 40 of 48. The floors sit three binomial standard errors below (another CPU or torch build may
-# decode a few points differently; a recipe that lost its format falls far below).
+# Measured on the pinned build of the committed recipe (tests/test_tiny.py -s, 48 fresh decision points, decoded in
+# this unpinned test process and again under `python -m fairneg.numerics`: the same): greedy answers parse 46 of 48,
+# sampled ones (seed 1) 40 of 48. The floors sit three binomial standard errors below (decoding outside the pins may
+# differ on another CPU by a few points; a recipe that lost its format falls far below).
 MEASURED_PARSE = dict(greedy=46 / 48, sampled=40 / 48)
 
 def parse_floor(rate:float, n:int)->float: return rate - 3 * (rate * (1 - rate) / n) ** 0.5
@@ -78,3 +81,31 @@ def test_cli_mounted(tmp_path):
     (tmp_path / "full").mkdir(); (tmp_path / "full" / "f").write_text("x")
     r = CliRunner().invoke(app, ["model", "build-tiny", "--size", "test", "--out", str(tmp_path / "full"), "--no-progress"])
     assert r.exit_code == 2 and (tmp_path / "full" / "f").exists()
+
+
+def build_in_shell(out, **env):
+    "`fairneg model build-tiny --size test --out OUT` run by the console script under the user's environment plus `env`."
+    script = os.path.join(os.path.dirname(sys.executable), "fairneg")
+    r = subprocess.run([script, "model", "build-tiny", "--size", "test", "--out", str(out), "--no-progress"],
+                       env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout, build_report(out)
+
+
+@pytest.mark.parametrize("capability,threads", [("default", "1"), ("avx2", "2")])
+def test_pinned_build_is_bit_identical(tmp_path, capability, threads):
+    "Whatever CPU kernel level and thread count the user's shell sets, the build gives the pinned stage hashes."
+    out, rep = build_in_shell(tmp_path / "m", ATEN_CPU_CAPABILITY=capability, OMP_NUM_THREADS=threads,
+                              MKL_NUM_THREADS=threads)
+    assert rep["stage_sha256"] == pinned_build("test"), (rep["stage_sha256"], pinned_build("test"))
+    nm = rep["provenance"]["numerics"]
+    assert nm["pinned"] and nm["torch_capability"] == "DEFAULT" and nm["torch_threads"] == 2
+    assert "the pinned build's" in out and "NOT" not in out
+
+
+def test_native_build_differs(tmp_path):
+    "Without the pins (FAIRNEG_NUMERICS=native) the same recipe on AVX2 kernels gives other weights: the test above can fail."
+    out, rep = build_in_shell(tmp_path / "m", ATEN_CPU_CAPABILITY="avx2", FAIRNEG_NUMERICS="native")
+    assert rep["provenance"]["numerics"]["mode"] == "native" and not rep["provenance"]["numerics"]["pinned"]
+    assert rep["weights_sha256"] != pinned_build("test")["weights"]
+    assert "no pinned build of this recipe" in out            # a native recipe is its own recipe: nothing to compare with

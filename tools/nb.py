@@ -2,7 +2,7 @@
 
     python tools/nb.py topy nbs/01_game.ipynb > /tmp/01_game.py   # notebook -> percent text
     python tools/nb.py tonb /tmp/01_game.py nbs/01_game.ipynb     # percent text -> notebook (outputs cleared)
-    python tools/nb.py run nbs/01_game.ipynb [...]                # execute in place so examples show their output
+    python tools/nb.py run nbs/01_game.ipynb [...]                # execute in place (pinned) so examples show their output
 
 The notebook stays the source of truth; the percent text is a scratch editing view, never committed.
 """
@@ -20,9 +20,11 @@ def tonb(py_path, nb_path):
     nbformat.write(nb, nb_path)
 
 def run(*nbs):
+    "Execute each notebook in place under the pinned numerics (its outputs are then the same on every machine)."
     for p in nbs:
-        subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
-                        "--ExecutePreprocessor.timeout=900", p], check=True, )
+        subprocess.run([sys.executable, "-m", "fairneg.numerics", sys.executable, "-m", "jupyter", "nbconvert",
+                        "--to", "notebook", "--execute", "--inplace", "--ExecutePreprocessor.timeout=900", p],
+                       check=True)
         subprocess.run([str(Path(sys.executable).parent / "nbdev-clean"), "--fname", p], check=True)
 
 if __name__ == "__main__":

@@ -36,12 +36,15 @@ LAYOUT = {  # input -> glob patterns under the run directory, tried in order (th
     "dpo": ("dpo/*/outcome.json",),
     "dpo_steps": ("dpo/*/training_steps.jsonl",),
     "segments": ("train/*/segments.jsonl", "train/segments.jsonl"),
+    "model": ("model.json",),
+    "provenance": ("provenance.jsonl",),
 }
 INPUTS = {  # input -> what it is, in words
     "train": "training telemetry", "eval_cells": "eval cells", "eval": "eval results (eval.json)",
     "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result",
     "banks": "game banks",
     "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry", "segments": "training sessions (segments.jsonl)",
+    "model": "the model and its pinned build (model.json)", "provenance": "how each session computed (provenance.jsonl)",
 }
 
 # %% ../../nbs/15_report_run.ipynb #af88613b
@@ -121,6 +124,8 @@ class Run:
     dpo: list = field(default_factory=list)       # each DPO arm's outcome.json: trained (its checkpoint) or why not
     dpo_steps: object = None                      # DataFrame of the DPO arms' training_steps rows
     segments: object = None                       # DataFrame of every arm's training sessions (segments.jsonl)
+    model: dict | None = None                     # the pilot's model.json: the model, its weights, its pinned build
+    provenance: list = field(default_factory=list)  # the pilot's sessions: how each computed (lock, numerics)
     problems: dict = field(default_factory=dict)  # input -> why it could not be read
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -128,8 +133,8 @@ class Run:
         "Was the input found and read?"
         v = {"train": self.steps, "eval_cells": self.cells, "eval": self.eval, "contrasts": self.contrasts,
              "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo,
-             "dpo_steps": self.dpo_steps,
-             "segments": self.segments}[key]
+             "dpo_steps": self.dpo_steps, "segments": self.segments, "model": self.model,
+             "provenance": self.provenance}[key]
         return v is not None and (len(v) > 0 if hasattr(v, "__len__") else True)
 
     def why_missing(self, key:str)->str:
@@ -198,6 +203,8 @@ def load_run(run_dir)->Run:
     run.banks = {p.parent.name: p.parent for p in f["banks"]}
     if f["dpo_steps"]: run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
     if f["segments"]: run.segments = attempt("segments", lambda: _segments_frame(f["segments"]))
+    if f["model"]: run.model = attempt("model", lambda: _read_json(f["model"][0]))
+    if f["provenance"]: run.provenance = attempt("provenance", lambda: read_jsonl(f["provenance"][0])) or []
     for p in f["dpo"]:
         o = attempt("dpo", lambda: _read_json(p))
         if isinstance(o, dict): run.dpo.append({"arm": p.parent.name, **o})

@@ -22,11 +22,11 @@ from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, 
     undefined_notes, viability_notes)
 
 # %% auto #0
-__all__ = ['show', 'run_summary', 'header', 'footer', 'details', 'training_section', 'ladder_tables', 'ladder_section',
-           'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section',
-           'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section', 'geometry_section',
-           'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section', 'soundness_section',
-           'banks_section']
+__all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'footer', 'details', 'training_section',
+           'ladder_tables', 'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps',
+           'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
+           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
+           'soundness_section', 'banks_section']
 
 # %% ../../nbs/15_report_sections.ipynb #3c2f913a
 def show(*items):
@@ -43,9 +43,34 @@ def _guard(fn):
     try: return fn()
     except (ReportError, EvalError, GameError) as e: return [note(str(e))]
 
+# %% ../../nbs/15_report_sections.ipynb #7961cb1f
+def model_fact(model:dict)->str:
+    "One line on the run's model: its weights' sha256 and whether they are its recipe's pinned build."
+    w = ", ".join(f"{k} {str(v)[:12]}…" for k, v in (model.get("weights_sha256") or {}).items()) or "no local weights"
+    pin = model.get("pinned")
+    if pin is None: check = "no pinned build to compare with"
+    elif not model.get("pinned_differences"): check = badge("the pinned build", "#2a7d2a")
+    else: check = badge("NOT the pinned build", "#b22") + " (" + _html.escape("; ".join(model["pinned_differences"])) + ")"
+    return f"model: <code>{_html.escape(str(model.get('spec')))}</code>, {_html.escape(w)}: {check}"
+
+# %% ../../nbs/15_report_sections.ipynb #cfc2493e
+def provenance_fact(rows:list)->str:
+    "One line on how the run's sessions computed: the lock, whether the venv matched it, and the numerics."
+    last = rows[-1]
+    lk, nm = last.get("lock") or {}, last.get("numerics") or {}
+    drifted = sum(not (r.get("lock") or {}).get("matches") for r in rows)
+    unpinned = sum(not (r.get("numerics") or {}).get("pinned") for r in rows)
+    lock = (f"lock <code>{_html.escape(str(lk.get('lock')))}</code> sha256 {str(lk.get('lock_sha256'))[:12]}…"
+            + (f", {badge(f'{drifted} of {len(rows)} sessions drifted from it', '#b22')}" if drifted else
+               ", every session's venv matched it"))
+    kernels = f"torch {nm.get('torch_capability')} × {nm.get('torch_threads')} threads" if nm.get("torch_capability") else ""
+    num = (f"numerics {badge(f'{unpinned} of {len(rows)} sessions not pinned', '#b22')}" if unpinned
+           else f"numerics pinned ({_html.escape(', '.join(x for x in (str(nm.get('cpu')), kernels) if x))})")
+    return f"computed with: {lock}; {num}; {_html.escape(str(last.get('code_version')))}"
+
 # %% ../../nbs/15_report_sections.ipynb #1b3debda
 def run_summary(run:Run)->list[str]:
-    "Short facts about the run: arms and steps, checkpoints and conditions evaluated, gate and soundness verdicts."
+    "Short facts: arms and steps, checkpoints and conditions evaluated, gate and soundness verdicts, model, provenance."
     out = []
     if run.has("train"):
         g = run.steps.groupby("arm", observed=True)["step"].max()
@@ -58,6 +83,8 @@ def run_summary(run:Run)->list[str]:
         out.append(f"evaluated: {len(cks)} checkpoints ({', '.join(cks)}) on {', '.join(map(str, conds))}")
     if run.has("gate"): out.append(f"gate: {badge(run.gate.get('verdict', '?'))}")
     if run.has("soundness"): out.append(f"reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}")
+    if run.has("model"): out.append(model_fact(run.model))
+    if run.has("provenance"): out.append(provenance_fact(run.provenance))
     return out
 
 # %% ../../nbs/15_report_sections.ipynb #31db2519
