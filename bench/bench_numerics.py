@@ -7,6 +7,9 @@ Every `fairneg` command runs pinned (`fairneg.numerics`: torch's baseline kernel
 kernels, glibc's generic maths, two threads), so that any x86-64 machine computes the same numbers; `FAIRNEG_NUMERICS=
 native` gives each library its fastest path for this CPU instead. Workloads, each run as a whole command:
 
+- `matmul`: the pilot model's largest product, a prompt batch through an MLP projection (14,400 × 256 by 256 × 768,
+  float32: `torch.nn.functional.linear`), 20 times, in a child process under each mode (no correctness check: the
+  modes are meant to differ);
 - `build`: `fairneg model build-tiny --size test` (data, tokenizer, 64 SFT steps, held-out generation);
 - `pilot`: the reduced pilot of tests/test_pilot_repro.py (banks, soundness, a 2-step GRPO arm, pairs, a DPO arm, eval
   cells on primary and ultimatum, analysis), with its model already built.
@@ -33,6 +36,19 @@ def timed(cmd:list, cwd:Path, env:dict)->float:
     return time.perf_counter() - t
 
 
+MATMUL = ("import time, torch; torch.manual_seed(0); x, w = torch.randn(14400, 256), torch.randn(768, 256); "
+          "torch.nn.functional.linear(x, w); t = time.perf_counter()\n"
+          "for _ in range(20): torch.nn.functional.linear(x, w)\n"
+          "print(time.perf_counter() - t)")
+
+def matmul(work:Path, mode:str, k:int)->tuple[float, str]:
+    "The product's seconds for 20 calls, in a child process of the mode (pinned: under `python -m fairneg.numerics`)."
+    pre = [] if mode == "native" else [sys.executable, "-m", "fairneg.numerics"]
+    r = subprocess.run([*pre, sys.executable, "-c", MATMUL], env={**os.environ, **MODES[mode]}, capture_output=True,
+                       text=True, check=True)
+    return float(r.stdout.split()[-1]), ""
+
+
 def build(work:Path, mode:str, k:int)->tuple[float, str]:
     "One test-size build into a fresh folder: (seconds, weights sha256)."
     out = work / f"build-{mode}-{k}"
@@ -56,7 +72,7 @@ def pilot(work:Path, mode:str, k:int)->tuple[float, str]:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2, help="rounds of each workload in each mode")
-    ap.add_argument("--only", choices=["build", "pilot"], nargs="*", default=["build", "pilot"])
+    ap.add_argument("--only", choices=["matmul", "build", "pilot"], nargs="*", default=["matmul", "build", "pilot"])
     a = ap.parse_args()
     from fairneg.tiny import pinned_build, tiny_path
     from fairneg.numerics import cpu_model
@@ -66,7 +82,7 @@ def main():
     work, ok, rows = Path(tempfile.mkdtemp(prefix="bench_numerics.")), True, []
     print(f"{cpu_model()}, {os.cpu_count()} cores; {a.rounds} rounds, pinned and native alternating")
     for w in a.only:
-        fn, secs, outs = {"build": build, "pilot": pilot}[w], {m: [] for m in MODES}, {m: [] for m in MODES}
+        fn, secs, outs = {"matmul": matmul, "build": build, "pilot": pilot}[w], {m: [] for m in MODES}, {m: [] for m in MODES}
         for k in range(a.rounds):
             for m in MODES:
                 s, o = fn(work, m, k)
@@ -74,7 +90,8 @@ def main():
                 print(f"  {w} round {k + 1} {m}: {s:.1f} s", flush=True)
         med = {m: statistics.median(v) for m, v in secs.items()}
         rows.append((w, med["pinned"], med["native"], med["pinned"] / med["native"]))
-        if w == "build":
+        if w == "matmul": same = True
+        elif w == "build":
             same = all(x == pinned_build("test")["weights"] for x in outs["pinned"])
             print(f"  {w}: every pinned build gave the pinned weights: {'PASS' if same else 'FAIL'}")
         else:

@@ -19,6 +19,7 @@ from ..protocol import game_sha
 from ..settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from ..store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, read_jsonl, out_folder
+from ..numerics import provenance
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'PROBES', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'EvalError', 'PairingError', 'PreregError',
@@ -337,7 +338,7 @@ def side_episodes(cell:Cell, games:list)->set:
 
 # %% ../../nbs/13_eval_cells.ipynb #24823625
 def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
-    "The cell's `cell.json`: condition, policies, labels, games, seeds, settings (played, trained, probed), base."
+    "The cell's `cell.json`: condition, policies, labels, games, seeds, settings, shared base, how it computed."
     return json.loads(json.dumps(dict(
         cell=cell.name, checkpoint=cell.checkpoint, condition=cell.condition, description=CONDITIONS[cell.condition],
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
@@ -345,7 +346,7 @@ def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
         seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
         framing=cell.play.framing, turn_max_tokens=cell.turn_max_tokens, context=cell.play.context,
         settings=cell.settings, trained_settings=cell.trained_settings, probe=PROBES.get(cell.condition),
-        shared_base=f"{SHARED_BASE}/{key}" if key else None)))
+        shared_base=f"{SHARED_BASE}/{key}" if key else None, provenance=provenance())))
 
 # %% ../../nbs/13_eval_cells.ipynb #87cd71a8
 def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
@@ -358,9 +359,9 @@ def _cell_sides(cell:Cell)->dict:
     "The sides of a cell: `{side: (policy spec, seat label)}`."
     return {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
 
-# cell.json fields that describe, not define, a cell: the condition's wording, and the shared base's key (it hashes the
-# code version)
-CELL_RECORD_NOTES = ("description", "shared_base")
+# cell.json fields that describe, not define, a cell: the condition's wording, the shared base's key (it hashes the
+# code version), and how the launch computed (the lock and the numerics: `fairneg.numerics.provenance`)
+CELL_RECORD_NOTES = ("description", "shared_base", "provenance")
 
 # %% ../../nbs/13_eval_cells.ipynb #cd3dff31
 def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
