@@ -5,7 +5,7 @@ named, and the hash every run records."""
 
 # %% ../nbs/00_lockfile.ipynb #7cc37f9a
 from __future__ import annotations
-import functools, hashlib, importlib.metadata as md, re, sys
+import functools, hashlib, importlib.metadata as md, re, sys, sysconfig
 from pathlib import Path
 
 # %% auto #0
@@ -41,8 +41,9 @@ def read_lock(path)->dict[str, str]:
 NOT_LOCKED = ("fairneg", "pip")   # in every venv, never in the lock: the project (editable) and the venv's own pip
 
 def installed()->dict[str, str]:
-    "Distributions of the running interpreter: normalized name -> version."
-    return {normalize(d.metadata["Name"]): d.version for d in md.distributions() if d.metadata["Name"]}
+    "Distributions installed in the running interpreter's environment (its site-packages): normalized name -> version."
+    paths = list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
+    return {normalize(d.metadata["Name"]): d.version for d in md.distributions(path=paths) if d.metadata["Name"]}
 
 # %% ../nbs/00_lockfile.ipynb #8ca92bc5
 def lock_drift(lock:dict, # pins, from `read_lock`

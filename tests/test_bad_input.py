@@ -69,6 +69,7 @@ P = ["play", "--bank", "b", "--seats", "greedy_anchor", "--no-progress"]
 
 CASES = [  # (id, argv, what the one line must name)
     ("geometry-missing", ["geometry", "missing.json"], ["missing.json", "no such file or folder"]),
+    ("provenance-option", ["provenance", "--yaml"], ["fairneg provenance", "--yaml"]),
     ("geometry-binary", ["geometry", "bin"], ["bin", "not UTF-8 text"]),
     ("geometry-misspelt-key", ["geometry", "typo.json"], ["typo.json", "`threshholds`", "did you mean `thresholds`?"]),
     ("geometry-type", ["geometry", "quorum.json"], ["quorum.json", "`quorum`", 'must be an integer or null, got a string ("five")']),
