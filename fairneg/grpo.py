@@ -34,13 +34,13 @@ from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
 __all__ = ['ZOO', 'POLICY', 'SUPERSEDED', 'JOBS', 'JOB_FIELDS', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan',
-           'episode_seat_rewards', 'group_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches',
-           'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update',
-           'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
-           'checkpointing_plan', 'save_checkpoint', 'load_training_state', 'logged_steps', 'ResumeMismatchError',
-           'supersede_steps', 'check_recomputed', 'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train',
-           'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_gpus', 'train_job', 'refuse_running',
-           'submit_train', 'continue_run', 'train_cmd']
+           'episode_seat_rewards', 'group_advantages', 'placebo_slots', 'permute_advantages', 'Sample',
+           'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what',
+           'guarded_step', 'allowed_bitmask', 'update', 'use_gradient_checkpointing', 'make_optimizer',
+           'activation_bytes_per_token', 'checkpointing_needed', 'checkpointing_plan', 'save_checkpoint',
+           'load_training_state', 'logged_steps', 'ResumeMismatchError', 'supersede_steps', 'check_recomputed',
+           'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm',
+           'check_run_folder', 'train_gpus', 'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
@@ -98,6 +98,7 @@ class _Objective(_Model):
     clip_low: float = 0.2               # ratio clip 1 - clip_low
     clip_high: float = 0.28             # ratio clip 1 + clip_high (DAPO's clip-higher)
     num_iterations: int = 1             # optimizer steps per rollout (TRL's name); the clip binds only from the second
+    placebo: bool = False               # permute the trained seats' advantages within each step (SPEC §7 placebo)
     std_normalize: bool = False         # divide advantages by the group std
     flat_groups: str = "kl_only"        # flat groups' tokens: `kl_only` (KL term only) or `drop` (DAPO: left out)
     importance_correction: str = "auto" # `tis` (trainer ratio × capped weight), `none` (sampler's); `auto`: tis on vllm
@@ -141,8 +142,8 @@ class GRPOConfig(_Rollout):
 # %% ../nbs/13_grpo.ipynb #6b371fbb
 def _fill_config(cfg:GRPOConfig):
     "Fill the defaults derived from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
-    cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_{grpo_arm(cfg.lam)}"
-    cfg.arm = cfg.arm or grpo_arm(cfg.lam)
+    cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_{grpo_arm(cfg.lam, placebo=cfg.placebo)}"
+    cfg.arm = cfg.arm or grpo_arm(cfg.lam, placebo=cfg.placebo)
     cfg.checkpoint_steps = sorted({int(s) for s in cfg.checkpoint_steps})
     if cfg.importance_correction == "auto": cfg.importance_correction = "tis" if cfg.backend == "vllm" else "none"
 
@@ -168,7 +169,7 @@ _VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_proj
              "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack",
              "share_prefix", "max_nonfinite_steps", "decode")
 # fields added after runs were made: hashed (and compared on resume) only away from these defaults
-_ADDED = {"context": "window"}
+_ADDED = {"context": "window", "placebo": False}
 
 def _problem(cfg:GRPOConfig)->dict:
     "The fields that define the learning problem."
@@ -234,6 +235,28 @@ def group_advantages(R:np.ndarray, # (k, n) rewards of the k episodes of one gro
     A[:, ~trained] = 0.0
     A[:, flat] = 0.0
     return A, flat & trained
+
+# %% ../nbs/13_grpo.ipynb #89850f1c
+def placebo_slots(plan:list, # the step's groups: (game index, seat names, k episode seeds)
+                  flats:list, # per episode: an (n,) bool array, the seat's group is flat
+                  k:int, # episodes per group
+                 )->list:
+    "Per episode, the seats whose advantages a placebo shuffles: trained seats whose group has a reward spread."
+    trained = [np.array([s == POLICY for s in seats]) for _, seats, _ in plan for _ in range(k)]
+    return [t & ~np.asarray(f, bool) for t, f in zip(trained, flats)]
+
+# %% ../nbs/13_grpo.ipynb #0019f622
+def permute_advantages(advs:list, # per episode: an (n,) array of advantages
+                       movable:list, # per episode: an (n,) bool array, the slots whose values are shuffled
+                       rng:np.random.Generator)->list:
+    "The placebo's advantages: the values of the `movable` slots shuffled among those slots, every other slot kept."
+    vals, out, j = rng.permutation(np.concatenate([a[m] for a, m in zip(advs, movable)])), [], 0
+    for a, m in zip(advs, movable):
+        b = np.array(a, float)
+        b[m] = vals[j:j + int(m.sum())]
+        j += int(m.sum())
+        out.append(b)
+    return out
 
 # %% ../nbs/13_grpo.ipynb #81f8250d
 @dataclass
@@ -855,7 +878,7 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
 # %% ../nbs/13_grpo.ipynb #c9910704
 @patch
 def step(self:GRPOTrainer, step:int)->dict:
-    "One GRPO step: `rollout`, `score` (rewards, advantages), `update_policy`, `_row` (telemetry), each overridable."
+    "One GRPO step: `rollout`, `score` (advantages; a placebo permutes them), `update_policy`, `_row` (telemetry)."
     c, t0 = self.cfg, time.perf_counter()
     if c.backend == "vllm": self._sync_vllm(step)
     before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
@@ -864,6 +887,7 @@ def step(self:GRPOTrainer, step:int)->dict:
     t_roll = time.perf_counter() - t0
     read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
     eps, advs, flats, R, flat = self.score(plan, groups)
+    if c.placebo: advs = permute_advantages(advs, placebo_slots(plan, flats, c.k), _rng(c.seed, step, 13))
     samples = collect_samples(eps, advs, flats, c.flat_groups)
     up = self.update_policy(samples)
     row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)

@@ -8,28 +8,51 @@ import re
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DPO_PREFIX', 'lam_tag', 'grpo_arm', 'arm_lam', 'dpo_arm', 'is_dpo_arm', 'CheckpointNameError', 'checkpoint_name',
-           'arm_step', 'checkpoint_dir', 'checkpoint_dir_step']
+__all__ = ['SEED_TAG', 'DPO_PREFIX', 'lam_tag', 'grpo_arm', 'arm_family', 'arm_seed', 'arm_lam', 'is_placebo_arm', 'dpo_arm',
+           'is_dpo_arm', 'arm_order', 'CheckpointNameError', 'checkpoint_name', 'arm_step', 'checkpoint_dir',
+           'checkpoint_dir_step']
 
 # %% ../nbs/00_runlayout.ipynb #01e9e90e
 def lam_tag(lam:float)->str:
     "λ's digits without the point: 0.5 → `05`, 1 → `1`, 0.25 → `025`."
     return f"{lam:g}".replace(".", "")
 
+# %% ../nbs/00_runlayout.ipynb #0d151e5e
+SEED_TAG = "_s"   # `lam1_s2`: the arm of λ = 1 trained under seed 2
+
 # %% ../nbs/00_runlayout.ipynb #07258574
-def grpo_arm(lam:float)->str:
-    "The default name of the GRPO arm trained at λ: `lam05`."
-    return f"lam{lam_tag(lam)}"
+def grpo_arm(lam:float, # the arm's λ
+             seed:int|None=None, # its training seed (None: a name without one, as single-seed runs have)
+             placebo:bool=False, # a placebo arm (advantages permuted; its λ is in its config, not its name)
+            )->str:
+    "The name of the GRPO arm trained at λ (`lam05`), under a training seed (`lam05_s1`), or a placebo (`placebo_s0`)."
+    name = "placebo" if placebo else f"lam{lam_tag(lam)}"
+    return name if seed is None else f"{name}{SEED_TAG}{int(seed)}"
 
 # %% ../nbs/00_runlayout.ipynb #0a158be6
 _LAM_ARM = re.compile(r"lam(?P<tag>0|1|0\d+)")
+_SEEDED = re.compile(rf"(?P<family>.+){SEED_TAG}(?P<seed>\d+)")
+
+def arm_family(arm:str)->str:
+    "The arm's name without its training seed: `lam1_s2` → `lam1` (a name without a seed is its own family)."
+    m = _SEEDED.fullmatch(str(arm))
+    return m["family"] if m else str(arm)
+
+def arm_seed(arm:str)->int|None:
+    "The training seed an arm's name says (`lam1_s2` → 2); `None` for a name without one."
+    m = _SEEDED.fullmatch(str(arm))
+    return int(m["seed"]) if m else None
 
 def arm_lam(arm:str)->float|None:
-    "The λ a GRPO arm's name says (`lam05` → 0.5); `None` for a name that says none."
-    m = _LAM_ARM.fullmatch(str(arm))
+    "The λ a GRPO arm's name says (`lam05` → 0.5, `lam05_s1` → 0.5); `None` for a name that says none."
+    m = _LAM_ARM.fullmatch(arm_family(arm))
     if not m: return None
     tag = m["tag"]
     return float(tag) if len(tag) == 1 else float(f"0.{tag[1:]}")
+
+def is_placebo_arm(arm:str)->bool:
+    "Whether an arm's name is a placebo arm's."
+    return arm_family(arm) == "placebo"
 
 # %% ../nbs/00_runlayout.ipynb #f02a4def
 DPO_PREFIX = "dpo_"
@@ -42,6 +65,17 @@ def dpo_arm(pair_type:str)->str:
 def is_dpo_arm(arm:str)->bool:
     "Whether an arm's name is a DPO arm's."
     return str(arm).startswith(DPO_PREFIX)
+
+# %% ../nbs/00_runlayout.ipynb #0e4f0be3
+def arm_order(arm:str)->tuple:
+    "A sort key putting arms in λ order (then seed), the placebo after them, DPO arms next, any other name last."
+    fam, seed, lam = arm_family(arm), arm_seed(arm), arm_lam(arm)
+    s = -1 if seed is None else seed
+    if lam is not None: return (0, lam, s, "")
+    if is_placebo_arm(arm): return (1, 0.0, s, "")
+    vs = str(fam).split("-vs-")
+    if len(vs) == 2: return (2, *(arm_order(x)[:2] for x in vs), s)   # versus comparisons: by their arms
+    return (3 if is_dpo_arm(arm) else 4, 0.0, s, str(arm))
 
 # %% ../nbs/00_runlayout.ipynb #55d5de57
 class CheckpointNameError(ValueError):

@@ -18,6 +18,7 @@ from ..jobs import JobConfig
 from .launch import executor_params, launch
 from .contrasts import (EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells,
                                     write_eval)
+from .contrasts import replicate_design
 from .gates import GATE_EXIT, evaluate_gate, gate_text, load_prereg
 
 # %% auto #0
@@ -133,7 +134,7 @@ def analyze(
     if trained and run_dir is not None: raise EvalError("--trained goes with --baseline, not with --run-dir")
     cells = discover_cells(run_dir) if run_dir is not None else glob_cells(baseline, trained)
     res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop,
-                        min_games=min_games)
+                        min_games=min_games, **replicate_design(cells))   # seeds pooled, arms against each other
     o, c = write_eval(res, out, contrasts, experiment_prefix)
     typer.echo(contrast_text(res))
     typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {c}")

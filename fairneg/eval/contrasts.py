@@ -20,15 +20,18 @@ from ..stats import (cluster_sums, percentile_interval, resample_counts, verdict
 from ..store import episode_rows, EPISODES, append_jsonl, write_text_atomic
 from .cells import CONDITIONS, EvalError, PairingError
 from .launch import launched
+from ..runlayout import (SEED_TAG, CheckpointNameError, arm_family, arm_lam, arm_seed, arm_step,
+                               checkpoint_name, is_dpo_arm, is_placebo_arm)
 
 # %% auto #0
 __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS',
            'UNDEFINED_MAX_FRAC', 'MIN_GAMES', 'COVERAGE_ENDPOINTS', 'closure_conditional', 'check_endpoints',
            'endpoint_values', 'contrast_from_sums', 'paired_bootstrap', 'check_rows', 'pair_sides', 'row_budgets',
            'check_comparable', 'check_settings', 'split_cell_name', 'cell_identity', 'resampling_note', 'prepare_cell',
-           'too_few_games', 'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'analyze_cells', 'contrast_rows',
-           'sparse_rows', 'CoverageDesign', 'design_truth', 'simulate_design', 'coverage_study', 'resolve_runs',
-           'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text']
+           'too_few_games', 'too_many_undefined', 'endpoint_verdict', 'finish_cell', 'versus_prep', 'pool_preps',
+           'check_names', 'replication', 'analyze_cells', 'versus_pairs', 'replicate_design', 'contrast_rows',
+           'sparse_rows', 'CoverageDesign', 'design_truth', 'simulate_design', 'stack_seeds', 'coverage_study',
+           'resolve_runs', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text']
 
 # %% ../../nbs/13_eval_contrasts.ipynb #81dd22b9
 EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
@@ -226,7 +229,7 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
     deal_t, deal_b = (float(np.mean([bool(r["deal"]) for r in rows])) for rows in (T, U))
     ck, cond = cell_identity(name, trained)
     return dict(cell=name, checkpoint=ck, condition=cond, endpoints=tuple(endpoints), S=np.hstack([ST, CT, SB, CB]),
-                n_games=n_games, n_episodes=len(keys), cluster=unit, n_clusters=len(ids),
+                n_games=n_games, n_episodes=len(keys), cluster=unit, n_clusters=len(ids), clusters=list(ids),
                 resampling_note=resampling_note(unit), deal_trained=deal_t, deal_base=deal_b, **comp)
 
 # %% ../../nbs/13_eval_contrasts.ipynb #f8fa9d65
@@ -303,6 +306,64 @@ def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:fl
     return {**{k: prep[k] for k in keep}, "deal_delta": deal_delta, "too_few_games": few,
             "viability": dict(deal_delta=deal_delta, max_drop=viability_drop, viable=viable), "endpoints": eps}
 
+# %% ../../nbs/13_eval_contrasts.ipynb #e2240cd4
+def versus_prep(cells:dict, # cell name -> {"trained": rows, "base": rows}
+                a:str, b:str, # the two cells: a's trained side minus b's
+                name:str, # the versus cell's name (`<arm a>-vs-<arm b>[_sN]_step<N>_<condition>`)
+                endpoints=EVAL_ENDPOINTS)->dict:
+    "A versus cell: arm a's trained episodes against arm b's trained episodes of the same games and seeds."
+    miss = [c for c in (a, b) if c not in cells]
+    if miss: raise EvalError(f"{name}: no cell {', '.join(miss)} to compare (have: {', '.join(sorted(cells))})")
+    p = prepare_cell(cells[a]["trained"], cells[b]["trained"], name, endpoints)
+    ck, cond = split_cell_name(name)
+    return {**p, "checkpoint": ck, "condition": cond}
+
+# %% ../../nbs/13_eval_contrasts.ipynb #70f7f9b1
+def pool_preps(preps:list, # `prepare_cell` records of one arm's seeds on one condition (the same games)
+               name:str, # the pooled cell's name
+              )->dict:
+    "The pooled cell of an arm's seeds (SPEC §7): per game, the seeds' sums added (their contrasts' mean per game)."
+    if len(preps) < 2: raise EvalError(f"{name}: a pool needs at least two seeds' cells, got {len(preps)}")
+    first = preps[0]
+    for q in preps[1:]:
+        if q["clusters"] != first["clusters"] or q["endpoints"] != first["endpoints"]:
+            raise PairingError(f"{name}: {q['cell']} and {first['cell']} played different games (or endpoints); "
+                               "seeds pool only over the same games (SPEC §7)")
+    ck, cond = split_cell_name(name)
+    mean = lambda k: float(np.mean([q[k] for q in preps]))
+    return {**first, "cell": name, "checkpoint": ck, "condition": cond, "S": sum(q["S"] for q in preps),
+            "n_episodes": sum(q["n_episodes"] for q in preps), "deal_trained": mean("deal_trained"),
+            "deal_base": mean("deal_base")}
+
+# %% ../../nbs/13_eval_contrasts.ipynb #1e17bcb0
+def check_names(preps:list, # the cells' and versus cells' records
+                pools:dict, # name -> member cells
+               )->dict:
+    "The records by name; an `EvalError` for a name used twice or a pool member that is no cell."
+    names = [q["cell"] for q in preps] + list(pools)
+    dup = sorted(n for n, k in Counter(names).items() if k > 1)
+    if dup: raise EvalError(f"cell name(s) {', '.join(dup)} used twice (a cell, a versus cell or a pool)")
+    by_name = {q["cell"]: q for q in preps}
+    for n, members in pools.items():
+        if (bad := [m for m in members if m not in by_name]): raise EvalError(f"pool {n}: no cell {', '.join(bad)}")
+    return by_name
+
+# %% ../../nbs/13_eval_contrasts.ipynb #2aab5a93
+def replication(pooled:dict, # a pooled cell's record
+                members:list, # its seeds' records
+               )->dict:
+    "Per endpoint: `replicated` (every seed has the pooled sign, the pooled verdict a direction), else k of n agree."
+    out = {}
+    for ep, e in pooled["endpoints"].items():
+        d, ds = e["delta"], [m["endpoints"][ep]["delta"] for m in members]
+        sign = 0 if d is None else int(np.sign(d))
+        agree = sum(1 for x in ds if x is not None and sign != 0 and int(np.sign(x)) == sign)
+        done = agree == len(ds) and e["verdict"] in ("favourable", "unfavourable")
+        status = ("replicated" if done else f"{agree} of {len(ds)} seeds agree" if sign
+                  else f"no direction (pooled Δ {'undefined' if d is None else 0})")
+        out[ep] = dict(seed_deltas=ds, seeds_agree=agree, n_seeds=len(ds), status=status)
+    return out
+
 # %% ../../nbs/13_eval_contrasts.ipynb #9e1a0c04
 def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                   endpoints=EVAL_ENDPOINTS, # endpoint names
@@ -310,6 +371,8 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                   viability_drop:float=0.10, # closure-conditional endpoints are VOID below this deal-rate drop
                   max_undefined:float=UNDEFINED_MAX_FRAC, # `undefined` past this share of undefined bootstrap draws
                   min_games:int=MIN_GAMES, # fewer games than this: every verdict of the cell is `too_few_games`
+                  versus:dict|None=None, # name -> (cell a, cell b): a's trained side minus b's, on the same episodes
+                  pools:dict|None=None, # name -> member cells (an arm's seeds, or their versus cells), pooled per game
                   )->dict:
     "Paired game-cluster contrasts per cell; cells with equal cluster counts share one resample matrix and one product."
     endpoints = check_endpoints(endpoints)
@@ -319,6 +382,10 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
     if min_games < 2: raise EvalError(f"min_games must be at least 2 (a t interval needs two games), got {min_games}")
     if not cells: raise EvalError("no cells to analyze")
     preps = [prepare_cell(c["trained"], c["base"], name, endpoints) for name, c in cells.items()]
+    versus, pools = versus or {}, pools or {}
+    preps += [versus_prep(cells, a, b, name, endpoints) for name, (a, b) in versus.items()]
+    by_name = check_names(preps, pools)
+    preps += [pool_preps([by_name[m] for m in members], name) for name, members in pools.items()]
     by_g = defaultdict(list)
     for p in preps: by_g[p["n_clusters"]].append(p)
     K, out = len(endpoints), {}
@@ -333,7 +400,53 @@ def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
                 interval=VERDICT_INTERVAL, intervals=INTERVALS, B=B, seed=seed, level=level,
                 viability_drop=viability_drop,
                 max_undefined=max_undefined, min_games=min_games, endpoints=list(endpoints),
-                cells={n: out[n] for n in cells})
+                cells={n: out[n] for n in cells},
+                **({"versus": {n: {**out[n], "a": a, "b": b} for n, (a, b) in versus.items()}} if versus else {}),
+                **({"pooled": {n: {**out[n], "members": list(m),
+                                   "replication": replication(out[n], [out[x] for x in m])}
+                               for n, m in pools.items()}} if pools else {}))
+
+# %% ../../nbs/13_eval_contrasts.ipynb #09d3209e
+def _seeded_cells(names:Iterable[str])->dict:
+    "`(family, seed, step, condition)` -> cell name of every GRPO arm's cell (DPO arms and unparsed names left out)."
+    out = {}
+    for n in names:
+        ck, cond = split_cell_name(n)
+        if cond is None: continue
+        try: arm, step = arm_step(ck)
+        except CheckpointNameError: continue
+        if not is_dpo_arm(arm): out[(arm_family(arm), arm_seed(arm), step, cond)] = n
+    return out
+
+# %% ../../nbs/13_eval_contrasts.ipynb #ad75cfe7
+def versus_pairs(families:Iterable[str])->list:
+    "The arm-vs-arm comparisons of a run: highest λ − lowest λ, then every λ − each placebo."
+    fams = sorted(set(families))
+    lams = sorted((f for f in fams if arm_lam(f) is not None), key=arm_lam)
+    plac = [f for f in fams if is_placebo_arm(f)]
+    return ([(lams[-1], lams[0])] if len(lams) > 1 else []) + [(f, q) for f in lams for q in plac]
+
+# %% ../../nbs/13_eval_contrasts.ipynb #9996e3d3
+def _pool_groups(index:dict)->dict:
+    "Pools of `(family, seed, step, condition)` -> name: families with two seeds or more, per (step, condition)."
+    groups = defaultdict(list)
+    for (fam, s, step, cond), n in sorted(index.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][3], kv[0][1] or 0)):
+        if s is not None: groups[(fam, step, cond)].append(n)
+    return {f"{checkpoint_name(fam, step)}_{cond}": ns for (fam, step, cond), ns in groups.items() if len(ns) > 1}
+
+def replicate_design(names:Iterable[str])->dict:
+    "What to compare and pool among a run's cells: `versus` (name -> (a, b)) and `pools` (name -> members)."
+    index = _seeded_cells(names)
+    versus, vindex = {}, {}
+    for fa, fb in versus_pairs(f for f, _, _, _ in index):
+        for (f, s, step, cond), a in sorted(index.items(), key=lambda kv: str(kv[0])):
+            b = index.get((fb, s, step, cond))
+            if f != fa or b is None: continue
+            fam = f"{fa}-vs-{fb}"
+            arm = fam if s is None else f"{fam}{SEED_TAG}{s}"
+            versus[f"{checkpoint_name(arm, step)}_{cond}"] = (a, b)
+            vindex[(fam, s, step, cond)] = f"{checkpoint_name(arm, step)}_{cond}"
+    return dict(versus=versus, pools={**_pool_groups(index), **_pool_groups(vindex)})
 
 # %% ../../nbs/13_eval_contrasts.ipynb #d588a55d
 def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
@@ -397,7 +510,9 @@ def design_truth(d:CoverageDesign)->dict:
     return dict(nnw=pt * (d.fair_base + d.fair_effect) - pb * d.fair_base, deal=pt - pb, nnw_given_deal=d.fair_effect)
 
 # %% ../../nbs/13_eval_contrasts.ipynb #fc454000
-def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0)->tuple:
+def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0,
+                    n_seeds:int=1, # trained sides (training seeds) of the same games; more than 1: `(n_seeds, E, R, 3)`
+                   )->tuple:
     "Trained and untrained values `(E, n_reps, 3)` of `COVERAGE_ENDPOINTS` (NaN: no deal), and each episode's game."
     rng, on = np.random.default_rng(seed), float(d.varying)
     G, R = d.n_games, n_reps
@@ -409,11 +524,20 @@ def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0)->tuple:
     gain = rng.normal(d.fair_effect, d.fair_effect_sd * on, (G, R))
     pair = rng.normal(0, d.seed_sd, (E, R))
     sides = []
-    for lg, f in ((logit + shift, fair + gain), (logit, fair)):
+    for lg, f in [(logit + shift, fair + gain)] * n_seeds + [(logit, fair)]:
         deal = rng.random((E, R)) < 1 / (1 + np.exp(-lg[cl]))
         q = f[cl] + pair + rng.normal(0, d.noise_sd, (E, R))
         sides.append(np.stack([np.where(deal, q, 0.0), deal.astype(float), np.where(deal, q, np.nan)], -1))
-    return sides[0], sides[1], cl
+    return (sides[0] if n_seeds == 1 else np.stack(sides[:-1])), sides[-1], cl
+
+# %% ../../nbs/13_eval_contrasts.ipynb #85339b7f
+def stack_seeds(T:np.ndarray, # (n_seeds, E, ...) trained values of each seed
+                U:np.ndarray, # (E, ...) untrained values
+                cl:np.ndarray, # (E,) each episode's game
+               )->tuple:
+    "The seeds' episodes one after another, the untrained side repeated: per-game sums are then a pooled cell's."
+    S = len(T)
+    return T.reshape(S * T.shape[1], *T.shape[2:]), np.concatenate([U] * S), np.tile(cl, S)
 
 # %% ../../nbs/13_eval_contrasts.ipynb #ca780562
 def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, hi)->dict:
@@ -428,10 +552,14 @@ def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, h
 # %% ../../nbs/13_eval_contrasts.ipynb #a6e9ab96
 def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:int=1000, seed:int=0, level:float=0.95,
                    unit:str="game", # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
-                   chunk:int=250)->list[dict]:
+                   chunk:int=250,
+                   # training seeds pooled (SPEC §7): the seeds' per-game sums added, as `pool_preps` does
+                   n_seeds:int=1,
+                  )->list[dict]:
     "Coverage of the verdict (`cluster_t`) and `percentile` intervals over simulations of a design, per endpoint."
     truth = design_truth(design)
-    T, U, cl = simulate_design(design, n_reps, seed)
+    T, U, cl = simulate_design(design, n_reps, seed, n_seeds)
+    if n_seeds > 1: T, U, cl = stack_seeds(T, U, cl)
     clusters, K = (cl if unit == "game" else np.arange(len(cl))), len(COVERAGE_ENDPOINTS)
     W = resample_counts(len(np.unique(clusters)), B, seed + 1)
     bounds = {m: ([], []) for m in INTERVALS}
@@ -521,11 +649,15 @@ def contrast_text(result:dict)->str:
     "A readable summary: one block per cell, one line per endpoint."
     f = lambda x: "   nan" if x is None else f"{x:+.3f}"
     lines = []
-    for name, c in result["cells"].items():
-        lines.append(f"{name}: {c['n_games']} games, {c['n_episodes']} episode pairs, clusters: {c['cluster']}, "
+    every = {**result["cells"], **result.get("versus", {}), **result.get("pooled", {})}
+    for name, c in every.items():
+        kind = (f"{c['a']} − {c['b']}: " if "a" in c else f"pooled over {len(c['members'])} seeds: "
+                if "members" in c else "")
+        lines.append(f"{name}: {kind}{c['n_games']} games, {c['n_episodes']} episode pairs, clusters: {c['cluster']}, "
                      f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}"
                      + ("" if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]"))
         for e in c["endpoints"].values():
             lines.append(f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, "
-                         f"{f(e['hi'])}]  {e['verdict']}")
+                         f"{f(e['hi'])}]  {e['verdict']}" + (f"  ({c['replication'][e['endpoint']]['status']})"
+                                                                        if "replication" in c else ""))
     return "\n".join(lines)
