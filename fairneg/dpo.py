@@ -18,7 +18,8 @@ from .llm import chat_text, load_model
 from .policies import resolve_model
 from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment
 from .runlayout import dpo_arm, checkpoint_dir
-from .pairs import DPOError, dpo_pairs, load_pairs, pairs_path
+from .pairs import DPOError, WEIGHTINGS, dpo_pairs, load_pairs, pairs_path
+from .reward import EPS
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
 from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, out_folder,
     check_replaceable)
@@ -28,7 +29,8 @@ from .lockfile import file_sha256
 # %% auto #0
 __all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'pairs_digest', 'dpo_config_hash', 'training_pairs', 'pair_ids',
            'check_lengths', 'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'pairs_settings',
-           'save_dpo_checkpoint', 'finished_run', 'dpo_row', 'recorder', 'train_dpo', 'make_dpo_config', 'train_cmd']
+           'save_dpo_checkpoint', 'checkpoint_effective_pairs', 'finished_run', 'dpo_row', 'recorder', 'train_dpo',
+           'make_dpo_config', 'train_cmd']
 
 # %% ../nbs/14_dpo.ipynb #7e4a6264
 @user_error
@@ -47,8 +49,10 @@ class DPOTrainConfig:
     arm: str | None = None              # the arm's name in rows and checkpoints (default: dpo_<type>)
     steps: int = 16                     # optimizer steps
     batch_size: int = 8                 # pairs per step, drawn with replacement by `weighting`
-    weighting: str = "regret"           # `regret`: a pair is drawn with probability ∝ its regret; `uniform`: all alike
-    min_regret: float | None = None     # drop pairs whose regret is below this before drawing
+    weighting: str = "regret"           # pairs drawn ∝ `regret`, ∝ `regret_g` (GRPO's smoothed objective), or `uniform`
+    min_regret: float | None = None     # drop pairs whose regret (the one `weighting` prices) is below this
+    g_floor: float | None = None        # regret_g: the reward floor of the GRPO arms compared with (the pilot: -17.5)
+    eps: float = EPS                    # regret_g: the reward's start of the linear continuation
     beta: float = 0.1                   # DPO's β: the strength of the anchor to the base model
     lr: float = 5.0e-4                  # learning rate (constant after the warm-up)
     warmup_steps: int = 0               # linear warm-up steps
@@ -76,8 +80,9 @@ def _check_dpo_config(cfg:DPOTrainConfig):
     if get_agent(cfg.type).information_leaky:
         raise ValueError(f"type {cfg.type} is information-leaky (it reads every sheet): "
                          "a model cannot honestly imitate it")
-    if cfg.weighting not in ("regret", "uniform"):
-        raise ValueError(f"weighting must be regret or uniform, got {cfg.weighting!r}")
+    if cfg.weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be regret, regret_g or uniform, got {cfg.weighting!r}")
+    if not cfg.eps > 0: raise ValueError(f"eps must be positive, got {cfg.eps}")
     for k in ("steps", "batch_size", "lora_r", "max_length"):
         if getattr(cfg, k) < 1: raise ValueError(f"{k} must be at least 1, got {getattr(cfg, k)}")
     if cfg.beta <= 0: raise ValueError(f"beta must be positive, got {cfg.beta}")
@@ -86,6 +91,7 @@ def _check_dpo_config(cfg:DPOTrainConfig):
 
 # %% ../nbs/14_dpo.ipynb #9fc9b772
 _BOOKKEEPING = ("out", "steps", "checkpoint_steps")   # fields that do not change what a step learns
+_ADDED = {"g_floor": None, "eps": EPS}   # fields added after runs were made: hashed only away from these defaults
 
 def pairs_digest(pairs)->str|None:
     "sha256 of a pairs table's bytes (None if none yet): the same folder with other pairs is another problem."
@@ -95,7 +101,8 @@ def pairs_digest(pairs)->str|None:
 # %% ../nbs/14_dpo.ipynb #b6cdf09b
 def dpo_config_hash(cfg:DPOTrainConfig)->str:
     "Hash of the fields that define the learning problem and of the pairs table's contents (not the bookkeeping)."
-    d = {k: v for k, v in asdict(cfg).items() if k not in _BOOKKEEPING} | {"pairs_sha256": pairs_digest(cfg.pairs)}
+    d = {k: v for k, v in asdict(cfg).items()
+         if k not in _BOOKKEEPING and not (k in _ADDED and v == _ADDED[k])} | {"pairs_sha256": pairs_digest(cfg.pairs)}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/14_dpo.ipynb #a6e426b9
@@ -112,7 +119,8 @@ def training_pairs(cfg:DPOTrainConfig)->list:
     rows = load_pairs(cfg.pairs)
     if not rows: raise DPOTrainError(f"{cfg.pairs}: no annotated rows")
     exp = cfg.policy_experiment or _only_experiment(rows, cfg.pairs)
-    try: recs = dpo_pairs(rows, cfg.type, policy_experiment=exp, min_regret=cfg.min_regret)
+    try: recs = dpo_pairs(rows, cfg.type, policy_experiment=exp, min_regret=cfg.min_regret, weighting=cfg.weighting,
+                          g_floor=cfg.g_floor, eps=cfg.eps)
     except DPOError as e: raise DPOTrainError(f"{cfg.pairs}: {e}") from None
     conv = [r for r in recs if version_context(r["protocol_version"]) == "conversation"]
     if conv: raise DPOTrainError(f"{cfg.pairs}: {len(conv)} pairs of a conversation context "
@@ -143,11 +151,11 @@ def check_lengths(ids:list, recs:list, max_length:int):
 
 # %% ../nbs/14_dpo.ipynb #303c07f4
 def draw_probabilities(recs:list, weighting:str="regret")->np.ndarray:
-    "Each pair's probability of being drawn: ∝ its regret weight, or uniform."
-    w = np.array([r["weight"] for r in recs], float) if weighting == "regret" else np.ones(len(recs))
+    "Each pair's probability of being drawn: ∝ its weight (priced by `regret` or `regret_g`), or uniform."
+    w = np.array([r["weight"] for r in recs], float) if weighting != "uniform" else np.ones(len(recs))
     if not len(w) or not (w > 0).any():
-        raise DPOTrainError(f"none of the {len(w)} pairs has a positive regret, so regret weighting draws nothing "
-                            "(pass --weighting uniform to train on them alike)")
+        raise DPOTrainError(f"none of the {len(w)} pairs has a positive {weighting}, so {weighting} weighting draws "
+                            "nothing (pass --weighting uniform to train on them alike)")
     return w / w.sum()
 
 # %% ../nbs/14_dpo.ipynb #68f72d0c
@@ -199,15 +207,26 @@ def pairs_settings(pairs, # an annotation folder or pairs table (`fairneg.pairs.
     return read_json(p, DPOTrainError) if p.is_file() else None
 
 # %% ../nbs/14_dpo.ipynb #2f5862a3
-def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str)->Path:
+def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str,
+                        effective:float|None=None, # the effective number of pairs (Kish) the arm draws from
+                       )->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash, game), atomically."
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
         # `trained_settings`: the game the pairs' episodes were played under, which its eval cells play
-        (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, method="dpo", config=asdict(cfg),
-                                                                config_hash=chash, pairs=n_pairs,
-                                                                trained_settings=pairs_settings(cfg.pairs)), indent=1))
+        (tmp / "trainer_state.json").write_text(json.dumps(dict(
+            step=step, method="dpo", config=asdict(cfg), config_hash=chash, pairs=n_pairs, weighting=cfg.weighting,
+            effective_pairs=None if effective is None else round(effective, 2),
+            trained_settings=pairs_settings(cfg.pairs)), indent=1))
     return checkpoint_dir(out, step)
+
+# %% ../nbs/14_dpo.ipynb #9bf767d6
+def checkpoint_effective_pairs(ck, # a DPO checkpoint folder (`OUT/checkpoint-STEP`)
+                              )->float|None:
+    "The effective number of pairs a DPO checkpoint's arm drew from (None: not a DPO checkpoint, or written before)."
+    f = Path(ck) / "trainer_state.json"
+    st = read_json(f, DPOTrainError) if f.is_file() else {}
+    return st.get("effective_pairs") if st.get("method") == "dpo" else None
 
 # %% ../nbs/14_dpo.ipynb #3fb19770
 def finished_run(cfg:DPOTrainConfig)->list|None:
@@ -258,7 +277,7 @@ def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bo
             self.tokens = seen
             append_jsonl([row], out / TRAINING_STEPS)
             rows.append(row)
-            if s in due: save_dpo_checkpoint(out, s, model, cfg, len(p), chash)
+            if s in due: save_dpo_checkpoint(out, s, model, cfg, len(p), chash, effective_pairs(p))
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{row['loss']:.3f}", margin=f"{row['reward_margin'] or 0:+.3f}")
     return Record()

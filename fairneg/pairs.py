@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
+from .reward import EPS, g_smooth, table_reward
 from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point,
                               game_sha, check_poolable, PoolingError,
                               DecisionPoint, Offer, field_names, read_decision_point, version_context)
@@ -24,13 +25,13 @@ from .store import STATES, append_jsonl, read_jsonl, write_json, writable_file
 from .commands import BadValue, MissingInput
 
 # %% auto #0
-__all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS',
+__all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS', 'WEIGHTINGS',
            'REQUIRED_FIELDS', 'app', 'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer',
            'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values',
-           'action_value', 'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line', 'annotate',
-           'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'dpo_pairs', 'pairs_path',
-           'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd', 'package_cmd',
-           'dpo_cmd']
+           'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line',
+           'annotate', 'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g',
+           'dpo_pairs', 'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card',
+           'annotate_cmd', 'package_cmd', 'dpo_cmd']
 
 # %% ../nbs/13_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -142,16 +143,24 @@ def endorsed_deal(a:dict, dp:DecisionPoint)->tuple:
 
 # %% ../nbs/13_pairs.ipynb #81279215
 class TableValues:
-    "The true `nnw` of every deal of a game, indexed by row-major deal index, and the table optimum."
+    "The true `nnw` of every deal of a game (row-major deal index), the table optimum, and any deal's per-party `z`."
     def __init__(self, g:Game):
         geo = solve(g)
         self.n_options = tuple(g.n_options)
         self.nnw = np.zeros(g.n_deals)
         self.nnw[geo.index] = geo.nnw
         self.optimum = float(geo.nnw[geo.passable].max()) if geo.passable.any() else 0.0
+        self.scores, self.tau = g.scores, np.asarray(g.thresholds, float)
+        self.span = np.asarray(g.ideal, float) - self.tau
     def value(self, label:str|None)->float:
         "`nnw` of a deal label (0 for no deal)."
         return 0.0 if label is None else float(self.nnw[label_index(label, self.n_options)])
+    def z(self, label:str|None)->list:
+        "Every party's true normalized surplus `z` of a deal label (no deal: all 0)."
+        if label is None: return [0.0] * len(self.tau)
+        opts = label_options(label)
+        u = np.array([sum(sheet[k][o] for k, o in opts) for sheet in self.scores], float)
+        return ((u - self.tau) / self.span).tolist()
 
 _VALUES = _LRU(256)
 
@@ -166,6 +175,13 @@ def action_value(a:dict|None, dp:DecisionPoint, vals:TableValues)->float|None:
     if a is None: return None
     label, basis = endorsed_deal(a, dp)
     return None if basis is None else vals.value(label)
+
+# %% ../nbs/13_pairs.ipynb #9b199860
+def action_z(a:dict|None, dp:DecisionPoint, vals:TableValues)->list|None:
+    "Every party's true `z` of the deal an action endorses (no deal: all 0); None when it has no price."
+    if a is None: return None
+    label, basis = endorsed_deal(a, dp)
+    return None if basis is None else vals.z(label)
 
 # %% ../nbs/13_pairs.ipynb #53109fc9
 _AGENTS = {}
@@ -215,7 +231,7 @@ ID_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type",
              "seat", "phase",
              "policy", "model_thinking", "truncated", "protocol_version", "turn_token_budget")
 PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverges", "information_leaky", "objective",
-               "counterfactual_value", "rejected_value", "table_optimum", "view_ref")
+               "counterfactual_value", "rejected_value", "table_optimum", "chosen_z", "rejected_z", "view_ref")
 ROW_FIELDS = ID_FIELDS + PAIR_FIELDS + STATE_FIELDS + VIEW_FIELDS
 _EVENT_KEYS = ("round", "seat", "atype", "offer_id", "deal", "vote", "message", "forced")
 # a row's ids a decision point holds
@@ -290,7 +306,7 @@ def annotate_line(line:dict, # a `states.jsonl` line
             stats["views_logged"] += bool(logged)
         head = _row_ids(line, t, thinking, extras, cap)
         base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval,
-                    table_optimum=vals.optimum,
+                    rejected_z=action_z(rej, dp, vals) if t["legality"] == "ok" else None, table_optimum=vals.optimum,
                     view_ref=logged or ref, **state_fields(dp))
         if include_views or conv: base["view"] = view           # a conversation's prompt is not rebuilt from its state
         tail = "," + _dump(base)[1:] if as_json else None
@@ -298,7 +314,8 @@ def annotate_line(line:dict, # a `states.jsonl` line
             c = structured(chosen[ty])
             r = dict(head, counterfactual_type=ty, chosen_action=c, diverges=None
                      if rej is None else action_key(c) != rk,
-                     information_leaky=leak[ty], objective=obj[ty], counterfactual_value=action_value(c, dp, vals))
+                     information_leaky=leak[ty], objective=obj[ty], counterfactual_value=action_value(c, dp, vals),
+                     chosen_z=action_z(c, dp, vals))
             rows.append(_dump(r)[:-1] + tail if as_json else dict(r, **base))
     return rows
 
@@ -451,6 +468,29 @@ def regret(row:dict)->float|None:
 class DPOError(ValueError):
     "A DPO export that the defaults refuse."
 
+# %% ../nbs/13_pairs.ipynb #2dae4257
+def _has_z(row:dict)->bool:
+    "Can `regret_g` price the row? Own-objective rows always; table rows once annotated with `chosen_z`/`rejected_z`."
+    return row["objective"] != "table" or ("chosen_z" in row and "rejected_z" in row)
+
+def regret_g(row:dict, # an annotated row (of a table type: with `chosen_z` and `rejected_z`)
+             g_floor:float|None=None, # the reward floor of the run (None: no floor)
+             eps:float=EPS, # the reward's start of the linear continuation
+            )->float|None:
+    "The regret on GRPO's smoothed objective: the change in `R_table` (table types) or in the seat's `g(z)`."
+    if not _has_z(row):
+        raise DPOError(f"{row.get('experiment_name')} {row.get('episode_id')} turn {row.get('turn_idx')} "
+                       f"({row.get('counterfactual_type')}): no `chosen_z`/`rejected_z` (annotated by an older "
+                       "fairneg), so regret_g cannot price it: annotate the episodes again (`fairneg pairs annotate`)")
+    if row["objective"] == "table":
+        c, r = row["chosen_z"], row["rejected_z"]
+        f = lambda z: float(table_reward(np.asarray(z, float), eps, g_floor))
+    else:
+        dp = row_decision_point(row)
+        c, r = own_value(row["chosen_action"], dp), own_value(row["rejected_action"], dp)
+        f = lambda z: float(g_smooth(z, eps, g_floor))
+    return None if c is None or r is None else f(c) - f(r)
+
 # %% ../nbs/13_pairs.ipynb #65ae7568
 def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool,
               override:bool)->list:
@@ -482,6 +522,8 @@ def _dpo_prompt(r:dict, framing:str|None, games)->list:
     return render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
 
 # %% ../nbs/13_pairs.ipynb #d5ca8796
+WEIGHTINGS = ("regret", "regret_g", "uniform")   # what prices a pair's draw weight
+
 def dpo_pairs(rows:list, # annotated rows
               ctype:str="rational_private", # the counterfactual type whose actions are `chosen`
               policy_experiment:str|None=None, # keep only rows of this experiment (on-policy for its model)
@@ -491,14 +533,20 @@ def dpo_pairs(rows:list, # annotated rows
               framing:str|None=None, # prompt framing (default: the one logged in `view_ref`)
               games=None, # games by name (the prose framing needs them)
               tokenizer=None, thinking:bool=False, # a chat template to apply (string prompts)
-              min_regret:float|None=None, # drop pairs below this regret
+              min_regret:float|None=None, # drop pairs below this regret (the one that prices the weight)
+              weighting:str="regret", # what prices `weight`: `regret`, `regret_g` or `uniform` (priced as `regret`)
+              g_floor:float|None=None, eps:float=EPS, # the reward's floor and eps, for `regret_g`
              )->list:
     "One regret-weighted DPO pair per divergence turn of `ctype` against a legal LLM action."
+    if weighting not in WEIGHTINGS:
+        raise DPOError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     out = []
     for r in _dpo_rows(rows, ctype, policy_experiment, all_experiments, allow_leaky, override):
         if not r["diverges"] or r["rejected_legality"] != "ok": continue
         rg = regret(r)
-        if min_regret is not None and (rg is None or rg < min_regret): continue
+        rgg = regret_g(r, g_floor, eps) if weighting == "regret_g" or _has_z(r) else None
+        price = rgg if weighting == "regret_g" else rg
+        if min_regret is not None and (price is None or price < min_regret): continue
         msgs = _dpo_prompt(r, framing, games)
         ch, rj = answer_text(r["chosen_action"]), answer_text(r["rejected_action"])
         if tokenizer is not None:
@@ -506,7 +554,7 @@ def dpo_pairs(rows:list, # annotated rows
         else:
             rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}],
                        rejected=[{"role": "assistant", "content": rj}])
-        rec.update(regret=rg, weight=max(rg, 0.0) if rg is not None else 0.0,
+        rec.update(regret=rg, regret_g=rgg, weight=max(price, 0.0) if price is not None else 0.0,
                    **{k: r[k] for k in ("experiment_name", "episode_id", "turn_idx",
                                         "counterfactual_type", "instance_id",
                                         "episode_seed", "seat", "phase", "policy", "protocol_version",
@@ -766,6 +814,9 @@ _CARD_FIELDS = [
     "reject: no deal, 0). `rejected_value`: the same for the LLM's action (legal actions only). `table_optimum`: "
     "the best `nnw` of any passable deal (= `nnw(NBS)`), so `table_optimum - counterfactual_value` is a regret in "
     "fairness units.",
+    "- `chosen_z`, `rejected_z`: every party's true normalized surplus `z` of the deal each action endorses (the "
+    "game's party order; no deal: all 0; null: no price, and `rejected_z` is null unless the LLM's action was legal), "
+    "from which `fairneg.pairs.regret_g` prices a regret on GRPO's smoothed objective under any `g_floor`.",
     "- `protocol_version`, `turn_token_budget` (the budget that applied to the turn).",
     "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, "
     "`n_parties`, and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, "
@@ -870,7 +921,11 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
             instances:Annotated[Path|None, typer.Option(help="The games (needed for the prose framing).")]=None,
             model:Annotated[str|None, typer.Option(help="Apply this model's chat template (string prompts).")]=None,
             model_thinking:Annotated[str, typer.Option(help="Thinking mode of the chat template: on or off.")]="off",
-            min_regret:Annotated[float|None, typer.Option(help="Drop pairs below this regret.")]=None):
+            min_regret:Annotated[float|None, typer.Option(help="Drop pairs below this regret.")]=None,
+            weighting:Annotated[str, typer.Option(help="What prices a pair's weight: regret (nnw or own z), regret_g "
+                                                       "(the smoothed objective GRPO trains on) or uniform.")]="regret",
+            g_floor:Annotated[float|None, typer.Option(help="regret_g: the reward floor (e.g. -17.5).")]=None,
+            eps:Annotated[float, typer.Option(help="regret_g: the reward's eps.")]=EPS):
     "Export regret-weighted DPO pairs (TRL conversational prompt/chosen/rejected) for one counterfactual type."
     rows = load_pairs(pairs)
     games = None
@@ -880,9 +935,9 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
     if model is not None:
         from transformers import AutoTokenizer
         tok = AutoTokenizer.from_pretrained(resolve_model(model))
-    res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols,
-                    framing, games, tok,
-                    model_thinking == "on", min_regret)
+    try: res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols,
+                         framing, games, tok, model_thinking == "on", min_regret, weighting, g_floor, eps)
+    except DPOError as e: raise DPOError(f"{pairs_path(pairs)}: {e}") from None
     writable_file(out).parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:
         for r in res: f.write(json.dumps(r, ensure_ascii=False) + "\n")

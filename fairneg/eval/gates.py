@@ -5,6 +5,7 @@
 # %% ../../nbs/13_eval_gates.ipynb #4d299ba9
 from __future__ import annotations
 import numpy as np
+from scipy.stats import t as student_t
 from pathlib import Path
 from ..commands import unknown_names, type_problem
 from ..metrics import GOOD_DIRECTION
@@ -14,9 +15,10 @@ from .contrasts import (MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampl
                                     too_many_undefined)
 
 # %% auto #0
-__all__ = ['GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'check_prereg', 'load_prereg',
-           'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness', 'check_guards', 'judge_term',
-           'combine', 'check_analysis', 'evaluate_gate', 'gate_text', 'synthetic_cell']
+__all__ = ['GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'MDE_POWER', 'check_prereg',
+           'too_few_pairs', 'load_prereg', 'below_threshold_claim', 'share_guard', 'deal_floor', 'guard_weakness',
+           'check_guards', 'judge_term', 'combine', 'check_analysis', 'clause_mde', 'term_mde', 'evaluate_gate',
+           'gate_text', 'synthetic_cell']
 
 # %% ../../nbs/13_eval_gates.ipynb #aa929076
 GATE_VERDICTS = ("POSITIVE", "NEGATIVE", "VOID")
@@ -54,8 +56,9 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
 
 # %% ../../nbs/13_eval_gates.ipynb #64c47751
 PREREG_KEYS = ("name", "checkpoint", "analysis", "endpoints", "clauses")   # a preregistration's top-level keys
-# its `analysis:` keys and types (min_games: `_min_games`)
-PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object}
+# its `analysis:` keys and types (min_games: `_min_games`, min_effective_pairs: `_min_pairs`)
+PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object,
+                   "min_effective_pairs": float}
 
 def check_prereg(p:dict, src:str="<prereg>")->dict:
     "Validate a preregistration mapping; return it normalized (terms filled in)."
@@ -96,7 +99,7 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
                 clauses=clauses,
                 analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
                               viability_drop=float(an.get("viability_drop", 0.10)),
-                              min_games=_min_games(an, src)), source=src)
+                              min_games=_min_games(an, src), min_effective_pairs=_min_pairs(an, src)), source=src)
 
 # %% ../../nbs/13_eval_gates.ipynb #1af39a87
 def _min_games(an:dict, src:str)->int:
@@ -106,6 +109,23 @@ def _min_games(an:dict, src:str)->int:
         raise PreregError(f"{src}: analysis: min_games must be a whole number "
                           f"of at least {MIN_GAMES} (SPEC §7), not {v!r}")
     return v
+
+# %% ../../nbs/13_eval_gates.ipynb #620f6d21
+def _min_pairs(an:dict, src:str)->float|None:
+    "The declared minimum effective number of DPO pairs (SPEC §9) of a preregistration's analysis; None: none."
+    v = an.get("min_effective_pairs")
+    if v is not None and not v >= 1:
+        raise PreregError(f"{src}: analysis: min_effective_pairs must be at least 1 (a Kish effective number of "
+                          f"pairs), not {v!r}")
+    return None if v is None else float(v)
+
+# %% ../../nbs/13_eval_gates.ipynb #ed8c8d73
+def too_few_pairs(effective:float|None, # the arm's effective number of pairs (Kish; None: not recorded)
+                  minimum:float|None, # the preregistered minimum (None: none declared)
+                 )->str|None:
+    "Why an arm has too few pairs to be judged (SPEC §9), or None: its effective pairs below the declared minimum."
+    if minimum is None or effective is None or not effective < minimum: return None
+    return f"{effective:.1f} effective pairs (Kish), fewer than the preregistered minimum of {minimum:g}"
 
 # %% ../../nbs/13_eval_gates.ipynb #0a29b5c7
 def load_prereg(path)->dict:
@@ -207,9 +227,9 @@ def judge_term(t:dict, e:dict)->tuple[str, str]:
 
 # %% ../../nbs/13_eval_gates.ipynb #eab547aa
 def combine(statuses)->str:
-    "Any FAIL fails; else any VOID voids; else PASS."
+    "Any FAIL fails; else any VOID (or `too_few_pairs`) voids; else PASS."
     statuses = list(statuses)
-    return "FAIL" if "FAIL" in statuses else "VOID" if "VOID" in statuses else "PASS"
+    return "FAIL" if "FAIL" in statuses else "VOID" if {"VOID", "too_few_pairs"} & set(statuses) else "PASS"
 
 # %% ../../nbs/13_eval_gates.ipynb #c0b3943f
 def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:int=MIN_GAMES)->dict:
@@ -225,6 +245,7 @@ def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:
     # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
     e = c["endpoints"][endpoint]
     return {**e, "B": result["B"], "n_games": c.get("n_games"), "cluster": c.get("cluster"), "min_games": min_games,
+            "n_clusters": c.get("n_clusters") or c.get("n_games"),
             "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster"))}
 
 # %% ../../nbs/13_eval_gates.ipynb #100ef831
@@ -248,10 +269,39 @@ def check_analysis(prereg:dict, result:dict):
         raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most "
                         f"{UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
 
+# %% ../../nbs/13_eval_gates.ipynb #0b9bc8b4
+MDE_POWER = 0.8   # the power at which a clause's minimum detectable effect is stated
+
+def clause_mde(se:float|None, # the contrast's standard error (the verdict interval's)
+               n_games:int|None, # clusters the interval resamples (games; a single-game cell's episodes)
+               level:float=0.95, # the interval's level
+               power:float=MDE_POWER, # the probability of passing at the MDE
+               margin:float=0.0, # how far beyond 0, on the good side, the interval's end must lie
+               good_direction:int=1, # +1: the good side is up; -1: down (the MDE is then negative)
+              )->float|None:
+    "The smallest true contrast a clause's interval test passes with probability `power`; None without an se."
+    if se is None or not np.isfinite(se) or n_games is None or n_games < 2: return None
+    k = student_t.ppf(0.5 + level / 2, n_games - 1) + student_t.ppf(power, n_games - 1)
+    return float(good_direction * (margin + k * se))
+
+# %% ../../nbs/13_eval_gates.ipynb #248b9479
+def term_mde(t:dict, # a clause or `with:` term (`check_prereg`'s form)
+             e:dict, # its endpoint's contrast record (`_lookup`: with `se` and `n_clusters`)
+             level:float=0.95, power:float=MDE_POWER)->float|None:
+    "The MDE of a term whose test reads an interval end against a margin or bound (`clause_mde`); None otherwise."
+    req, stat = t["require"], t.get("stat")
+    if req == "favourable": side, m = e["good_direction"], t["margin"]
+    elif (req, stat) == ("floor", "lo"): side, m = 1, t["floor"]
+    elif (req, stat) == ("ceiling", "hi"): side, m = -1, -t["ceiling"]
+    else: return None
+    return clause_mde(e.get("se"), e.get("n_clusters") or e.get("n_games"), level, power, m, side)
+
 # %% ../../nbs/13_eval_gates.ipynb #5e848a20
 def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
                   result:dict, # from `analyze_cells` (eval.json)
                   checkpoint:str|None=None, # the checkpoint to judge (default: the declared one, else every one)
+                  effective_pairs:dict|None=None, # checkpoint name -> its DPO arm's effective number of pairs (Kish)
+                  power:float=MDE_POWER, # the power at which each clause's minimum detectable effect is stated
                   )->dict:
     "POSITIVE / NEGATIVE / VOID per checkpoint, with every clause's status and reason, and the overall verdict."
     check_analysis(prereg, result)
@@ -259,33 +309,41 @@ def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
     cks = [checkpoint or prereg["checkpoint"]] if (checkpoint or prereg["checkpoint"]) else \
           list(dict.fromkeys(c["checkpoint"] for c in result["cells"].values() if c["condition"] in conds))
     if not cks: raise EvalError(f"the eval results hold no cell on the gate's conditions ({', '.join(sorted(conds))})")
-    out = {}
+    out, an = {}, prereg["analysis"]
     for ck in cks:
-        clauses = []
+        clauses, few = [], too_few_pairs((effective_pairs or {}).get(ck), an.get("min_effective_pairs"))
         for c in prereg["clauses"]:
-            look = lambda t: _lookup(result, ck, t["condition"], t["endpoint"], prereg["analysis"]["min_games"])
-            main = judge_term(c, look(c))
+            look = lambda t: _lookup(result, ck, t["condition"], t["endpoint"], an["min_games"])
+            e = look(c)
+            main = judge_term(c, e)
             terms = [(t, judge_term(t, look(t))) for t in c["with"]]
             status = combine([main[0], *(s for _, (s, _) in terms)])
             reason = main[1]
             for t, (s, why) in terms:
                 reason += f"; with {t['endpoint']} on {t['condition']} {t['require'].replace('_', ' ')}: {s} ({why})"
             if main[0] == "PASS" and status != "PASS": reason = f"does not count: {reason}"
+            if few: status, reason = "too_few_pairs", f"too few pairs: {few} (alone it reads {status}: {reason})"
+            mde = term_mde(c, e, an["level"], power)
             clauses.append(dict(id=c["id"], condition=c["condition"], endpoint=c["endpoint"], require=c["require"],
-                                status=status, reason=reason))
+                                status=status, reason=reason, margin=c["margin"],
+                                se=e.get("se") if mde is not None else None, mde=mde, power=power))
         st = combine(c["status"] for c in clauses)
-        out[ck] = dict(verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[st], clauses=clauses)
+        out[ck] = dict(verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[st], clauses=clauses,
+                       too_few_pairs=few)
     overall = combine({"POSITIVE": "PASS", "NEGATIVE": "FAIL", "VOID": "VOID"}[v["verdict"]] for v in out.values())
     return dict(prereg=prereg["name"], source=prereg["source"], checkpoints=out,
                 verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[overall])
 
 # %% ../../nbs/13_eval_gates.ipynb #09a24d5b
 def gate_text(g:dict)->str:
-    "A readable gate report."
+    "A readable gate report: each checkpoint's verdict, then each clause's status, reason and MDE."
     lines = []
+    mde = lambda c: (f" [MDE of {c['endpoint']} {c['mde']:+.3f}: {c['power']:.0%} power at se {c['se']:.3f}]"
+                     if c.get("mde") is not None else "")
     for ck, v in g["checkpoints"].items():
-        lines.append(f"{ck}: {v['verdict']}")
-        lines += [f"  {c['status']:4} {c['id']} ({c['condition']}): {c['reason']}" for c in v["clauses"]]
+        lines.append(f"{ck}: {v['verdict']}" + (f" (too_few_pairs: {v['too_few_pairs']})" if v.get("too_few_pairs")
+                                                 else ""))
+        lines += [f"  {c['status']:4} {c['id']} ({c['condition']}): {c['reason']}{mde(c)}" for c in v["clauses"]]
     if len(g["checkpoints"]) > 1: lines.append(f"overall: {g['verdict']}")
     return "\n".join(lines)
 
