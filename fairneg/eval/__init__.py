@@ -11,7 +11,8 @@ from .launch import *
 from .contrasts import *
 from .gates import *
 from .ladder import *
+from .validity import *
 from .commands import *
 import sys as _sys
-__all__ = [n for _m in ('cells', 'launch', 'contrasts', 'gates', 'ladder', 'commands')
+__all__ = [n for _m in ('cells', 'launch', 'contrasts', 'gates', 'ladder', 'validity', 'commands')
            for n in _sys.modules[f"fairneg.eval.{_m}"].__all__]   # every part's public names
