@@ -5,6 +5,7 @@
 # %% ../nbs/16_pilot.ipynb #2765aaf8
 from __future__ import annotations
 import contextlib, dataclasses, shutil, time
+from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
@@ -17,10 +18,13 @@ from .settings import PlaySettings, game_settings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
 from .eval import (MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells,
-    discover_cells, write_eval, load_prereg, evaluate_gate, gate_text)
-from .pairs import annotate
-from .dpo import DPOTrainConfig, DPOTrainError, train_dpo
-from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm
+    discover_cells, write_eval, load_prereg, evaluate_gate, gate_text, too_few_pairs)
+from .pairs import annotate, load_pairs
+from .eval.validity import payoff_sensitivity, validity_sentence
+from .dpo import DPOTrainConfig, DPOTrainError, train_dpo, checkpoint_effective_pairs
+from .runlayout import checkpoint_dir, checkpoint_name, dpo_arm, grpo_arm, arm_step, arm_family
+from .runlayout import is_placebo_arm
+from .eval.contrasts import replicate_design
 from .commands import config_section, unknown_names, key_values
 from .report import render_report
 from .tiny import embedded_pin, build_differences
@@ -31,9 +35,10 @@ from .numerics import provenance
 # %% auto #0
 __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params',
            'load_params', 'need', 'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry',
-           'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'arms', 'arm_configs', 'train_arm',
-           'stage_train', 'ladder_rungs', 'train_arms_as_jobs', 'dpo_arms', 'stage_pairs', 'stage_dpo', 'stage_eval',
-           'stage_analyze', 'gated', 'stage_gate', 'stage_report', 'record_session', 'run_pilot', 'pilot']
+           'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'Arm', 'arms', 'arm_configs', 'train_arm',
+           'stage_train', 'ladder_rungs', 'split_finals', 'gate_checkpoints', 'train_arms_as_jobs', 'dpo_arms',
+           'stage_pairs', 'stage_validity', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate',
+           'stage_report', 'record_session', 'run_pilot', 'pilot']
 
 # %% ../nbs/16_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -49,7 +54,8 @@ PARAM_KEYS = {   # the pilot's own sections and their keys (train, dpo and eval 
     "bank.eval": ("n", "first_seed", "min_spread", "modes", "max_candidates", "known_banks", "out"),
     "geometry": ("out",), "soundness": ("games", "seeds", "required"), "analysis": ("B", "min_games"),
     "gate": ("prereg",), "report": ("out", "title"),
-    "pilot": ("run_dir", "lams", "dpo_types", "ladder_conditions", "pairs_games", "pairs_seeds", "pinned_model"),
+    "pilot": ("run_dir", "lams", "seeds", "placebo_seeds", "placebo_lam", "ladder_seeds", "condition_seeds",
+              "replicate_conditions", "dpo_types", "ladder_conditions", "pairs_games", "pairs_seeds", "pinned_model"),
 }
 CONFIG_SECTIONS = {"train": GRPOConfig, "dpo": DPOTrainConfig, "eval": LaunchConfig}
 
@@ -209,7 +215,7 @@ def _train_settings(params:dict)->dict:
 def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
                     job:JobConfig|None=None, # `--submit`: the campaigns run as one job
                    )->Path:
-    "Play rational and all-LLM campaigns on training games and run the soundness gate; stop the pilot if it fails."
+    "Play rational and all-LLM campaigns on training games and judge them on the arms' reward (its floor too)."
     out = run / "reward_soundness.json"
     def play_and_judge():
         # an interrupted (or forced) stage starts over: cells are never doubled
@@ -223,7 +229,7 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
         llm = run_tournament(games, "llm", seeds, out=run / "soundness" / "llm", experiment_name="pilot_soundness_llm",
                              extra_policies={"llm": pol}, **kw)
         res = soundness({"rational control": rat["rows"], "all-LLM": llm["rows"]}, ["rational control>all-LLM"],
-                        B=get(params, "analysis.B", 10_000))
+                        B=get(params, "analysis.B", 10_000), g_floor=make_config(params, lam=0.0).g_floor)
         for nm, s in res["campaigns"].items():
             log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] "
                 f"({s['n_episodes']} episodes)")
@@ -242,15 +248,36 @@ def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:boo
     return out
 
 # %% ../nbs/16_pilot.ipynb #a1f51df9
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    "A GRPO arm of the pilot."
+    lam: float                          # its λ (a placebo's: the rewards it permutes)
+    seed: int | None                    # its training seed (None: the `train:` section's, not in the name)
+    index: int                          # which of its family's seeds it is (0, 1, ...)
+    placebo: bool                       # advantages permuted within each step (SPEC §7)
+    name: str                           # `lam1_s2`, `placebo_s0`; `lam1` when the file names no seeds
+
 def arms(params:dict)->list:
-    "The λ of each arm and its name (`lam0`, `lam1`, ...)."
-    return [(float(l), GRPOConfig(lam=float(l)).arm) for l in get(params, "pilot.lams", [0.0, 1.0])]
+    "The pilot's GRPO arms: each λ under its seeds (`pilot.seeds`, in `lams` order), then the placebo's seeds."
+    lams, seeds = [float(l) for l in get(params, "pilot.lams", [0.0, 1.0])], get(params, "pilot.seeds", None)
+    first = int(get(params, "train.seed", 0))
+    if seeds is None: out = [Arm(l, None, 0, False, grpo_arm(l)) for l in lams]
+    else:
+        if len(seeds) != len(lams) or any(int(n) < 1 for n in seeds):
+            raise ParamsError(f"{params.get('_source', '<params>')}: pilot.seeds {seeds}: one count of at least 1 per "
+                              f"λ of pilot.lams {lams}")
+        out = [Arm(l, first + i, i, False, grpo_arm(l, first + i)) for l, n in zip(lams, seeds) for i in range(int(n))]
+    pl = float(get(params, "pilot.placebo_lam", 0.5))
+    return out + [Arm(pl, first + i, i, True, grpo_arm(pl, first + i, placebo=True))
+                  for i in range(int(get(params, "pilot.placebo_seeds", 0) or 0))]
 
 # %% ../nbs/16_pilot.ipynb #8505805f
 def arm_configs(params:dict, run:Path, train_bank:Path)->list:
-    "Each GRPO arm's config: the file's `train:` section with its λ, the training bank and `RUN/train/<arm>`."
-    return [make_config(params, lam=lam, bank=str(train_bank), out=str(run / "train" / arm))
-            for lam, arm in arms(params)]
+    "Each GRPO arm's config: the file's `train:` section with its λ (seed, placebo), the bank and `RUN/train/<arm>`."
+    return [make_config(params, lam=a.lam, bank=str(train_bank), out=str(run / "train" / a.name), arm=a.name,
+                        placebo=a.placebo, experiment_name=f"fairness_grpo_{a.name}",
+                        **({} if a.seed is None else {"seed": a.seed}))
+            for a in arms(params)]
 
 # %% ../nbs/16_pilot.ipynb #63a850b3
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
@@ -275,12 +302,29 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
 
 # %% ../nbs/16_pilot.ipynb #9a4dcea8
 def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
-    "The earlier checkpoints of every GRPO arm (its `checkpoint_steps` below the last), by `<arm>_step<N>`."
-    out = {}
-    for cfg in arm_configs(params, run, train_bank):
+    "The earlier checkpoints (`checkpoint_steps` below the last) of each arm's first `pilot.ladder_seeds` seeds."
+    out, n = {}, get(params, "pilot.ladder_seeds", None)
+    for a, cfg in zip(arms(params), arm_configs(params, run, train_bank)):
+        if n is not None and a.index >= int(n): continue
         out.update({checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s))
                     for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
     return out
+
+# %% ../nbs/16_pilot.ipynb #ebec3f9a
+def split_finals(params:dict, finals:dict)->tuple:
+    "The arms' last checkpoints: those of the first `pilot.condition_seeds` seeds (every condition), then the rest."
+    n, idx = get(params, "pilot.condition_seeds", None), {a.name: a.index for a in arms(params)}
+    first = {k: v for k, v in finals.items() if n is None or idx.get(arm_step(k)[0], 0) < int(n)}
+    return first, {k: v for k, v in finals.items() if k not in first}
+
+# %% ../nbs/16_pilot.ipynb #a9852ad3
+def gate_checkpoints(params:dict, finals:Iterable[str])->list:
+    "What the gate judges: each λ family's pooled last checkpoint where it has seeds, else its one arm's; no placebo."
+    fams = defaultdict(list)
+    for k in finals:
+        arm, step = arm_step(k)
+        if not is_placebo_arm(arm): fams[(arm_family(arm), step)].append(k)
+    return [checkpoint_name(f, s) if len(ks) > 1 else ks[0] for (f, s), ks in fams.items()]
 
 # %% ../nbs/16_pilot.ipynb #1b4b2a16
 def train_arms_as_jobs(cfgs:list, # the arms to train
@@ -305,6 +349,12 @@ def train_arms_as_jobs(cfgs:list, # the arms to train
 def dpo_arms(params:dict)->list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
     return [(t, dpo_arm(t)) for t in get(params, "pilot.dpo_types", [])]
+
+# %% ../nbs/16_pilot.ipynb #d87c9b2b
+def _min_effective_pairs(params:dict)->float|None:
+    "The preregistered minimum of effective pairs a DPO arm needs (`analysis.min_effective_pairs`; None: none)."
+    pre = get(params, "gate.prereg", None)
+    return load_prereg(pre)["analysis"].get("min_effective_pairs") if pre and Path(pre).exists() else None
 
 # %% ../nbs/16_pilot.ipynb #bb50602e
 def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
@@ -336,6 +386,18 @@ def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, o
     run_stage("pairs", out / "pairs.jsonl", on_cluster("pairs", annotate_pairs, run, job, model), force, only)
     return out
 
+# %% ../nbs/16_pilot.ipynb #ba4c2910
+def stage_validity(params:dict, run:Path, pairs:Path|None, force:bool, only)->Path|None:
+    "The validity check before any verdict: how much the untrained model's yes/no choices follow its own payoff."
+    if pairs is None: return None
+    out = run / "validity.json"
+    def check():
+        res = payoff_sensitivity(load_pairs(pairs), B=get(params, "analysis.B", 10_000))
+        log(f"  {validity_sentence(res)}")
+        write_json(out, res)
+    run_stage("validity", out, check, force, only)
+    return out
+
 # %% ../nbs/16_pilot.ipynb #efd1652e
 def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool,
               job:JobConfig|None=None, # `--submit`: each arm trains in a job of its own, one after the other
@@ -351,7 +413,11 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
             shutil.rmtree(cfg.out, ignore_errors=True)
             try:
                 train_dpo(cfg, progress)
-                write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(checkpoint_dir(cfg.out, cfg.steps))))
+                ck = checkpoint_dir(cfg.out, cfg.steps)
+                eff, least = checkpoint_effective_pairs(ck), _min_effective_pairs(params)
+                write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(ck), weighting=cfg.weighting,
+                                        effective_pairs=eff, min_effective_pairs=least,
+                                        too_few_pairs=too_few_pairs(eff, least)))
             except DPOTrainError as e:
                 log(f"  {cfg.arm} not trained: {e}")
                 write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
@@ -364,6 +430,7 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
 def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool,
                rungs:dict|None=None, # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
                job:JobConfig|None=None, # `--submit`: one job per cell, waited for
+               replicas:dict|None=None, # later seeds' last checkpoints, evaluated on `pilot.replicate_conditions` only
                )->Path:
     "Every (checkpoint, condition) cell and ladder rung against the untrained base; complete sides kept unless forced."
     out = run / "eval" / "done.json"
@@ -380,7 +447,9 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
             # retrained checkpoints keep their paths: never reuse their old sides
             shutil.rmtree(run / "eval", ignore_errors=True)
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
-        cells = plan(ckpts) + (plan(rungs, cells=ladder) if rungs and ladder else [])
+        again = list(get(params, "pilot.replicate_conditions", ["primary"]))
+        cells = (plan(ckpts) + (plan(replicas, cells=again) if replicas else [])
+                 + (plan(rungs, cells=ladder) if rungs and ladder else []))
         sub = job is not None and job.submit
         res = launch(cells, submit=sub, cluster=job.cluster if sub else None, wait=True, echo=log,
                      params=executor_params(cells, job, key_values(job.slurm, "--slurm", ParamsError)) if sub else None)
@@ -390,21 +459,23 @@ def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, for
 
 # %% ../nbs/16_pilot.ipynb #422cd36b
 def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
-    "Paired game-cluster contrasts of every cell."
+    "Paired game-cluster contrasts of every cell, each arm's seeds pooled, and arms against each other."
     out = run / "eval.json"
     def analyze():
         # the rows of this analysis (a fresh pilot run appends anew)
         (run / "eval_contrasts.jsonl").unlink(missing_ok=True)
-        write_eval(analyze_cells(discover_cells(run / "eval"), B=get(params, "analysis.B", 10_000),
-                                 min_games=get(params, "analysis.min_games", MIN_GAMES)), out)
+        cells = discover_cells(run / "eval")
+        write_eval(analyze_cells(cells, B=get(params, "analysis.B", 10_000),
+                                 min_games=get(params, "analysis.min_games", MIN_GAMES),
+                                 **replicate_design(cells)), out)
     run_stage("analyze", out, analyze, force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #3ccf2220
 def gated(result:dict, checkpoints:Iterable[str])->dict:
-    "The eval results of these checkpoints only: what the preregistered gate judges (the GRPO arms' last checkpoints)."
-    keep = set(checkpoints)
-    return {**result, "cells": {n: c for n, c in result["cells"].items() if c["checkpoint"] in keep}}
+    "The eval results of these checkpoints only (cells, pooled seeds or versus cells): what the gate judges."
+    keep, every = set(checkpoints), {**result["cells"], **result.get("pooled", {}), **result.get("versus", {})}
+    return {**result, "cells": {n: c for n, c in every.items() if c["checkpoint"] in keep}}
 
 # %% ../nbs/16_pilot.ipynb #e6c02130
 def stage_gate(params:dict, run:Path, force:bool, only,
@@ -431,7 +502,8 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
     return out
 
 # %% ../nbs/16_pilot.ipynb #7ad0582f
-PROVENANCE = "provenance.jsonl"   # one row per pilot session: when, the code, the parameters file, the lock, the numerics
+# one row per pilot session: when, the code, the parameters file, the lock, the numerics
+PROVENANCE = "provenance.jsonl"
 
 def record_session(run:Path, # the run folder
                    params:dict, # the parameters, as read by `load_params` (`_source` names their file)
@@ -445,8 +517,8 @@ def record_session(run:Path, # the run folder
     return row
 
 # %% ../nbs/16_pilot.ipynb #adda5c66
-STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "dpo", "eval",
-          "analyze", "gate", "report")
+STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "validity", "dpo",
+          "eval", "analyze", "gate", "report")
 
 def run_pilot(params:dict, # parameters, as read by `load_params`
               force:bool=False, # redo every stage
@@ -459,7 +531,7 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     run = Path(get(params, "pilot.run_dir", "runs/pilot"))
     run.mkdir(parents=True, exist_ok=True)
     record_session(run, params)
-    grpo_stages, dpo_stages = [f"train-{a}" for _, a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
+    grpo_stages, dpo_stages = [f"train-{a.name}" for a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
     arm_stages = grpo_stages + dpo_stages
     if only:
         bad = [s for s in only if s not in STAGES and s not in arm_stages]
@@ -474,11 +546,13 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
     ckpts = stage_train(params, run, train_bank, force, only, progress, job)
     finals = list(ckpts)
     pairs = stage_pairs(params, run, train_bank, model, force, only, progress, job)
-    ckpts.update(stage_dpo(params, run, pairs, model, force, only, progress, job))
-    res["eval"] = stage_eval(params, run, eval_bank, model, ckpts, force, only, progress,
-                             ladder_rungs(params, run, train_bank), job)
+    res["validity"] = stage_validity(params, run, pairs, force, only)
+    first, replicas = split_finals(params, ckpts)
+    first.update(stage_dpo(params, run, pairs, model, force, only, progress, job))
+    res["eval"] = stage_eval(params, run, eval_bank, model, first, force, only, progress,
+                             ladder_rungs(params, run, train_bank), job, replicas)
     res["analysis"] = stage_analyze(params, run, force, only)
-    res["gate"] = stage_gate(params, run, force, only, finals)
+    res["gate"] = stage_gate(params, run, force, only, gate_checkpoints(params, finals))
     res["report"] = stage_report(params, run, force, only)
     log(f"pilot: {time.time() - t0:.0f} s; report: {res['report']}")
     return res

@@ -11,7 +11,7 @@ from ..explorer import policy_colors
 from ..bank import GameError, GUARD, read_manifest
 from ..game import SHARES, label_options, parse_deal_label
 from ..geometry import Geometry, plot_deals, struck_points
-from ..runlayout import CheckpointNameError, arm_step
+from ..runlayout import CheckpointNameError, arm_step, arm_order, arm_family, arm_seed
 from ..store import TRANSCRIPTS, STEP_FIELDS
 from .run import ReportError, Run, _read_json, games, rows
 from .page import STATUS_COLORS, VERDICT_COLORS
@@ -22,9 +22,10 @@ __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMP
            'coinciding_arms', 'plot_curves', 'training_summary', 'segments_table', 'checkpoint_order',
            'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors', 'contrast_table',
            'contrast_matrix', 'column_chunks', 'contrast_matrices', 'resampling_notes', 'undefined_notes',
-           'few_games_notes', 'viability_notes', 'plot_forest', 'frontier_table', 'plot_share_deal', 'last_checkpoints',
-           'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table',
-           'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table']
+           'few_games_notes', 'viability_notes', 'plot_forest', 'replicate_frame', 'plot_replicates', 'frontier_table',
+           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
+           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
+           'soundness_checks', 'bank_table']
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
@@ -139,11 +140,10 @@ def _arm_of(ck:str)->str:
 
 # %% ../../nbs/15_report_figures.ipynb #4e5e283b
 def checkpoint_order(names:Iterable[str])->list[str]:
-    "Checkpoint names by arm (in order of first appearance), then step; names that are not `<arm>_step<N>` last."
+    "Checkpoint names by arm (λ order, then seed: `runlayout.arm_order`), then step; other names last, as given."
     names = list(dict.fromkeys(names))
     parsed = {n: _arm_step(n) for n in names}
-    arms = list(dict.fromkeys(p[0] for p in parsed.values() if p))
-    return sorted(names, key=lambda n: (0, arms.index(parsed[n][0]), parsed[n][1]) if parsed[n] else (1, 0, 0))
+    return sorted(names, key=lambda n: (0, arm_order(parsed[n][0]), parsed[n][1]) if parsed[n] else (1, (), 0))
 
 # %% ../../nbs/15_report_figures.ipynb #b454e442
 def select_contrasts(contrasts, # `Run.contrasts`
@@ -396,6 +396,70 @@ def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condition
                                         opacity=0.5).encode(x="percentile_lo:Q", x2="percentile_hi:Q"))
     ch = alt.layer(*layers, data=df).properties(width=width, height=h).facet(
         facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
+    return ch.properties(title=title) if title else ch
+
+# %% ../../nbs/15_report_figures.ipynb #7ccf5a0c
+def _replicate_rows(name:str, c:dict, who:str, endpoints)->list:
+    "One cell's rows of `replicate_frame`."
+    ck = c["checkpoint"]
+    arm, step = _arm_step(ck) or (ck, None)
+    seed = arm_seed(arm)
+    pooled = "members" in c
+    rep = c.get("replication") or {}
+    return [dict(comparison=f"{arm_family(arm)}{who}", seed="pooled" if pooled else f"s{seed}" if seed is not None
+                 else "", pooled=pooled, step=step, condition=c["condition"], endpoint=ep, cell=name,
+                 order=arm_order(arm_family(arm)), **{k: e.get(k) for k in ("delta", "lo", "hi", "verdict")},
+                 replication=(rep.get(ep) or {}).get("status"))
+            for ep, e in c["endpoints"].items() if endpoints is None or ep in endpoints]
+
+# %% ../../nbs/15_report_figures.ipynb #5852dd61
+def replicate_frame(result:dict, # eval.json (`analyze_cells` with `versus` and `pools`)
+                    kind:str="versus", # `versus` (arm against arm) or `base` (each seeded arm against the base)
+                    condition:str="primary", endpoints:Iterable[str]|None=KEY_ENDPOINTS):
+    "Seed-by-seed and pooled contrasts of one kind on one condition, at each comparison's last step, in λ order."
+    import pandas as pd
+    pooled = result.get("pooled") or {}
+    if kind == "versus":
+        cells = {**(result.get("versus") or {}), **{n: c for n, c in pooled.items() if "-vs-" in c["checkpoint"]}}
+        who = ""
+    elif kind == "base":
+        fams = {arm_family(_arm_step(c["checkpoint"])[0]) for c in pooled.values() if "-vs-" not in c["checkpoint"]}
+        cells = {**{n: c for n, c in (result.get("cells") or {}).items() if _arm_step(c["checkpoint"])
+                    and arm_seed(_arm_step(c["checkpoint"])[0]) is not None
+                    and arm_family(_arm_step(c["checkpoint"])[0]) in fams},
+                 **{n: c for n, c in pooled.items() if "-vs-" not in c["checkpoint"]}}
+        who = " − base"
+    else: raise ReportError(f"kind must be versus or base, got {kind!r}")
+    rows = [r for n, c in cells.items() if c.get("condition") == condition
+            for r in _replicate_rows(n, c, who, endpoints)]
+    if not rows: raise ReportError(f"no {'arm-vs-arm' if kind == 'versus' else 'seeded'} contrasts on {condition} "
+                                   "in eval.json (one seed per arm, or an older analysis)")
+    df = pd.DataFrame(rows)
+    df = df[df.step == df.groupby("comparison").step.transform("max")]
+    eps = list(dict.fromkeys(df.endpoint))
+    df = df.assign(_e=df.endpoint.map(eps.index)).sort_values(["order", "comparison", "pooled", "seed", "_e"])
+    return df.drop(columns=["_e", "order"]).reset_index(drop=True)
+
+# %% ../../nbs/15_report_figures.ipynb #f1729020
+def plot_replicates(df, # `replicate_frame`
+                    columns:int=4, width:int=170, title:str|None=None):
+    "Per endpoint, each comparison's seeds (small) and pooled estimate (large) with their intervals, by verdict."
+    import altair as alt
+    df = df.assign(row=[f"{c} · {s}" if s else c for c, s in zip(df.comparison, df.seed)])
+    rows = list(dict.fromkeys(df.row))
+    color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
+                      title="verdict")
+    base = alt.Chart().encode(y=alt.Y("row:N", sort=rows, title=None))
+    zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
+    bars = base.mark_rule().encode(x=alt.X("lo:Q", title="Δ"), x2="hi:Q", color=color,
+                                   strokeWidth=alt.condition("datum.pooled", alt.value(3), alt.value(1.5)))
+    tip = ["comparison", "seed", "endpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
+           alt.Tooltip("hi:Q", format="+.3f"), "verdict", "replication"]
+    pts = base.mark_point(filled=True).encode(x="delta:Q", color=color, tooltip=tip,
+        shape=alt.Shape("pooled:N", scale=alt.Scale(domain=[False, True], range=["circle", "diamond"]), legend=None),
+        size=alt.condition("datum.pooled", alt.value(110), alt.value(40)))
+    ch = alt.layer(zero, bars, pts, data=df).properties(width=width, height=14 * len(rows) + 10).facet(
+        facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(df.endpoint)), title=None), columns=columns)
     return ch.properties(title=title) if title else ch
 
 # %% ../../nbs/15_report_figures.ipynb #a1234d52
@@ -666,15 +730,17 @@ def _styled(df, colour_cols, caption=None, left=()):
 
 # %% ../../nbs/15_report_figures.ipynb #8b7f3e74
 def gate_table(gate:dict):
-    "The gate's clauses per checkpoint with their status (coloured) and reason, as a Styler."
+    "The gate's clauses per checkpoint: margin, minimum detectable effect, status (coloured) and reason."
     import pandas as pd
     rows = [dict(checkpoint=ck, verdict=v["verdict"], clause=c["id"], condition=c["condition"], endpoint=c["endpoint"],
-                 require=c["require"], status=c["status"], reason=c["reason"])
+                 require=c["require"], margin=c.get("margin"), mde=c.get("mde"), status=c["status"],
+                 reason=c["reason"])
             for ck, v in gate["checkpoints"].items() for c in v["clauses"]]
     # also when no checkpoint was judged
-    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "status", "reason"]
+    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "margin", "mde", "status", "reason"]
     return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"],
-                   f"Gate {gate.get('prereg', '')}: {gate['verdict']}",
+                   f"Gate {gate.get('prereg', '')}: {gate['verdict']} (mde: the smallest true contrast the clause "
+                   "detects with 80% power at this design, beside its margin; empty where no interval is read)",
                    left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])
 
 # %% ../../nbs/15_report_figures.ipynb #a0dc4278

@@ -38,13 +38,16 @@ LAYOUT = {  # input -> glob patterns under the run directory, tried in order (th
     "segments": ("train/*/segments.jsonl", "train/segments.jsonl"),
     "model": ("model.json",),
     "provenance": ("provenance.jsonl",),
+    "validity": ("validity.json",),
 }
 INPUTS = {  # input -> what it is, in words
     "train": "training telemetry", "eval_cells": "eval cells", "eval": "eval results (eval.json)",
     "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result",
     "banks": "game banks",
     "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry", "segments": "training sessions (segments.jsonl)",
-    "model": "the model and its pinned build (model.json)", "provenance": "how each session computed (provenance.jsonl)",
+    "model": "the model and its pinned build (model.json)",
+    "provenance": "how each session computed (provenance.jsonl)",
+    "validity": "the validity check (validity.json)",
 }
 
 # %% ../../nbs/15_report_run.ipynb #af88613b
@@ -126,6 +129,7 @@ class Run:
     segments: object = None                       # DataFrame of every arm's training sessions (segments.jsonl)
     model: dict | None = None                     # the pilot's model.json: the model, its weights, its pinned build
     provenance: list = field(default_factory=list)  # the pilot's sessions: how each computed (lock, numerics)
+    validity: dict | None = None                  # the validity check: the untrained model's yes/no slope on own z
     problems: dict = field(default_factory=dict)  # input -> why it could not be read
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -134,7 +138,7 @@ class Run:
         v = {"train": self.steps, "eval_cells": self.cells, "eval": self.eval, "contrasts": self.contrasts,
              "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo,
              "dpo_steps": self.dpo_steps, "segments": self.segments, "model": self.model,
-             "provenance": self.provenance}[key]
+             "provenance": self.provenance, "validity": self.validity}[key]
         return v is not None and (len(v) > 0 if hasattr(v, "__len__") else True)
 
     def why_missing(self, key:str)->str:
@@ -204,6 +208,7 @@ def load_run(run_dir)->Run:
     if f["dpo_steps"]: run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
     if f["segments"]: run.segments = attempt("segments", lambda: _segments_frame(f["segments"]))
     if f["model"]: run.model = attempt("model", lambda: _read_json(f["model"][0]))
+    if f["validity"]: run.validity = attempt("validity", lambda: _read_json(f["validity"][0]))
     if f["provenance"]: run.provenance = attempt("provenance", lambda: read_jsonl(f["provenance"][0])) or []
     for p in f["dpo"]:
         o = attempt("dpo", lambda: _read_json(p))

@@ -11,7 +11,7 @@ from .. import __version__
 from ..explorer import explore
 from ..bank import GameError
 from ..geometry import solve
-from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table
+from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table, validity_sentence, validity_table
 from .run import INPUTS, LAYOUT, ReportError, Run, rows
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
 from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
@@ -19,14 +19,14 @@ from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, 
     few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game,
     plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks,
     soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table,
-    undefined_notes, viability_notes)
+    undefined_notes, viability_notes, replicate_frame, plot_replicates)
 
 # %% auto #0
-__all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'footer', 'details', 'training_section',
-           'ladder_tables', 'ladder_section', 'frontier_section', 'contrast_section', 'share_section', 'last_dpo_steps',
-           'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints', 'dpo_pair_table', 'dpo_pair_section',
-           'geometry_section', 'explorer_section', 'divide_section', 'ultimatum_section', 'gate_section',
-           'soundness_section', 'banks_section']
+__all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'footer', 'validity_section', 'replicates_section',
+           'details', 'training_section', 'ladder_tables', 'ladder_section', 'frontier_section', 'contrast_section',
+           'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints',
+           'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section',
+           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section']
 
 # %% ../../nbs/15_report_sections.ipynb #3c2f913a
 def show(*items):
@@ -108,6 +108,38 @@ def footer(run:Run)->Html:
     "Provenance: the interpreter that computed the report, fairneg's version and the run directory."
     return note(f"Computed by fairneg {__version__} on Python {sys.version.split()[0]} ({sys.executable}) "
                 f"from {run.root.resolve()}.")
+
+# %% ../../nbs/15_report_sections.ipynb #3c3f49ff
+def validity_section(run:Run)->list:
+    "The validity check's sentence and its table (pooled and per decision kind)."
+    if not run.has("validity"): return [note(run.why_missing("validity"))]
+    def build():
+        import pandas as pd
+        df = pd.DataFrame(validity_table(run.validity))
+        return [Html(f"<p><b>{_html.escape(validity_sentence(run.validity))}</b></p>"),
+                _styled(df.round(3), [], "Slope of yes on own z (linear probability, per unit z) with its 95% "
+                        "cluster-robust t interval over games; yes rate and mean own z of the deals said yes and no to",
+                        left=["kind", "status"])]
+    return _guard(build)
+
+# %% ../../nbs/15_report_sections.ipynb #00ca37b0
+def _replication_table(df):
+    "The pooled rows of a replicate frame: estimate, interval, verdict and the seeds' agreement."
+    t = df[df.pooled][["comparison", "endpoint", "delta", "lo", "hi", "verdict", "replication"]]
+    return _styled(t.round(3), ["verdict"], "Pooled contrasts at each comparison's last step, and how many seeds agree",
+                   left=["comparison", "endpoint", "replication"])
+
+def replicates_section(run:Run, condition:str="primary", endpoints:Iterable[str]|None=KEY_ENDPOINTS)->list:
+    "Arm against arm (λ1 − λ0, λ − placebo) and each seeded arm against the base, seed by seed and pooled."
+    if not run.has("eval"): return [note(run.why_missing("eval"))]
+    def part(kind, caption):
+        try: df = replicate_frame(run.eval, kind, condition, endpoints)
+        except ReportError as e: return [note(str(e))]
+        return [figure(plot_replicates(df), caption), _replication_table(df)]
+    return _guard(lambda: part("versus", f"Arm against arm on {condition}: each seed's paired contrast (circles) and "
+                               "the pooled one (diamonds), 95% cluster-robust t intervals over games, by verdict.")
+                  + part("base", f"Each seeded arm against the untrained base on {condition}: seed by seed and "
+                         "pooled."))
 
 # %% ../../nbs/15_report_sections.ipynb #79f665cf
 def details(summary:str, *items)->Html:
@@ -228,6 +260,9 @@ def dpo_table(run:Run)->object:
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else {}
         recs.append({"arm": o["arm"], "trained": "yes" if o.get("trained") else "no", "steps": r.get("step"),
                      "pairs": r.get("pairs_available"), "effective pairs": r.get("pairs_effective"),
+                     "weighting": o.get("weighting"), "minimum (prereg)": o.get("min_effective_pairs"),
+                     "pairs verdict": ("too_few_pairs" if o.get("too_few_pairs") else "enough"
+                                       if o.get("min_effective_pairs") is not None else ""),
                      "loss": r.get("loss"),
                      "reward margin": r.get("reward_margin"), "margin > 0": r.get("reward_accuracy"),
                      "why not": o.get("reason", "")})
@@ -308,7 +343,8 @@ def dpo_pair_section(run:Run, condition:str="primary", B:int=10_000)->list:
                                    ["verdict (target)", "verdict (control)", "verdict (difference)"],
                                    f"The DPO pair on {condition}: each arm against the untrained base, and the target "
                                    "against the control "
-                                   "(paired on game and seed, game-cluster bootstrap)", left=["endpoint"])])
+                                   "(paired on game and seed; 95% cluster-robust t intervals over games)",
+                                   left=["endpoint"])])
 
 # %% ../../nbs/15_report_sections.ipynb #15e21e8d
 def geometry_section(run:Run, condition:str="primary", game:str|None=None, parties=(0, 1),
