@@ -18,14 +18,14 @@ from .page import STATUS_COLORS, VERDICT_COLORS
 
 # %% auto #0
 __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
-           'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FRONTIER_ENDPOINTS', 'curve_label', 'curve_unit',
-           'coinciding_arms', 'plot_curves', 'training_summary', 'segments_table', 'checkpoint_order',
-           'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors', 'contrast_table',
-           'contrast_matrix', 'column_chunks', 'contrast_matrices', 'resampling_notes', 'undefined_notes',
-           'few_games_notes', 'viability_notes', 'plot_forest', 'replicate_frame', 'plot_replicates', 'frontier_table',
-           'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits',
-           'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'gate_table', 'soundness_table',
-           'soundness_checks', 'bank_table']
+           'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FAIRNESS_ENDPOINTS', 'FRONTIER_ENDPOINTS',
+           'curve_label', 'curve_unit', 'coinciding_arms', 'plot_curves', 'training_summary', 'segments_table',
+           'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors',
+           'contrast_table', 'contrast_matrix', 'column_chunks', 'contrast_matrices', 'resampling_notes',
+           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'replicate_frame', 'plot_replicates',
+           'frontier_frame', 'plot_lambda_frontier', 'frontier_table', 'plot_share_deal', 'last_checkpoints',
+           'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table',
+           'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table']
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
@@ -462,6 +462,37 @@ def plot_replicates(df, # `replicate_frame`
         facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(df.endpoint)), title=None), columns=columns)
     return ch.properties(title=title) if title else ch
 
+# %% ../../nbs/15_report_figures.ipynb #c94df521
+FAIRNESS_ENDPOINTS = ("nnw", "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal", "max_share")
+
+def frontier_frame(df, # `replicate_frame(result, "base", ...)` with `deal` among its endpoints
+                   fairness:Iterable[str]=FAIRNESS_ENDPOINTS):
+    "One row per (arm, seed or pooled, fairness endpoint): the deal contrast beside that endpoint's contrast."
+    deal = df[df.endpoint == "deal"].set_index(["comparison", "seed"])[["delta", "lo", "hi"]]
+    if deal.empty: raise ReportError("the λ frontier needs the deal contrast")
+    f = df[df.endpoint.isin(list(fairness))].join(deal, on=["comparison", "seed"], rsuffix="_deal")
+    return f.rename(columns={"delta_deal": "deal", "lo_deal": "deal_lo", "hi_deal": "deal_hi"}).reset_index(drop=True)
+
+# %% ../../nbs/15_report_figures.ipynb #f10c6131
+def plot_lambda_frontier(f, # `frontier_frame`
+                         columns:int=5, width:int=170, height:int=150):
+    "Per fairness endpoint: each arm's deal Δ (x) against its fairness Δ (y), seeds small, pooled large, with intervals."
+    import altair as alt
+    arms = list(dict.fromkeys(f.comparison))
+    color = alt.Color("comparison:N", sort=arms, title="arm")
+    base = alt.Chart().encode(color=color)
+    xe = base.mark_rule(opacity=0.5).encode(x=alt.X("deal_lo:Q", title="deal Δ"), x2="deal_hi:Q", y="delta:Q")
+    ye = base.mark_rule(opacity=0.5).encode(x="deal:Q", y=alt.Y("lo:Q", title="fairness Δ"), y2="hi:Q")
+    pts = base.mark_point(filled=True).encode(x="deal:Q", y="delta:Q",
+        shape=alt.Shape("pooled:N", scale=alt.Scale(domain=[False, True], range=["circle", "diamond"]), legend=None),
+        size=alt.condition("datum.pooled", alt.value(120), alt.value(35)),
+        tooltip=["comparison", "seed", "endpoint", alt.Tooltip("deal:Q", format="+.3f"),
+                 alt.Tooltip("delta:Q", format="+.3f"), "verdict"])
+    zx = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
+    zy = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0))
+    return alt.layer(zx, zy, xe, ye, pts, data=f).properties(width=width, height=height).facet(
+        facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(f.endpoint)), title=None), columns=columns)
+
 # %% ../../nbs/15_report_figures.ipynb #a1234d52
 FRONTIER_ENDPOINTS = ("deal", "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal", "max_share")
 
@@ -729,18 +760,28 @@ def _styled(df, colour_cols, caption=None, left=()):
     return sty.set_caption(caption) if caption else sty
 
 # %% ../../nbs/15_report_figures.ipynb #8b7f3e74
-def gate_table(gate:dict):
+def _base_level(result:dict|None, ck:str, cond:str, ep:str):
+    "The untrained side's level of an endpoint in the eval result's cell (or pooled cell) of a checkpoint and condition."
+    every = {**(result or {}).get("cells", {}), **(result or {}).get("pooled", {})}
+    c = next((c for c in every.values() if c["checkpoint"] == ck and c["condition"] == cond), None)
+    return None if c is None or ep not in c["endpoints"] else c["endpoints"][ep].get("base")
+
+def gate_table(gate:dict, result:dict|None=None, # eval.json: each clause's base level beside its margin
+              ):
     "The gate's clauses per checkpoint: margin, minimum detectable effect, status (coloured) and reason."
     import pandas as pd
     rows = [dict(checkpoint=ck, verdict=v["verdict"], clause=c["id"], condition=c["condition"], endpoint=c["endpoint"],
-                 require=c["require"], margin=c.get("margin"), mde=c.get("mde"), status=c["status"],
+                 require=c["require"], base=_base_level(result, ck, c["condition"], c["endpoint"]),
+                 margin=c.get("margin"), mde=c.get("mde"), status=c["status"],
                  reason=c["reason"])
             for ck, v in gate["checkpoints"].items() for c in v["clauses"]]
     # also when no checkpoint was judged
-    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "margin", "mde", "status", "reason"]
+    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "base", "margin", "mde", "status",
+            "reason"]
     return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"],
                    f"Gate {gate.get('prereg', '')}: {gate['verdict']} (mde: the smallest true contrast the clause "
-                   "detects with 80% power at this design, beside its margin; empty where no interval is read)",
+                   "detects with 80% power at this design, beside its margin and the untrained base's level; empty where no "
+                   "interval is read)",
                    left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])
 
 # %% ../../nbs/15_report_figures.ipynb #a0dc4278

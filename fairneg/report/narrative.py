@@ -8,18 +8,29 @@ import html as _html
 from ..eval import CONDITIONS
 from .run import Run, rows
 from .page import Html, note
-from .figures import checkpoint_order
+from .figures import checkpoint_order, KEY_ENDPOINTS
 from .sections import last_dpo_steps
 
 # %% auto #0
 __all__ = ['WHAT_ENDPOINTS', 'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance', 'at_a_glance_section']
 
+# %% ../../nbs/15_report_narrative.ipynb #841ea52b
+def _reward_beside_deal(g)->str:
+    "The clause on an arm's mean reward from its first to its last step beside its deal rate, and when they part."
+    if not {"reward_mean", "deal_rate"} <= set(g) or len(g) < 2: return ""
+    g = g.sort_values("step")
+    (r0, r1), (d0, d1) = (g[c].iloc[[0, -1]].tolist() for c in ("reward_mean", "deal_rate"))
+    if any(x is None or x != x for x in (r0, r1, d0, d1)): return ""          # a missing reading (None or NaN)
+    part = (" (the reward rose while the deal rate fell)" if r1 > r0 and d1 < d0
+            else " (the reward fell while the deal rate rose)" if r1 < r0 and d1 > d0 else "")
+    return f"; its mean reward went {r0:+.2f} → {r1:+.2f} and its deal rate {d0:.2f} → {d1:.2f}{part}"
+
 # %% ../../nbs/15_report_narrative.ipynb #8d04d663
-# the endpoints `what_happened` names
-WHAT_ENDPOINTS = ("deal", "nnw", "below_threshold", "max_share", "nnw_given_deal")
+# the endpoints the sentences name: the figures' key endpoints, one list
+WHAT_ENDPOINTS = KEY_ENDPOINTS
 
 def _training_sentences(run:Run)->list[str]:
-    "Per GRPO arm: steps, the last step's KL to the base, the per-step deal rate's range (each step plays other games)."
+    "Per GRPO arm: steps, KL to the base, the per-step deal rate's range, and the reward beside the deal rate."
     out = []
     for arm, g in run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm", sort=False):
         l = g.sort_values("step").iloc[-1]
@@ -28,7 +39,7 @@ def _training_sentences(run:Run)->list[str]:
         dr = (f"; its per-step deal rate (each step on other games, so not a contrast) ranged "
               f"{d.min():.2f}–{d.max():.2f}, "
               f"mean {d.mean():.2f}") if len(d) else ""
-        out.append(f"{arm} trained {int(l['step'])} steps{kl}{dr}.")
+        out.append(f"{arm} trained {int(l['step'])} steps{kl}{dr}{_reward_beside_deal(g)}.")
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #e485f06d

@@ -14,19 +14,20 @@ from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table, validity_sentence, validity_table
 from .run import INPUTS, LAYOUT, ReportError, Run, rows
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
+from fairneg.report.figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
     checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names,
     few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game,
     plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks,
     soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table,
-    undefined_notes, viability_notes, replicate_frame, plot_replicates)
+    undefined_notes, viability_notes, replicate_frame, plot_replicates, _base_level, frontier_frame,
+    plot_lambda_frontier)
 
 # %% auto #0
 __all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'footer', 'validity_section', 'replicates_section',
            'details', 'training_section', 'ladder_tables', 'ladder_section', 'frontier_section', 'contrast_section',
            'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints',
            'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section',
-           'ultimatum_section', 'gate_section', 'soundness_section', 'banks_section']
+           'ultimatum_section', 'detectable_sentences', 'gate_section', 'soundness_section', 'banks_section']
 
 # %% ../../nbs/15_report_sections.ipynb #3c2f913a
 def show(*items):
@@ -130,16 +131,21 @@ def _replication_table(df):
                    left=["comparison", "endpoint", "replication"])
 
 def replicates_section(run:Run, condition:str="primary", endpoints:Iterable[str]|None=KEY_ENDPOINTS)->list:
-    "Arm against arm (λ1 − λ0, λ − placebo) and each seeded arm against the base, seed by seed and pooled."
+    "Arm against arm (λ1 − λ0, λ − placebo), each seeded arm against the base, and the λ frontier."
     if not run.has("eval"): return [note(run.why_missing("eval"))]
     def part(kind, caption):
         try: df = replicate_frame(run.eval, kind, condition, endpoints)
         except ReportError as e: return [note(str(e))]
         return [figure(plot_replicates(df), caption), _replication_table(df)]
+    def frontier():
+        try: f = frontier_frame(replicate_frame(run.eval, "base", condition, None))
+        except ReportError as e: return [note(str(e))]
+        return [figure(plot_lambda_frontier(f), f"The λ frontier on {condition}: each arm's deal Δ against each fairness "
+                       "Δ (trained − untrained), seeds small and pooled large, with 95% intervals on both axes.")]
     return _guard(lambda: part("versus", f"Arm against arm on {condition}: each seed's paired contrast (circles) and "
                                "the pooled one (diamonds), 95% cluster-robust t intervals over games, by verdict.")
                   + part("base", f"Each seeded arm against the untrained base on {condition}: seed by seed and "
-                         "pooled."))
+                         "pooled.") + frontier())
 
 # %% ../../nbs/15_report_sections.ipynb #79f665cf
 def details(summary:str, *items)->Html:
@@ -413,10 +419,31 @@ def ultimatum_section(run:Run, condition:str="ultimatum")->list:
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #fc84c1c6
+_RANGE = {"nnw": (0, 1), "deal": (0, 1), "below_threshold": (0, 1), "max_share": (0, 1), "walk": (0, 1)}
+
+def detectable_sentences(gate:dict, result:dict|None)->list[str]:
+    "Per judged clause with an MDE: what true contrast it needs, beside the base; that it cannot pass where none can."
+    out = []
+    for ck, v in gate.get("checkpoints", {}).items():
+        for c in v["clauses"]:
+            if c.get("mde") is None: continue
+            b, lo_hi = _base_level(result, ck, c["condition"], c["endpoint"]), _RANGE.get(c["endpoint"])
+            need = f"{ck} {c['id']}: passes 80% of the time only if the true Δ of {c['endpoint']} is {c['mde']:+.3f} or beyond"
+            if b is None: out.append(need + f" (margin {c.get('margin', 0):+g}).")
+            else:
+                out.append(need + f" (margin {c.get('margin', 0):+g}; the untrained base's level {b:.3f})"
+                           + (": beyond the endpoint's range, so it cannot pass at this scale." if lo_hi and
+                              not lo_hi[0] <= b + c["mde"] <= lo_hi[1] else "."))
+    return out
+
 def gate_section(run:Run)->list:
-    "The gate verdict and its clauses."
+    "The gate verdict, its clauses (base level, margin, MDE) and what each clause could detect at this design."
     if not run.has("gate"): return [note(run.why_missing("gate"))]
-    return _guard(lambda: [Html(f"<p>Overall verdict: {badge(run.gate['verdict'])}</p>"), gate_table(run.gate)])
+    def build():
+        s = detectable_sentences(run.gate, run.eval)
+        return [Html(f"<p>Overall verdict: {badge(run.gate['verdict'])}</p>"), gate_table(run.gate, run.eval)] + (
+            [Html("<ul>" + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")] if s else [])
+    return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #ad56aba1
 def soundness_section(run:Run)->list:
