@@ -4,19 +4,20 @@
 
 # %% ../nbs/01_game.ipynb #4e453f12
 from __future__ import annotations
-import itertools, json, re, string
+import itertools, json, math, os, re, string
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
-from .commands import user_error, nearest, json_kind
+from .commands import BadValue, user_error, nearest, json_kind
 
 # %% auto #0
-__all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES',
-           'GameError', 'Game', 'issue_letter', 'issue_index', 'label_option', 'label_options', 'deal_key',
-           'option_label', 'deal_label', 'parse_deal_label', 'utility', 'accepts', 'validate_game', 'PartyError',
-           'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'game_to_dict', 'game_from_dict',
-           'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation', 'generate_game',
-           'ultimatum_game', 'divide_dollar_game']
+__all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'MAX_GAME_CELLS', 'MAX_CELLS_VAR', 'BYTES_PER_DEAL',
+           'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game', 'issue_letter', 'issue_index',
+           'label_option', 'label_options', 'deal_key', 'option_label', 'deal_label', 'parse_deal_label', 'utility',
+           'accepts', 'max_game_cells', 'enumeration_bytes', 'GameTooLarge', 'check_game_size', 'validate_game',
+           'PartyError', 'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'game_to_dict',
+           'game_from_dict', 'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation',
+           'generate_game', 'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/01_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -156,6 +157,56 @@ def _not_a_number(s)->str:
         return f"`{s!r}` is a numpy {type(s).__name__}, not a Python number (`.tolist()` converts it)"
     return f"`{s!r}` is not a finite number"
 
+# %% ../nbs/01_game.ipynb #9e09594c
+MAX_GAME_CELLS = 250_000                  # deals × parties a game may have (FAIRNEG_MAX_GAME_CELLS overrides it)
+MAX_CELLS_VAR = "FAIRNEG_MAX_GAME_CELLS"  # the environment variable that sets the limit
+BYTES_PER_DEAL = (64, 4, 48)              # `solve`'s arrays: bytes per deal and party, per deal and issue, per deal
+
+def max_game_cells()->int:
+    "The size limit in deal-party cells: `FAIRNEG_MAX_GAME_CELLS` when it is set, else `MAX_GAME_CELLS`."
+    v = os.environ.get(MAX_CELLS_VAR, "").strip()
+    if not v: return MAX_GAME_CELLS
+    try: limit = int(v)
+    except ValueError: limit = 0
+    if limit < 1: raise BadValue(f"{MAX_CELLS_VAR} must be a whole number of deal-party cells, at least 1, got {v!r}")
+    return limit
+
+# %% ../nbs/01_game.ipynb #6b2ad695
+def enumeration_bytes(n_parties:int, # parties
+                      n_options, # options per issue
+                     )->int:
+    "Estimated peak bytes of `solve`'s arrays over every deal (the Pareto frontiers' share not included)."
+    per_party, per_issue, per_deal = BYTES_PER_DEAL
+    return math.prod(n_options) * (per_party * n_parties + per_issue * len(n_options) + per_deal)
+
+def _size_text(b:float)->str:
+    "Bytes as a person reads them: `948.3 MiB`, `1.2 GiB`."
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 2**k: return f"{b / 2**k:.1f} {unit}"
+    return f"{b:.0f} B"
+
+# %% ../nbs/01_game.ipynb #83bc7d6d
+class GameTooLarge(GameError):
+    "A game over the size limit (`max_game_cells`); a `GameError`, so a command prints it as one line and exits 2."
+
+def check_game_size(n_parties:int, # parties
+                    n_options, # options per issue
+                    source="<game>", # the file or call the error names
+                    max_cells:int|None=None, # the limit in deal-party cells (default: `max_game_cells()`)
+                   )->int:
+    "The game's deal-party cells (deals × parties); `GameTooLarge`, before any deal is enumerated, over the limit."
+    deals = math.prod(n_options)
+    cells = deals * n_parties
+    limit = max_game_cells() if max_cells is None else max_cells
+    if cells > limit:
+        size = _size_text(enumeration_bytes(n_parties, n_options))
+        raise GameTooLarge(source, "options",
+                           f"{deals:,} deals × {n_parties} parties = {cells:,} deal-party cells, over the limit of "
+                           f"{limit:,}: enumerating them takes about {size} for the deal arrays and more for the "
+                           "Pareto frontiers, which grow with the square of the deals; to raise the limit, set the "
+                           f"environment variable {MAX_CELLS_VAR} ({cells} for this game)")
+    return cells
+
 # %% ../nbs/01_game.ipynb #daf4498c
 def validate_game(g:Game, source="<game>")->Game:
     "Check a game against SPEC §1; raise `GameError` naming the source, the field and the problem."
@@ -172,6 +223,7 @@ def validate_game(g:Game, source="<game>")->Game:
     for k, opts in enumerate(g.options):
         _check(len(opts) >= 2, source, f"options[{k}]",
                f"issue {issue_letter(k)} has {len(opts)} option(s), needs at least 2")
+    check_game_size(n, [len(o) for o in g.options], source)   # before anything enumerates its deals
     _check(len(g.scores) == n, source, "scores", f"{len(g.scores)} score sheets for {n} parties")
     for i, sheet in enumerate(g.scores):
         _check(isinstance(sheet, list) and len(sheet) == m, source, f"scores[{i}]",
@@ -423,6 +475,7 @@ def generate_game(seed:int, n_parties:int=6, n_issues:int=5, info_mode:str="full
     _check(1 <= n_issues <= 26, f"generate_game(seed={seed})", "n_issues", f"{n_issues} outside 1..26")
     rng = np.random.Generator(np.random.PCG64(seed))
     n_opts = [int(x) for x in rng.integers(3, 6, size=n_issues)]
+    check_game_size(n_parties, n_opts, f"generate_game(seed={seed})")   # before `_has_nbs_deal` enumerates
     scores = []
     for i in range(n_parties):
         w = _weights(rng, n_issues)

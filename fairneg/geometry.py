@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib, itertools, json, math
 from dataclasses import dataclass
 import numpy as np
-from .game import Game, accepts, deal_label, validate_game, _grid_sums, party_index
+from .game import Game, accepts, deal_label, validate_game, _grid_sums, party_index, check_game_size
 
 # %% auto #0
 __all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'SOLUTION_DY', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z',
@@ -17,7 +17,8 @@ __all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'SOLUTION_DY', 'enumerate_deals', 'sco
 
 # %% ../nbs/02_geometry.ipynb #b6a7b918
 def enumerate_deals(g:Game)->np.ndarray:
-    "All deals as a `(|D|, m)` array of option indices, issue A most significant."
+    "All deals as a `(|D|, m)` array of option indices, issue A most significant; a game over the size limit refused."
+    check_game_size(g.n, g.n_options, g.name)
     return np.indices(g.n_options, dtype=np.int16).reshape(g.m, -1).T
 
 # %% ../nbs/02_geometry.ipynb #e2f0cfce
@@ -248,6 +249,7 @@ def solve(g:Game)->Geometry:
 # %% ../nbs/02_geometry.ipynb #7e66e792
 def solve_pure(g:Game)->dict:
     "The SPEC §2 solutions by a straightforward pure-Python enumeration (reference and baseline)."
+    check_game_size(g.n, g.n_options, g.name)
     n, tau = g.n, [float(t) for t in g.thresholds]
     ideal = [float(sum(max(r) for r in sheet)) for sheet in g.scores]
     rows = []
