@@ -12,8 +12,8 @@ from .store import append_jsonl, read_jsonl
 from .numerics import provenance
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'checkpoint_writer', 'checkpoints', 'machine',
-           'start_segment', 'end_segment', 'read_segments']
+__all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'check_base_model', 'checkpoint_writer',
+           'checkpoints', 'machine', 'start_segment', 'end_segment', 'read_segments']
 
 # %% ../nbs/12_adapters.ipynb #d1a3288f
 # the modules LoRA adapts by default
@@ -50,6 +50,19 @@ def lora_model(model, # a causal LM
     with torch.random.fork_rng(), quiet_peft():
         torch.manual_seed(cfg.seed)
         return get_peft_model(model, lora_config(model, cfg))
+
+# %% ../nbs/12_adapters.ipynb #be0ab857
+def check_base_model(spec, # a model spec: `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder or a hub id
+                     what:str="--model", # the flag or field it came from, for the message
+                    ):
+    "Refuse a spec naming a local folder that is missing or holds no model (`config.json`); hub ids pass."
+    from fairneg.game import ReadError
+    from fairneg.llm.load import model_path
+    p = model_path(spec)
+    path = Path(p).expanduser()
+    if not (p.startswith(("/", ".", "~")) or p.count("/") > 1 or path.exists()): return
+    if not path.is_dir(): raise ReadError(f"{p}: no such model folder ({what}: a model folder, a hub id or tiny)")
+    if not (path / "config.json").is_file(): raise ReadError(f"{p}: not a model folder (no config.json) ({what})")
 
 # %% ../nbs/12_adapters.ipynb #16805216
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version
 from .llm import chat_text, load_model
 from .policies import resolve_model
-from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment
+from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment,
+                              check_base_model)
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, WEIGHTINGS, dpo_pairs, load_pairs, pairs_path
 from .reward import EPS
@@ -29,8 +30,8 @@ from .lockfile import file_sha256
 # %% auto #0
 __all__ = ['app', 'DPOTrainError', 'DPOTrainConfig', 'pairs_digest', 'dpo_config_hash', 'training_pairs', 'pair_ids',
            'check_lengths', 'draw_probabilities', 'effective_pairs', 'trainer_class', 'trl_args', 'pairs_settings',
-           'save_dpo_checkpoint', 'checkpoint_effective_pairs', 'finished_run', 'dpo_row', 'recorder', 'train_dpo',
-           'make_dpo_config', 'train_cmd']
+           'save_dpo_checkpoint', 'checkpoint_effective_pairs', 'finished_run', 'dpo_row', 'recorder',
+           'check_dpo_inputs', 'train_dpo', 'make_dpo_config', 'train_cmd']
 
 # %% ../nbs/14_dpo.ipynb #7e4a6264
 @user_error
@@ -288,6 +289,13 @@ def _lora(model, cfg:DPOTrainConfig):
     try: return lora_config(model, cfg)
     except ValueError as e: raise DPOTrainError(str(e)) from None
 
+# %% ../nbs/14_dpo.ipynb #0cdf9583
+def check_dpo_inputs(cfg:DPOTrainConfig)->list:
+    "Check what a run reads (its pairs, its model) before anything is removed or written; the run's pairs."
+    recs = training_pairs(cfg)
+    check_base_model(cfg.model)
+    return recs
+
 # %% ../nbs/14_dpo.ipynb #67179974
 def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     "Train one DPO arm on its pairs; return its step rows (those of a finished identical run without training again)."
@@ -295,7 +303,7 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     if done is not None: return done
     import datasets
     from transformers import PrinterCallback, ProgressCallback
-    recs = training_pairs(cfg)
+    recs = check_dpo_inputs(cfg)
     p = draw_probabilities(recs, cfg.weighting)
     model, tok = load_model(resolve_model(cfg.model), dtype=cfg.dtype)
     ids = [pair_ids(tok, r, cfg.thinking) for r in recs]
@@ -333,6 +341,7 @@ def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fie
     out = out_folder(cfg.out, "run folder")
     if force:
         check_replaceable(out, bool(checkpoints(out)) or (out / TRAINING_STEPS).is_file(), "a DPO run")
+        check_dpo_inputs(cfg)                   # a bad input removes nothing
         shutil.rmtree(out, ignore_errors=True)
     elif (done := finished_run(cfg)) is not None:
         typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): "

@@ -15,7 +15,7 @@ from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_ve
 from .settings import PlaySettings, game_settings
 from .runlayout import grpo_arm, checkpoint_dir
 from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment,
-                              end_segment)
+                              end_segment, check_base_model)
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
 from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model,
@@ -33,14 +33,16 @@ from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, runnin
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
-__all__ = ['ZOO', 'POLICY', 'SUPERSEDED', 'JOBS', 'JOB_FIELDS', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan',
-           'episode_seat_rewards', 'group_advantages', 'placebo_slots', 'permute_advantages', 'Sample',
-           'collect_samples', 'shared_tokens', 'micro_batches', 'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what',
-           'guarded_step', 'allowed_bitmask', 'update', 'use_gradient_checkpointing', 'make_optimizer',
-           'activation_bytes_per_token', 'checkpointing_needed', 'checkpointing_plan', 'save_checkpoint',
+__all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'JOBS', 'JOB_FIELDS', 'app', 'GRPOConfig',
+           'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages', 'placebo_slots',
+           'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed',
+           'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update',
+           'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
+           'checkpointing_plan', 'CheckpointError', 'safe_load', 'rng_states', 'restore_rng', 'save_checkpoint',
            'load_training_state', 'logged_steps', 'ResumeMismatchError', 'supersede_steps', 'check_recomputed',
-           'NonFiniteStepsError', 'trailing_nonfinite', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm',
-           'check_run_folder', 'train_gpus', 'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
+           'NonFiniteStepsError', 'trailing_nonfinite', 'check_inputs', 'GRPOTrainer', 'train', 'make_config',
+           'run_arms', 'holds_arm', 'check_run_folder', 'train_gpus', 'train_job', 'refuse_running', 'submit_train',
+           'continue_run', 'train_cmd']
 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
@@ -572,21 +574,70 @@ def checkpointing_plan(model, token_budget:int)->tuple:
     return checkpointing_needed(per_token, token_budget, torch.cuda.mem_get_info()[0])
 
 # %% ../nbs/13_grpo.ipynb #cb143e86
-def _accelerator(optimizer, scheduler):
-    "An `accelerate.Accelerator` whose `save_state`/`load_state` carry the optimizer, the scheduler and every RNG."
-    from accelerate import Accelerator
-    acc = Accelerator()
-    acc.register_for_checkpointing(optimizer, scheduler)
-    return acc
+class CheckpointError(ReadError):
+    "A checkpoint file refused on load: unreadable, or holding an object a checkpoint never holds (code could run)."
+
+TRAINING_STATE = "training_state.pt"   # a checkpoint's optimizer, scheduler and RNG states
+# an earlier version's
+ACCELERATE_FILES = ("custom_checkpoint_0.pkl", "custom_checkpoint_1.pkl", "random_states_0.pkl")
+
+def _numpy_globals()->list:
+    "The numpy types an earlier version's RNG files name (array, dtype, the bytes codec): data, nothing that runs."
+    import codecs
+    core = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray
+    return [core._reconstruct, (core._reconstruct, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
+            type(np.dtype(np.uint32)), codecs.encode]
+
+# %% ../nbs/13_grpo.ipynb #0419f822
+def safe_load(path, # a checkpoint file written by `torch.save`
+              keys:tuple=(), # the keys the dict it holds must have
+             ):
+    "Load a checkpoint file with `weights_only=True`: tensors, numbers, strings, containers; else `CheckpointError`."
+    import pickle, re, torch
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            st = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        m = re.search(r"GLOBAL (\S+)", str(e))
+        raise CheckpointError(f"{path}: refused, not loaded: it names {f'`{m[1]}`' if m else 'an object'}, which a "
+                              "checkpoint never holds (loading it could run code); nothing was restored") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable ({' '.join(str(e).split())[:200]})") from None
+    if keys and (not isinstance(st, dict) or set(keys) - set(st)):
+        raise CheckpointError(f"{path}: not a training state (no {', '.join(sorted(set(keys) - set(st or {})))})")
+    return st
+
+# %% ../nbs/13_grpo.ipynb #a5bb307e
+def rng_states()->dict:
+    "Every RNG's state (Python, numpy, torch, each CUDA device) as tensors, numbers and lists."
+    import torch
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return dict(python_rng=random.getstate(), numpy_rng=[name, keys.tolist(), pos, has_gauss, gauss],
+                torch_rng=torch.get_rng_state(),
+                cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])
+
+# %% ../nbs/13_grpo.ipynb #450a92ff
+def restore_rng(st:dict, # `rng_states`' keys (numpy's state a list, or an earlier version's tuple with an array)
+               ):
+    "Set every RNG to the states in `st`; CUDA devices this machine lacks are skipped."
+    import torch
+    random.setstate(tuple(st["python_rng"]))
+    name, keys, pos, has_gauss, gauss = st["numpy_rng"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(st["torch_rng"])
+    if torch.cuda.is_available():
+        for i, s in enumerate(st.get("cuda_rng", [])[:torch.cuda.device_count()]): torch.cuda.set_rng_state(s, i)
 
 # %% ../nbs/13_grpo.ipynb #3ea86549
 def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, history:list,
                     rid:str|None=None, # the run's wandb id (default: `run_id(cfg)`)
                    )->Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter; the optimizer, scheduler and RNG states; last, the trainer state."
+    import torch
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
-        _accelerator(optimizer, scheduler).save_state(str(tmp))
+        torch.save(dict(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), **rng_states()),
+                   tmp / TRAINING_STATE)
         # `trained_settings`: the game the arm learnt, which its eval cells play (SPEC §7, Same game)
         (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg),
                                                                 config_hash=config_hash(cfg),
@@ -597,18 +648,17 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
 
 # %% ../nbs/13_grpo.ipynb #68109299
 def load_training_state(ckpt, optimizer, scheduler)->dict:
-    "Restore optimizer, scheduler and RNG states from a checkpoint; return its trainer state."
-    import torch
+    "Restore optimizer, scheduler and RNG states from a checkpoint, running nothing in it; return its trainer state."
     ckpt = Path(ckpt)
-    if (ckpt / "training_state.pt").exists():                    # a checkpoint of an earlier version
-        st = torch.load(ckpt / "training_state.pt", weights_only=False)
-        optimizer.load_state_dict(st["optimizer"])
-        scheduler.load_state_dict(st["scheduler"])
-        torch.set_rng_state(st["torch_rng"])
-        np.random.set_state(st["numpy_rng"])
-        random.setstate(st["python_rng"])
-    else:
-        _accelerator(optimizer, scheduler).load_state(str(ckpt), load_kwargs={"weights_only": False})
+    if (ckpt / TRAINING_STATE).exists():                             # this version's, and the first version's
+        st = safe_load(ckpt / TRAINING_STATE, ("optimizer", "scheduler", "python_rng", "numpy_rng", "torch_rng"))
+    else:                                                            # what `accelerate`'s `save_state` wrote
+        opt, sch, rng = (safe_load(ckpt / f, k) for f, k in zip(ACCELERATE_FILES, [(), (), ("random_state",)]))
+        st = dict(optimizer=opt, scheduler=sch, python_rng=rng["random_state"], numpy_rng=rng["numpy_random_seed"],
+                  torch_rng=rng["torch_manual_seed"], cuda_rng=rng.get("torch_cuda_manual_seed", []))
+    optimizer.load_state_dict(st["optimizer"])
+    scheduler.load_state_dict(st["scheduler"])
+    restore_rng(st)
     return read_json(ckpt / "trainer_state.json")
 
 # %% ../nbs/13_grpo.ipynb #0ac14c8f
@@ -690,6 +740,15 @@ def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
             f"those of step {step - n}. See the nonfinite column of {Path(cfg.out) / TRAINING_STEPS}; a lower lr, "
             "float32 or a smaller max_grad_norm may help (max_nonfinite_steps sets how many are allowed)")
 
+# %% ../nbs/13_grpo.ipynb #a57b4f47
+def check_inputs(cfg:GRPOConfig)->list:
+    "Check what a run reads (its bank, its model, its backend) before anything is removed or written; the bank's games."
+    games = bank_games(cfg.bank)
+    if not games: raise ReadError(f"{cfg.bank}: no games in the training bank")
+    check_base_model(cfg.model)
+    if cfg.backend == "vllm": require_vllm("--backend vllm")
+    return games
+
 # %% ../nbs/13_grpo.ipynb #fbd55763
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
@@ -698,11 +757,8 @@ class GRPOTrainer:
                 ):
         self.cfg, self.out, self.progress = cfg, Path(cfg.out), progress
         check_run_folder(cfg)                          # never into a folder that holds other runs
+        self.games = check_inputs(cfg)                 # its bank, model and backend, before anything is written
         self.out.mkdir(parents=True, exist_ok=True)
-        self.games = bank_games(cfg.bank)
-        if not self.games: raise ValueError(f"{cfg.bank}: no games in the training bank")
-        if cfg.backend == "vllm":
-            require_vllm("--backend vllm")
         base, self.tok = load_model(resolve_model(cfg.model), dtype=cfg.dtype)
         self.start, self.history = 0, []
         ck, changed = checkpoints(self.out) if resume else [], []
@@ -1095,6 +1151,7 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recomp
     out_folder(cfg.out, "run folder")
     check_run_folder(cfg)
     refuse_running(cfg)
+    check_inputs(cfg)                           # before --force removes anything
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
     if job.submit: submit_train(cfg, job, typer.echo, recompute); return

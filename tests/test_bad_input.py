@@ -59,6 +59,9 @@ def work(tmp_path_factory):
         Path("train-type.yaml").write_text("train:\n  steps: five\n")
         Path("eval-typo.yaml").write_text("eval:\n  episodez: 1\n")
         Path("pilot-typo.yaml").write_text("threshholds: 1\n")
+        for run, row in (("trun", {"step": 1, "arm": "lam0"}), ("drun", {"step": 1})):   # runs, a user's file in each
+            Path(run).mkdir(); Path(run, "training_steps.jsonl").write_text(json.dumps(row) + "\n")
+            Path(run, "mine.txt").write_text("a user's own file\n")
         yield d
     finally: os.chdir(old)
 
@@ -133,6 +136,12 @@ CASES = [  # (id, argv, what the one line must name)
     ("train-params-type", ["train", "--params", "train-type.yaml", "--bank", "b", "--out", "t1"], ["train-type.yaml", "`steps`", "must be an integer"]),
     ("train-out-file", ["train", "--bank", "b", "--out", "afile"], ["afile", "is a file"]),
     ("train-force-not-a-run", ["train", "--bank", "b", "--out", "notes", "--force"], ["notes: holds other files, not a run of arm"]),
+    ("train-missing-bank", ["train", "--bank", "NOPE", "--out", "t1"], ["NOPE", "no such file or folder"]),
+    ("train-missing-model", ["train", "--bank", "b", "--model", "./nomodel", "--out", "t1"], ["./nomodel", "no such model folder"]),
+    # --force checks every input before it removes the run (and the user's file beside it)
+    ("train-force-missing-bank", ["train", "--bank", "NOPE", "--out", "trun", "--force"], ["NOPE", "no such file or folder"]),
+    ("train-force-missing-model", ["train", "--bank", "b", "--model", "./nomodel", "--out", "trun", "--force"],
+     ["./nomodel", "no such model folder"]),
     ("train-lam", ["train", "--bank", "b", "--out", "t1", "--lam", "2"], ["lam", "2"]),
     ("pilot-params-key", ["pilot", "--params", "pilot-typo.yaml"], ["pilot-typo.yaml", "unknown section `threshholds`"]),
     ("pilot-params-missing", ["pilot", "--params", "missing.yaml"], ["missing.yaml"]),
@@ -142,6 +151,8 @@ CASES = [  # (id, argv, what the one line must name)
     ("pairs-dpo-missing", ["pairs", "dpo", "--pairs", "missing", "--out", "d.jsonl"], ["missing", "no pairs.jsonl"]),
     ("dpo-train-missing-pairs", ["dpo", "train", "--pairs", "missing", "--model", "tiny-test", "--out", "dt"], ["missing", "no pairs.jsonl"]),
     ("dpo-train-force-not-a-run", ["dpo", "train", "--pairs", "missing", "--out", "notes", "--force"], ["notes: holds other files, not a DPO run"]),
+    ("dpo-train-force-missing-pairs", ["dpo", "train", "--pairs", "missing", "--model", "tiny-test", "--out", "drun", "--force"],
+     ["missing", "no pairs.jsonl"]),
     ("dpo-train-steps", ["dpo", "train", "--pairs", "missing", "--steps", "0", "--out", "dt"], ["steps must be at least 1"]),
     ("model-build-tiny-out-file", ["model", "build-tiny", "--out", "afile", "--size", "test"], ["afile", "is a file"]),
     ("model-build-tiny-size", ["model", "build-tiny", "--size", "huge"], ["--size", "unknown size `huge`"]),
@@ -180,8 +191,44 @@ def test_bad_input(work, argv, names, monkeypatch, tmp_path):
     assert snapshot(work) == before, "the failed command wrote or changed files"
 
 
+@pytest.mark.parametrize("argv,bad", [(["train", "--bank", "NOPE", "--out", "trun", "--force"], "NOPE"),
+                                      (["dpo", "train", "--pairs", "missing", "--out", "drun", "--force"], "missing")],
+                         ids=["train", "dpo-train"])
+def test_force_with_a_bad_input_removes_nothing(work, argv, bad, monkeypatch):
+    "`--force` with a bad input (issue #50): exit 2 naming it, and the run and a user's file in --out are still there."
+    monkeypatch.chdir(work)
+    out = Path(argv[argv.index("--out") + 1]); before = snapshot(out)
+    r = invoke(argv)
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {bad}"), (r.exit_code, r.output)
+    assert "removed" not in r.output and (out / "mine.txt").read_text() == "a user's own file\n" and snapshot(out) == before
+
+
 def test_readme_lists_the_exit_codes():
     "The README's table of exit codes is `EXIT_CODES`, row for row."
     from fairneg.commands import EXIT_CODES
     readme = (ROOT / "README.md").read_text()
     for code, meaning in EXIT_CODES.items(): assert f"| {code} | {meaning} |" in readme, code
+
+
+def test_geometry_refuses_a_game_over_the_size_limit(tmp_path, monkeypatch):
+    "A game over the size limit (issue #50): refused before enumerating, one line naming its size, the limit and the setting."
+    monkeypatch.chdir(tmp_path); monkeypatch.setenv("FAIRNEG_CRASH_DIR", str(tmp_path / "crashes"))
+    monkeypatch.delenv("FAIRNEG_MAX_GAME_CELLS", raising=False)
+    def game(n, m, o, tau):
+        return dict(name=f"g{n}x{m}x{o}", parties=[f"p{i}" for i in range(n)],
+                    roles=["p1", "p2"] + ["player"] * (n - 2), issues=[f"I{k}" for k in range(m)],
+                    options=[[f"o{j}" for j in range(o)]] * m, scores=[[list(range(o))] * m] * n, thresholds=[tau] * n)
+    Path("big.json").write_text(json.dumps(game(8, 8, 6, 30)))   # 1,679,616 deals: 75 s, then it asked for 55 GiB
+    before = snapshot(tmp_path)
+    r = invoke(["geometry", "big.json"])
+    lines = r.stderr.splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: big.json: "), (r.exit_code, r.output)
+    for s in ("1,679,616 deals × 8 parties = 13,436,928 deal-party cells", "over the limit of 250,000", "MiB",
+              "set the environment variable FAIRNEG_MAX_GAME_CELLS"):
+        assert s in lines[0], (s, lines[0])
+    assert not (tmp_path / "crashes").exists() and snapshot(tmp_path) == before
+    Path("mid.json").write_text(json.dumps(game(6, 6, 6, 28)))   # 279,936 cells, a few IR deals: over the limit
+    assert invoke(["geometry", "mid.json"]).exit_code == 2
+    monkeypatch.setenv("FAIRNEG_MAX_GAME_CELLS", "300000")           # the setting raises it
+    r = invoke(["geometry", "mid.json"])
+    assert r.exit_code == 0 and "46656 deals" in r.stdout, r.output

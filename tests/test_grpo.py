@@ -499,3 +499,39 @@ def test_killed_at_any_point_resumes_to_the_uninterrupted_arm(bank, uninterrupte
     assert [r["step"] for r in rb] == [1, 2, 3] and [step_differences(a, b) for a, b in zip(ra, rb)] == [[]] * 3
     a, b = load_file(ref / "checkpoint-3" / "adapter_model.safetensors"), load_file(cut / "checkpoint-3" / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+class _Payload:
+    "A pickle that runs a shell command when unpickled: what a crafted checkpoint file holds."
+    def __init__(self, marker): self.marker = marker
+    def __reduce__(self): return (os.system, (f"touch {self.marker}",))
+
+def test_a_payload_planted_in_a_checkpoint_never_runs(bank, tmp_path):
+    """Issue #50: `fairneg train --resume` loads checkpoints with `weights_only=True`. A pickle planted beside the
+    training state is never opened (the resume goes on); planted in a file the resume loads (this version's
+    training_state.pt, or an earlier version's accelerate files) it is refused in one line naming the file, exit 2.
+    The payload never runs."""
+    from typer.testing import CliRunner
+    from fairneg.cli import app
+    out, marker = tmp_path / "run", tmp_path / "MARKER"
+    train(_tiny_cfg(bank, out), progress=False)
+    ck = out / "checkpoint-1"
+    assert sorted(p.name for p in ck.iterdir() if p.suffix in (".pt", ".pkl", ".bin")) == ["training_state.pt"]
+    args = ["train", "--model", "tiny-test", "--bank", str(bank), "--out", str(out), "--steps", "1", "--groups", "2", "--k", "2",
+            "--max-new-tokens", "80", "--max-turns", "3", "--checkpoint-steps", "1", "--transcript-every", "0",
+            "--scratchpad-chars", "16", "--message-chars", "16", "--no-progress", "--resume"]
+    resume = lambda: CliRunner().invoke(app, args, prog_name="fairneg")
+    torch.save(_Payload(marker), ck / "custom_checkpoint_0.pkl")            # beside this version's state: never opened
+    r = resume()
+    assert r.exit_code == 0 and "complete already at step 1" in r.output, r.output
+    state = (ck / "training_state.pt").read_bytes()
+    torch.save({"optimizer": _Payload(marker)}, ck / "training_state.pt")
+    r = resume()
+    err = lambda r: r.stderr.splitlines()[-1]                              # after the model's loading bar
+    assert r.exit_code == 2 and err(r).startswith(f"error: {ck / 'training_state.pt'}: refused, not loaded"), r.output
+    assert "`posix.system`" in err(r) and "Traceback" not in r.output
+    (ck / "training_state.pt").unlink()                                    # an earlier version's layout (accelerate)
+    r = resume()
+    assert r.exit_code == 2 and err(r).startswith(f"error: {ck / 'custom_checkpoint_0.pkl'}: refused, not loaded"), r.output
+    assert not marker.exists()                                             # no payload ran
+    (ck / "custom_checkpoint_0.pkl").unlink(); (ck / "training_state.pt").write_bytes(state)
+    assert resume().exit_code == 0                                         # the safe state resumes
