@@ -15,7 +15,7 @@ from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy, needs_gpu
 from .rollout import run_cell, run_tournament, soundness, code_version
 from .settings import PlaySettings, game_settings
-from .grpo import GRPOConfig, make_config, train, submit_train, JOBS
+from .grpo import GRPOConfig, make_config, train, submit_train, JOBS, check_inputs
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
 from .eval import (MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells,
     discover_cells, write_eval, load_prereg, evaluate_gate, gate_text, too_few_pairs)
@@ -283,6 +283,7 @@ def arm_configs(params:dict, run:Path, train_bank:Path)->list:
 def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
     "Train a GRPO arm: interrupted, it resumes from its newest checkpoint; forced, it starts over in an empty folder."
     if force:
+        check_inputs(cfg)                            # a bad bank or model removes nothing (#50)
         shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
     train(cfg, resume=True, progress=progress)
 
