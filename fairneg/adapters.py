@@ -56,8 +56,8 @@ def check_base_model(spec, # a model spec: `tiny`, `tiny-test`, `hf:PATH`, `vllm
                      what:str="--model", # the flag or field it came from, for the message
                     ):
     "Refuse a spec naming a local folder that is missing or holds no model (`config.json`); hub ids pass."
-    from fairneg.game import ReadError
-    from fairneg.llm.load import model_path
+    from importlib import import_module       # lazily, by name: the adapters chapter stays free of the model code
+    ReadError, model_path = import_module("fairneg.game").ReadError, import_module("fairneg.llm.load").model_path
     p = model_path(spec)
     path = Path(p).expanduser()
     if not (p.startswith(("/", ".", "~")) or p.count("/") > 1 or path.exists()): return

@@ -14,13 +14,13 @@ from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table, validity_sentence, validity_table
 from .run import INPUTS, LAYOUT, ReportError, Run, rows
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from fairneg.report.figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
+from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
     checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names,
     few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game,
     plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks,
     soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table,
-    undefined_notes, viability_notes, replicate_frame, plot_replicates, _base_level, frontier_frame,
-    plot_lambda_frontier)
+    undefined_notes, viability_notes)
+from .figures import replicate_frame, plot_replicates, _base_level, frontier_frame, plot_lambda_frontier
 
 # %% auto #0
 __all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'footer', 'validity_section', 'replicates_section',
