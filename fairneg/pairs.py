@@ -14,6 +14,7 @@ from .reward import EPS, g_smooth, table_reward
 from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point,
                               game_sha, check_poolable, PoolingError,
                               DecisionPoint, Offer, field_names, read_decision_point, version_context)
+from .protocol import row_decision_point
 from .prompts import render_prompt, render_conversation
 from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
                             rational_rule, label_index)
@@ -28,10 +29,10 @@ from .commands import BadValue, MissingInput
 __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS', 'WEIGHTINGS',
            'REQUIRED_FIELDS', 'app', 'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer',
            'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values',
-           'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'row_decision_point', 'annotate_line',
-           'annotate', 'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g',
-           'dpo_pairs', 'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card',
-           'annotate_cmd', 'package_cmd', 'dpo_cmd']
+           'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'annotate_line', 'annotate',
+           'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g', 'dpo_pairs',
+           'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd',
+           'package_cmd', 'dpo_cmd']
 
 # %% ../nbs/13_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -243,11 +244,6 @@ def state_fields(dp:DecisionPoint)->dict:
     d["offers"] = [o.to_dict() for o in dp.offers]
     d["history"] = [{k: e.get(k) for k in _EVENT_KEYS} for e in dp.history]
     return d
-
-# %% ../nbs/13_pairs.ipynb #53e4e29a
-def row_decision_point(row:dict)->DecisionPoint:
-    "The `DecisionPoint` a row was scored at, rebuilt from its fields (without the seat's own scratchpad)."
-    return read_decision_point({**{k: row[k] for k in STATE_FIELDS + VIEW_FIELDS + DP_ROW_IDS}, "own_scratchpad": None})
 
 # %% ../nbs/13_pairs.ipynb #60363462
 def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(",", ":"))
@@ -821,7 +817,7 @@ _CARD_FIELDS = [
     "- state-complete: `issues`, `own_sheet`, `offers`, `standing_offer_id`, `round`, `min_accept`, `deadline`, "
     "`n_parties`, and the rest of the seat's decision point (`history`, `active`, `ballot`, `legal`, `acceptable`, "
     "`retry_error`, ...): enough to re-render the decision point into any model's prompt "
-    "(`fairneg.pairs.row_decision_point` + `fairneg.prompts.render_prompt`).",
+    "(`fairneg.protocol.row_decision_point` + `fairneg.prompts.render_prompt`).",
     "- `view_ref`: `<framing>:<hash>` of the prompt the model was shown; `view` (the messages) only when built with "
     "`--include-views`.", "",
     "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate."]

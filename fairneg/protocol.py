@@ -24,7 +24,7 @@ __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES',
            'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id',
            'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action',
            'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'DecisionPoint',
-           'read_decision_point', 'as_decision_point', 'decision_point', 'resolve_game']
+           'read_decision_point', 'row_decision_point', 'as_decision_point', 'decision_point', 'resolve_game']
 
 # %% ../nbs/05_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -719,6 +719,13 @@ def from_dict(cls:DecisionPoint, d:dict)->DecisionPoint:
 def read_decision_point(d:dict)->DecisionPoint:
     "A decision point read from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
     return DecisionPoint.from_dict(d)
+
+# %% ../nbs/05_protocol.ipynb #4e12dca4
+def row_decision_point(row:dict, # a flat row holding every field of a decision point (a pairs row), and others
+                      )->DecisionPoint:
+    "The decision point whose fields a row holds (other keys ignored; no row keeps the seat's own scratchpad)."
+    return read_decision_point({**{k: row[k] for k in field_names(DecisionPoint) if k != "own_scratchpad"},
+                                "own_scratchpad": None})
 
 # %% ../nbs/05_protocol.ipynb #9073f630
 def as_decision_point(dp:DecisionPoint|dict)->DecisionPoint:

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['SEED_TAG', 'DPO_PREFIX', 'lam_tag', 'grpo_arm', 'arm_family', 'arm_seed', 'arm_lam', 'is_placebo_arm', 'dpo_arm',
-           'is_dpo_arm', 'arm_order', 'CheckpointNameError', 'checkpoint_name', 'arm_step', 'checkpoint_dir',
-           'checkpoint_dir_step']
+__all__ = ['SEED_TAG', 'DPO_PREFIX', 'VERSUS_TAG', 'lam_tag', 'grpo_arm', 'arm_family', 'arm_seed', 'arm_lam', 'is_placebo_arm',
+           'dpo_arm', 'is_dpo_arm', 'versus_arm', 'arm_order', 'CheckpointNameError', 'checkpoint_name', 'arm_step',
+           'checkpoint_dir', 'checkpoint_dir_step']
 
 # %% ../nbs/00_runlayout.ipynb #01e9e90e
 def lam_tag(lam:float)->str:
@@ -67,13 +67,19 @@ def is_dpo_arm(arm:str)->bool:
     return str(arm).startswith(DPO_PREFIX)
 
 # %% ../nbs/00_runlayout.ipynb #0e4f0be3
+VERSUS_TAG = "-vs-"   # `lam1-vs-lam0`: arm lam1 compared with arm lam0 on the same episodes
+
+def versus_arm(a:str, b:str)->str:
+    "The name of the comparison of arm `a` against arm `b` (families or seeded arms): `lam1-vs-lam0`."
+    return f"{a}{VERSUS_TAG}{b}"
+
 def arm_order(arm:str)->tuple:
     "A sort key putting arms in λ order (then seed), the placebo after them, DPO arms next, any other name last."
     fam, seed, lam = arm_family(arm), arm_seed(arm), arm_lam(arm)
     s = -1 if seed is None else seed
     if lam is not None: return (0, lam, s, "")
     if is_placebo_arm(arm): return (1, 0.0, s, "")
-    vs = str(fam).split("-vs-")
+    vs = str(fam).split(VERSUS_TAG)
     if len(vs) == 2: return (2, *(arm_order(x)[:2] for x in vs), s)   # versus comparisons: by their arms
     return (3 if is_dpo_arm(arm) else 4, 0.0, s, str(arm))
 

@@ -21,7 +21,7 @@ from ..store import episode_rows, EPISODES, append_jsonl, write_text_atomic
 from .cells import CONDITIONS, EvalError, PairingError
 from .launch import launched
 from ..runlayout import (SEED_TAG, CheckpointNameError, arm_family, arm_lam, arm_seed, arm_step,
-                               checkpoint_name, is_dpo_arm, is_placebo_arm)
+                               checkpoint_name, is_dpo_arm, is_placebo_arm, versus_arm)
 
 # %% auto #0
 __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS',
@@ -442,7 +442,7 @@ def replicate_design(names:Iterable[str])->dict:
         for (f, s, step, cond), a in sorted(index.items(), key=lambda kv: str(kv[0])):
             b = index.get((fb, s, step, cond))
             if f != fa or b is None: continue
-            fam = f"{fa}-vs-{fb}"
+            fam = versus_arm(fa, fb)
             arm = fam if s is None else f"{fam}{SEED_TAG}{s}"
             versus[f"{checkpoint_name(arm, step)}_{cond}"] = (a, b)
             vindex[(fam, s, step, cond)] = f"{checkpoint_name(arm, step)}_{cond}"

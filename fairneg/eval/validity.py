@@ -5,26 +5,19 @@
 # %% ../../nbs/13_eval_validity.ipynb #cb68cd23
 from __future__ import annotations
 import numpy as np
-from ..protocol import DecisionPoint, field_names, read_decision_point
+from ..protocol import DecisionPoint, row_decision_point
 from ..agents import own_view
 from ..stats import cluster_se, t_interval, resample_counts, percentile_interval, verdict
 from .contrasts import MIN_GAMES
 
 # %% auto #0
-__all__ = ['PHASE_KINDS', 'YES_ATYPES', 'STATUSES', 'VALIDITY_COLUMNS', 'row_point', 'yes_stakes', 'said_yes', 'row_decisions',
+__all__ = ['PHASE_KINDS', 'YES_ATYPES', 'STATUSES', 'VALIDITY_COLUMNS', 'yes_stakes', 'said_yes', 'row_decisions',
            'yes_no_decisions', 'slope_fit', 'decision_sensitivity', 'payoff_sensitivity', 'validity_sentence',
            'validity_table']
 
 # %% ../../nbs/13_eval_validity.ipynb #f3f48998
 PHASE_KINDS = {"vote": "vote", "respond": "accept", "turn": "sign"}   # phase -> the kind of yes it offers
 YES_ATYPES = {"vote": "vote", "accept": "accept", "sign": "accept"}   # kind -> the action type of that yes
-
-# %% ../../nbs/13_eval_validity.ipynb #5247b83a
-_DP_FIELDS = field_names(DecisionPoint)
-
-def row_point(row:dict)->DecisionPoint:
-    "The decision point an annotated pairs row was scored at, read from its fields (scratchpad left out)."
-    return read_decision_point({**{k: row[k] for k in _DP_FIELDS if k != "own_scratchpad"}, "own_scratchpad": None})
 
 # %% ../../nbs/13_eval_validity.ipynb #cf752507
 def yes_stakes(dp:DecisionPoint)->list:
@@ -52,7 +45,7 @@ def _point_key(r:dict)->tuple: return r["experiment_name"], r["episode_id"], r["
 def row_decisions(row:dict)->list:
     "The yes/no decisions of one annotated row's decision point (none when its answer was not taken as given)."
     if row.get("rejected_legality") != "ok" or row.get("phase") not in PHASE_KINDS: return []
-    dp = row_point(row)
+    dp = row_decision_point(row)
     ids = dict(experiment_name=row["experiment_name"], episode_id=row["episode_id"], turn_idx=row["turn_idx"],
                instance_id=row["instance_id"], seat=row["seat"], phase=row["phase"], kind=PHASE_KINDS[row["phase"]])
     a = row["rejected_action"]

@@ -418,17 +418,12 @@ def replicate_frame(result:dict, # eval.json (`analyze_cells` with `versus` and 
                     condition:str="primary", endpoints:Iterable[str]|None=KEY_ENDPOINTS):
     "Seed-by-seed and pooled contrasts of one kind on one condition, at each comparison's last step, in λ order."
     import pandas as pd
-    pooled = result.get("pooled") or {}
-    if kind == "versus":
-        cells = {**(result.get("versus") or {}), **{n: c for n, c in pooled.items() if "-vs-" in c["checkpoint"]}}
-        who = ""
+    versus, pooled = result.get("versus") or {}, result.get("pooled") or {}
+    vpools = {n: c for n, c in pooled.items() if set(c["members"]) <= set(versus)}   # pools of versus cells
+    apools = {n: c for n, c in pooled.items() if n not in vpools}                       # pools of an arm's seeds
+    if kind == "versus": cells, who = {**versus, **vpools}, ""
     elif kind == "base":
-        fams = {arm_family(_arm_step(c["checkpoint"])[0]) for c in pooled.values() if "-vs-" not in c["checkpoint"]}
-        cells = {**{n: c for n, c in (result.get("cells") or {}).items() if _arm_step(c["checkpoint"])
-                    and arm_seed(_arm_step(c["checkpoint"])[0]) is not None
-                    and arm_family(_arm_step(c["checkpoint"])[0]) in fams},
-                 **{n: c for n, c in pooled.items() if "-vs-" not in c["checkpoint"]}}
-        who = " − base"
+        cells, who = {**{m: result["cells"][m] for c in apools.values() for m in c["members"]}, **apools}, " − base"
     else: raise ReportError(f"kind must be versus or base, got {kind!r}")
     rows = [r for n, c in cells.items() if c.get("condition") == condition
             for r in _replicate_rows(n, c, who, endpoints)]
