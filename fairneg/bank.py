@@ -16,6 +16,7 @@ from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import
 from .geometry import Geometry, solve
 from .store import (write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder,
                            fresh_folder, check_replaceable)
+from .store import folder_lock
 
 # %% auto #0
 __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS', 'ADAPTER_CONFIG', 'SAFE_ID', 'LLMDEL_ALIAS',
@@ -402,8 +403,9 @@ def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")]
              progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
              force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Generate a training bank: every seed in every information mode."
-    before = _manifest_text(out)
-    rows = generate_bank(n_games, seed_offset, modes, out, progress=progress, force=force)
+    with folder_lock(out, "fairneg bank generate"):
+        before = _manifest_text(out)
+        rows = generate_bank(n_games, seed_offset, modes, out, progress=progress, force=force)
     typer.echo(_bank_line(out, rows, before, force, f"({n_games} seeds × {len(check_modes(modes))} modes)"))
 
 # %% ../nbs/03_bank.ipynb #fc06c01b
@@ -413,8 +415,9 @@ def import_(paths:Annotated[list[Path],
             out:Annotated[Path, typer.Option(help="The bank folder to write.")],
             force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Import games (LLM-Deliberation folders or game JSON files) as a bank."
-    before = _manifest_text(out)
-    rows = import_bank(paths, out, force=force)
+    with folder_lock(out, "fairneg bank import"):
+        before = _manifest_text(out)
+        rows = import_bank(paths, out, force=force)
     typer.echo(_bank_line(out, rows, before, force, "imported"))
 
 # %% ../nbs/03_bank.ipynb #b82f237b
@@ -432,9 +435,10 @@ def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
           progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
           force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
-    before = _manifest_text(out)
-    rows = make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress,
-                          verbose=False, force=force)
+    with folder_lock(out, "fairneg bank eval"):
+        before = _manifest_text(out)
+        rows = make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress,
+                              verbose=False, force=force)
     typer.echo(_bank_line(out, rows, before, force, f"accepted: {read_json(out / GUARD)['summary']}"))
 
 # %% ../nbs/03_bank.ipynb #7ab15668

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_commands.ipynb #bccbf6e9
 from __future__ import annotations
-import dataclasses, difflib, inspect, json, os, platform, sys, time, traceback, types, typing
+import dataclasses, difflib, errno, inspect, json, os, platform, sys, time, traceback, types, typing
 from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
@@ -14,10 +14,10 @@ try: from typer._click import exceptions as click_exceptions   # typer >= 0.2x c
 except ImportError: from click import exceptions as click_exceptions
 
 # %% auto #0
-__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'user_error', 'one_line', 'BadValue', 'UnknownName',
-           'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line', 'CliGroup', 'nearest',
-           'unknown_names', 'json_kind', 'type_problem', 'expand_multi', 'MultiValueCommand', 'field_docs',
-           'config_params', 'config_command', 'extra_option', 'config_section', 'key_values']
+__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line', 'BadValue',
+           'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line', 'os_problem',
+           'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem', 'expand_multi', 'MultiValueCommand',
+           'field_docs', 'config_params', 'config_command', 'extra_option', 'config_section', 'key_values']
 
 # %% ../nbs/00_commands.ipynb #99a45f25
 EXIT_CODES = {   # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -90,12 +90,24 @@ def crash_line(e:BaseException, log:Path)->str:
     return (f"crash: {type(e).__name__}: {one_line(e)[:300]} "
             f"(a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})")
 
+# %% ../nbs/00_commands.ipynb #afdcde4a
+# OS errors a user fixes (room on the disk, a permission): one line, exit 2, not a crash
+USER_OS_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+                  errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+                  errno.EROFS: "a read-only file system"}
+
+def os_problem(e:BaseException)->str|None:
+    "A user's OS error (a full disk, no permission) as one line naming its file; None for any other error."
+    if not isinstance(e, OSError) or e.errno not in USER_OS_ERRORS: return None
+    return (f"{e.filename or 'a file'}: cannot write: {USER_OS_ERRORS[e.errno]} ({e.strerror}); make room or fix the "
+            "permission, then run the command again (what was written completely is kept)")
+
 # %% ../nbs/00_commands.ipynb #bd2be009
 # handled by `CliGroup.main`/typer
 _PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)
 
 class CliGroup(TyperGroup):
-    "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage errors one line and 2, crash 4 and a log."
+    "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage/OS errors one line and 2, crash 4, a log."
     def invoke(self, ctx):
         try: rv = super().invoke(ctx)
         except tuple(USER_ERRORS) as e:
@@ -103,6 +115,9 @@ class CliGroup(TyperGroup):
             raise typer.Exit(EXIT_USER)
         except _PASS: raise
         except Exception as e:
+            if (line := os_problem(e)) is not None:
+                typer.echo("error: " + line, err=True)
+                raise typer.Exit(EXIT_USER) from None
             typer.echo(crash_line(e, write_crash_log(e)), err=True)
             raise typer.Exit(EXIT_CRASH)
         return None if ctx.parent is None else rv   # a command's return value is not an exit status

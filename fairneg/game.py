@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_game.ipynb #4e453f12
 from __future__ import annotations
-import itertools, json, math, os, re, string
+import itertools, json, math, os, re, string, warnings
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
@@ -15,7 +15,7 @@ __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'MAX_GAME_CE
            'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game', 'issue_letter', 'issue_index',
            'label_option', 'label_options', 'deal_key', 'option_label', 'deal_label', 'parse_deal_label', 'utility',
            'accepts', 'max_game_cells', 'enumeration_bytes', 'GameTooLarge', 'check_game_size', 'validate_game',
-           'PartyError', 'party_index', 'ReadError', 'read_text', 'read_json', 'json_lines', 'game_to_dict',
+           'PartyError', 'party_index', 'ReadError', 'read_text', 'read_json', 'TornLine', 'json_lines', 'game_to_dict',
            'game_from_dict', 'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation',
            'generate_game', 'ultimatum_game', 'divide_dollar_game']
 
@@ -304,13 +304,19 @@ def read_json(path, error:type=ReadError):
     except json.JSONDecodeError as e: _fail(error, path, "<json>", f"not valid JSON: {e}")
 
 # %% ../nbs/01_game.ipynb #73e04cba
+class TornLine(UserWarning):
+    "A JSON Lines file whose last line was cut short (a write killed, or a full disk): read without it."
+
 def json_lines(path, error:type=ReadError)->list[tuple[int, object]]:
     "`(line number, value)` for every non-blank line of a JSON Lines file; `error` names the file, the line and why."
-    out = []
-    for ln, line in enumerate(read_text(path, error).split("\n"), 1):   # not splitlines: U+2028 may sit inside a string
+    out, lines = [], read_text(path, error).split("\n")    # not splitlines: U+2028 may sit inside a string
+    for ln, line in enumerate(lines, 1):
         if not line.strip(): continue
         try: out.append((ln, json.loads(line)))
         except json.JSONDecodeError as e:
+            if ln == len(lines):                            # no newline after it: a write cut short, not a bad row
+                warnings.warn(f"{path}:{ln}: a half-written last line (a write cut short) is left out", TornLine)
+                continue
             _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
     return out
 

@@ -23,6 +23,7 @@ from .llm import chat_text
 from .bank import bank_games
 from .policies import resolve_model
 from .store import STATES, append_jsonl, read_jsonl, write_json, writable_file
+from .store import folder_lock
 from .commands import BadValue, MissingInput
 
 # %% auto #0
@@ -855,29 +856,31 @@ def annotate_cmd(episodes:Annotated[list[Path],
                                                         "(a pipeline gate).")]=None):
     "Re-score every LLM turn of logged episodes with each counterfactual type: one row per (episode, turn, type)."
     lines = read_states(episodes)
-    f = out / "pairs.jsonl"
-    if f.is_file():
-        have = {(l["episode_id"]) for l in lines}
-        clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
-        rep0 = read_json(out / "annotation_report.json",
-                         PackageError) if (out / "annotation_report.json").is_file() else {}
-        same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes],
-                                                                  types=list(types),
-                                                                   include_views=include_views, max_points=max_points)
-        # the same annotation of the same episodes (none added since)
-        if clash and same and rep0.get("n_episodes") == len(lines):
-            typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
-            return
-        if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes "
-                                     "(rows are appended, never rewritten): "
-                                     "give another --out for another annotation of them")
-    rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
-    rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views,
-               max_points=max_points, n_episodes=len(lines))
-    write_json(out / "annotation_report.json", rep)
-    typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in "
-               f"{rep['seconds']:.1f} s "
-               f"(view mismatches {rep['view_mismatch']}) -> {f}")
+    with folder_lock(out, "fairneg pairs annotate"):
+        f = out / "pairs.jsonl"
+        if f.is_file():
+            have = {(l["episode_id"]) for l in lines}
+            clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
+            rep0 = read_json(out / "annotation_report.json",
+                             PackageError) if (out / "annotation_report.json").is_file() else {}
+            same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes],
+                                                                      types=list(types),
+                                                                       include_views=include_views,
+                                                                      max_points=max_points)
+            # the same annotation of the same episodes (none added since)
+            if clash and same and rep0.get("n_episodes") == len(lines):
+                typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
+                return
+            if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes "
+                                         "(rows are appended, never rewritten): "
+                                         "give another --out for another annotation of them")
+        rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
+        rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views,
+                   max_points=max_points, n_episodes=len(lines))
+        write_json(out / "annotation_report.json", rep)
+        typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in "
+                   f"{rep['seconds']:.1f} s "
+                   f"(view mismatches {rep['view_mismatch']}) -> {f}")
 
 # %% ../nbs/13_pairs.ipynb #8cb55393
 @app.command("package", cls=MultiValueCommand)
@@ -898,7 +901,8 @@ def package_cmd(run:Annotated[list[str],
         k, v = spec.split("=", 1)
         if k in runs: raise typer.BadParameter(f"run name `{k}` given more than once", param_hint="--run")
         runs[k] = Path(v)
-    st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
+    with folder_lock(out, "fairneg pairs package"):
+        st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
     if st.get("already"): typer.echo(f"{out}: already holds every row of these runs; nothing packaged"); return
     typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, "
                f"{len(st['hazards'])} hazard warnings -> {out}")

@@ -19,6 +19,7 @@ from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, ev
 from .game import INFO_MODES
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from .store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES, QUALITY, CELL
+from .store import folder_lock, check_writable
 from .game import read_json
 from .settings import PlaySettings, play_settings
 
@@ -273,7 +274,7 @@ def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|No
     "The (games, seeds) blocks to play into `out` and the line that says so (refusing a folder of another cell)."
     wanted = {(g.name, s) for g in games for s in c.seeds}
     if force: check_replaceable(out, (out / CELL).is_file(), "a campaign cell")
-    held = set() if force else held_episodes(out, identity)
+    held = set() if force else held_episodes(out, identity, games)
     blocks = [(games, list(c.seeds))] if force else missing_runs(games, c.seeds, held)
     return blocks, _plan_line(out, wanted, held, force)
 
@@ -286,6 +287,10 @@ def play(force:bool=False, **kw):
     names = _play_seats(c.seats, c.model, games)
     experiment_name = c.experiment_name or f"play__{','.join(names)}"
     out = out_folder(c.out or Path("runs") / experiment_name, "cell folder")
+    with folder_lock(out, "fairneg play"): _play_cell(force, c, games, names, experiment_name, out)
+
+def _play_cell(force:bool, c:PlayConfig, games:list, names:list, experiment_name:str, out:Path):
+    "Play what the cell folder `out` lacks (all of it with `force`) and print its summary (under its writer lock)."
     cap = max_budget(games, c.play)
     llm = any(not is_agent_seat(n) for n in names)
     cell = dict(model=c.model, model_thinking=c.model_thinking if llm else None, constrain=c.constrain,
@@ -295,11 +300,12 @@ def play(force:bool=False, **kw):
                                                                                  "seats": names}))
     if line: typer.echo(line)
     if blocks:
+        check_writable(out, "cell folder")          # a folder it cannot write is refused before the model loads
         # only now: a model loads
         pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)
         run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name,
                                          width=c.width, play=c.play,
-                                         extra_policies=pols, progress=c.progress, cell=cell)
+                                         extra_policies=pols, progress=c.progress, cell=cell, cell_games=games)
         if force:
             with fresh_folder(out) as new: run(new, games, list(c.seeds))
         else:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_rollout.ipynb #b5303bfd
 from __future__ import annotations
-import functools, hashlib, json, subprocess, time
+import contextlib, functools, hashlib, json, subprocess, time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -26,6 +26,8 @@ from .protocol import (deadline_turns, new_episode, current_seats, apply_action,
                               is_done, outcome,
                               turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable,
                               PoolingError, DecisionPoint)
+from .protocol import game_sha
+from .store import folder_lock
 from .settings import PlaySettings
 from .numerics import provenance
 from .prompts import render_prompt, render_conversation
@@ -34,10 +36,11 @@ from .prompts import render_prompt, render_conversation
 __all__ = ['CELL_IDENTITY', 'RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'request_messages', 'turn_seed',
            'ScriptedPolicy', 'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'spec_state', 'start_episode',
            'co_step', 'episode_row', 'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report',
-           'write_cell_tables', 'cell_identity', 'drop_unfinished', 'held_episodes', 'missing_runs', 'seat_names',
-           'run_tournament', 'summary_table', 'episode_table_rewards', 'SoundnessError', 'parse_expectation',
-           'soundness', 'view_ref', 'is_agent_seat', 'llm_seats', 'random_legal_action', 'RandomLegalPolicy', 'ViewLog',
-           'episode_state_line', 'resolve_seats', 'max_budget', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd',
+           'write_cell_tables', 'cell_identity', 'games_content', 'cell_games', 'drop_unfinished', 'held_episodes',
+           'missing_runs', 'seat_names', 'run_tournament', 'summary_table', 'episode_table_rewards', 'SoundnessError',
+           'parse_expectation', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats', 'random_legal_action',
+           'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'cell_line',
+           'start_cell', 'append_episodes', 'write_quality', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd',
            'soundness_cmd']
 
 # %% ../nbs/08_rollout.ipynb #59845bc1
@@ -156,7 +159,9 @@ def _apply_outputs(items, outs, policy_name):
             ep.chat_ids[seat] = list(out["prompt_ids"]) + list(out["completion_ids"]) if "prompt_ids" in out else None
 
 # %% ../nbs/08_rollout.ipynb #aaf24394
-def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None)->list:
+def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None,
+            on_done=None, # called with each wave's finished episodes as they end (a cell writes them then)
+           )->list:
     "Play every spec, `width` episodes at a time, one `act_batch` call per policy per wave; returns finished episodes."
     if not (isinstance(width, int) and width >= 1):
         raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
@@ -177,6 +182,7 @@ def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|No
                 bar.update(1)
             else: still.append(ep)
         live = still
+        if ended and on_done is not None: on_done(done[-len(ended):])
         for p in policies.values():                    # a policy may keep per-episode state (an LLM's seat caches)
             if ended and hasattr(p, "end_episodes"): p.end_episodes(ended)
     bar.close()
@@ -309,6 +315,43 @@ def _refuse_other_cell(out:Path, identity:dict):
                                       + "; ".join(f"{k} {line.get(k)!r} there, {identity.get(k)!r} now" for k in diff)
                                       + "): give another --out, or --force to start it over")
 
+# %% ../nbs/08_rollout.ipynb #b67929ae
+def games_content(games)->dict:
+    "The content of a cell's games: `{name: game_sha}` (the fingerprint of each game's full JSON)."
+    return {g.name: game_sha(g) for g in games}
+
+# %% ../nbs/08_rollout.ipynb #08c92b77
+def cell_games(lines, # `cell.jsonl` lines (those written before games were recorded carry none)
+               source, # what they are read from, for the message
+               error:type=RunFolderError, # the exception raised for a name with two contents
+              )->dict:
+    "The content of a cell's games: the union of its lines' `game_shas` (a name with two contents is refused)."
+    held = {}
+    for line in lines:
+        for name, sha in (line.get("game_shas") or {}).items():
+            if held.setdefault(name, sha) != sha:
+                raise error(f"{source}: game {name} was played with two contents (game_sha {held[name]} and {sha}): "
+                            "the same name with other numbers is another game")
+    return held
+
+# %% ../nbs/08_rollout.ipynb #b9cb9641
+def _refuse_other_games(out:Path, content:dict):
+    "Raise `RunFolderError` when the folder's games are not `content` (another bank, or a name with other numbers)."
+    held = cell_games(read_jsonl(out / CELL), out / CELL)
+    if not held: return                                  # a cell written before its games were recorded
+    other = sorted(n for n in held.keys() & content.keys() if held[n] != content[n])
+    if other:
+        raise RunFolderError(f"{out}: holds games of these names with other content ("
+                             + "; ".join(f"{n}: game_sha {held[n]} there, {content[n]} now" for n in other[:3])
+                             + (", ..." if len(other) > 3 else "")
+                             + "): give another --out, or --force to start it over")
+    there, here = sorted(held.keys() - content.keys()), sorted(content.keys() - held.keys())
+    if there or here:
+        eg = "; ".join(f"{w}: {', '.join(ns[:3])}{', ...' if len(ns) > 3 else ''}"
+                       for w, ns in (("only there", there), ("only now", here)) if ns)
+        raise RunFolderError(f"{out}: holds the games of another bank ({len(held)} games there, {len(content)} now; "
+                             f"{eg}): give another --out, or --force to start it over")
+
 # %% ../nbs/08_rollout.ipynb #0762d878
 def drop_unfinished(out:Path)->int:
     "Drop the transcript and state rows of episodes with no `episodes.jsonl` row (a write cut short); returns how many."
@@ -325,6 +368,7 @@ def drop_unfinished(out:Path)->int:
 # %% ../nbs/08_rollout.ipynb #6044248e
 def held_episodes(out, # a cell folder (missing or empty: a new cell)
                   identity:dict, # `cell_identity` of the cell to play into it
+                  games=None, # the games to play into it: their content must be the cell's (`games_content`)
                  )->set:
     "This cell's (instance_id, episode_seed) keys in the folder; `RunFolderError` for a file or a folder of other work."
     out = out_folder(out, "cell folder")
@@ -333,6 +377,7 @@ def held_episodes(out, # a cell folder (missing or empty: a new cell)
         raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or "
                              "--force to replace it")
     _refuse_other_cell(out, identity)
+    if games is not None: _refuse_other_games(out, games_content(games))
     drop_unfinished(out)
     return {tuple(r[f] for f in EPISODE_KEY)
             for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
@@ -358,12 +403,14 @@ def seat_names(seats, games)->dict:
 # %% ../nbs/08_rollout.ipynb #f15f9ed1
 def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_play", width:int=64,
                    play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
-                   extra_policies:dict|None=None, progress:bool=True)->dict:
+                   extra_policies:dict|None=None, progress:bool=True,
+                   on_done=None, # called with each wave's finished episodes (see `co_step`)
+                  )->dict:
     "Play every game × seed with the seat policies (`seats`: one name for all, or one per seat); write tables to `out`."
     per_game, play = seat_names(seats, games), play or PlaySettings()
     specs = [EpisodeSpec(g, int(s), per_game[id(g)], experiment_name, play) for g in games for s in seeds]
     pols = make_policies([n for sp in specs for n in sp.seats], extra_policies)
-    eps = co_step(specs, pols, width=width, progress=progress)
+    eps = co_step(specs, pols, width=width, progress=progress, on_done=on_done)
     rows, trans = [e.row for e in eps], [t for e in eps for t in transcript_rows(e)]
     if out is not None: write_cell_tables(out, {EPISODES: rows, TRANSCRIPTS: trans}, quality_report(rows, trans))
     return dict(episodes=eps, rows=rows, transcripts=trans)
@@ -555,42 +602,80 @@ def max_budget(games, play:PlaySettings|None=None)->int:
                for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol])
 
 # %% ../nbs/08_rollout.ipynb #b28dbed5
+def cell_line(games, seeds:list, names:list, experiment_name:str, width:int, play:PlaySettings,
+              cell:dict|None=None, # run options (model, thinking, token caps)
+              cell_games=None, # every game of the cell (default: `games`), recorded by content
+             )->dict:
+    "The `cell.jsonl` line of an invocation, written before it plays: its games (and their content), seeds, seats."
+    per_game = seat_names(names, games)
+    versions = {spec_state(EpisodeSpec(g, 0, per_game[id(g)], play=play)).protocol.version for g in games}
+    return dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width,
+                game_shas=games_content(games if cell_games is None else cell_games), seats=names,
+                llm_policies=sorted({n for ss in per_game.values() for n in ss if not is_agent_seat(n)}),
+                episodes=len(games) * len(seeds), protocol_versions=sorted(versions),
+                **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"), provenance=provenance())
+
+def start_cell(out:Path, line:dict, keys:set):
+    "Refuse episodes the folder already holds (before any is played), then append the invocation's `cell.jsonl` line."
+    held = {tuple(r[f] for f in EPISODE_KEY)
+            for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    twice = sorted(keys & held)
+    if twice: raise RunFolderError(f"{out / EPISODES}: already holds {len(twice)} of these episodes "
+                                   f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}"
+                                   f"{', ...' if len(twice) > 3 else ''}): nothing played")
+    append_jsonl([line], out / CELL)
+
+# %% ../nbs/08_rollout.ipynb #eacb6909
+def append_episodes(out:Path, eps:list, states:list):
+    "Append finished episodes to a cell folder: transcripts and states first, episode rows last (a row means complete)."
+    append_jsonl([t for ep in eps for t in transcript_rows(ep)], out / TRANSCRIPTS)
+    append_jsonl(states, out / STATES)
+    append_jsonl([ep.row for ep in eps], out / EPISODES)
+
+def write_quality(out:Path)->dict:
+    "Write a cell folder's quality report from its readable rows: complete episodes and their transcripts only."
+    rows = episode_rows(out / EPISODES, RunFolderError) if (out / EPISODES).is_file() else []
+    keys = {tuple(r[f] for f in EPISODE_KEY) for r in rows}
+    trans = [t for t in (read_jsonl(out / TRANSCRIPTS) if (out / TRANSCRIPTS).is_file() else [])
+             if tuple(t.get(f) for f in EPISODE_KEY) in keys]
+    q = quality_report(rows, trans)
+    write_json(out / QUALITY, q)
+    return q
+
+# %% ../nbs/08_rollout.ipynb #77fa301e
 def run_cell(games, # the games
              seats, # one policy name for every seat, or one per seat
              seeds, # episode seeds
-             out=None, # folder the tables are appended to (None: nothing written)
+             out=None, # folder the tables are appended to, episode by episode as they end (None: nothing written)
              experiment_name:str="fairneg_play", width:int=64,
              play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
              extra_policies:dict|None=None, # policies by name (LLM seats; agents are built by name)
              progress:bool=True,
              cell:dict|None=None, # run options recorded in `cell.jsonl` (with how it computed) and on every states line
+             cell_games=None, # every game of the cell, recorded by content in `cell.jsonl` (default: `games`)
             )->dict:
-    "`run_tournament` plus the annotator's log: each LLM turn's `view_ref` and one `states.jsonl` line per episode."
+    "`run_tournament` plus the annotator's log (each LLM turn's `view_ref`, a `states.jsonl` line per episode)."
     seeds = [int(s) for s in seeds]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"repeated seeds {seeds}: every (instance_id, episode_seed) key must be unique")
     names = [seats] if isinstance(seats, str) else list(seats)
     wrapped = {n: ViewLog(p, n) if not is_agent_seat(n) else p for n, p in (extra_policies or {}).items()}
-    play = play or PlaySettings()
-    res = run_tournament(games, names, seeds, experiment_name=experiment_name, width=width, play=play,
-                         extra_policies=wrapped, progress=progress)
-    logs = [p for p in wrapped.values() if isinstance(p, ViewLog)]
-    res["states"] = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, cell)
-                     for ep in res["episodes"]]
+    play, logs, states = play or PlaySettings(), [p for p in wrapped.values() if isinstance(p, ViewLog)], []
+    def finished(eps):
+        lines = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, cell) for ep in eps]
+        states.extend(lines)
+        if out is not None: append_episodes(Path(out), eps, lines)
     if out is not None:
-        llm_names = sorted({n for ep in res["episodes"] for n in ep.spec.seats if not is_agent_seat(n)})
-        line = dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width,
-                    seats=names, llm_policies=llm_names, episodes=len(res["rows"]),
-                    protocol_versions=sorted({r["protocol_version"] for r in res["rows"]}),
-                    **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                    provenance=provenance())
-        old_rows = episode_rows(Path(out) / EPISODES, RunFolderError) if (Path(out) / EPISODES).is_file() else []
-        old_trans = read_jsonl(Path(out) / TRANSCRIPTS) if old_rows and (Path(out) / TRANSCRIPTS).is_file() else []
-        write_cell_tables(out, {EPISODES: res["rows"], TRANSCRIPTS: res["transcripts"],
-                                STATES: res["states"], CELL: [line]},
-                          # the report covers the whole folder
-                          quality_report(old_rows + res["rows"], old_trans + res["transcripts"]))
-    return res
+        start_cell(Path(out), cell_line(games, seeds, names, experiment_name, width, play, cell, cell_games),
+                   {(g.name, s) for g in games for s in seeds})
+    try: res = run_tournament(games, names, seeds, experiment_name=experiment_name, width=width, play=play,
+                              extra_policies=wrapped, progress=progress, on_done=finished)
+    except BaseException:
+        if out is not None:
+            with contextlib.suppress(Exception): write_quality(Path(out))     # what was played whole is counted
+        raise
+    if out is not None: write_quality(Path(out))                             # the report covers the whole folder
+    return {**res, "states": states}
 
 # %% ../nbs/08_rollout.ipynb #3c24e6ad
 class MergeError(ValueError):
@@ -635,6 +720,7 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
     _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("model max_new_tokens caps",
                   {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()})
+    cell_games([x for t in parts.values() for x in t[CELL] or []], "the chunks", MergeError)   # a name, two contents
     has = {c: t[STATES] is not None for c, t in parts.items()}
     if len(set(has.values())) > 1:
         raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
@@ -670,13 +756,14 @@ def merge_cmd(chunks:Annotated[list[Path],
                                typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
           out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets)."
-    if _merged_already(chunks, out):
-        typer.echo(f"{out}: already holds every episode of these chunks; nothing merged")
-        return
-    try: q = merge_cells(chunks, out)
-    except MergeError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    with folder_lock(out, "fairneg play merge"):
+        if _merged_already(chunks, out):
+            typer.echo(f"{out}: already holds every episode of these chunks; nothing merged")
+            return
+        try: q = merge_cells(chunks, out)
+        except MergeError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
     typer.echo(f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
                f"protocol {', '.join(q['protocol_versions'])} -> {out}")
 

@@ -4,21 +4,24 @@
 
 # %% ../nbs/02_store.ipynb #9e6ad300
 from __future__ import annotations
-import glob, hashlib, json, os, shutil
+import glob, hashlib, json, os, shutil, socket, time, warnings
 import yaml
+from filelock import FileLock, Timeout
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 from .commands import config_section, user_error
 from .game import ReadError, json_lines, read_text
+from .game import TornLine
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
-           'STEP_MEASURED', 'RunFolderError', 'file_in_the_way', 'writable_file', 'write_text_atomic', 'jsonl_text',
-           'json_text', 'write_jsonl', 'write_json', 'append_jsonl', 'read_jsonl', 'duplicate_keys',
-           'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'fresh_folder',
-           'read_yaml', 'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
+           'STEP_MEASURED', 'RunFolderError', 'file_in_the_way', 'writable_file', 'naming_path', 'write_text_atomic',
+           'jsonl_text', 'json_text', 'write_jsonl', 'write_json', 'trim_torn_tail', 'append_jsonl', 'read_jsonl',
+           'duplicate_keys', 'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable',
+           'check_writable', 'fresh_folder', 'FolderBusy', 'cache_root', 'lock_files', 'folder_lock', 'read_yaml',
+           'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
 
 # %% ../nbs/02_store.ipynb #5d5f7009
 # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -50,12 +53,20 @@ def writable_file(path)->Path:
     return path
 
 # %% ../nbs/02_store.ipynb #4d77ad72
+@contextmanager
+def naming_path(path):
+    "Re-raise an OS error of the block (a full disk, no permission) with `path` as its file name when it names none."
+    try: yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None: raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
+
 def write_text_atomic(path, text:str)->Path:
     "Write a text file atomically (a temporary file renamed into place), creating its folder."
     path = writable_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with naming_path(path): tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
 
@@ -80,12 +91,40 @@ def write_json(path, obj, indent:int=1)->Path:
     return write_text_atomic(path, json_text(obj, indent))
 
 # %% ../nbs/02_store.ipynb #b6fe5112
+def _tail(f, size:int, chunk:int=1 << 16)->int:
+    "The offset just after the last newline of an open binary file of `size` bytes (0: none)."
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        f.seek(start)
+        k = f.read(end - start).rfind(b"\n")
+        if k >= 0: return start + k + 1
+        end = start
+    return 0
+
+def trim_torn_tail(path)->int:
+    "Before appending: cut a half-written last line off a table (a complete one gets its newline); bytes cut."
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0: return 0
+    with path.open("rb+") as f:
+        size = f.seek(0, 2)
+        f.seek(size - 1)
+        if f.read(1) == b"\n": return 0
+        keep = _tail(f, size)
+        f.seek(keep)
+        try: json.loads(f.read(size - keep)); f.write(b"\n"); return 0      # a complete row: only its newline lost
+        except ValueError: f.truncate(keep)
+    warnings.warn(f"{path}: a half-written last line ({size - keep} bytes, a write cut short) was cut off "
+                  "before appending", TornLine)
+    return size - keep
+
 def append_jsonl(rows, path)->Path:
     "Append rows to a JSON Lines table in one write, flushed to disk (tables are appended, never rewritten)."
     path = writable_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    with path.open("a", encoding="utf-8") as f:
+    trim_torn_tail(path)
+    with naming_path(path), path.open("a", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
@@ -156,6 +195,22 @@ def check_replaceable(out, # the folder `--force` would replace
     if out.exists() and Path.cwd().resolve().is_relative_to(out.resolve()):
         raise RunFolderError(f"{out}: is the working folder or holds it; give a folder below it")
 
+# %% ../nbs/02_store.ipynb #ff1e1302
+def check_writable(out, # the output folder (made when missing)
+                   what:str="output folder", # what it is, for the message
+                  )->Path:
+    "Make `out` and refuse a folder this process cannot write (no permission, read-only), before any long work."
+    out = out_folder(out, what)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".fairneg-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise RunFolderError(f"{e.filename or out}: cannot write the {what} ({e.strerror}): "
+                             "give another --out, or fix its permission") from None
+    return out
+
 # %% ../nbs/02_store.ipynb #623c16db
 def _alive(pid:str)->bool:
     "Whether a process of this id runs (so its `.new-` folder is in use)."
@@ -185,6 +240,46 @@ def fresh_folder(out, # the folder to replace (or create)
     if out.exists(): os.rename(out, old)
     os.rename(new, out)
     shutil.rmtree(old, ignore_errors=True)
+
+# %% ../nbs/02_store.ipynb #32d03658
+class FolderBusy(RunFolderError):
+    "An output folder another command is writing now (its writer lock is held)."
+
+def cache_root()->Path:
+    "The folder fairneg keeps its caches and locks in: `$FAIRNEG_CACHE`, default `~/.cache/fairneg`."
+    return Path(os.environ.get("FAIRNEG_CACHE") or "~/.cache/fairneg").expanduser()
+
+def lock_files(out)->tuple[Path, Path]:
+    "The writer lock of folder `out` and the note of who holds it, keyed by the folder's resolved path."
+    key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:24]
+    return cache_root() / "locks" / f"{key}.lock", cache_root() / "locks" / f"{key}.json"
+
+# %% ../nbs/02_store.ipynb #23250bda
+def _holder(note:Path)->str:
+    "Who holds a writer lock, from its note (or that it does not say)."
+    try: h = json.loads(note.read_text())
+    except (OSError, ValueError): return "a process that has not said who it is"
+    return f"`{h.get('command')}`, process {h.get('pid')} on {h.get('host')}, since {h.get('since')}"
+
+@contextmanager
+def folder_lock(out, # the folder a command writes (it need not exist yet)
+                command:str, # what holds it, for the message a second writer gets
+               ):
+    "Hold `out`'s writer lock for the block; a second writer is refused at once (`FolderBusy`), naming the holder."
+    lock_path, note = lock_files(out_folder(out))
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path, timeout=0, is_singleton=False)
+    try: lock.acquire()
+    except Timeout:
+        raise FolderBusy(f"{out}: another command is writing it ({_holder(note)}): wait for it to end, "
+                         "or give another --out") from None
+    try:
+        write_text_atomic(note, json.dumps(dict(command=command, pid=os.getpid(), host=socket.gethostname(),
+                                                since=time.strftime("%Y-%m-%dT%H:%M:%S"))) + "\n")
+        yield Path(out)
+    finally:
+        note.unlink(missing_ok=True)
+        lock.release()
 
 # %% ../nbs/02_store.ipynb #68b203dc
 def _yaml_problem(e:yaml.YAMLError)->str:

@@ -20,6 +20,7 @@ from .prompts import render_prompt
 from .rollout import EpisodeSpec, co_step, spec_state, random_legal_action
 from .llm import train_tokenizer, make_model, n_params
 from .commands import CliGroup
+from .store import cache_root
 from .numerics import PIN_THREADS, numerics_mode, is_pinned, run_pinned, provenance
 
 # %% auto #0
@@ -324,7 +325,8 @@ def points_sha256(points:list, # decision points
                  )->str:
     "sha256 of decision points as the model reads them: each prompt's messages and its answer, in order."
     h = hashlib.sha256()
-    for p in points: h.update(json.dumps([prompt_messages(p, data["history_window"], data["framing"]), p.answer]).encode())
+    for p in points: h.update(json.dumps([prompt_messages(p, data["history_window"], data["framing"]),
+                                          p.answer]).encode())
     return h.hexdigest()
 
 # %% ../nbs/10_tiny.ipynb #e873277d
@@ -488,7 +490,7 @@ EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}
 
 def cache_dir()->Path:
     "The folder cached tiny models live in: `$FAIRNEG_CACHE/tiny`, default `~/.cache/fairneg/tiny`."
-    return Path(os.environ.get("FAIRNEG_CACHE") or "~/.cache/fairneg").expanduser() / "tiny"
+    return cache_root() / "tiny"
 
 # %% ../nbs/10_tiny.ipynb #d71958e6
 def tiny_folder(size:str="pilot", seed:int=0)->Path:

@@ -1,6 +1,6 @@
 """Every subcommand given bad input (issue #35): one line `error: <where>: <what>` on stderr naming the file, flag or
 field, exit code 2, no traceback, no crash log, and nothing written or changed in the working folder."""
-import json, os, shutil
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from typer.testing import CliRunner
@@ -59,6 +59,10 @@ def work(tmp_path_factory):
         Path("train-type.yaml").write_text("train:\n  steps: five\n")
         Path("eval-typo.yaml").write_text("eval:\n  episodez: 1\n")
         Path("pilot-typo.yaml").write_text("threshholds: 1\n")
+        generate_bank(2, 40000, ("full",), "b2", progress=False)        # another bank: b's game and one more
+        Path("bx").mkdir()                                                 # b's game under its name, other numbers
+        g = json.loads(next(Path("b").glob("*.json")).read_text()); g["thresholds"] = [t + 1 for t in g["thresholds"]]
+        Path("bx", f"{g['name']}.json").write_text(json.dumps(g))
         for run, row in (("trun", {"step": 1, "arm": "lam0"}), ("drun", {"step": 1})):   # runs, a user's file in each
             Path(run).mkdir(); Path(run, "training_steps.jsonl").write_text(json.dumps(row) + "\n")
             Path(run, "mine.txt").write_text("a user's own file\n")
@@ -115,12 +119,18 @@ CASES = [  # (id, argv, what the one line must name)
     ("soundness-not-an-order", [*S, "--expect-above", "a<b"], ["--expect-above `a<b`", "expected `A>B`"]),
     ("soundness-itself", [*S, "--expect-above", "a>a"], ["a>a", "with itself"]),
     ("soundness-no-resamples", [*S, "--expect-above", "a>b", "--b", "0"], ["--b", "at least 1 resample"]),
+    ("play-another-bank", [*P[:2], "b2", *P[3:], "--seeds", "0", "1", "--out", "cellA"],
+     ["cellA: holds the games of another bank (1 games there, 2 now; only now: gen-40001-full)", "--force"]),
+    ("play-other-numbers", [*P[:2], "bx", *P[3:], "--seeds", "0", "1", "--out", "cellA"],
+     ["cellA: holds games of these names with other content (gen-40000-full: game_sha", "--force"]),
     ("soundness-name-twice", ["soundness", "--campaign", "a=cellA", "--campaign", "a=cellB", "--expect-above", "a>b", "--out", "s.json"],
      ["--campaign", "a given more than once"]),
     ("soundness-episode-twice", ["soundness", "--campaign", "a=cellDup", "--campaign", "b=cellB", "--expect-above", "a>b", "--out", "s.json"],
      ["cellDup/episodes.jsonl", "appear more than once"]),
     ("soundness-out-folder", [*S[:5], "--out", "emptydir", "--expect-above", "a>b", "--b", "50"], ["emptydir", "is a folder"]),
     ("eval-launch-other-cell", [*L, "--checkpoint", "ga=agent:bayes_rational", "--out-dir", "ev"], ["ga_primary: holds another cell", "--force"]),
+    ("eval-launch-other-numbers", [*L[:5], "bx", *L[6:], "--checkpoint", "ga=agent:greedy_anchor", "--out-dir", "ev"],
+     ["ga_primary: holds another cell (game_shas of gen-40000-full differ", "--force"]),
     ("eval-launch-out-file", [*L, "--checkpoint", "ga=agent:greedy_anchor", "--out-dir", "afile"], ["afile", "is a file"]),
     ("eval-launch-condition", [*L[:6], "bogus", *L[7:], "--checkpoint", "ga=agent:greedy_anchor", "--out-dir", "ev2"], ["bogus"]),
     ("eval-launch-params-key", [*L, "--params", "eval-typo.yaml", "--checkpoint", "ga=agent:greedy_anchor", "--out-dir", "ev2"],
@@ -232,3 +242,23 @@ def test_geometry_refuses_a_game_over_the_size_limit(tmp_path, monkeypatch):
     monkeypatch.setenv("FAIRNEG_MAX_GAME_CELLS", "300000")           # the setting raises it
     r = invoke(["geometry", "mid.json"])
     assert r.exit_code == 0 and "46656 deals" in r.stdout, r.output
+
+
+def test_a_second_writer_is_refused_at_once(work, monkeypatch, tmp_path):
+    "A folder another command is writing (issue #50): refused before any work, one line naming the holder; nothing changes."
+    monkeypatch.chdir(work); monkeypatch.setenv("FAIRNEG_CRASH_DIR", str(tmp_path / "crashes"))
+    hold = ("import time\nfrom fairneg.store import folder_lock\nwith folder_lock('cellA', 'fairneg play (the first writer)'):\n"
+            "    print('held', flush=True); time.sleep(120)")
+    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=work, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = snapshot(work)
+        for argv in ([*P, "--seeds", "0", "1", "2", "--out", "cellA"], [*P, "--seeds", "0", "--out", "cellA", "--force"]):
+            r = invoke(argv)
+            assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, (r.exit_code, r.output)
+            assert r.stderr.startswith("error: cellA: another command is writing it (`fairneg play (the first writer)`, "
+                                       f"process {holder.pid} on "), r.stderr
+        assert snapshot(work) == before, "the refused command wrote or changed files"
+    finally:
+        holder.kill(); holder.wait()
+    assert invoke([*P, "--seeds", "0", "1", "--out", "cellA"]).exit_code == 0   # the holder gone, the folder is free

@@ -1,7 +1,7 @@
 """Every subcommand that writes, run twice with the same arguments (issue #35): the second run finds its work done
 (exit 0, it says so or writes the same result) and no table holds a key twice; run again with other work into the
 same folder, it refuses in one line unless told to start over (`--force`), which replaces the old work whole."""
-import json, os
+import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 from typer.testing import CliRunner
@@ -86,3 +86,54 @@ def test_other_work_refused_then_forced(work):
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (work / "b").iterdir()) == ["gen-40000-full.json", "manifest.jsonl"]   # no stale game
     assert not list(work.glob("b.new-*")) and not list(work.glob("b.old-*"))
+
+
+def fairneg_cmd()->list:
+    "The console script (else the module) of this venv."
+    script = Path(sys.executable).parent / "fairneg"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "fairneg.cli"]
+
+
+def keys(cell:Path)->list:
+    return [(r["instance_id"], r["episode_seed"]) for r in read_jsonl(cell / "episodes.jsonl")]
+
+
+def test_interrupted_play_keeps_its_episodes_and_resumes(tmp_path):
+    "Ctrl-C mid-cell (issue #50): exit 130, every finished episode kept and counted, and the same command plays the rest."
+    b, cell = tmp_path / "b", tmp_path / "cell"
+    assert invoke("bank", "generate", "--out", b, "--n-games", "1", "--modes", "full", "--no-progress").exit_code == 0
+    argv = ["play", "--bank", b, "--seats", "random-legal", "--seeds", *range(60), "--width", "1", "--out", cell,
+            "--no-progress"]
+    p = subprocess.Popen([*fairneg_cmd(), *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rows = cell / "episodes.jsonl"
+    for _ in range(6000):                                      # until a few episodes are written (at most 10 minutes)
+        if p.poll() is not None or (rows.is_file() and rows.read_text().count("\n") >= 3): break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, (p.returncode, out, err)
+    kept = keys(cell)
+    assert 3 <= len(kept) < 60 and duplicate_keys(read_jsonl(rows)) == {}
+    assert json.loads((cell / "quality_report.json").read_text())["episodes_done"] == len(kept)
+    r = invoke(*argv)                                          # the same command, again
+    assert r.exit_code == 0 and f"holds {len(kept)} of these 60 episodes; playing the other {60 - len(kept)}" in r.output
+    assert sorted(keys(cell)) == sorted(("gen-40000-full", s) for s in range(60))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device every write to fails: disk full)")
+def test_a_full_disk_is_a_user_error_and_the_cell_resumes(tmp_path):
+    "A disk that fills mid-play (issue #50): one line naming the file, exit 2; the folder readable; resumed once room is made."
+    b, cell = tmp_path / "b", tmp_path / "cell"
+    assert invoke("bank", "generate", "--out", b, "--n-games", "1", "--modes", "full", "--no-progress").exit_code == 0
+    argv = ["play", "--bank", b, "--seats", "passive_gate", "--out", cell, "--no-progress", "--seeds"]
+    assert invoke(*argv, 0).exit_code == 0
+    t = cell / "rollout_transcripts.jsonl"
+    saved = t.read_bytes(); t.unlink(); t.symlink_to("/dev/full")      # from here on, the disk is full
+    r = invoke(*argv, 0, 1)
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {t}: cannot write: the disk is full"), r.output
+    assert "Traceback" not in r.output and keys(cell) == [("gen-40000-full", 0)]   # readable: what was there
+    t.unlink(); t.write_bytes(saved)                                   # room again
+    r = invoke(*argv, 0, 1)
+    assert r.exit_code == 0 and "holds 1 of these 2 episodes; playing the other 1" in r.output, r.output
+    assert sorted(keys(cell)) == [("gen-40000-full", 0), ("gen-40000-full", 1)]
+    assert json.loads((cell / "quality_report.json").read_text())["episodes_done"] == 2

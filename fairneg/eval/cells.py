@@ -16,16 +16,18 @@ from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read
 from ..rollout import (EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version,
                              write_cell_tables)
 from ..protocol import game_sha
+from ..rollout import games_content
 from ..settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from ..store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, read_jsonl, out_folder
 from ..numerics import provenance
+from ..store import folder_lock
 
 # %% auto #0
-__all__ = ['CONDITIONS', 'NEEDS_BANK', 'PROBES', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'EvalError', 'PairingError', 'PreregError',
-           'crossgame_games', 'check_condition', 'condition_games', 'condition_framing', 'condition_seats',
-           'parse_checkpoint', 'base_spec', 'trained_settings', 'Cell', 'plan_cells', 'play_side', 'side_done',
-           'base_key', 'side_episodes', 'cell_record', 'check_cell_folder', 'run_eval_cell']
+__all__ = ['CONDITIONS', 'NEEDS_BANK', 'PROBES', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'CELL_RECORD_LATER', 'EvalError',
+           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
+           'condition_seats', 'parse_checkpoint', 'base_spec', 'trained_settings', 'Cell', 'plan_cells', 'play_side',
+           'side_done', 'base_key', 'side_episodes', 'cell_record', 'check_cell_folder', 'run_eval_cell']
 
 # %% ../../nbs/13_eval_cells.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -338,12 +340,13 @@ def side_episodes(cell:Cell, games:list)->set:
 
 # %% ../../nbs/13_eval_cells.ipynb #24823625
 def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
-    "The cell's `cell.json`: condition, policies, labels, games, seeds, settings, shared base, how it computed."
+    "The cell's `cell.json`: condition, policies, labels, games and their content, seeds, settings, shared base."
     return json.loads(json.dumps(dict(
         cell=cell.name, checkpoint=cell.checkpoint, condition=cell.condition, description=CONDITIONS[cell.condition],
         trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
         opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
-        seeds=cell.seeds, games=[g.name for g in games], bank=cell.bank, crossgame_bank=cell.crossgame_bank,
+        seeds=cell.seeds, games=[g.name for g in games], game_shas=games_content(games), bank=cell.bank,
+        crossgame_bank=cell.crossgame_bank,
         framing=cell.play.framing, turn_max_tokens=cell.turn_max_tokens, context=cell.play.context,
         settings=cell.settings, trained_settings=cell.trained_settings, probe=PROBES.get(cell.condition),
         shared_base=f"{SHARED_BASE}/{key}" if key else None, provenance=provenance())))
@@ -362,8 +365,17 @@ def _cell_sides(cell:Cell)->dict:
 # cell.json fields that describe, not define, a cell: the condition's wording, the shared base's key (it hashes the
 # code version), and how the launch computed (the lock and the numerics: `fairneg.numerics.provenance`)
 CELL_RECORD_NOTES = ("description", "shared_base", "provenance")
+# cell.json fields added since the first cells were written: a record without one is not another cell for lacking it
+CELL_RECORD_LATER = ("game_shas",)
 
 # %% ../../nbs/13_eval_cells.ipynb #cd3dff31
+def _differs(k:str, there, now)->str:
+    "How field `k` of a cell record differs, in a few words (a mapping: only its keys that differ)."
+    if isinstance(there, dict) and isinstance(now, dict):
+        ks = sorted(k2 for k2 in there.keys() | now.keys() if there.get(k2) != now.get(k2))
+        return f"{k} of {', '.join(ks[:3])}{', ...' if len(ks) > 3 else ''} differ"
+    return f"{k} {there!r} there, {now!r} now"
+
 def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
                       force:bool=False, # clear a folder that holds another cell's episodes (else refuse it)
                       games:list|None=None, # the cell's games, when already read
@@ -374,11 +386,11 @@ def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
     if not p.is_file() or not any((out / s / EPISODES).is_file() for s in ("trained", "base")): return
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank) if games is None else games
     new, old = cell_record(cell, games, _cell_sides(cell), None), read_json(p, EvalError)
-    diff = [k for k in new if k not in CELL_RECORD_NOTES and old.get(k) != new[k]]
+    diff = [k for k in new if k not in CELL_RECORD_NOTES and (k in old or k not in CELL_RECORD_LATER)
+            and old.get(k) != new[k]]
     if not diff: return
     if force: shutil.rmtree(out); return
-    raise EvalError(f"{out}: holds another cell (" + "; ".join(f"{k} {old.get(k)!r} there, {new[k]!r} now"
-                                                               for k in diff[:4])
+    raise EvalError(f"{out}: holds another cell (" + "; ".join(_differs(k, old.get(k), new[k]) for k in diff[:4])
                     + "): give another --out-dir, or --force to play it again")
 
 # %% ../../nbs/13_eval_cells.ipynb #d0ed285f
@@ -426,6 +438,11 @@ def _play_shared_base(cell:Cell, games:list, spec, label:str, key:str, engines:d
 def run_eval_cell(cell:Cell)->dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
+    with folder_lock(out_folder(cell.out, "cell folder"), f"fairneg eval cell {cell.name}"):
+        return _run_eval_cell(cell, games)
+
+def _run_eval_cell(cell:Cell, games:list)->dict:
+    "`run_eval_cell` under the cell folder's writer lock."
     check_cell_folder(cell, games=games)            # before cell.json is written: it says what the folder holds
     out = Path(cell.out)
     out.mkdir(parents=True, exist_ok=True)
