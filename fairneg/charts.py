@@ -4,13 +4,13 @@
 
 # %% ../nbs/00_charts.ipynb #63ca49be
 from __future__ import annotations
-import re
+import json, re
 from importlib.util import find_spec
 
 # %% auto #0
 __all__ = ['EMBED_OPTIONS', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geometry', 'drop_live_attributes', 'vl_version',
            'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default', 'arm_colors',
-           'color_scale']
+           'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe']
 
 # %% ../nbs/00_charts.ipynb #fb672e72
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
@@ -99,3 +99,33 @@ def color_scale(names, # the names a figure draws, in legend order
     import altair as alt
     names = list(dict.fromkeys(names))
     return alt.Scale(domain=names, range=[colors.get(n, BASE_COLOR) for n in names])
+
+# %% ../nbs/00_charts.ipynb #af0d7365
+_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+class ScriptJSONEncoder(json.JSONEncoder):
+    "JSON that cannot end the `<script>` it is written into: `<`, `>`, `&` as `\\u003c`, `\\u003e`, `\\u0026`."
+    def encode(self, o): return super().encode(o).translate(_SCRIPT_ESCAPES)
+    def iterencode(self, o, _one_shot=False):
+        return (s.translate(_SCRIPT_ESCAPES) for s in super().iterencode(o, _one_shot))
+
+def script_json(obj, **kw)->str:
+    "`obj` as JSON to write inside a `<script>` (`ScriptJSONEncoder`); `kw`: `json.dumps`'s options."
+    return json.dumps(obj, cls=ScriptJSONEncoder, **kw)
+
+# %% ../nbs/00_charts.ipynb #c615710b
+class _HtmlSafe:
+    "Mixed into an altair chart class: its `to_html` and `save` write the spec with `ScriptJSONEncoder`."
+    def to_html(self, *args, json_kwds=None, **kw):
+        return super().to_html(*args, json_kwds={"cls": ScriptJSONEncoder, **(json_kwds or {})}, **kw)
+    def save(self, fp, *args, json_kwds=None, **kw):
+        return super().save(fp, *args, json_kwds={"cls": ScriptJSONEncoder, **(json_kwds or {})}, **kw)
+
+_SAFE_CLASSES = {}   # altair chart class -> its html-safe subclass
+
+def html_safe(chart):
+    "The chart as one whose HTML page (`save(\"x.html\")`, `to_html()`) writes its spec through `script_json`."
+    base = type(chart)
+    if issubclass(base, _HtmlSafe): return chart
+    cls = _SAFE_CLASSES.setdefault(base, type(base.__name__, (_HtmlSafe, base), {"__doc__": base.__doc__}))
+    return cls(*chart._args, **chart._kwds)

@@ -10,6 +10,7 @@ from .bank import bank_games
 from .commands import user_error
 from .game import parse_deal_label
 from .charts import arm_colors, color_scale
+from .charts import html_safe
 from .geometry import Geometry, SOLUTION_COLOR, deal_sets, solution_label, solve
 from .store import EPISODES, episode_rows
 
@@ -185,10 +186,11 @@ def explore(geos:list[Geometry], # the games' geometries
                             f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
     deals = pd.concat([deal_table(g) for g in geos], ignore_index=True)
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
-    return alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(
+    ch = alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(
         *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height).resolve_scale(
         # the policies' colours apart from the sets' blues; both of theirs independent, so one legend
         color="independent", shape="independent")
+    return html_safe(ch)   # saved as a page, a game or party name in its data cannot end the page's script
 
 # %% ../nbs/04_explorer.ipynb #e7837f61
 def _skipped(f:Path, root:Path)->bool:

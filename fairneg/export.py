@@ -4,10 +4,10 @@
 
 # %% ../nbs/15_export.ipynb #39300430
 from __future__ import annotations
-import json, shutil
+import html, json, re, shutil
 from pathlib import Path
 from typing import Annotated, Optional
-import typer
+import typer, yaml
 from .adapters import checkpoints, read_segments
 from .commands import CliGroup, MultiValueCommand, user_error
 from .game import read_json
@@ -59,10 +59,21 @@ def eval_verdicts(ev:dict|None, # an eval.json (`fairneg eval analyze`), or None
     return rows
 
 # %% ../nbs/15_export.ipynb #99d13dc4
+def _md(v)->str:
+    "A value from the run as Markdown text: no tag (`html.escape`), no table border (`\\|`), on one line."
+    return html.escape(" ".join(str(v).splitlines()), quote=False).replace("|", "\\|")
+
+def _md_code(v)->str:
+    "A value from the run as a Markdown code span, shown as it is: fenced by more backticks than it holds in a row."
+    s = " ".join(str(v).splitlines())
+    fence = "`" * (max(map(len, re.findall("`+", s)), default=0) + 1)
+    pad = " " if s[:1] == "`" or s[-1:] == "`" else ""   # CommonMark strips one space each side
+    return f"{fence}{pad}{s}{pad}{fence}"
+
 def _table(rows:list[dict], cols:dict)->str:
     "A Markdown table of `rows`: `cols` maps a row key to its header."
-    fmt = lambda v: ("—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list)
-                     else f"{v:.4g}" if isinstance(v, float) else str(v))
+    fmt = lambda v: _md("—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list)
+                        else f"{v:.4g}" if isinstance(v, float) else v)
     return "\n".join(["| " + " | ".join(cols.values()) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(fmt(r.get(k)) for k in cols) + " |" for r in rows])
 
@@ -77,13 +88,17 @@ def model_card(f:dict, # `checkpoint_facts`
               )->str:
     "An exported adapter's README.md: YAML header, what it is, LoRA and training settings, sessions, verdicts, loading."
     cfg, lam = f["config"], f["lam"]
-    head = ["---", "library_name: peft", f"base_model: {f['base_model']}",
-            f"tags: [fairneg, lora, {f['method']}, negotiation]", "---", "",
-            f"# {folder}", "",
-            f"A LoRA adapter of `{f['base_model']}` trained by fairneg ({f['method'].upper()}), arm `{f['arm']}`"
-            + (f", λ = {lam} (the weight of table welfare against own welfare in the reward)"
+    yml = yaml.safe_dump(dict(library_name="peft", base_model=f["base_model"],
+                              tags=["fairneg", "lora", f["method"], "negotiation"]),
+                         sort_keys=False, default_flow_style=None, allow_unicode=True, width=1000)
+    head = ["---", yml.rstrip("\n"), "---", "",
+            f"# {_md(folder)}", "",
+            f"A LoRA adapter of {_md_code(f['base_model'])} trained by fairneg ({_md(str(f['method']).upper())}), "
+            f"arm {_md_code(f['arm'])}"
+            + (f", λ = {_md(lam)} (the weight of table welfare against own welfare in the reward)"
                if lam is not None else "")
-            + f", at step {f['step']} of {cfg.get('steps', '?')}. Config hash `{f['config_hash']}`.", ""]
+            + f", at step {_md(f['step'])} of {_md(cfg.get('steps', '?'))}. "
+            f"Config hash {_md_code(f['config_hash'])}.", ""]
     lora = ["## LoRA", "", _table([f["lora"]], {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
                                                 "target_modules": "target modules"}), ""]
     train = ["## Training", "", _table([dict(setting=k, value=cfg[k]) for k in CARD_SETTINGS if k in cfg],

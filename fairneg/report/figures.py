@@ -4,7 +4,7 @@
 
 # %% ../../nbs/15_report_figures.ipynb #b4e98aec
 from __future__ import annotations
-import math
+import html as _html, math
 from typing import Iterable
 from ..charts import BASE_COLOR, arm_colors, color_scale
 from ..explorer import policy_colors
@@ -15,6 +15,7 @@ from ..runlayout import CheckpointNameError, arm_step, arm_order, arm_family, ar
 from ..store import TRANSCRIPTS, STEP_FIELDS
 from .run import ReportError, Run, _read_json, games, rows
 from .page import STATUS_COLORS, VERDICT_COLORS
+from .page import safe_style
 
 # %% auto #0
 __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
@@ -218,10 +219,8 @@ def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, condit
                                     for n in get("resampling_note")]})
     colour = lambda v: (f"background-color: {VERDICT_COLORS.get(v, '#555')}; "
                         "color: white; font-weight: 600; text-align: center")
-    sty = (t.style.hide(axis="index").map(colour, subset=["verdict"])
-           .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"})
-           .set_table_attributes('class="fairneg-table"'))
-    return sty.set_caption(caption) if caption else sty
+    return (safe_style(t, caption).hide(axis="index").map(colour, subset=["verdict"])
+            .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"}))
 
 # %% ../../nbs/15_report_figures.ipynb #79ac7116
 RESAMPLED_EPISODES = "episodes (single game)"
@@ -270,7 +269,7 @@ def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_E
                       + (f";{SINGLE_GAME_MARK} single game: the interval resamples its episodes, not games"
                          if df.get("resampling_note") is not None
                          and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
-    return (text.style.apply(lambda _: tint, axis=None).set_caption(cap)
+    return (safe_style(text, cap).apply(lambda _: tint, axis=None)
             .set_table_attributes('class="fairneg-table fairneg-matrix"'))
 
 # %% ../../nbs/15_report_figures.ipynb #1bbd9332
@@ -300,8 +299,9 @@ def contrast_matrices(contrasts, condition:str, endpoints:Iterable[str]|None=KEY
         sty = contrast_matrix(contrasts, condition, endpoints, checkpoints=part)
         if len(chunks) > 1:
             span = part[0] if len(part) == 1 else f"{part[0]} … {part[-1]}"
-            sty.set_caption(f"{sty.caption} — table {k + 1} of {len(chunks)}: {span}" if k == 0 else
-                            f"{condition}, continued (the key above): table {k + 1} of {len(chunks)}: {span}")
+            more = (f"table {k + 1} of {len(chunks)}: {span}" if k == 0 else
+                    f"{condition}, continued (the key above): table {k + 1} of {len(chunks)}: {span}")
+            sty.set_caption((f"{sty.caption} — " if k == 0 else "") + _html.escape(more, quote=False))   # as text
         out.append(sty)
     return out
 
@@ -747,12 +747,11 @@ def divide_table(demands)->object:
 
 # %% ../../nbs/15_report_figures.ipynb #9f941a73
 def _styled(df, colour_cols, caption=None, left=()):
+    "A report table (`safe_style`: its strings as text): three digits, statuses coloured, `left` columns left."
     colour = lambda v: (f"background-color: {STATUS_COLORS[v]}; color: white; font-weight: 600; text-align: center"
                         if v in STATUS_COLORS else "")
-    sty = (df.style.hide(axis="index").map(colour, subset=list(colour_cols)).format(precision=3, na_rep="—")
-           .set_table_attributes('class="fairneg-table"'))
-    if left: sty = sty.set_properties(subset=list(left), **{"text-align": "left"})
-    return sty.set_caption(caption) if caption else sty
+    sty = safe_style(df, caption, precision=3, na_rep="—").hide(axis="index").map(colour, subset=list(colour_cols))
+    return sty.set_properties(subset=list(left), **{"text-align": "left"}) if left else sty
 
 # %% ../../nbs/15_report_figures.ipynb #8b7f3e74
 def _base_level(result:dict|None, ck:str, cond:str, ep:str):

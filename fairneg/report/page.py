@@ -6,11 +6,12 @@
 from __future__ import annotations
 import hashlib, html as _html, json
 from ..charts import spec_svg
+from ..charts import script_json
 from .run import ReportError
 
 # %% auto #0
 __all__ = ['MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS', 'REPORT_CSS', 'Html', 'check_mode', 'chart_spec', 'chart_svg',
-           'figure', 'note', 'badge', 'vega_bundle', 'report_head']
+           'figure', 'note', 'badge', 'safe_style', 'vega_bundle', 'report_head']
 
 # %% ../../nbs/15_report_page.ipynb #733726d1
 MODES = ("svg", "interactive")
@@ -44,9 +45,6 @@ def chart_svg(chart)->str:
     "The chart rendered to SVG offline, as every chapter's charts are (`fairneg.charts.spec_svg`)."
     return spec_svg(chart_spec(chart))
 
-# %% ../../nbs/15_report_page.ipynb #7105d9f9
-def _script_json(obj)->str: return json.dumps(obj).replace("</", "<\\/")   # safe inside <script>
-
 # %% ../../nbs/15_report_page.ipynb #03286efc
 def figure(chart, # an altair chart
            caption:str|None=None, # shown under the figure
@@ -60,7 +58,7 @@ def figure(chart, # an altair chart
     spec = chart_spec(chart)
     cid = "fairneg-chart-" + hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
     return Html(f'<figure class="fairneg-chart" data-render="vega"><div id="{cid}"></div>{cap}</figure>\n'
-                f'<script type="module">vegaEmbed("#{cid}", {_script_json(spec)}, {{renderer: "svg", actions: false}})'
+                f'<script type="module">vegaEmbed("#{cid}", {script_json(spec)}, {{renderer: "svg", actions: false}})'
                 f'.catch(e => console.error("fairneg chart {cid}: " + e));</script>')
 
 # %% ../../nbs/15_report_page.ipynb #f87ee552
@@ -73,6 +71,24 @@ def badge(text:str, color:str|None=None)->str:
     "An inline coloured label (verdicts, statuses)."
     c = color or STATUS_COLORS.get(text) or VERDICT_COLORS.get(text, "#555")
     return f'<span class="fairneg-badge" style="background:{c}">{_html.escape(str(text))}</span>'
+
+# %% ../../nbs/15_report_page.ipynb #381b61b3
+def _cell_value(v):
+    "A table cell as a Styler shows it: a scalar as it is, a list or dict (JSON from a run) as its text."
+    from pandas.api.types import is_scalar
+    return v if is_scalar(v) else str(v)
+
+def safe_style(df, # a table whose strings come from a run, a bank or a game
+               caption:str|None=None, # the table's caption, as text
+               **fmt, # `Styler.format`'s options (`precision`, `na_rep`, ...)
+              ):
+    "A `fairneg-table` Styler of `df` whose cells, labels and caption show as text, never as markup."
+    names = lambda ix: ix.set_names([None if n is None else _html.escape(str(n)) for n in ix.names])
+    df = df.map(_cell_value)
+    df.index, df.columns = names(df.index), names(df.columns)
+    sty = (df.style.format(escape="html", **fmt).format_index(escape="html", axis=0)
+           .format_index(escape="html", axis=1).set_table_attributes('class="fairneg-table"'))
+    return sty.set_caption(_html.escape(caption, quote=False)) if caption else sty
 
 # %% ../../nbs/15_report_page.ipynb #6d43cc8d
 REPORT_CSS = """

@@ -61,7 +61,8 @@ def provenance_fact(rows:list)->str:
     lk, nm = last.get("lock") or {}, last.get("numerics") or {}
     drifted = sum(not (r.get("lock") or {}).get("matches") for r in rows)
     unpinned = sum(not (r.get("numerics") or {}).get("pinned") for r in rows)
-    lock = (f"lock <code>{_html.escape(str(lk.get('lock')))}</code> sha256 {str(lk.get('lock_sha256'))[:12]}…"
+    lock = (f"lock <code>{_html.escape(str(lk.get('lock')))}</code> sha256 "
+            f"{_html.escape(str(lk.get('lock_sha256'))[:12])}…"
             + (f", {badge(f'{drifted} of {len(rows)} sessions drifted from it', '#b22')}" if drifted else
                ", every session's venv matched it"))
     kernels = f"torch {nm.get('torch_capability')} × {nm.get('torch_threads')} threads" if nm.get("torch_capability") else ""
@@ -71,17 +72,18 @@ def provenance_fact(rows:list)->str:
 
 # %% ../../nbs/15_report_sections.ipynb #1b3debda
 def run_summary(run:Run)->list[str]:
-    "Short facts: arms and steps, checkpoints and conditions evaluated, gate and soundness verdicts, model, provenance."
+    "Short facts as HTML (the run's names escaped): arms, steps, checkpoints, conditions, verdicts, model, provenance."
     out = []
     if run.has("train"):
         g = run.steps.groupby("arm", observed=True)["step"].max()
-        out.append("training: " + ", ".join(f"{a} ({s} steps)" for a, s in g.items()))
+        out.append("training: " + ", ".join(_html.escape(f"{a} ({s} steps)") for a, s in g.items()))
     if run.has("contrasts") or run.has("eval_cells"):
         src = run.contrasts if run.has("contrasts") else None
         cks = checkpoint_order(src.checkpoint if src is not None else [c.get("checkpoint") for c in run.cells.values()])
         conds = list(dict.fromkeys(src.condition
                                    if src is not None else [c.get("condition") for c in run.cells.values()]))
-        out.append(f"evaluated: {len(cks)} checkpoints ({', '.join(cks)}) on {', '.join(map(str, conds))}")
+        out.append(_html.escape(f"evaluated: {len(cks)} checkpoints ({', '.join(map(str, cks))}) on "
+                                f"{', '.join(map(str, conds))}"))
     if run.has("gate"): out.append(f"gate: {badge(run.gate.get('verdict', '?'))}")
     if run.has("soundness"): out.append(f"reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}")
     if run.has("model"): out.append(model_fact(run.model))
@@ -140,7 +142,8 @@ def replicates_section(run:Run, condition:str="primary", endpoints:Iterable[str]
     def frontier():
         try: f = frontier_frame(replicate_frame(run.eval, "base", condition, None))
         except ReportError as e: return [note(str(e))]
-        return [figure(plot_lambda_frontier(f), f"The λ frontier on {condition}: each arm's deal Δ against each fairness "
+        return [figure(plot_lambda_frontier(f),
+                       f"The λ frontier on {condition}: each arm's deal Δ against each fairness "
                        "Δ (trained − untrained), seeds small and pooled large, with 95% intervals on both axes.")]
     return _guard(lambda: part("versus", f"Arm against arm on {condition}: each seed's paired contrast (circles) and "
                                "the pooled one (diamonds), 95% cluster-robust t intervals over games, by verdict.")
