@@ -4,13 +4,13 @@
 
 # %% ../nbs/00_charts.ipynb #63ca49be
 from __future__ import annotations
-import json, re
+import html, json, re
 from importlib.util import find_spec
 
 # %% auto #0
 __all__ = ['EMBED_OPTIONS', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geometry', 'drop_live_attributes', 'vl_version',
            'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default', 'arm_colors',
-           'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe']
+           'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe', 'md_text', 'md_code']
 
 # %% ../nbs/00_charts.ipynb #fb672e72
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
@@ -129,3 +129,15 @@ def html_safe(chart):
     if issubclass(base, _HtmlSafe): return chart
     cls = _SAFE_CLASSES.setdefault(base, type(base.__name__, (_HtmlSafe, base), {"__doc__": base.__doc__}))
     return cls(*chart._args, **chart._kwds)
+
+# %% ../nbs/00_charts.ipynb #9d070d4c
+def md_text(v)->str:
+    "A value from a run as Markdown text: no tag (`html.escape`), no table border (`\\|`), on one line."
+    return html.escape(" ".join(str(v).splitlines()), quote=False).replace("|", "\\|")
+
+def md_code(v)->str:
+    "A value from a run as a Markdown code span, shown as it is: fenced by more backticks than it holds in a row."
+    s = " ".join(str(v).splitlines())
+    fence = "`" * (max(map(len, re.findall("`+", s)), default=0) + 1)
+    pad = " " if s[:1] == "`" or s[-1:] == "`" else ""   # CommonMark strips one space each side
+    return f"{fence}{pad}{s}{pad}{fence}"

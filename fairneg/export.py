@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_export.ipynb #39300430
 from __future__ import annotations
-import html, json, re, shutil
+import json, shutil
 from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
@@ -12,6 +12,8 @@ from .adapters import checkpoints, read_segments
 from .commands import CliGroup, MultiValueCommand, user_error
 from .game import read_json
 from .runlayout import arm_lam, checkpoint_name
+from .charts import md_text, md_code
+from .store import folder_lock
 
 # %% auto #0
 __all__ = ['ADAPTER_FILES', 'CARD_SETTINGS', 'app', 'ExportError', 'export_name', 'checkpoint_facts', 'eval_verdicts',
@@ -59,20 +61,9 @@ def eval_verdicts(ev:dict|None, # an eval.json (`fairneg eval analyze`), or None
     return rows
 
 # %% ../nbs/15_export.ipynb #99d13dc4
-def _md(v)->str:
-    "A value from the run as Markdown text: no tag (`html.escape`), no table border (`\\|`), on one line."
-    return html.escape(" ".join(str(v).splitlines()), quote=False).replace("|", "\\|")
-
-def _md_code(v)->str:
-    "A value from the run as a Markdown code span, shown as it is: fenced by more backticks than it holds in a row."
-    s = " ".join(str(v).splitlines())
-    fence = "`" * (max(map(len, re.findall("`+", s)), default=0) + 1)
-    pad = " " if s[:1] == "`" or s[-1:] == "`" else ""   # CommonMark strips one space each side
-    return f"{fence}{pad}{s}{pad}{fence}"
-
 def _table(rows:list[dict], cols:dict)->str:
     "A Markdown table of `rows`: `cols` maps a row key to its header."
-    fmt = lambda v: _md("—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list)
+    fmt = lambda v: md_text("—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list)
                         else f"{v:.4g}" if isinstance(v, float) else v)
     return "\n".join(["| " + " | ".join(cols.values()) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(fmt(r.get(k)) for k in cols) + " |" for r in rows])
@@ -92,13 +83,13 @@ def model_card(f:dict, # `checkpoint_facts`
                               tags=["fairneg", "lora", f["method"], "negotiation"]),
                          sort_keys=False, default_flow_style=None, allow_unicode=True, width=1000)
     head = ["---", yml.rstrip("\n"), "---", "",
-            f"# {_md(folder)}", "",
-            f"A LoRA adapter of {_md_code(f['base_model'])} trained by fairneg ({_md(str(f['method']).upper())}), "
-            f"arm {_md_code(f['arm'])}"
-            + (f", λ = {_md(lam)} (the weight of table welfare against own welfare in the reward)"
+            f"# {md_text(folder)}", "",
+            f"A LoRA adapter of {md_code(f['base_model'])} trained by fairneg ({md_text(str(f['method']).upper())}), "
+            f"arm {md_code(f['arm'])}"
+            + (f", λ = {md_text(lam)} (the weight of table welfare against own welfare in the reward)"
                if lam is not None else "")
-            + f", at step {_md(f['step'])} of {_md(cfg.get('steps', '?'))}. "
-            f"Config hash {_md_code(f['config_hash'])}.", ""]
+            + f", at step {md_text(f['step'])} of {md_text(cfg.get('steps', '?'))}. "
+            f"Config hash {md_code(f['config_hash'])}.", ""]
     lora = ["## LoRA", "", _table([f["lora"]], {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
                                                 "target_modules": "target modules"}), ""]
     train = ["## Training", "", _table([dict(setting=k, value=cfg[k]) for k in CARD_SETTINGS if k in cfg],
@@ -186,5 +177,6 @@ def export(arms:Annotated[list[Path],
            force:Annotated[bool, typer.Option(help="Replace exported folders of the same name.")]=False):
     "Write checkpoints as `<arm>_checkpoint-<STEP>/`: PEFT adapter, model card (README.md) and fairneg_provenance.json."
     ev = read_json(eval_json, ExportError) if eval_json else None
-    for arm in arm_folders(arms):
-        for p in export_arm(arm, out, ev, steps, force): typer.echo(f"{p}")
+    with folder_lock(out, "fairneg export"):
+        for arm in arm_folders(arms):
+            for p in export_arm(arm, out, ev, steps, force): typer.echo(f"{p}")

@@ -24,6 +24,7 @@ from .bank import bank_games
 from .policies import resolve_model
 from .store import STATES, append_jsonl, read_jsonl, write_json, writable_file
 from .store import folder_lock
+from .charts import md_text, md_code
 from .commands import BadValue, MissingInput
 
 # %% auto #0
@@ -726,13 +727,12 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
                 protocol_groups=_protocol_groups(df), hazards=_card_hazards(df, types, pool, div))
 
 # %% ../nbs/13_pairs.ipynb #7a12be3e
-def _md(records:list, cols:list, fmt:dict|None=None)->str:
+def _md_table(records:list, cols:list, fmt:dict|None=None)->str:
+    "A Markdown table of `records`' `cols`, every value as text (`md_text`): ints with thousands, else `fmt` or str."
     fmt = fmt or {}
+    plain = lambda v: f"{v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v)
     L = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in records:
-        L.append("| " + " | ".join(fmt.get(c, lambda v: f"{v:,}"
-                                           if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                           else str(v))(r[c]) for c in cols) + " |")
+    for r in records: L.append("| " + " | ".join(md_text(fmt.get(c, plain)(r[c])) for c in cols) + " |")
     return "\n".join(L)
 
 # %% ../nbs/13_pairs.ipynb #a1894285
@@ -746,7 +746,7 @@ def _pct(v)->str:
 # %% ../nbs/13_pairs.ipynb #2f844531
 def _card_summary(stats:dict, title:str)->list:
     "The card's opening lines: what a row is, the counts, the divergence per protocol version, the hazard warnings."
-    L = [f"# {title}", "",
+    L = [f"# {md_text(title)}", "",
          "Action-level contrastive pairs from multi-party negotiations: at every turn an LLM took, what a computable "
          "ideal agent would have done at that same decision point. Each row is one (episode, turn, "
          "counterfactual_type); `rejected_action` is what the LLM did, `chosen_action` the counterfactual agent's "
@@ -757,13 +757,13 @@ def _card_summary(stats:dict, title:str)->list:
          "(the others are non-action rows: the answer did not parse)."]
     for g in stats["protocol_groups"]:
         if g["divergent"] is not None:
-            L.append(f"- `{g['protocol_version']}`: {g['divergent']:,} of {g['action_rows']:,} action rows divergent "
-                     f"({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
+            L.append(f"- {md_code(g['protocol_version'])}: {g['divergent']:,} of {g['action_rows']:,} action rows "
+                     f"divergent ({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
         else:
-            L.append(f"- `{g['protocol_version']}`: {g['rows']:,} rows under more than one turn-token budget; "
+            L.append(f"- {md_code(g['protocol_version'])}: {g['rows']:,} rows under more than one turn-token budget; "
                      "no pooled rate.")
     L.append("")
-    for name, text in stats["hazards"]: L += [f"> ⚠ **{name}.** {text}", ""]
+    for name, text in stats["hazards"]: L += [f"> ⚠ **{md_text(name)}.** {md_text(text)}", ""]
     return L
 
 # %% ../nbs/13_pairs.ipynb #d53b771b
@@ -775,27 +775,28 @@ def _card_sections(stats:dict)->list:
             "point. The DPO export (`fairneg pairs dpo`, the `p4_pairs` convention) emits one regret-weighted pair "
             "per turn at which the best response (`rational_private`) diverges from a legal LLM action, a smaller "
             "number over a narrower set of turns. Both conventions, side by side:", "",
-            _md(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns",
+            _md_table(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns",
                                        "divergence_pairs", "pair_rate"],
                 {"pair_rate": _pct}), "",
             "## Experiments", "",
             "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that "
             "model's own action at that decision point. For preference learning on one model, filter to its "
             "experiment.", "",
-            _md(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version",
+            _md_table(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version",
                                        "budgets"]), "",
             "## Counterfactual types", "",
             "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from "
             "their private counterparts only in information (they read every sheet).", "",
-            _md(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]), "",
+            _md_table(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]), "",
             "## Protocol versions and turn-token budgets", "",
             "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match "
             "(per phase: the action turns and the forced-final vote of one protocol have their own caps).", "",
-            _md(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
+            _md_table(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
             "## Divergence rates, with their denominators", "",
             "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded "
             "and counted.", "",
-            _md(stats["divergence"], ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows",
+            _md_table(stats["divergence"],
+                      ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows",
                                       "divergent", "divergence_rate"],
                 {"divergence_rate": _pct}), ""]
 

@@ -29,6 +29,7 @@ from .commands import config_section, unknown_names, key_values
 from .report import render_report
 from .tiny import embedded_pin, build_differences
 from .store import load_config, read_params, write_jsonl, write_json, append_jsonl, read_jsonl
+from .store import folder_lock
 from .lockfile import file_sha256
 from .numerics import provenance
 
@@ -38,7 +39,7 @@ __all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'Para
            'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'Arm', 'arms', 'arm_configs', 'train_arm',
            'stage_train', 'ladder_rungs', 'split_finals', 'gate_checkpoints', 'train_arms_as_jobs', 'dpo_arms',
            'stage_pairs', 'stage_validity', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate',
-           'stage_report', 'record_session', 'run_pilot', 'pilot']
+           'stage_report', 'record_session', 'run_pilot', 'only_stages', 'pilot']
 
 # %% ../nbs/16_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -528,17 +529,25 @@ def run_pilot(params:dict, # parameters, as read by `load_params`
               job:JobConfig|None=None, # `--submit`: model stages (soundness, arms, pairs, DPO, eval) as cluster jobs
               )->dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
+    run, only = Path(get(params, "pilot.run_dir", "runs/pilot")), only_stages(params, only)   # checked before writing
+    with folder_lock(run, "fairneg pilot"): return _run_pilot(params, run, force, progress, only, job)
+
+def only_stages(params:dict, only:list|None)->list|None:
+    "The stages `--only` names, `train` and `dpo` expanded to every arm's; an unknown one is a `ParamsError`."
+    if not only: return only
+    grpo_stages, dpo_stages = [f"train-{a.name}" for a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
+    bad = [s for s in only if s not in STAGES and s not in grpo_stages + dpo_stages]
+    if bad:
+        raise ParamsError(f"unknown stage(s) {', '.join(bad)} "
+                          f"(stages: {', '.join(STAGES + tuple(grpo_stages + dpo_stages))})")
+    return list(only) + (grpo_stages if "train" in only else []) + (dpo_stages if "dpo" in only else [])
+
+def _run_pilot(params:dict, run:Path, force:bool, progress:bool, only:list|None, job:JobConfig|None)->dict:
+    "`run_pilot` under the run folder's writer lock."
     t0 = time.time()
-    run = Path(get(params, "pilot.run_dir", "runs/pilot"))
     run.mkdir(parents=True, exist_ok=True)
     record_session(run, params)
-    grpo_stages, dpo_stages = [f"train-{a.name}" for a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
-    arm_stages = grpo_stages + dpo_stages
-    if only:
-        bad = [s for s in only if s not in STAGES and s not in arm_stages]
-        if bad:
-            raise ParamsError(f"unknown stage(s) {', '.join(bad)} (stages: {', '.join(STAGES + tuple(arm_stages))})")
-        only = list(only) + (grpo_stages if "train" in only else []) + (dpo_stages if "dpo" in only else [])
+    arm_stages = [f"train-{a.name}" for a in arms(params)] + [f"dpo-{a}" for _, a in dpo_arms(params)]
     train_bank, eval_bank = stage_banks(params, run, force, only, progress)
     res = dict(train_bank=train_bank, eval_bank=eval_bank, geometry=stage_geometry(params, run, force, only))
     if only and not set(only) & (set(STAGES[3:]) | set(arm_stages)): return res

@@ -244,21 +244,30 @@ def test_geometry_refuses_a_game_over_the_size_limit(tmp_path, monkeypatch):
     assert r.exit_code == 0 and "46656 deals" in r.stdout, r.output
 
 
-def test_a_second_writer_is_refused_at_once(work, monkeypatch, tmp_path):
+BUSY = [  # (folder another command holds, commands that write it)
+    ("cellA", [[*P, "--seeds", "0", "1", "2", "--out", "cellA"], [*P, "--seeds", "0", "--out", "cellA", "--force"]]),
+    ("b", [["bank", "generate", "--out", "b", "--n-games", "1", "--modes", "full", "--no-progress"]]),
+    ("ev/ga_primary", [[*L, "--checkpoint", "ga=agent:greedy_anchor", "--out-dir", "ev"]]),
+    ("runs/pilot", [["pilot", "--params", str(ROOT / "params" / "pilot-cpu.yaml"), "--only", "train-bank"]]),
+    ("hub", [["export", "emptydir", "--out", "hub"]]),
+]
+
+
+@pytest.mark.parametrize("folder,commands", BUSY, ids=[b[0] for b in BUSY])
+def test_a_second_writer_is_refused_at_once(work, folder, commands, monkeypatch, tmp_path):
     "A folder another command is writing (issue #50): refused before any work, one line naming the holder; nothing changes."
     monkeypatch.chdir(work); monkeypatch.setenv("FAIRNEG_CRASH_DIR", str(tmp_path / "crashes"))
-    hold = ("import time\nfrom fairneg.store import folder_lock\nwith folder_lock('cellA', 'fairneg play (the first writer)'):\n"
+    hold = (f"import time\nfrom fairneg.store import folder_lock\nwith folder_lock({folder!r}, 'the first writer'):\n"
             "    print('held', flush=True); time.sleep(120)")
     holder = subprocess.Popen([sys.executable, "-c", hold], cwd=work, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         before = snapshot(work)
-        for argv in ([*P, "--seeds", "0", "1", "2", "--out", "cellA"], [*P, "--seeds", "0", "--out", "cellA", "--force"]):
+        for argv in commands:
             r = invoke(argv)
-            assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, (r.exit_code, r.output)
-            assert r.stderr.startswith("error: cellA: another command is writing it (`fairneg play (the first writer)`, "
+            assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, (argv, r.exit_code, r.output)
+            assert r.stderr.startswith(f"error: {folder}: another command is writing it (`the first writer`, "
                                        f"process {holder.pid} on "), r.stderr
         assert snapshot(work) == before, "the refused command wrote or changed files"
     finally:
         holder.kill(); holder.wait()
-    assert invoke([*P, "--seeds", "0", "1", "--out", "cellA"]).exit_code == 0   # the holder gone, the folder is free
