@@ -33,16 +33,16 @@ from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, runnin
 from .telemetry import memory_reading, wandb_run, pass_rates
 
 # %% auto #0
-__all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'JOBS', 'JOB_FIELDS', 'app', 'GRPOConfig',
-           'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages', 'placebo_slots',
-           'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches', 'Packed',
-           'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update',
+__all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'ADAPTER_WEIGHTS', 'JOBS', 'JOB_FIELDS', 'app',
+           'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages',
+           'placebo_slots', 'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches',
+           'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update',
            'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
            'checkpointing_plan', 'CheckpointError', 'safe_load', 'rng_states', 'restore_rng', 'save_checkpoint',
-           'load_training_state', 'logged_steps', 'ResumeMismatchError', 'supersede_steps', 'check_recomputed',
-           'NonFiniteStepsError', 'trailing_nonfinite', 'check_inputs', 'GRPOTrainer', 'train', 'make_config',
-           'run_arms', 'holds_arm', 'check_run_folder', 'train_gpus', 'train_job', 'refuse_running', 'submit_train',
-           'continue_run', 'train_cmd']
+           'read_training_state', 'load_training_state', 'logged_steps', 'ResumeMismatchError', 'supersede_steps',
+           'check_recomputed', 'check_checkpoint', 'resume_point', 'NonFiniteStepsError', 'trailing_nonfinite',
+           'check_inputs', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder',
+           'train_gpus', 'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
@@ -647,17 +647,34 @@ def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, 
     return checkpoint_dir(out, step)
 
 # %% ../nbs/13_grpo.ipynb #68109299
-def load_training_state(ckpt, optimizer, scheduler)->dict:
-    "Restore optimizer, scheduler and RNG states from a checkpoint, running nothing in it; return its trainer state."
+def read_training_state(ckpt)->dict:
+    "A checkpoint's optimizer, scheduler and RNG states (this version's file or `accelerate`'s), read by `safe_load`."
     ckpt = Path(ckpt)
     if (ckpt / TRAINING_STATE).exists():                             # this version's, and the first version's
-        st = safe_load(ckpt / TRAINING_STATE, ("optimizer", "scheduler", "python_rng", "numpy_rng", "torch_rng"))
+        f = ckpt / TRAINING_STATE
+        st = safe_load(f, ("optimizer", "scheduler", "python_rng", "numpy_rng", "torch_rng"))
     else:                                                            # what `accelerate`'s `save_state` wrote
-        opt, sch, rng = (safe_load(ckpt / f, k) for f, k in zip(ACCELERATE_FILES, [(), (), ("random_state",)]))
+        f = ckpt / ACCELERATE_FILES[0]
+        opt, sch, rng = (safe_load(ckpt / n, k) for n, k in
+                         zip(ACCELERATE_FILES, [(), (), ("random_state", "numpy_random_seed", "torch_manual_seed")]))
         st = dict(optimizer=opt, scheduler=sch, python_rng=rng["random_state"], numpy_rng=rng["numpy_random_seed"],
                   torch_rng=rng["torch_manual_seed"], cuda_rng=rng.get("torch_cuda_manual_seed", []))
-    optimizer.load_state_dict(st["optimizer"])
-    scheduler.load_state_dict(st["scheduler"])
+    if not (isinstance(st["optimizer"], dict) and {"state", "param_groups"} <= set(st["optimizer"])):
+        raise CheckpointError(f"{f}: not a training state (its optimizer state has no `state` and `param_groups`)")
+    return st
+
+# %% ../nbs/13_grpo.ipynb #e5790a97
+def load_training_state(ckpt, optimizer, scheduler,
+                        st:dict|None=None, # its `read_training_state`, when read already
+                       )->dict:
+    "Restore optimizer, scheduler and RNG states from a checkpoint, running nothing in it; return its trainer state."
+    ckpt = Path(ckpt)
+    st = read_training_state(ckpt) if st is None else st
+    try:
+        optimizer.load_state_dict(st["optimizer"])
+        scheduler.load_state_dict(st["scheduler"])
+    except (ValueError, KeyError) as e:
+        raise CheckpointError(f"{ckpt}: its optimizer state does not fit its adapter ({e})") from None
     restore_rng(st)
     return read_json(ckpt / "trainer_state.json")
 
@@ -704,6 +721,43 @@ def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int)
         "The run stopped: it is not the run that was logged (another machine, library or code?); "
         f"--recompute continues it, computing the steps after checkpoint-{start} again "
         f"(their logged rows moved to {SUPERSEDED}); --force starts it over")
+
+# %% ../nbs/13_grpo.ipynb #55411423
+ADAPTER_WEIGHTS = "adapter_model.safetensors"   # the adapter's weights, as PEFT's `save_pretrained` writes them
+
+def check_checkpoint(ckpt)->dict:
+    "Load all a resume reads from a checkpoint, else `CheckpointError` naming the file and why; its states, as read."
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    ckpt = Path(ckpt)
+    ts = read_json(ckpt / "trainer_state.json", CheckpointError)
+    missing = [k for k in ("step", "config", "history") if not isinstance(ts, dict) or k not in ts]
+    if missing: raise CheckpointError(f"{ckpt / 'trainer_state.json'}: not a trainer state (no {', '.join(missing)})")
+    adapter_config(ckpt, CheckpointError)
+    w = ckpt / ADAPTER_WEIGHTS
+    if w.is_file():
+        try: load_file(w)
+        except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"{w}: unreadable ({' '.join(str(e).split())[:200]})") from None
+    elif (ckpt / "adapter_model.bin").is_file(): safe_load(ckpt / "adapter_model.bin")   # an older PEFT's
+    else: raise CheckpointError(f"{w}: missing, so the checkpoint has no adapter weights")
+    return dict(trainer=ts, training=read_training_state(ckpt))
+
+# %% ../nbs/13_grpo.ipynb #7e0442ed
+def resume_point(out, # the arm's folder
+                )->tuple|None:
+    "The newest complete checkpoint that loads, newer ones skipped: (step, folder, `check_checkpoint`'s, the skipped)."
+    skipped = []
+    for step, path in reversed(checkpoints(out)):
+        try: read = check_checkpoint(path)
+        except CheckpointError as e:
+            skipped.append(dict(checkpoint=path.name, why=str(e)))
+            continue
+        for s in skipped: print(f"resume: {s['why']}; {s['checkpoint']} skipped, resuming from {path.name} (recorded)")
+        return step, path, read, skipped
+    if skipped: raise CheckpointError(f"{'; '.join(s['why'] for s in skipped)}; no checkpoint of {out} loads, so the "
+                                      "run cannot resume (nothing was changed; --force starts it over)")
+    return None
 
 # %% ../nbs/13_grpo.ipynb #423114df
 def _resumed_id(state:dict, cfg:GRPOConfig)->str:
@@ -759,16 +813,16 @@ class GRPOTrainer:
         check_run_folder(cfg)                          # never into a folder that holds other runs
         self.games = check_inputs(cfg)                 # its bank, model and backend, before anything is written
         self.out.mkdir(parents=True, exist_ok=True)
+        # the newest checkpoint that loads (newer ones skipped: said, recorded), before the model is loaded
+        found, changed = resume_point(self.out) if resume else None, []
         base, self.tok = load_model(resolve_model(cfg.model), dtype=cfg.dtype)
-        self.start, self.history = 0, []
-        ck, changed = checkpoints(self.out) if resume else [], []
-        if ck:
+        self.start, self.history, self.skipped_checkpoints = 0, [], []
+        if found:
             from peft import PeftModel
-            step, path = ck[-1]
-            adapter_config(path)                       # one line naming the checkpoint when its adapter is unusable
+            step, path, read, self.skipped_checkpoints = found
             with quiet_peft(): self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
             self.opt, self.sch = make_optimizer(self.model, cfg)
-            st = load_training_state(path, self.opt, self.sch)
+            st = load_training_state(path, self.opt, self.sch, read["training"])
             self.start, self.history, self.run_id = st["step"], st["history"], _resumed_id(st, cfg)
             changed = _resume_changes(st["config"], cfg)
             if changed: print(f"resume: {', '.join(changed)} (recorded)")
@@ -992,8 +1046,9 @@ def run(self:GRPOTrainer,
     c = self.cfg
     if self.start >= c.steps: return self.train_steps(stop)          # complete already: no session to record
     self.segment = start_segment(self.out, self.start, self.changes,
-                                 dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k,
-                                                                          lr=c.lr, steps=c.steps), code_version())
+                                 dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k, lr=c.lr, steps=c.steps,
+                                      # newer checkpoints that did not load: which, and why
+                                      skipped_checkpoints=self.skipped_checkpoints), code_version())
     try: written = self.train_steps(stop)
     except BaseException as e:
         end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}")
@@ -1155,20 +1210,24 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recomp
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
     if job.submit: submit_train(cfg, job, typer.echo, recompute); return
-    rows = train(cfg, resume=resume, progress=progress, recompute=recompute)
-    done, n = [s for s, _ in checkpoints(cfg.out)], len(rows)
-    if not rows and done and done[-1] >= cfg.steps:
-        typer.echo(f"{cfg.arm}: complete already at step {done[-1]}; nothing trained")
+    t = GRPOTrainer(cfg, resume, progress, recompute)
+    rows = t.run()
+    # logged steps computed again and found as logged (after the checkpoint resumed from)
+    done, n, again = [s for s, _ in checkpoints(cfg.out)], len(rows), t.done_step - t.start - len(rows)
+    if t.start >= cfg.steps:
+        typer.echo(f"{cfg.arm}: complete already at step {t.start}; nothing trained")
     else:
-        typer.echo(f"{cfg.arm}: {n} step{'' if n == 1 else 's'} written to {cfg.out}/training_steps.jsonl; "
-                   f"checkpoints: {', '.join(map(str, done))}")
+        typer.echo(f"{cfg.arm}: {n} step{'' if n == 1 else 's'} written to {cfg.out}/training_steps.jsonl"
+                   + (f" ({again} logged step{'' if again == 1 else 's'} computed again, as logged)" if again else "")
+                   + f"; checkpoints: {', '.join(map(str, done))}")
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
 app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
     extra_option("params", Optional[Path], None,
                  "YAML parameter set (its `train:` section); the flags given override it."),
     extra_option("resume", bool, False,
-                 "Continue from the newest complete checkpoint, even with a changed config (recorded)."),
+                 "Continue from the newest complete checkpoint that loads (a damaged newer one is skipped, "
+                 "named and recorded), even with a changed config (recorded)."),
     extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
     extra_option("recompute", bool, False,
                  "Compute the steps logged after the newest checkpoint again (their rows moved to "

@@ -535,3 +535,59 @@ def test_a_payload_planted_in_a_checkpoint_never_runs(bank, tmp_path):
     assert not marker.exists()                                             # no payload ran
     (ck / "custom_checkpoint_0.pkl").unlink(); (ck / "training_state.pt").write_bytes(state)
     assert resume().exit_code == 0                                         # the safe state resumes
+
+def _half(f:Path):
+    "Cut a file to its first half: what a full disk or a copy cut short leaves."
+    b = f.read_bytes(); f.write_bytes(b[:len(b) // 2])
+
+def _resume_cli(bank, out):
+    "`fairneg train --resume` of the `uninterrupted` arm's config into `out`, in this process."
+    from typer.testing import CliRunner
+    from fairneg.cli import app
+    args = ["train", "--model", "tiny-test", "--bank", str(bank), "--out", str(out), "--steps", "3", "--groups", "2", "--k", "2",
+            "--max-new-tokens", "80", "--max-turns", "3", "--checkpoint-steps", "2", "--transcript-every", "0",
+            "--scratchpad-chars", "16", "--message-chars", "16", "--no-progress", "--resume"]
+    return CliRunner().invoke(app, args, prog_name="fairneg")
+
+@pytest.mark.parametrize("damaged", ["adapter_model.safetensors", "training_state.pt"])
+def test_a_damaged_newest_checkpoint_is_skipped_named_and_recorded(bank, uninterrupted, tmp_path, damaged):
+    """Issue #50 item 6: a half-written file in the newest checkpoint (checkpoint-3) is named, the resume goes on from
+    checkpoint-2, computes step 3 again (checked against its logged row, not logged twice), writes checkpoint-3 again
+    and records the skip in the session; the arm ends as the uninterrupted one."""
+    import json, shutil
+    from safetensors.torch import load_file
+    from fairneg.adapters import read_segments
+    from fairneg.store import step_differences
+    cut = tmp_path / "lam0"
+    shutil.copytree(uninterrupted, cut)
+    _half(cut / "checkpoint-3" / damaged)
+    r = _resume_cli(bank, cut)
+    assert r.exit_code == 0, r.output
+    assert (f"resume: {cut / 'checkpoint-3' / damaged}: unreadable (" in r.output
+            and "; checkpoint-3 skipped, resuming from checkpoint-2 (recorded)" in r.output), r.output
+    assert "lam0: 0 steps written to" in r.output and "(1 logged step computed again, as logged)" in r.output, r.output
+    ra, rb = read_jsonl(uninterrupted / "training_steps.jsonl"), read_jsonl(cut / "training_steps.jsonl")
+    assert [x["step"] for x in rb] == [1, 2, 3] and [step_differences(a, b) for a, b in zip(ra, rb)] == [[]] * 3
+    assert [h["step"] for h in json.loads((cut / "checkpoint-3" / "trainer_state.json").read_text())["history"]] == [1, 2, 3]
+    a, b = (load_file(d / "checkpoint-3" / "adapter_model.safetensors") for d in (uninterrupted, cut))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)      # written again: the uninterrupted adapter
+    seg = read_segments(cut)[-1]
+    assert (seg["start_step"], seg["resumed_from"], seg["end_step"], seg["ended"]) == (2, "checkpoint-2", 3, "complete")
+    (skip,) = seg["skipped_checkpoints"]
+    assert skip["checkpoint"] == "checkpoint-3" and skip["why"].startswith(f"{cut / 'checkpoint-3' / damaged}: unreadable (")
+
+def test_no_checkpoint_loads_exit_2_naming_each_file(bank, uninterrupted, tmp_path):
+    "Every checkpoint damaged: the resume stops in one line naming each file (exit 2), and nothing in the folder changes."
+    import shutil
+    cut = tmp_path / "lam0"
+    shutil.copytree(uninterrupted, cut)
+    _half(cut / "checkpoint-3" / "adapter_model.safetensors")
+    _half(cut / "checkpoint-2" / "training_state.pt")
+    files = lambda: {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(cut.rglob("*"))}
+    before = files()
+    r = _resume_cli(bank, cut)
+    err = r.stderr.splitlines()[-1]
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert err.startswith(f"error: {cut / 'checkpoint-3' / 'adapter_model.safetensors'}: unreadable ("), err
+    assert f"; {cut / 'checkpoint-2' / 'training_state.pt'}: unreadable (" in err and "--force starts it over" in err, err
+    assert files() == before                                                     # nothing removed or written
