@@ -95,6 +95,24 @@ def setting_reasons(cfg, gpu:bool, name:str)->list:
     if default_constrain(name, cfg.constrain) != "none": why.append("answers constrained to legal actions (the target's run has no grammar)")
     return why + target_model_reasons(name)
 
+def live_trainer(path:Path, backend:str):
+    "A `GRPOTrainer` that writes `path` (partial: its checkpointing decision, then the rows so far) as it goes."
+    from fairneg.grpo import GRPOTrainer
+    def write(t, rows:list, partial:bool=True):
+        d = dict(backend=backend, partial=partial, gradient_checkpointing=t.checkpointing, checkpointing_why=t.checkpointing_why,
+                 decode=t.cfg.decode, rows=rows)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp"); tmp.write_text(json.dumps(d, default=str, indent=1)); tmp.replace(path)
+    class Live(GRPOTrainer):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self._live = []
+            write(self, self._live)                     # the checkpointing decision, before the first step
+        def log_step(self, step, row, eps):
+            self._live.append(row); write(self, self._live)     # before its checkpoint is saved
+            return super().log_step(step, row, eps)
+    return Live
+
 CPU_TARGET_X = 2.5     # the vLLM rollout of a CPU pilot step at least this many times shorter than transformers'
 
 def one_backend(a, gpu:bool)->dict:
@@ -122,7 +140,7 @@ def one_backend(a, gpu:bool)->dict:
           f"context {cfg.context}, decode {cfg.decode}, shared first stretches >= {cfg.share_prefix} tokens run once"
           f"{', from ' + a.params if a.params else ''}; device {dev}")
     t0 = time.perf_counter()
-    try: rows = train(cfg, progress=True)
+    try: rows = live_trainer(a.json, a.backend)(cfg, progress=True).run() if a.json else train(cfg, progress=True)
     except NonFiniteStepsError as e:                 # the rows it wrote are the measurement: print them, then say why it stopped
         print(f"stopped: {e}")
         rows = read_jsonl(Path(cfg.out) / "training_steps.jsonl")
@@ -146,7 +164,9 @@ def one_backend(a, gpu:bool)->dict:
     print(f"GPU target: < {TARGET_S:.0f} s per step with vllm, Qwen3-8B, 4 × 8, the protocol deadline, 384 tokens per turn, no "
           f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"
           + (f" ({'; '.join(why)}; figures only)" if why else f" (median {med('total_s'):.1f} s on {dev})"))
-    return dict(backend=a.backend, context=cfg.context, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
+    return dict(backend=a.backend, context=cfg.context, partial=False, decode=cfg.decode,
+                gradient_checkpointing=rows[0].get("gradient_checkpointing") if rows else None,
+                checkpointing_why=rows[0].get("checkpointing_why") if rows else None, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
                 train_tokens=sum(r.get("train_tokens", 0) for r in rows), train_tokens_shared=sum(r.get("train_tokens_shared", 0) for r in rows),
                 share_prefix=cfg.share_prefix, tokens_trained=sum(r["tokens_trained"] for r in rows),
                 median_train_tokens=med("train_tokens"),

@@ -4,7 +4,7 @@
 # /work/.library/device/README.md: 15 minutes of device time, one command at most 10 minutes). Usage:
 #
 #   bash bench/gpu_check.sh wheels            # here, once: the wheels the image lacks (WHEELS) for Python 3.12 -> .whl (~11 MB)
-#   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=600)          # on the device: about 8 minutes
+#   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=480)          # on the device: 7 minutes at most
 #   bash bench/gpu_check.sh dry-run           # here, on the CPU: the same stages, tiny shapes, in the image's package set
 #   bash bench/gpu_check.sh image-env [DIR]   # build (or rebuild) the dry run's stand-in of the image (default .gpu-env/venv)
 #   bash bench/gpu_check.sh check-env [DIR]   # only check that DIR's distributions are all in bench/gpu_image_packages.txt
@@ -20,36 +20,42 @@
 # the wheels with `pip install --no-index --no-deps --target` exactly as on the device, and runs every stage with that
 # venv's python and PYTHONPATH=<repo>:<target>: nothing of the project's .venv is used.
 #
-# Stages, in this order, each under its own `timeout` (what it printed goes to $OUT/log.txt as it comes; a line
-# "NAME EXIT SECONDS LIMIT" to $OUT/summary.txt as it ends; figures to $OUT/NAME.json, so a stage stopped by its limit
-# keeps what it wrote). The device run fits in 8 minutes (BUDGET=470 s: no stage's limit runs past it; a stage with
-# under 10 s left is skipped): setup (wheels installed, versions printed) ~25 s, then, expected on the H200 (limit):
-#   imports  60 s  (~15 s) every fairneg module the GPU path can reach (all but report, pilot: altair and
-#                  vl-convert, not carried), xgrammar, trl.trainer.utils, pynvml: a missing package fails here at once.
-#   decode  150 s  (not yet measured: the stand-in ~21 s, the dynamic path ~10 s, the graphed path's compile and graph
-#                  captures unknown) bench/bench_decode.py: writes the Qwen3-8B-shaped stand-in (random bf16 weights,
-#                  8.19 B parameters, built on the GPU) to /tmp/fairneg-qwen3-8b-standin, then ms per decode step of
-#                  fairneg.llm.sample_batch (no grammar, rows to their cap) at batch 32 (the target's, first), 1, 8, 128, 256-token prompts, 24 new
-#                  tokens, dynamic (eager) and graphed (static cache, CUDA graphs) side by side, beside the bound bytes of
-#                  the weights / 4.8e12 B/s (the H200's spec); a path that fails is reported and dropped.
-#                  -> decode.json (rewritten after every row). The GRPO stage's rollouts decode graphed only if it ran.
-#   llm      60 s  (~45 s) bench_llm --section costep on the stand-in: 3 episodes co-stepped (one act_batch per turn
-#                  across episodes) against one at a time, 1 table turn, 16 new tokens unconstrained (random weights run
-#                  every answer to its cap: ~300 decode steps at the 70-100 ms/step measured for HF decoding there on
-#                  2026-12-04). -> llm.json
-#   grpo    320 s  (what is left of the budget, ~250 s) bench_grpo_step --backend hf --context window on the
-#                  stand-in, 4 groups x 8 episodes, --steps 3, 1 table turn, 64 new tokens, 16-character fields, answers
-#                  under the legal-action grammar. A step there took 107 s rollout + 10 s reference + ~40 s update at a
-#                  4-turn deadline (2026-12-04), so the third step may not finish in time: each finished step's row is
-#                  in $OUT/grpo_steps.jsonl (copied from the run's training_steps.jsonl when the stage ends, even when
-#                  stopped); grpo.json (medians, verdict) only when all steps finish. Last, so its overrun costs no other
-#                  stage. -> grpo.json, grpo_steps.jsonl
-#   vllm         only when vLLM imports: tests/test_vllm.py, then bench_grpo_step --backend vllm, in what is left of the 8
-#                  minutes. The image has no vLLM and its wheel (336 MB for 0.33.0) is over the 64 MiB a call may carry,
-#                  so here it reports "skipped".
-# The dry run runs the same stages with the small stand-in (2 layers, float32): decode at prompts of 64 tokens, 8 new;
-# grpo at 2 groups x 4 episodes, 3 steps; llm as on the device: about 1.5 minutes on 2 cores once .gpu-env/ and
-# .whl-3.11/ are built (the first build: about 2.5 minutes more).
+# Stages (issue #51), in the order of what they settle, run by bench/gpu_stages.py: each in its own process under its
+# own limit inside one budget (BUDGET=410 s from the script's start, set-up included: 7 minutes of an H100 less a margin;
+# a stage's limit is cut to what the budget leaves less the `reserve` kept for the stages after it; a stage with too
+# little left is skipped, said in summary.txt). What a stage prints goes to $OUT/log.txt as it comes, a line
+# "NAME EXIT SECONDS LIMIT" to $OUT/summary.txt as it ends, and its figures to its JSON, rewritten after every
+# measurement, so a stage stopped by its limit keeps what it measured. One compile cache (TORCHINDUCTOR_CACHE_DIR) for
+# all. At most 8 files come back: summary.txt, log.txt, pass.json, grpo.json, decode.json, torch_logs.txt, llm.json
+# (and grpo_vllm.json). Device limits (the dry run: times SCALE=0.5):
+#   probe    75 s  bench_policy_pass --section padding --imports: every module the GPU path reaches imported first (a
+#                  missing package shows at once), the Qwen3-8B-shaped stand-in written (random bf16, built on the GPU),
+#                  then on one micro-batch of the H200 run's shape (~410-token sequences, 53 scored, cut by the trainer's
+#                  own sizing) the policy pass with backward right-padded (the trainer's) and left-padded (before), with
+#                  checkpointing off and on: loss, non-finite log-probs, LoRA gradients finite or not (which), the aten
+#                  attention ops that ran, seconds, peak memory. -> pass.json {imports, padding}
+#   grpo    400 s  (less 90 s kept for decode and update) bench_grpo_step, the stand-in at the H200 run's shape: 4 groups
+#                  x 8, 4-turn deadline, 256 new tokens, fields of 16 characters (the H200's were 64), the legal grammar,
+#                  --decode dynamic (so the NaN question is answered before anything is compiled), 2 steps: per step the
+#                  row (grad norm, nonfinite and nonfinite_tokens, checkpointing and why, peak memory, TFLOP/s and MFU).
+#                  -> grpo.json, written at start (the checkpointing decision) and after every step. At the H200's pace
+#                  (179 s a step, 2026-12-04) step 2 does not finish inside 7 minutes: rows of finished steps are kept.
+#   decode  120 s  (less 30 s kept) bench_decode --lora, batch 32: dynamic then graphed (first call = compile), replay
+#                  ms/step against dynamic (x_dynamic) and the bandwidth bound, then graphed calls at 32 (a second call),
+#                  8, 16 (a third width) and 32 again, each with its graphs compiled, recompiles and re-records counted
+#                  from TORCH_LOGS=recompiles,cudagraphs (-> torch_logs.txt); peak memory; ids drawn at or past
+#                  len(tokenizer) (must be 0: exit 1 otherwise). -> decode.json
+#   update   45 s  bench_policy_pass --section update: grpo.update on the real micro-batch (the GRPO rows' sequence and
+#                  answer lengths), checkpointing on, forced off, each twice: seconds, peak memory. -> pass.json {update}
+#   llm      60 s  (only with time left) bench_llm --section costep: co-stepping against one episode at a time. -> llm.json
+#   vllm    120 s  (only when vLLM imports; the image has none and its wheel is over a call's 64 MiB) -> grpo_vllm.json
+# The image's package list: the device run compares the image's `pip list` with bench/gpu_image_packages.txt and
+# exits 1 on any drift (the stages still run: the GPU time is not wasted); the dry run compares the list with KINDS.md
+# (when readable) and the venv with the list, and fails before any stage on either drift.
+# The dry run: the small stand-in (2 layers, float32), a micro-batch of 6 ~48-token sequences, GRPO at 2 x 2, 1 turn,
+# 24 tokens, the graphed path traced by dynamo with the eager backend (Inductor's C++ build on a CPU proves nothing
+# about CUDA graphs; tests/test_llm compiles it), stages forked from a runner that imported the libraries once: about
+# 30 s on 2 cores once .gpu-env/ and .whl-3.11/ are built (the first build: minutes more).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -75,7 +81,7 @@ IMAGE_PKGS=$(echo $IMAGE_PKGS)
 LIST=${GPU_IMAGE_LIST:-bench/gpu_image_packages.txt}   # the image's packages (another list: tests/test_gpu_check.py)
 GPU_ENV=${GPU_ENV:-.gpu-env}                       # the dry run's cache: $GPU_ENV/venv (git-ignored)
 case $GPU_ENV in /*) ;; *) GPU_ENV=$ROOT/$GPU_ENV ;; esac
-BUDGET=${BUDGET:-470}                              # seconds the device run may take in all (8 minutes, less a margin)
+BUDGET=${BUDGET:-410}                              # seconds the device run may take in all, set-up included (7 minutes, less a margin)
 
 quiet() { "$@" 2>&1 | grep -v "is ignored: it is neither"; return "${PIPESTATUS[0]}"; }   # pip, less this machine's index noise
 exclude() { local d; for d in "$@"; do grep -qx "/$d/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo "/$d/" >> .git/info/exclude; }; done; }
@@ -138,12 +144,15 @@ image = {norm(l.strip()) for l in open(lst) if l.strip() and not l.startswith("#
 have = {norm(d["name"]): d["version"] for d in json.loads(subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"],
         capture_output=True, text=True, check=True).stdout)}
 off = sorted(set(have) - image - {"pip", "setuptools", "wheel"})
-import torch
-bad = [] if torch.__version__.split("+")[0] == pin and torch.version.cuda is None else [f"torch {torch.__version__} (cuda {torch.version.cuda}), not the CPU build of {pin}"]
+import importlib.util, pathlib                             # torch/version.py read, not torch imported (seconds saved)
+tv = {}
+exec(pathlib.Path(importlib.util.find_spec("torch").origin).with_name("version.py").read_text(), tv)
+ver, cuda = tv["__version__"], tv.get("cuda")
+bad = [] if ver.split("+")[0] == pin and cuda is None else [f"torch {ver} (cuda {cuda}), not the CPU build of {pin}"]
 if off: print(f"image-env check: FAIL: {len(off)} of {len(have)} distributions are not in {lst}: " + ", ".join(f"{n} {have[n]}" for n in off))
 if bad: print("image-env check: FAIL: " + "; ".join(bad))
 if off or bad: sys.exit(1)
-print(f"image-env check: pass ({len(have)} distributions, all in {lst}; torch {torch.__version__})")
+print(f"image-env check: pass ({len(have)} distributions, all in {lst}; torch {ver})")
 PY
 }
 
@@ -173,8 +182,33 @@ esac
 
 OUT=${OUT:-$(mktemp -d /tmp/gpu_check.XXXX)}; mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/gpu_check_work.XXXX); trap 'rm -rf "$WORK"' EXIT
+cat > "$WORK/list_check.py" <<'PY'
+import re, sys
+lst, what, have = sys.argv[1], sys.argv[2], sys.argv[3]
+norm = lambda n: re.sub(r"[-_.]+", "-", n.strip()).lower()
+listed = {norm(l) for l in open(lst) if l.strip() and not l.startswith("#")}
+if what == "kinds":       # the list against KINDS.md's own: the line "... Packages: a, b, c." of "Python packages already there"
+    text = open(have).read().split("## Python packages already there", 1)[-1]
+    m = re.search(r"Packages: (.*?)\.\s*$", text, re.M)
+    names = {norm(n) for n in m.group(1).split(",")} if m else set()
+else: names = {norm(l.split("==")[0]) for l in open(have) if l.strip() and not l.startswith("#")}   # pip freeze of the image
+extra, gone = sorted(names - listed), sorted(listed - names)
+src = "KINDS.md" if what == "kinds" else "the image"
+if not names: print(f"image-list check: FAIL: no package list found in {have}"); sys.exit(1)
+if extra or gone:
+    print(f"image-list check: FAIL: {lst} drifted from {src}: in {src}, not listed: {', '.join(extra) or '-'}; "
+          f"listed, not in {src}: {', '.join(gone) or '-'} (copy the list again)"); sys.exit(1)
+print(f"image-list check: pass ({len(listed)} names, as {src} has them)")
+PY
 : > "$OUT/summary.txt"; : > "$OUT/log.txt"
+FAIL=0
 if [ $DRY = 1 ]; then
+    # the list the dry run trusts against the image's as KINDS.md gives it (here, where the workplace's notes are)
+    KINDS=${KINDS_MD:-/work/.library/device/KINDS.md}
+    if [ -r "$KINDS" ]; then
+        python3 "$WORK/list_check.py" "$LIST" kinds "$KINDS" 2>&1 | tee -a "$OUT/log.txt" "$OUT/summary.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || exit 1
+    else echo "image-list check: $KINDS not readable here: the list is not compared with it" | tee -a "$OUT/log.txt" "$OUT/summary.txt"; fi
     # build what the dry run needs when missing (one build at a time: a lock beside the folder)
     mkdir -p "$GPU_ENV"; exec 9> "$GPU_ENV/.lock"; flock 9
     if [ "$(cat "$GPU_ENV/venv/.image-env" 2>/dev/null)" != "$(env_key)" ]; then
@@ -201,61 +235,55 @@ if ls $WHL/*.whl >/dev/null 2>&1; then
 else echo "no wheels in $WHL: run 'bash bench/gpu_check.sh wheels' here first (and carry .whl)" | tee -a "$OUT/summary.txt"; fi
 export PYTHONPATH=$ROOT:$SITE PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
        HF_HUB_DISABLE_PROGRESS_BARS=1
+# one compile cache for every stage (Inductor's FX graph and Triton kernels: a graph compiled once is not compiled again)
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$WORK/inductor-cache}
 { date -u; ! command -v nvidia-smi >/dev/null || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; echo "cores $(nproc)"
-  "$PY" -c "import sys, torch, importlib.metadata as m; print('python', sys.version.split()[0], '| torch', torch.__version__, 'cuda', torch.cuda.is_available(), *[f'| {p} {m.version(p)}' for p in ('transformers', 'peft', 'accelerate', 'trl', 'xgrammar', 'fastcore', 'pettingzoo')])"
-  if [ $DRY = 0 ]; then   # the image against the list the dry run trusts: names there that the list lacks, and the reverse
-      "$PY" -m pip list --format=freeze 2>/dev/null | cut -d= -f1 | tr 'A-Z_.' 'a-z--' | sort -u > "$WORK/have"
-      grep -v '^#' $LIST | sort -u > "$WORK/listed"
-      echo "image against $LIST: not listed: $(comm -23 "$WORK/have" "$WORK/listed" | tr '\n' ' ')| listed, absent: $(comm -13 "$WORK/have" "$WORK/listed" | tr '\n' ' ')"
-  fi
+  "$PY" -c "import sys, importlib.metadata as m; print('python', sys.version.split()[0], *[f'| {p} {m.version(p)}' for p in ('torch', 'transformers', 'peft', 'accelerate', 'trl', 'xgrammar', 'fastcore', 'pettingzoo')])"
 } 2>&1 | tee -a "$OUT/log.txt"
-
-step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS start
-    if [ "$limit" -lt 10 ]; then echo "$name: skipped, no time left of the $BUDGET s budget" | tee -a "$OUT/log.txt" "$OUT/summary.txt"; return; fi
-    start=$(wc -l < "$OUT/log.txt")
-    echo "== $name (limit $limit s): ${*/#$ROOT\//}" | tee -a "$OUT/log.txt"
-    timeout -k 10 "$limit" "$@" >> "$OUT/log.txt" 2>&1; local rc=$?
-    tail -n +$((start + 2)) "$OUT/log.txt" | grep -v -i "warn\|Loading weights\|it/s\]\|s/it\]" | tail -n 14
-    [ $rc = 124 ] || [ $rc = 137 ] && echo "== $name: stopped by its $limit s limit" | tee -a "$OUT/log.txt"
-    echo "== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$OUT/log.txt"
-    echo "$name $rc $((SECONDS - t0)) $limit" >> "$OUT/summary.txt"; }
-left() { local l=$((BUDGET - SECONDS)); [ $l -lt $1 ] && echo $l || echo $1; }    # a limit, less what would pass the budget
-
-# the stand-in: written by the decode stage; on the device the grpo stage names it as bench_grpo_step's own
-# `qwen3-8b-standin` (which writes it, should the decode stage have been stopped before it did)
-if [ $DRY = 1 ]; then SD=$WORK/standin; DEC="--model standin --standin-dir $SD --batches 32 1 8 128 --prompt-len 64 --new 8 --threads 2"
-    COSTEP="--model $SD --threads 2"; GMODEL="--model $SD"; GSIZE="--groups 2 --k 4"
-else SD=/tmp/fairneg-qwen3-8b-standin; DEC="--model qwen3-8b-standin --standin-dir $SD --batches 32 1 8 128 --prompt-len 256 --new 24"
-    COSTEP="--model $SD --threads 16"; GMODEL="--model qwen3-8b-standin --standin-dir $SD"; GSIZE="--groups 4 --k 8"; fi
-
-cat > "$WORK/imports.py" <<'PY'
-import importlib, pathlib, sys
-skip = {"__init__", "_modidx", "report", "pilot"}      # the last two need altair and vl-convert (not carried)
-mods = ["fairneg"] + [f"fairneg.{p.stem}" for p in sorted(pathlib.Path("fairneg").glob("*.py")) if p.stem not in skip]
-bad = []
-for m in mods + ["xgrammar", "trl.trainer.utils", "pynvml"]:
-    try: importlib.import_module(m)
-    except Exception as e: bad.append(f"{m}: {type(e).__name__}: {e}")
-print("\n".join(bad) or f"imports: all {len(mods)} fairneg modules (report, pilot aside), xgrammar, trl.trainer.utils, pynvml")
-sys.exit(1 if bad else 0)
-PY
-step imports $(left 60) "$PY" "$WORK/imports.py"
-step decode $(left 150) "$PY" bench/bench_decode.py $DEC --decode dynamic graphed --json "$OUT/decode.json"
-# the rollouts decode graphed only where the decode stage's graphed path ran (a failure there costs no GRPO figures)
-GDEC=$("$PY" -c "import json, sys; r = json.load(open(sys.argv[1]))['rows']; print('graphed' if any(x['decode'] == 'graphed' and 'error' not in x for x in r) else 'dynamic')" "$OUT/decode.json" 2>/dev/null || echo dynamic)
-echo "rollouts decode: $GDEC" | tee -a "$OUT/log.txt" "$OUT/summary.txt"
-step llm $(left 60) "$PY" bench/bench_llm.py --section costep $COSTEP --episodes 3 --max-turns 1 --constrain none \
-    --max-new-tokens 16 --json "$OUT/llm.json"
-step grpo $(left 320) "$PY" bench/bench_grpo_step.py $GMODEL $GSIZE --params '' --backend hf --context window --steps 3 --max-turns 1 \
-    --max-new-tokens 64 --chars 16 --constrain legal --decode $GDEC --out "$WORK/grpo" --json "$OUT/grpo.json"
-cp "$WORK/grpo/run/training_steps.jsonl" "$OUT/grpo_steps.jsonl" 2>/dev/null || echo "grpo: no step finished" | tee -a "$OUT/log.txt"
-if "$PY" -c "import vllm" 2>/dev/null; then
-    if [ $(left 600) -gt 60 ]; then
-        step test_vllm $(left 300) "$PY" -m pytest tests/test_vllm.py -q -x -p no:cacheprovider
-        VSTEPS="--steps 2 --groups 4 --k 8"; [ $DRY = 1 ] && VSTEPS="--steps 2 --groups 2 --k 4"
-        step grpo_vllm $(left 600) "$PY" bench/bench_grpo_step.py $GMODEL --params '' --backend vllm $VSTEPS --json "$OUT/grpo_vllm.json"
-    else echo "vllm: importable, but no time is left of the $BUDGET s budget: skipped" | tee -a "$OUT/summary.txt"; fi
-else
-    echo "vllm: not importable here: test_vllm and the vllm step-time target skipped" | tee -a "$OUT/summary.txt"
+if [ $DRY = 0 ]; then   # the image against the list the dry run trusts: a drift fails the check (the stages still run)
+    "$PY" -m pip list --format=freeze 2>/dev/null > "$WORK/have"
+    python3 "$WORK/list_check.py" "$LIST" image "$WORK/have" 2>&1 | tee -a "$OUT/log.txt" "$OUT/summary.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || FAIL=1
 fi
-echo "results in $OUT ($((SECONDS)) s in all)"; cat "$OUT/summary.txt"
+
+# Stages, in the order of what they settle (see the header). Shapes and limits: the device's, and the dry run's small
+# shapes under the same limits times SCALE (the budget too), so the budget's arithmetic runs as on the device.
+if [ $DRY = 1 ]; then
+    SCALE=${SCALE:-0.5}; SD=$WORK/standin; M="--model standin --standin-dir $SD"; GM="--model $SD"; T="--threads 2"
+    PROBE="--seqs 8 --len 48 --answer 8"
+    GRPO="--groups 2 --k 2 --max-turns 1 --max-new-tokens 24 --chars 8 --games 2"
+    DEC="--prompt-len 16 --new 4 --compile-backend eager"     # Inductor's C++ build on a CPU proves nothing about CUDA
+    COSTEP="--episodes 2 --max-turns 1 --max-new-tokens 8"; RUNNER="--fork"
+else
+    SCALE=1; SD=/tmp/fairneg-qwen3-8b-standin; M="--model qwen3-8b-standin --standin-dir $SD"; GM=$M; T=""
+    PROBE=""                                                   # the H200 run's sequences: ~410 tokens, 53 scored
+    GRPO="--groups 4 --k 8 --max-turns 4 --max-new-tokens 256 --chars 16"   # the H200 run's shape (its fields were 64)
+    DEC="--prompt-len 256 --new 24"; COSTEP="--episodes 3 --max-turns 1 --max-new-tokens 16"; RUNNER=""
+fi
+s() { python3 -c "import sys; print(max(1, round(float(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$SCALE"; }   # a device figure, scaled
+cat > "$WORK/plan.json" <<JSON
+[
+ {"name": "probe", "limit": $(s 75), "min": $(s 10),
+  "argv": ["bench/bench_policy_pass.py", "--section", "padding", "--imports", $(printf '"%s", ' $M $T $PROBE) "--json", "$OUT/pass.json"]},
+ {"name": "grpo", "limit": $(s 400), "reserve": $(s 90), "min": $(s 30),
+  "argv": ["bench/bench_grpo_step.py", $(printf '"%s", ' $GM $GRPO) "--params", "", "--backend", "hf", "--context", "window",
+           "--constrain", "legal", "--decode", "dynamic", "--steps", "2", "--out", "$WORK/grpo", "--json", "$OUT/grpo.json"]},
+ {"name": "decode", "limit": $(s 120), "reserve": $(s 30), "min": $(s 20),
+  "env": {"TORCH_LOGS": "recompiles,cudagraphs", "TORCH_LOGS_OUT": "$OUT/torch_logs.txt"},
+  "argv": ["bench/bench_decode.py", $(printf '"%s", ' $M $T $DEC) "--lora", "--batches", "32", "--decode", "dynamic", "graphed",
+           "--calls", "32", "8", "16", "32", "--json", "$OUT/decode.json"]},
+ {"name": "update", "limit": $(s 45), "min": $(s 10),
+  "argv": ["bench/bench_policy_pass.py", "--section", "update", $(printf '"%s", ' $M $T $PROBE) "--steps-json", "$OUT/grpo.json",
+           "--json", "$OUT/pass.json"]},
+ {"name": "llm", "limit": $(s 60), "min": $(s 20),
+  "argv": ["bench/bench_llm.py", "--section", "costep", "--model", "$SD", $(printf '"%s", ' $T $COSTEP) "--constrain", "none",
+           "--json", "$OUT/llm.json"]},
+ {"name": "vllm", "limit": $(s 120), "min": $(s 60), "when": "vllm",
+  "argv": ["bench/bench_grpo_step.py", "--model", "$SD", "--params", "", "--backend", "vllm", "--steps", "2", "--groups", "2",
+           "--k", "4", "--json", "$OUT/grpo_vllm.json"]}
+]
+JSON
+BUDGET=$(s $BUDGET)
+"$PY" bench/gpu_stages.py --plan "$WORK/plan.json" --out "$OUT" --budget $((BUDGET - SECONDS)) $RUNNER || FAIL=1
+echo "results in $OUT ($SECONDS s in all, $BUDGET s budget)"; cat "$OUT/summary.txt"
+exit $FAIL
