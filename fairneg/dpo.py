@@ -24,6 +24,7 @@ from .reward import EPS
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
 from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, out_folder,
     check_replaceable)
+from .store import folder_lock
 from .telemetry import memory_reading
 from .lockfile import file_sha256
 
@@ -339,6 +340,10 @@ def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fie
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.pairs: raise typer.BadParameter("no pairs: pass --pairs DIR or set dpo.pairs in --params")
     out = out_folder(cfg.out, "run folder")
+    with folder_lock(out, "fairneg dpo train"): _train_dpo_arm(cfg, out, force, progress)
+
+def _train_dpo_arm(cfg:DPOTrainConfig, out:Path, force:bool, progress:bool):
+    "`train_cmd` under the run folder's writer lock."
     if force:
         check_replaceable(out, bool(checkpoints(out)) or (out / TRAINING_STEPS).is_file(), "a DPO run")
         check_dpo_inputs(cfg)                   # a bad input removes nothing

@@ -27,6 +27,7 @@ from .commands import CliGroup, MultiValueCommand, config_command, config_params
 from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl,
                            step_row, out_folder,
                            check_replaceable, step_differences)
+from .store import folder_lock
 from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job,
                           submitit_module,
                           wait_jobs)
@@ -1131,7 +1132,8 @@ def train_gpus(cfg:GRPOConfig)->int:
 # %% ../nbs/13_grpo.ipynb #f057d2d0
 def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
     "A submitted arm: train from its newest checkpoint; if the cluster warns, stop after the step, checkpoint, requeue."
-    with StopSignals(keep=True) as stop:     # kept: a warning after the last step is logged, not a failed job
+    # the signals kept: a warning after the last step is logged, not a failed job
+    with folder_lock(cfg.out, f"fairneg train job {cfg.arm}"), StopSignals(keep=True) as stop:
         t = GRPOTrainer(cfg, resume=True, progress=False, recompute=recompute)
         print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}"
                                 if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
@@ -1204,6 +1206,10 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recomp
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
     out_folder(cfg.out, "run folder")
+    with folder_lock(cfg.out, "fairneg train"): _train_arm(cfg, job, resume, force, recompute, progress)
+
+def _train_arm(cfg:GRPOConfig, job:JobConfig, resume:bool, force:bool, recompute:bool, progress:bool):
+    "`train_cmd` under the run folder's writer lock: check, then train here or submit, and say what was done."
     check_run_folder(cfg)
     refuse_running(cfg)
     check_inputs(cfg)                           # before --force removes anything

@@ -250,6 +250,8 @@ BUSY = [  # (folder another command holds, commands that write it)
     ("ev/ga_primary", [[*L, "--checkpoint", "ga=agent:greedy_anchor", "--out-dir", "ev"]]),
     ("runs/pilot", [["pilot", "--params", str(ROOT / "params" / "pilot-cpu.yaml"), "--only", "train-bank"]]),
     ("hub", [["export", "emptydir", "--out", "hub"]]),
+    ("trun", [["train", "--bank", "b", "--out", "trun", "--resume"], ["train", "--bank", "b", "--out", "trun", "--force"]]),
+    ("drun", [["dpo", "train", "--pairs", "missing", "--out", "drun", "--force"]]),
 ]
 
 
