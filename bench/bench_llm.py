@@ -72,6 +72,8 @@ def run(policy, games, width:int, max_turns:int)->dict:
     return dict(width=width, episodes=len(eps), turns=sum(len(e.state.turns) for e in eps), wall_s=wall,
                 tokens=st["completion_tokens"], prompt_tokens=st["prompt_tokens"], calls=st["calls"], steps=st.get("steps", 0), decode_s=st.get("decode_s", 0.0),
                 forward_s=st.get("forward_s", 0.0), act_s=st["act_s"], tok_per_s=st["completion_tokens"] / wall,
+                cache_hits=st.get("cache_hits", 0), cache_misses=st.get("cache_misses", 0),
+                cudagraph_skips=st.get("cudagraph_skips", 0),
                 all_per_s=(st["completion_tokens"] + st["prompt_tokens"]) / wall,
                 outside=1 - st.get("decode_s", 0.0) / wall,
                 raws={e.state.episode_id: [t["raw"] for t in e.state.turns] for e in eps})
@@ -113,7 +115,9 @@ def costep(a)->int:
     print(f"outside the model (width={a.width}): {out:.1%} (target < {TARGET_OUTSIDE:.0%}): {'PASS' if out < TARGET_OUTSIDE else 'FAIL'}")
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
+        # decode: requested, chosen, used and why it fell back (HFPolicy.decoding)
         a.json.write_text(json.dumps(dict(model=spec, constrain=constrain, speedup=speed, identical=same,
+                                          decode=getattr(pol, "decoding", None),
                                           runs={w: {k: v for k, v in r.items() if k != "raws"} for w, r in res.items()}), indent=1))
     return 0 if ok else 1
 

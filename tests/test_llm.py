@@ -116,4 +116,8 @@ def test_graphed_decode_gives_the_dynamic_completions(tmp_path):
     pol = HFPolicy(model, tok, max_new_tokens=16, decode="graphed")
     assert [o["completion_ids"] for o in pol.act_batch(reqs)] == [r["completion_ids"] for r in
                                                                    sample_batch(model, P, [r.seed for r in reqs], [16] * 5, **kw)]
+    # compiled whole (fullgraph): no fallback taken, and the kept cache served the policy's second call
+    assert pol.decoding == dict(requested="graphed", chosen="graphed", used="graphed", fallback=None)
+    pol.act_batch(reqs)
+    assert pol.decoding["used"] == "graphed" and pol.stats["cache_hits"] >= 1
     assert HFPolicy(model, tok).decode == "dynamic"                       # auto, on a CPU

@@ -12,8 +12,8 @@ from fastcore.basics import patch
 from ..commands import BadValue
 from .load import _device, load_model, stop_ids, vocab_size
 from .chat import encode_request
-from .sampling import (ContextLimitError, NonFiniteLogitsError, check_context_limit, context_limit,
-                                  decode_mode, release_decode_caches, sample_batch)
+from .sampling import check_context_limit, context_limit
+from .sampling import decode_record, sample_decoding
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
 
 # %% auto #0
@@ -86,14 +86,23 @@ class HFPolicy:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab, self.context_limit = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
-        self.decode = decode_mode(decode, _device(self.model))
-        # why an auto-chosen graphed path was left, if it was
-        self.decode_auto, self.decode_fallback = decode == "auto", None
+        # asked, chosen here, used now, and why a static or graphed path was left (`sample_decoding`)
+        self.decoding = decode_record(decode, _device(self.model))
         # (episode, seat) -> (ids, keys and values)
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0,
                           forward_s=0.0, decode_s=0.0,
-                          act_s=0.0, steps=0)
+                          act_s=0.0, steps=0, cache_hits=0, cache_misses=0, cudagraph_skips=0)
+
+    @property
+    def decode(self)->str:
+        "The decode mode in use: the one chosen, or `dynamic` once a static or graphed path failed."
+        return self.decoding["used"]
+
+    @property
+    def decode_fallback(self)->str|None:
+        "Why decoding left its static or graphed path (the error), or None."
+        return self.decoding["fallback"]
 
     def __repr__(self): return f"HFPolicy({self.name!r}, constrain={self.constrain!r}, temperature={self.temperature})"
 
@@ -164,14 +173,5 @@ def end_episodes(self:HFPolicy, episode_ids)->None:
 # %% ../../nbs/09_llm_hf.ipynb #45615979
 @patch
 def _sample(self:HFPolicy, *args, **kw)->list:
-    "`sample_batch` with this policy's decoding; a failing graphed path `auto` chose warns and falls back to dynamic."
-    try: return sample_batch(*args, decode=self.decode, **kw)
-    except (NonFiniteLogitsError, ContextLimitError): raise
-    except Exception as e:
-        if not (self.decode == "graphed" and self.decode_auto): raise
-        import warnings
-        self.decode, self.decode_fallback = "dynamic", f"{type(e).__name__}: {e}"[:500]
-        release_decode_caches(self.model)
-        warnings.warn(f"{self.name}: graphed decoding failed ({self.decode_fallback}); "
-                      "decoding with a dynamic cache from now on")
-        return sample_batch(*args, decode=self.decode, **kw)
+    "`sample_batch` with this policy's decoding; a failing static or graphed path warns, is recorded, and goes dynamic."
+    return sample_decoding(self.decoding, *args, name=self.name, **kw)

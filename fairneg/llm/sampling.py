@@ -8,9 +8,11 @@ import time
 from .load import _base, _device, _forward_params, vocab_size
 
 # %% auto #0
-__all__ = ['DECODES', 'left_pad', 'right_pad', 'ContextLimitError', 'context_limit', 'check_context_limit', 'seed_cache',
-           'row_cache', 'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows', 'decode_mode',
-           'sample_batch', 'bucket', 'static_cache', 'release_decode_caches', 'graphed_forward', 'sample_static']
+__all__ = ['DECODES', 'KEEP_CACHES', 'left_pad', 'right_pad', 'ContextLimitError', 'context_limit', 'check_context_limit',
+           'seed_cache', 'row_cache', 'NonFiniteLogitsError', 'check_logits', 'no_mass_past', 'decode_rows',
+           'decode_mode', 'decode_record', 'static_path', 'sample_batch', 'bucket', 'static_cache',
+           'decode_cache_bytes', 'device_free_bytes', 'release_decode_caches', 'graphed_forward', 'GraphedDecodeError',
+           'check_graphs', 'sample_static', 'sample_decoding']
 
 # %% ../../nbs/09_llm_sampling.ipynb #8828f2c4
 def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
@@ -226,6 +228,19 @@ def decode_mode(decode:str="auto", device=None)->str:
     if decode not in DECODES: raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {decode!r}")
     return decode
 
+# %% ../../nbs/09_llm_sampling.ipynb #59bad490
+def decode_record(decode:str="auto", device=None)->dict:
+    "A run's decoding: `requested` (the option), `chosen` (its mode here), `used` (now), `fallback` (why it was left)."
+    m = decode_mode(decode, device)
+    return dict(requested=decode, chosen=m, used=m, fallback=None)
+
+# %% ../../nbs/09_llm_sampling.ipynb #79d36e6b
+def static_path(decode:str, # a mode (`decode_mode`)
+                keep_cache:bool=False, prefixes:list|None=None, # see `sample_batch`
+               )->bool:
+    "Whether `sample_batch` decodes on a static cache: a static or graphed mode, no keys and values continued or kept."
+    return decode != "dynamic" and not keep_cache and not any(prefixes or [])
+
 # %% ../../nbs/09_llm_sampling.ipynb #8b6351d5
 def sample_batch(model, prompts:list, # prompt token ids per row
                  seeds:list, # per-row sampling seeds
@@ -234,7 +249,8 @@ def sample_batch(model, prompts:list, # prompt token ids per row
                  eos_ids=(), # tokens that end an unconstrained row
                  pad_id:int=0,
                  grammars:list|None=None, # per row: an xgrammar `CompiledGrammar` or None (unconstrained)
-                 stats:dict|None=None, # accumulates `forward_s` (time in forward passes) and `steps`
+                 # adds `forward_s` (forward time), `steps`, and the static path's `cache_hits`/`misses`
+                 stats:dict|None=None,
                  prefixes:list|None=None, # per row: the cached KV its `prompts` row continues (`row_cache`), or None
                  keep_cache:bool=False, # return each row's keys and values (prompt and completion) as `kv`
                  vocab:int|None=None, # the tokenizer's size: ids >= it are never drawn (None: the whole output layer)
@@ -244,7 +260,7 @@ def sample_batch(model, prompts:list, # prompt token ids per row
     import torch
     decode = decode_mode(decode, _device(model))
     # a conversation's cache grows: dynamic
-    if decode != "dynamic" and not keep_cache and not any(prefixes or []):
+    if static_path(decode, keep_cache, prefixes):
         return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id,
                              grammars, stats, vocab,
                              graphed=decode == "graphed")
@@ -278,35 +294,89 @@ def bucket(n:int, lo:int=1)->int:
     return max(lo, 1 << max(n - 1, 0).bit_length())
 
 # %% ../../nbs/09_llm_sampling.ipynb #92b36c61
-def static_cache(model, B:int, L:int):
-    "`(columns, cache)`: a static KV cache of `B` rows, `L` or more columns; kept per width (two) and zeroed for reuse."
+KEEP_CACHES = 4   # widths whose static caches are kept: a GPU rollout's 8, 16, 32 and 64 rows
+
+def static_cache(model, B:int, L:int,
+                 stats:dict|None=None, # counts `cache_hits` (a kept cache served) and `cache_misses` (one allocated)
+                 keep:int=KEEP_CACHES, # at most this many widths kept, the least recently used freed first
+                ):
+    "`(columns, cache)`: a static KV cache of `B` rows, at least `L` columns; kept per width across calls, zeroed."
     from transformers import StaticCache
-    kept = model.__dict__.setdefault("_fairneg_static", {})                # width -> (columns, cache)
+    kept = model.__dict__.setdefault("_fairneg_static", {})      # width -> (columns, cache), the least recent first
     n, c = kept.pop(B, (0, None))
-    if n >= L:
-        c.reset()                                                   # reset: also after a forward that failed midway
+    hit = n >= L
+    if hit:
+        c.reset()                                                # in place; also after a forward that failed midway
     else:
         c = None
         n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)   # the old one freed before the new
-    kept[B] = (n, c)                                                       # the most recent last
-    while len(kept) > 2: kept.pop(next(iter(kept)))
+    kept[B] = (n, c)                                             # the most recent last
+    while len(kept) > keep: kept.pop(next(iter(kept)))
+    if stats is not None:
+        k = "cache_hits" if hit else "cache_misses"
+        stats[k] = stats.get(k, 0) + 1
     return n, c
 
 # %% ../../nbs/09_llm_sampling.ipynb #7fa92b51
-def release_decode_caches(model)->None:
-    "Free the static caches a model's decoding keeps (before an update needs memory, or when a graphed path is left)."
+def decode_cache_bytes(model)->int:
+    "The bytes a model's kept static decode caches hold (a cache's tensors exist once its first forward has run)."
+    return sum(_cache_bytes(c) for _, c in model.__dict__.get("_fairneg_static", {}).values())
+
+def _cache_bytes(cache)->int:
+    return sum(t.numel() * t.element_size() for ly in cache.layers
+               for t in (getattr(ly, "keys", None), getattr(ly, "values", None)) if t is not None)
+
+# %% ../../nbs/09_llm_sampling.ipynb #6fdd9ffc
+def device_free_bytes(device)->int|None:
+    "The bytes a CUDA device can still hand out (free, and held unused by torch's allocator); None off a CUDA device."
     import torch
-    if model.__dict__.pop("_fairneg_static", None) and torch.cuda.is_available(): torch.cuda.empty_cache()
+    dev = torch.device(device)
+    if dev.type != "cuda": return None
+    free, _ = torch.cuda.mem_get_info(dev)
+    return free + torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+
+# %% ../../nbs/09_llm_sampling.ipynb #836061d3
+def release_decode_caches(model,
+                          need:int|None=None, # bytes the caller needs free: caches go, least recent first, till so
+                          free=None, # `free()`: the device's free bytes (None: `device_free_bytes`; unknown: all go)
+                         )->int:
+    "Free the static caches a model's decoding keeps, all or those `need` asks for; the bytes freed."
+    import torch
+    kept, freed = model.__dict__.get("_fairneg_static", {}), 0
+    free = free or (lambda: device_free_bytes(_device(model)))
+    while kept:
+        if need is not None and (f := free()) is not None and f >= need: break
+        freed += _cache_bytes(kept.pop(next(iter(kept)))[1])   # no reference left: its memory is free at once
+    if not kept: model.__dict__.pop("_fairneg_static", None)
+    if freed and torch.cuda.is_available(): torch.cuda.empty_cache()
+    return freed
 
 # %% ../../nbs/09_llm_sampling.ipynb #bba51578
 def graphed_forward(model):
-    "The model's forward compiled once for CUDA graphs (`torch.compile`, `reduce-overhead`; on a CPU, compiled only)."
+    "The model's forward compiled once for CUDA graphs (`reduce-overhead`, whole: a graph break raises)."
     f = model.__dict__.get("_fairneg_graphed")
     if f is None:
         import torch, torch._dynamo.config as dc
         dc.recompile_limit = max(getattr(dc, "recompile_limit", 8), 64)     # a rollout meets a few widths and lengths
-        f = model.__dict__["_fairneg_graphed"] = torch.compile(lambda **kw: model(**kw), mode="reduce-overhead")
+        f = model.__dict__["_fairneg_graphed"] = torch.compile(lambda **kw: model(**kw), mode="reduce-overhead",
+                                                               fullgraph=True)
     return f
+
+# %% ../../nbs/09_llm_sampling.ipynb #12ffac22
+class GraphedDecodeError(RuntimeError):
+    "Graphed decode steps ran without their CUDA graphs: torch skipped them (re-recorded too often, or ungraphable)."
+
+# %% ../../nbs/09_llm_sampling.ipynb #1e0abf3a
+def check_graphs(skipped:int, # CUDA graphs torch skipped during a graphed call (its `cudagraph_skips` count's rise)
+                )->None:
+    "Raise `GraphedDecodeError` when torch skipped CUDA graphs in a graphed call (its silent fallback to eager)."
+    if skipped > 0: raise GraphedDecodeError(
+        f"torch skipped CUDA graphs {skipped} time{'s' * (skipped > 1)} in a graphed decode call (a graph re-recorded "
+        "past its limit, or one it cannot capture; TORCH_LOGS=cudagraphs says which): its steps ran without graphs")
+
+def _cudagraph_skips()->int:
+    from torch._dynamo.utils import counters
+    return int(counters["inductor"]["cudagraph_skips"])
 
 # %% ../../nbs/09_llm_sampling.ipynb #9b377fab
 def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:float=1.0, top_p:float=1.0, eos_ids=(),
@@ -320,14 +390,15 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     x, m, pos = left_pad(list(prompts) + [[pad_id]] * (W - B), pad_id, dev)
     P = x.shape[1]
     L = bucket(P + max(max_new, default=0), 256)                           # the cache's columns
-    L, cache = static_cache(model, W, L)                                   # a longer kept cache serves as it is
+    stats = stats if stats is not None else {}
+    L, cache = static_cache(model, W, L, stats)                            # a longer kept cache serves as it is
     mask = torch.zeros((W, L), dtype=torch.long, device=dev)
     mask[:, :P] = m
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
     gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B),
                            vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
-    stats, fwd, st = (stats if stats is not None else {}, graphed_forward(model) if graphed else model,
-                      dict(pos=pos, col=P))
+    fwd, st = graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
+    skips = _cudagraph_skips() if graphed and dev.type == "cuda" else None      # torch's silent fallbacks, counted
     cache_kw, keep = _forward_params(type(_base(model)))
     def step(nxt):                                          # the prompt's forward (uncompiled), then the steps
         if nxt is None:
@@ -340,4 +411,26 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
         return _forward_last(fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed,
                              cache_position=cp)
     with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
+    if skips is not None:
+        n = _cudagraph_skips() - skips
+        stats["cudagraph_skips"] = stats.get("cudagraph_skips", 0) + n
+        check_graphs(n)
     return rows.results()[:B]
+
+# %% ../../nbs/09_llm_sampling.ipynb #19ecc8fb
+def sample_decoding(rec:dict, # a `decode_record`: `used` is tried; a failure makes it `dynamic`, `fallback` says why
+                    model, *args,
+                    name:str="decoding", # who decodes, for the warning
+                    **kw)->list:
+    "`sample_batch` at `rec['used']`: a failing static or graphed path warns once, is recorded, and goes dynamic."
+    import inspect, warnings
+    try: return sample_batch(model, *args, decode=rec["used"], **kw)
+    except (NonFiniteLogitsError, ContextLimitError): raise                 # the same on every path
+    except Exception as e:
+        a = inspect.signature(sample_batch).bind(model, *args, **kw).arguments
+        if not static_path(rec["used"], a.get("keep_cache", False), a.get("prefixes")): raise
+        rec.update(used="dynamic", fallback=f"{type(e).__name__}: {e}"[:500])
+        release_decode_caches(model)
+        warnings.warn(f"{name}: {rec['chosen']} decoding failed ({rec['fallback']}); "
+                      "decoding with a dynamic cache from now on")
+        return sample_batch(model, *args, decode="dynamic", **kw)
