@@ -100,7 +100,7 @@ def live_trainer(path:Path, backend:str):
     from fairneg.grpo import GRPOTrainer
     def write(t, rows:list, partial:bool=True):
         d = dict(backend=backend, partial=partial, gradient_checkpointing=t.checkpointing, checkpointing_why=t.checkpointing_why,
-                 decode=t.cfg.decode, rows=rows)
+                 decode=getattr(t.policy, "decoding", t.cfg.decode), rows=rows)   # requested, chosen, used, fallback
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp"); tmp.write_text(json.dumps(d, default=str, indent=1)); tmp.replace(path)
     class Live(GRPOTrainer):
