@@ -140,7 +140,8 @@ def one_backend(a, gpu:bool)->dict:
           f"context {cfg.context}, decode {cfg.decode}, shared first stretches >= {cfg.share_prefix} tokens run once"
           f"{', from ' + a.params if a.params else ''}; device {dev}")
     t0 = time.perf_counter()
-    try: rows = live_trainer(a.json, a.backend)(cfg, progress=True).run() if a.json else train(cfg, progress=True)
+    trainer = live_trainer(a.json, a.backend)(cfg, progress=True) if a.json else None
+    try: rows = trainer.run() if trainer is not None else train(cfg, progress=True)
     except NonFiniteStepsError as e:                 # the rows it wrote are the measurement: print them, then say why it stopped
         print(f"stopped: {e}")
         rows = read_jsonl(Path(cfg.out) / "training_steps.jsonl")
@@ -164,7 +165,8 @@ def one_backend(a, gpu:bool)->dict:
     print(f"GPU target: < {TARGET_S:.0f} s per step with vllm, Qwen3-8B, 4 × 8, the protocol deadline, 384 tokens per turn, no "
           f"grammar, on one H100-class GPU (seed: {SEED_S:.0f} s) -> {verdict}"
           + (f" ({'; '.join(why)}; figures only)" if why else f" (median {med('total_s'):.1f} s on {dev})"))
-    return dict(backend=a.backend, context=cfg.context, partial=False, decode=cfg.decode,
+    return dict(backend=a.backend, context=cfg.context, partial=False,
+                decode=getattr(getattr(trainer, "policy", None), "decoding", cfg.decode),   # requested, used, fallback
                 gradient_checkpointing=rows[0].get("gradient_checkpointing") if rows else None,
                 checkpointing_why=rows[0].get("checkpointing_why") if rows else None, rows=rows, wall_s=wall, median_step_s=med("total_s"), median_rollout_s=med("rollout_s"),
                 train_tokens=sum(r.get("train_tokens", 0) for r in rows), train_tokens_shared=sum(r.get("train_tokens_shared", 0) for r in rows),

@@ -42,7 +42,7 @@ def test_dry_run(tmp_path):
         assert r["nonfinite_logprobs"] == 0 and any("scaled_dot_product" in o for o in r["attention_ops"]), r
     assert min(pad["micro_batch"]["lengths"]) < max(pad["micro_batch"]["lengths"])      # rows of different lengths: padded
     grpo = json.loads((out / "grpo.json").read_text())
-    assert grpo["partial"] is False and grpo["decode"] == "dynamic" and grpo["checkpointing_why"].startswith("off")
+    assert grpo["partial"] is False and grpo["decode"]["used"] == grpo["decode"]["requested"] == "dynamic" and grpo["checkpointing_why"].startswith("off")
     assert [s["step"] for s in grpo["rows"]] == [1, 2]
     for s in grpo["rows"]:
         _numbers(s, "rollout_s", "ref_s", "train_s", "total_s", "grad_norm", "nonfinite_tokens", "rss_mb")
