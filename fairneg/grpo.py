@@ -32,18 +32,20 @@ from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, runnin
                           submitit_module,
                           wait_jobs)
 from .telemetry import memory_reading, wandb_run, pass_rates
+from .telemetry import flop_coefficients, pass_flops
+from .llm.load import _base, _forward_params
 
 # %% auto #0
 __all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'ADAPTER_WEIGHTS', 'JOBS', 'JOB_FIELDS', 'app',
            'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages',
            'placebo_slots', 'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches',
-           'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'update',
-           'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token', 'checkpointing_needed',
-           'checkpointing_plan', 'CheckpointError', 'safe_load', 'rng_states', 'restore_rng', 'save_checkpoint',
-           'read_training_state', 'load_training_state', 'logged_steps', 'ResumeMismatchError', 'supersede_steps',
-           'check_recomputed', 'check_checkpoint', 'resume_point', 'NonFiniteStepsError', 'trailing_nonfinite',
-           'check_inputs', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder',
-           'train_gpus', 'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
+           'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'pass_shapes',
+           'update', 'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token',
+           'checkpointing_needed', 'checkpointing_plan', 'CheckpointError', 'safe_load', 'rng_states', 'restore_rng',
+           'save_checkpoint', 'read_training_state', 'load_training_state', 'logged_steps', 'ResumeMismatchError',
+           'supersede_steps', 'check_recomputed', 'check_checkpoint', 'resume_point', 'NonFiniteStepsError',
+           'trailing_nonfinite', 'check_inputs', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm',
+           'check_run_folder', 'train_gpus', 'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
@@ -56,11 +58,12 @@ class _Step:
     steps: int = 24                     # GRPO steps
     groups: int = 4                     # games per step
     k: int = 8                          # episodes per game (different sampling seeds)
-    micro_batch: int = 6                # sequences per micro-batch
+    # at most this many sequences per micro-batch (0: no cap, token_budget sizes them)
+    micro_batch: int = 0
     pack: bool = True                   # train a seat's chat as one sequence, answers scored in place (`pack_samples`)
     share_prefix: int = 0               # run a micro-batch's shared first stretch (≥ this many tokens) once (0: never)
     gradient_checkpointing: bool | None = None  # recompute layer activations (None: if free GPU memory can't hold them)
-    token_budget: int = 16384           # at most this many tokens (prompt + completion) per micro-batch
+    token_budget: int = 16384           # at most this many tokens computed per micro-batch, padding included
     max_new_tokens: int = 384           # cap of generated tokens per turn
 
 # %% ../nbs/13_grpo.ipynb #e867835a
@@ -317,21 +320,27 @@ def shared_tokens(items:list, share_prefix:int)->int:
                                                           [_spans(x) for x in items], share_prefix))
 
 # %% ../nbs/13_grpo.ipynb #3adb9c92
-def micro_batches(samples:list, size:int, token_budget:int,
+def micro_batches(samples:list, size:int|None, # at most this many samples or `Packed` per micro-batch (0, None: no cap)
+                  token_budget:int, # at most this many tokens computed per micro-batch, padding included
                   share_prefix:int=0, # keep sequences sharing this many first tokens together, counted once (0: no)
                   )->list:
-    "Length-sorted micro-batches: ≤ `size` samples or `Packed`, ≤ `token_budget` tokens computed (a longer one alone)."
+    "Length-sorted micro-batches filled up to `token_budget` tokens computed, padding counted (a longer one alone)."
+    cap = size or max(len(samples), 1)
     units = [[x] for x in samples]
     if share_prefix:
         groups = prefix_groups([_ids(x) for x in samples], [_spans(x) for x in samples], share_prefix)
-        units = [[samples[i] for i in g[c:c + size]] for _, g in groups for c in range(0, len(g), size)]
+        units = [[samples[i] for i in g[c:c + cap]] for _, g in groups for c in range(0, len(g), cap)]
     costs = [sum(map(_n_tokens, u)) - shared_tokens(u, share_prefix) for u in units]   # tokens each unit computes
-    out, cur, toks = [], [], 0
+    # a sequence run whole is right-padded to the micro-batch's longest: rows x longest; a shared group: what it computes
+    out, cur, rows, longest, shared = [], [], 0, 0, 0
     for k in sorted(range(len(units)), key=costs.__getitem__):
         u, n = units[k], costs[k]
-        if cur and (len(cur) + len(u) > size or toks + n > token_budget): out.append(cur); cur, toks = [], 0
+        one = len(u) == 1
+        toks = (rows + 1) * max(longest, n) + shared if one else rows * longest + shared + n
+        if cur and (len(cur) + len(u) > cap or toks > token_budget): out.append(cur); cur, rows, longest, shared = [], 0, 0, 0
         cur += u
-        toks += n
+        if one: rows, longest = rows + 1, max(longest, n)
+        else: shared += n
     if cur: out.append(cur)
     return out
 
@@ -478,6 +487,29 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
     for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] += st.get(k, 0.0)
     res["ratio_max"], res["gap_max"] = max(res["ratio_max"], st["ratio_max"]), max(res["gap_max"], st["gap_max"])
 
+# %% ../nbs/13_grpo.ipynb #bb2c357a
+def pass_shapes(mb:list, # a micro-batch: `Packed` or `Sample`
+                share:int=0, # `share_prefix` as the pass runs it
+                keep:bool=True, # the model computes logits only at the rows asked (`logits_to_keep`)
+               )->list:
+    "`(sequences, query length, key length, logit rows)` of each forward `span_logprobs` runs on a micro-batch."
+    S, SP = [_ids(x) for x in mb], [_spans(x) for x in mb]
+    groups = prefix_groups(S, SP, share) if share else [(0, list(range(len(S))))]
+    out, alone = [], [i for P, g in groups if not P for i in g]
+    def rows(items, L):                                    # logit rows: every row at each column a span reads
+        cols = {p - 1 - P for P, i in items for a, b in SP[i] for p in range(a, b)}
+        return len(items) * (len(cols) if keep else L) if cols else 0
+    if alone and rows([(0, i) for i in alone], 1):                  # nothing scored: no forward
+        L = max(len(S[i]) for i in alone)
+        out.append((len(alone), L, L, rows([(0, i) for i in alone], L)))
+    shared = [(P, i) for P, g in groups if P for i in g]
+    if shared:
+        heads = [P for P, g in groups if P]
+        Pm, Lr = max(heads), max(len(S[i]) - P for P, i in shared)
+        # each group's stretch once (its last logit row kept), then every row's rest against stretch and rest
+        out += [(len(heads), Pm, Pm, len(heads) * (1 if keep else Pm)), (len(shared), Lr, Pm + Lr, rows(shared, Lr))]
+    return out
+
 # %% ../nbs/13_grpo.ipynb #bb263e0c
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
     "`num_iterations` optimizer steps on the step's samples: returns loss, KL, drift, grad norm, clip counts, timings."
@@ -486,7 +518,8 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
                n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
                kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0),
-               nonfinite=None, nonfinite_tokens=0, nonfinite_new=0, nonfinite_ref=0, optimizer_steps=0)
+               nonfinite=None, nonfinite_tokens=0, nonfinite_new=0, nonfinite_ref=0, optimizer_steps=0,
+               micro_batches=0, micro_batch_tokens=[], train_flops=0, ref_flops=0)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
@@ -496,6 +529,11 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     share = 0 if is_checkpointing(model) else cfg.share_prefix
     mbs = list(micro_batches(packs, cfg.micro_batch, cfg.token_budget, share))
     kept = [{} for _ in mbs]
+    # the plan, and the FLOPs it counts (`pass_flops`): each micro-batch's forwards as `span_logprobs` runs them
+    keep, coef, ckpt = _forward_params(type(_base(model)))[1], flop_coefficients(model), is_checkpointing(model)
+    shapes = [pass_shapes(mb, share, keep) for mb in mbs]
+    res.update(micro_batches=len(mbs), micro_batch_tokens=[sum(B * L for B, L, _, _ in s) for s in shapes],
+               ref_flops=sum(pass_flops(coef, s, backward=False, adapter=False) for s in shapes) if cfg.kl_coef else 0)
     params = [p for p in model.parameters() if p.requires_grad]
     for it in range(cfg.num_iterations):
         for mb, k in zip(mbs, kept): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res, k)
@@ -507,6 +545,7 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
         if res["nonfinite"]: break                          # the rest of the passes would meet the same numbers
         res["optimizer_steps"] += 1
     res["passes"] = passes = it + 1
+    res["train_flops"] = passes * sum(pass_flops(coef, s, recompute=ckpt) for s in shapes)   # every pass run
     for k in ("loss", "kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"):
         res[k] /= passes   # per pass
     res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
@@ -984,7 +1023,8 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
                     backend=c.backend, method="grpo",
                 base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."),
                     gradient_checkpointing=self.checkpointing,
-                checkpointing_why=self.checkpointing_why, **pass_rates(self.model, up))
+                checkpointing_why=self.checkpointing_why, micro_batches=up["micro_batches"],
+                micro_batch_tokens=up["micro_batch_tokens"], **pass_rates(up))
 
 # %% ../nbs/13_grpo.ipynb #c9910704
 @patch

@@ -395,9 +395,13 @@ _STEP_TURNS = {   # the policy's turns, and the step's time and memory
     "gpu_max_reserved_mb": "its peak reserved, MB", "gpu_name": "the GPU",
     "gpu_used_mb": "device memory in use (NVML), MB", "gpu_total_mb": "device memory, MB",
     "gpu_util_pct": "device utilization (NVML), %",
-    "ref_tflops": "the reference pass's model TFLOP/s (2 × parameters × tokens a second)",
-    "train_tflops": ("the policy pass's model TFLOP/s "
-                     "(forward and backward: 4 × parameters × tokens; recomputation not counted)"),
+    "micro_batches": "micro-batches the update ran (filled up to token_budget tokens, padding counted)",
+    "micro_batch_tokens": "tokens each micro-batch computes, padding included (sequences x longest, per forward)",
+    "train_flops": ("the policy passes' counted FLOPs (telemetry.pass_flops): forward, backward and checkpointing's "
+                    "recompute, attention included, the output layer on the rows scored; every optimizer pass"),
+    "ref_flops": "the reference pass's counted FLOPs (forward, adapter off)",
+    "ref_tflops": "ref_flops a second of ref_s, in TFLOP/s",
+    "train_tflops": "train_flops a second of train_s, in TFLOP/s",
     "mfu": "train_tflops as a share of the GPU's dense bf16 rate (its spec; None off a GPU the table knows)",
 }
 
@@ -432,7 +436,8 @@ def step_row(**fields)->dict:
 # what the machine measured, not what the step computed
 STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s",
                  "train_tokens_per_s", "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name",
-                 "gpu_used_mb", "gpu_total_mb", "gpu_util_pct", "ref_tflops", "train_tflops", "mfu", "code_version",
+                 "gpu_used_mb", "gpu_total_mb", "gpu_util_pct", "ref_tflops", "train_tflops", "mfu", "micro_batches",
+                 "micro_batch_tokens", "train_flops", "ref_flops", "code_version",
                  "gradient_checkpointing", "checkpointing_why")
 
 def step_differences(logged:dict, # the row in the table

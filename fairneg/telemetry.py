@@ -7,7 +7,8 @@ from __future__ import annotations
 import os, resource
 
 # %% auto #0
-__all__ = ['PEAK_BF16', 'gpu_reading', 'memory_reading', 'peak_flops', 'matmul_params', 'pass_rates', 'wandb_run']
+__all__ = ['PEAK_BF16', 'gpu_reading', 'memory_reading', 'peak_flops', 'matmul_params', 'flop_coefficients', 'pass_flops',
+           'pass_rates', 'wandb_run']
 
 # %% ../nbs/00_telemetry.ipynb #0fd46d7d
 def gpu_reading()->dict:
@@ -59,23 +60,73 @@ def matmul_params(model)->int:
     tied = emb is not None and out is not None and out.weight is emb       # a tied output layer multiplies with it
     return sum(p.numel() for p in model.parameters()) - (0 if emb is None or tied else emb.numel())
 
+# %% ../nbs/00_telemetry.ipynb #9b2e6e3b
+# the first layer's modules that read the embedding (a frozen one: no grad)
+_READS_INPUT = ("q_proj", "k_proj", "v_proj")
+
+def flop_coefficients(model)->dict:
+    "Matmul FLOPs of a decoder LM's pass per token, per (query, key) pair and per logit row, from its `Linear`s."
+    # assumes every layer's q, k, v carry a gradient (the trainer's LoRA targets, or an embedding that does)
+    import torch
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = next(m for n, m in base.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList))
+    c, head = base.config, base.get_output_embeddings()
+    norm = getattr(layers[0], "input_layernorm", None)
+    # does the embedding reach layer 0 carrying a gradient: it trains, the first norm trains, or its output is made
+    # to (`enable_input_require_grads`, which transformers' gradient checkpointing turns on)?
+    first_in = (base.get_input_embeddings().weight.requires_grad or bool(getattr(base, "_require_grads_hooks", None))
+                or any(p.requires_grad for p in (norm.parameters() if norm is not None else ())))
+    f = dict(layer=0, layer_base=0, layer_bwd=0, layer_recompute=0)
+    for i, layer in enumerate(layers):
+        for name, m in layer.named_modules():
+            if not isinstance(m, torch.nn.Linear): continue
+            x, parts = 2 * m.in_features * m.out_features, name.split(".")
+            f["layer"] += x
+            f["layer_recompute"] += x
+            last = x
+            f["layer_base"] += 0 if any(p.startswith("lora_") for p in parts) else x   # the adapter off: skipped
+            no_in = i == 0 and not first_in and "lora_B" not in parts and any(p in _READS_INPUT for p in parts)
+            f["layer_bwd"] += x * ((not no_in) + m.weight.requires_grad)       # grad of the input, of the weight
+        # checkpointing recomputes up to the last tensor the backward needs: all but the layer's last matmul (torch's
+        # early stop; down_proj's, or its adapter's lora_B), whose output nothing saves
+        f["layer_recompute"] -= last
+    nH = c.num_attention_heads
+    d = getattr(c, "head_dim", None) or c.hidden_size // nH
+    hx = 2 * head.in_features * head.out_features
+    # attn: QK^T and AV per (query, key) pair, every layer
+    return dict(f, attn=4 * nH * d * len(layers), head=hx, head_bwd=hx * (1 + head.weight.requires_grad))
+
+# %% ../nbs/00_telemetry.ipynb #6f651c8f
+def pass_flops(coef:dict, # `flop_coefficients` of the model
+               forwards:list, # `(sequences, query length, key length, logit rows)` of each forward call
+               backward:bool=True, # and its backward (input gradients, and the weight gradients of what trains)
+               recompute:bool=False, # gradient checkpointing: the decoder layers' forward again (`layer_recompute`)
+               adapter:bool=True, # the LoRA adapter on (off: the reference pass, `disable_adapter`)
+              )->int:
+    "Matmul FLOPs of a pass: layers on every (padded) token, attention on every (query, key) pair, the head on its rows."
+    tot = 0
+    for B, Lq, Lk, R in forwards:
+        lin, att, head = coef["layer" if adapter else "layer_base"] * B * Lq, coef["attn"] * B * Lq * Lk, coef["head"] * R
+        tot += lin + att + head
+        # attention's backward: 4 matmuls (dQ, dK, dV, dP) against 2
+        if backward: tot += coef["layer_bwd"] * B * Lq + 2 * att + coef["head_bwd"] * R
+        if recompute: tot += coef["layer_recompute"] * B * Lq + att
+    return tot
+
 # %% ../nbs/00_telemetry.ipynb #644e0209
-def pass_rates(model, # the policy model (its parameter count)
-               # an update's figures: `train_tokens` (computed per pass), `ref_s`, `update_s`, `passes` (default 1)
-               up:dict,
+def pass_rates(up:dict, # an update's figures: `train_flops`, `ref_flops` (counted, `pass_flops`), `update_s`, `ref_s`
                device_name:str|None=None, # the GPU (default: this process's, on CUDA)
               )->dict:
-    "`ref_tflops`, `train_tflops` and `mfu` (train's share of the card's bf16 rate) of an update."
+    "Counted FLOPs, `ref_tflops`, `train_tflops` and `mfu` (train's share of the card's bf16 rate; None off a known GPU)."
     import torch
-    flops = 2 * matmul_params(model) * up.get("train_tokens", 0)
-    if not flops: return dict(ref_tflops=None, train_tflops=None, mfu=None)
+    train, ref = up.get("train_flops") or None, up.get("ref_flops") or None
     name = device_name or (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
-    ref = flops / up["ref_s"] / 1e12 if up.get("ref_s") else None
-    # every optimizer pass
-    train = 2 * flops * up.get("passes", 1) / up["update_s"] / 1e12 if up.get("update_s") else None
+    ref_r = ref / up["ref_s"] if ref and up.get("ref_s") else None
+    train_r = train / up["update_s"] if train and up.get("update_s") else None
     peak = peak_flops(name)
-    return dict(ref_tflops=ref and round(ref, 3), train_tflops=train and round(train, 3),
-                mfu=round(train * 1e12 / peak, 4) if train and peak else None)
+    return dict(train_flops=train, ref_flops=ref, ref_tflops=ref_r and float(f"{ref_r / 1e12:.4g}"),
+                train_tflops=train_r and float(f"{train_r / 1e12:.4g}"),
+                mfu=round(train_r / peak, 4) if train_r and peak else None)
 
 # %% ../nbs/00_telemetry.ipynb #c160ce23
 def wandb_run(project:str|None, # the wandb project (None: no run)
