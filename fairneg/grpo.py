@@ -40,7 +40,7 @@ __all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 
            'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages',
            'placebo_slots', 'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches',
            'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'pass_shapes',
-           'update', 'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token',
+           'activation_need', 'update', 'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token',
            'checkpointing_needed', 'checkpointing_plan', 'CheckpointError', 'safe_load', 'rng_states', 'restore_rng',
            'save_checkpoint', 'read_training_state', 'load_training_state', 'logged_steps', 'ResumeMismatchError',
            'supersede_steps', 'check_recomputed', 'check_checkpoint', 'resume_point', 'NonFiniteStepsError',
@@ -510,6 +510,14 @@ def pass_shapes(mb:list, # a micro-batch: `Packed` or `Sample`
         out += [(len(heads), Pm, Pm, len(heads) * (1 if keep else Pm)), (len(shared), Lr, Pm + Lr, rows(shared, Lr))]
     return out
 
+# %% ../nbs/13_grpo.ipynb #81126565
+def activation_need(model, tokens:int, # the largest micro-batch, padding included
+                    margin:float=0.8, # the share of free memory activations may take (as `checkpointing_needed`)
+                   )->int|None:
+    "Bytes the update's largest micro-batch needs free, from the probe `checkpointing_plan` took (None: not measured)."
+    per_token = model.__dict__.get("_fairneg_bytes_per_token")
+    return None if per_token is None else int(per_token * tokens / margin)
+
 # %% ../nbs/13_grpo.ipynb #bb263e0c
 def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
     "`num_iterations` optimizer steps on the step's samples: returns loss, KL, drift, grad norm, clip counts, timings."
@@ -523,11 +531,11 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
     if not samples: return res
-    # the rollout's static caches: the update needs the memory
-    release_decode_caches(model)
     # checkpointing drops a passed cache: run sequences whole
     share = 0 if is_checkpointing(model) else cfg.share_prefix
     mbs = list(micro_batches(packs, cfg.micro_batch, cfg.token_budget, share))
+    # the rollout's static caches stay for the next step unless the update needs their memory
+    release_decode_caches(model, need=activation_need(model, max(len(mb) * max(map(_n_tokens, mb)) for mb in mbs)))
     kept = [{} for _ in mbs]
     # the plan, and the FLOPs it counts (`pass_flops`): each micro-batch's forwards as `span_logprobs` runs them
     keep, coef, ckpt = _forward_params(type(_base(model)))[1], flop_coefficients(model), is_checkpointing(model)
@@ -609,7 +617,7 @@ def checkpointing_plan(model, token_budget:int)->tuple:
     "`(on, why)` for this model and budget: off on a CPU; on a GPU, from the measured activations and its free memory."
     import torch
     if next(model.parameters()).device.type != "cuda": return False, "off: on a CPU, activations live in host memory"
-    per_token = activation_bytes_per_token(model)
+    per_token = model.__dict__["_fairneg_bytes_per_token"] = activation_bytes_per_token(model)   # `activation_need`
     torch.cuda.empty_cache()
     return checkpointing_needed(per_token, token_budget, torch.cuda.mem_get_info()[0])
 
