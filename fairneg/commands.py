@@ -23,7 +23,8 @@ __all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'USER_OS_ERRO
 EXIT_CODES = {   # what every exit status of `fairneg` means, documented once (the README's table is this one)
     0: "done; a gate POSITIVE; a check that passed",
     1: "a verdict or check that failed: a gate NEGATIVE, soundness FAIL, a bank check with problems",
-    2: "a user error: one line `error: <where>: <what>` (a bad file, field, option or value; a full disk; a busy folder)",
+    2: ("a user error: one line `error: <where>: <what>` (a bad file, field, option or value; a full disk; "
+        "a busy folder)"),
     3: "a gate VOID (a clause that cannot be judged)",
     4: "a crash: one line names the log file that holds the traceback",
     130: "interrupted (Ctrl-C)",
