@@ -1254,16 +1254,22 @@ def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recomp
     except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
     if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
     out_folder(cfg.out, "run folder")
-    with folder_lock(cfg.out, "fairneg train"): _train_arm(cfg, job, resume, force, recompute, progress)
+    with folder_lock(cfg.out, "fairneg train"):
+        resume = _start_arm(cfg, resume, force)
+        if not job.submit: return _train_here(cfg, resume, progress, recompute)
+    submit_train(cfg, job, typer.echo, recompute)   # its job takes the folder's lock while it trains
 
-def _train_arm(cfg:GRPOConfig, job:JobConfig, resume:bool, force:bool, recompute:bool, progress:bool):
-    "`train_cmd` under the run folder's writer lock: check, then train here or submit, and say what was done."
+def _start_arm(cfg:GRPOConfig, resume:bool, force:bool)->bool:
+    "Check the run folder and the inputs, then start over (`force`) or say how the run continues; whether it resumes."
     check_run_folder(cfg)
     refuse_running(cfg)
     check_inputs(cfg)                           # before --force removes anything
     resume, line = continue_run(cfg, resume, force)
     if line: typer.echo(line)
-    if job.submit: submit_train(cfg, job, typer.echo, recompute); return
+    return resume
+
+def _train_here(cfg:GRPOConfig, resume:bool, progress:bool, recompute:bool):
+    "Train the arm in this process (under its folder's lock) and say what was written."
     t = GRPOTrainer(cfg, resume, progress, recompute)
     rows = t.run()
     # logged steps computed again and found as logged (after the checkpoint resumed from)

@@ -102,22 +102,23 @@ def test_interrupted_play_keeps_its_episodes_and_resumes(tmp_path):
     "Ctrl-C mid-cell (issue #50): exit 130, every finished episode kept and counted, and the same command plays the rest."
     b, cell = tmp_path / "b", tmp_path / "cell"
     assert invoke("bank", "generate", "--out", b, "--n-games", "1", "--modes", "full", "--no-progress").exit_code == 0
-    argv = ["play", "--bank", b, "--seats", "random-legal", "--seeds", *range(60), "--width", "1", "--out", cell,
+    n = 1000                                                    # ~10 s of play at width 1: time to interrupt it
+    argv = ["play", "--bank", b, "--seats", "random-legal", "--seeds", *range(n), "--width", "1", "--out", cell,
             "--no-progress"]
     p = subprocess.Popen([*fairneg_cmd(), *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rows = cell / "episodes.jsonl"
-    for _ in range(6000):                                      # until a few episodes are written (at most 10 minutes)
-        if p.poll() is not None or (rows.is_file() and rows.read_text().count("\n") >= 3): break
-        time.sleep(0.1)
+    for _ in range(30000):                                     # until an episode is written (at most 10 minutes)
+        if p.poll() is not None or (rows.is_file() and rows.read_text().count("\n") >= 1): break
+        time.sleep(0.02)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, (p.returncode, out, err)
     kept = keys(cell)
-    assert 3 <= len(kept) < 60 and duplicate_keys(read_jsonl(rows)) == {}
+    assert 1 <= len(kept) < n and duplicate_keys(read_jsonl(rows)) == {}
     assert json.loads((cell / "quality_report.json").read_text())["episodes_done"] == len(kept)
     r = invoke(*argv)                                          # the same command, again
-    assert r.exit_code == 0 and f"holds {len(kept)} of these 60 episodes; playing the other {60 - len(kept)}" in r.output
-    assert sorted(keys(cell)) == sorted(("gen-40000-full", s) for s in range(60))
+    assert r.exit_code == 0 and f"holds {len(kept)} of these {n} episodes; playing the other {n - len(kept)}" in r.output
+    assert sorted(keys(cell)) == sorted(("gen-40000-full", s) for s in range(n))
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device every write to fails: disk full)")
