@@ -102,10 +102,12 @@ def test_interrupted_play_keeps_its_episodes_and_resumes(tmp_path):
     "Ctrl-C mid-cell (issue #50): exit 130, every finished episode kept and counted, and the same command plays the rest."
     b, cell = tmp_path / "b", tmp_path / "cell"
     assert invoke("bank", "generate", "--out", b, "--n-games", "1", "--modes", "full", "--no-progress").exit_code == 0
-    n = 1000                                                    # ~10 s of play at width 1: time to interrupt it
+    n = 1000                                                    # ~7 s of play at width 1: time to interrupt it
     argv = ["play", "--bank", b, "--seats", "random-legal", "--seeds", *range(n), "--width", "1", "--out", cell,
             "--no-progress"]
-    p = subprocess.Popen([*fairneg_cmd(), *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's default action, as in a shell: a pytest-xdist worker ignores SIGINT, and a child would inherit that
+    p = subprocess.Popen([*fairneg_cmd(), *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     rows = cell / "episodes.jsonl"
     for _ in range(30000):                                     # until an episode is written (at most 10 minutes)
         if p.poll() is not None or (rows.is_file() and rows.read_text().count("\n") >= 1): break
