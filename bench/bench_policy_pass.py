@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse, importlib, json, math, os, pathlib, resource, sys, tempfile, time
 from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_decode import model_folder   # the stand-ins are written once, by the decode benchmark's one function
 
 def import_sweep()->dict:
     "Import every fairneg module the GPU path can reach (report and pilot aside: altair, vl-convert) and the carried needs."
@@ -59,21 +61,6 @@ class Out:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.all, indent=1, default=str)); tmp.replace(self.path)
-
-def model_folder(a)->str:
-    "The stand-ins are written once (the Qwen3-8B-shaped one on the GPU, bf16); anything else is a model spec."
-    import torch
-    from fairneg.llm import standin_model
-    if a.model in ("qwen3-8b-standin", "standin"):
-        big = a.model == "qwen3-8b-standin"
-        d = a.standin_dir or str(Path(tempfile.gettempdir()) / ("fairneg-qwen3-8b-standin" if big else "fairneg-bench-standin"))
-        t0 = time.perf_counter()
-        p = standin_model(Path(d), shape="qwen3-8b" if big else "small", dtype="bfloat16" if big else "float32",
-                          device="cuda" if big and torch.cuda.is_available() else "cpu")
-        print(f"{a.model} at {p} ({time.perf_counter() - t0:.1f} s)", flush=True)
-        return str(p)
-    from fairneg.policies import resolve_model
-    return resolve_model(a.model)
 
 def shape_from_steps(path:Path)->tuple:
     "(tokens per training sequence, answer tokens per sample) of a GRPO stage's rows (None, None without rows)."
