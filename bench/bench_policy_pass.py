@@ -29,7 +29,7 @@ second of each is the figure: the first carries the allocator's warm-up); an out
 keeps what it measured.
 """
 from __future__ import annotations
-import argparse, importlib, json, math, os, pathlib, resource, sys, tempfile, time
+import argparse, importlib, json, math, os, pathlib, resource, sys, time
 from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
