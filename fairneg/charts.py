@@ -4,13 +4,13 @@
 
 # %% ../nbs/00_charts.ipynb #63ca49be
 from __future__ import annotations
-import html, json, re
+import html, json, re, sys
 from importlib.util import find_spec
 
 # %% auto #0
 __all__ = ['EMBED_OPTIONS', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geometry', 'drop_live_attributes', 'vl_version',
-           'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default', 'arm_colors',
-           'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe', 'md_text', 'md_code']
+           'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default', 'displays_charts',
+           'arm_colors', 'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe', 'md_text', 'md_code']
 
 # %% ../nbs/00_charts.ipynb #fb672e72
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
@@ -80,7 +80,11 @@ def enable_default()->str:
     import altair as alt
     return enable() if alt.renderers.active in ("default", "html", RENDERER) else alt.renderers.active
 
-if find_spec("altair") is not None: enable_default()   # a GPU image without altair still imports the palette below
+def displays_charts()->bool:
+    "Whether this process can display a chart (IPython is loaded) and altair is installed (a GPU image may lack it)."
+    return "IPython" in sys.modules and find_spec("altair") is not None
+
+if displays_charts(): enable_default()
 
 # %% ../nbs/00_charts.ipynb #2e88af13
 # Tableau 10 without its grey

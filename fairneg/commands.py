@@ -4,11 +4,11 @@
 
 # %% ../nbs/00_commands.ipynb #bccbf6e9
 from __future__ import annotations
-import dataclasses, difflib, errno, inspect, json, os, platform, sys, time, traceback, types, typing
+import ast, dataclasses, difflib, errno, functools, inspect, io, json, os, platform, sys, time, tokenize, traceback
+import types, typing
 from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
-from fastcore.docments import docments
 from typer.core import TyperCommand, TyperGroup
 try: from typer._click import exceptions as click_exceptions   # typer >= 0.2x carries its own click
 except ImportError: from click import exceptions as click_exceptions
@@ -17,7 +17,8 @@ except ImportError: from click import exceptions as click_exceptions
 __all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line', 'BadValue',
            'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line', 'os_problem',
            'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem', 'expand_multi', 'MultiValueCommand',
-           'field_docs', 'config_params', 'config_command', 'extra_option', 'config_section', 'key_values']
+           'class_comments', 'field_docs', 'config_params', 'config_command', 'extra_option', 'config_section',
+           'key_values']
 
 # %% ../nbs/00_commands.ipynb #99a45f25
 EXIT_CODES = {   # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -204,6 +205,39 @@ class MultiValueCommand(TyperCommand):
         flags = {o for p in self.params if getattr(p, "multiple", False) for o in p.opts}
         return super().parse_args(ctx, expand_multi(args, flags))
 
+# %% ../nbs/00_commands.ipynb #52020431
+@functools.lru_cache(maxsize=None)
+def _file_comments(path:str, mtime:float)->tuple:
+    "A source file's syntax tree and its comments by line number, read once per file (and again when it changes)."
+    src = Path(path).read_text(encoding="utf-8")
+    tokens = tokenize.generate_tokens(io.StringIO(src).readline)
+    return ast.parse(src), {t.start[0]: t.string[1:].strip() for t in tokens if t.type == tokenize.COMMENT}
+
+def _class_node(tree, qualname:str):
+    "The `class` statement of this qualified name in a module's tree (None where it is not a plain class statement)."
+    node = tree
+    for name in qualname.split("."):
+        node = next((o for o in node.body if isinstance(o, ast.ClassDef) and o.name == name), None)
+        if node is None: return None
+    return node
+
+# %% ../nbs/00_commands.ipynb #8a264ec5
+def class_comments(cls)->dict:
+    "Each field of `cls`'s own body -> its comment: after it on its line, else the comment lines right above it, or None."
+    try: path = inspect.getsourcefile(cls)
+    except (TypeError, OSError): return {}                      # a class defined in a notebook kernel has no source file
+    if not path or not os.path.isfile(path): return {}
+    tree, comments = _file_comments(path, os.path.getmtime(path))
+    node = _class_node(tree, cls.__qualname__)
+    if node is None: return {}
+    fields = {o.lineno: o.target.id for o in node.body if isinstance(o, ast.AnnAssign) and isinstance(o.target, ast.Name)}
+    out = {}
+    for line, name in fields.items():
+        above, k = [], line - 1
+        while k in comments and k not in fields: above.append(comments[k]); k -= 1
+        out[name] = comments.get(line) or "\n".join(reversed(above)) or None
+    return out
+
 # %% ../nbs/00_commands.ipynb #bc132e24
 def _flag_help(name:str, doc:str|None, default, readable:bool)->str:
     if not doc:
@@ -224,7 +258,7 @@ def field_docs(cls)->dict:
     "Each field's comment (None where it has none), read in the dataclass and in every dataclass it extends."
     docs = {}
     for c in reversed(cls.__mro__):   # a base's comment stays unless the subclass comments the field again
-        if dataclasses.is_dataclass(c): docs.update({k: v for k, v in docments(c).items() if v or k not in docs})
+        if dataclasses.is_dataclass(c): docs.update({k: v for k, v in class_comments(c).items() if v or k not in docs})
     return {f.name: docs.get(f.name) for f in dataclasses.fields(cls)}
 
 # %% ../nbs/00_commands.ipynb #c4ea1713

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import warnings
 import numpy as np
-from scipy.stats import t as student_t
 
 # %% auto #0
 __all__ = ['VERDICTS', 'cluster_sums', 'resample_counts', 'percentile_interval', 'cluster_bootstrap', 'ratio_influence',
@@ -73,6 +72,7 @@ def cluster_se(influence)->np.ndarray:
 # %% ../nbs/01_stats.ipynb #b4b89f6c
 def t_interval(estimate, se, n_clusters:int, level:float=0.95)->tuple:
     "`estimate ± t_{G−1}·se`: the cluster-robust t interval; NaN bounds below 2 clusters or without an se."
+    from scipy.stats import t as student_t   # here, not at import: scipy.stats costs a second
     c = student_t.ppf(0.5 + level / 2, n_clusters - 1) if n_clusters >= 2 else np.nan
     est, se = np.asarray(estimate, float), np.asarray(se, float)
     return est - c * se, est + c * se

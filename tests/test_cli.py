@@ -53,6 +53,41 @@ def test_help_console_script_lists_verbs():
     assert m.returncode == 0 and all(v in m.stdout for v in ["generate", "import", "eval", "check"])
 
 
+# imported where they are used, never on the way to a command's help (issue #52: the front door under a second)
+HEAVY = ("torch", "transformers", "peft", "trl", "vllm", "xgrammar", "datasets", "accelerate", "altair", "vl_convert",
+         "scipy", "pandas", "papermill", "submitit", "wandb", "IPython")
+
+
+def test_every_command_module_loads_without_heavy_libraries():
+    "Every module the CLI mounts (and the CLI itself) imports none of HEAVY: each costs from a tenth of a second to seconds."
+    code = ("import importlib, json, sys; from fairneg.cli import SUBAPPS\n"
+            "for v in SUBAPPS.values(): importlib.import_module(v.partition(':')[0])\n"
+            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [], f"imported on the way to a command: {r.stdout}"
+
+
+def test_flag_help_reads_what_docments_reads():
+    "`class_comments` (one parse per file) gives every config field of every command the comment fastcore's docments gives."
+    import dataclasses, importlib
+    from fastcore.docments import docments
+    from fairneg.cli import SUBAPPS
+    from fairneg.commands import class_comments
+    mods = {importlib.import_module(v.partition(":")[0]) for v in SUBAPPS.values()}
+    classes = {c for m in mods for c in vars(m).values()
+               if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__.startswith("fairneg")}
+    classes |= {b for c in classes for b in c.__mro__ if dataclasses.is_dataclass(b)}
+    ws = lambda d: {k: v and " ".join(v.split()) for k, v in d.items() if k != "return"}
+    fields = 0
+    for c in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):
+        mine = class_comments(c)
+        assert set(mine) == set(vars(c).get("__annotations__", {})), c          # every field of its own body
+        assert ws(mine) == {k: v for k, v in ws(docments(c)).items() if k in mine}, c
+        fields += len(mine)
+    assert len(classes) >= 10 and fields >= 100, (len(classes), fields)   # GRPOConfig, DPOTrainConfig, PlaySettings, ...
+
+
 def test_generate_modes_after_one_flag(banks):
     rows = read_manifest(banks / "train")
     assert len(rows) == 2 * N

@@ -5,7 +5,6 @@
 # %% ../../nbs/13_eval_gates.ipynb #4d299ba9
 from __future__ import annotations
 import numpy as np
-from scipy.stats import t as student_t
 from pathlib import Path
 from ..commands import unknown_names, type_problem
 from ..metrics import GOOD_DIRECTION
@@ -281,6 +280,7 @@ def clause_mde(se:float|None, # the contrast's standard error (the verdict inter
               )->float|None:
     "The smallest true contrast a clause's interval test passes with probability `power`; None without an se."
     if se is None or not np.isfinite(se) or n_games is None or n_games < 2: return None
+    from scipy.stats import t as student_t   # here, not at import: scipy.stats costs a second
     k = student_t.ppf(0.5 + level / 2, n_games - 1) + student_t.ppf(power, n_games - 1)
     return float(good_direction * (margin + k * se))
 
