@@ -4,43 +4,40 @@
 
 # %% ../nbs/17_cli.ipynb #b788a65a
 from __future__ import annotations
-import importlib, json, sys
+import json, sys
 from pathlib import Path
 from typing import Annotated
 import typer
 from . import __version__
 from .commands import CliGroup
-from .bank import bank_games
-from .game import GameError
-from .geometry import bank_geometry, geometry_summary, geometry_text, solve
 from .numerics import pin_process, provenance
 
 # %% auto #0
 __all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry', 'provenance_cmd', 'console']
 
 # %% ../nbs/17_cli.ipynb #48178248
-# verb -> `module` defining `app = typer.Typer(...)`, or `module:attr`; one line per chapter that adds commands
-SUBAPPS = {
-    "bank": "fairneg.bank",
-    "play": "fairneg.policies:play_app",
-    "soundness": "fairneg.rollout:soundness_app",
-    "eval": "fairneg.eval",
-    "train": "fairneg.grpo",
-    "pilot": "fairneg.pilot",
-    "pairs": "fairneg.pairs",
-    "dpo": "fairneg.dpo",
-    "model": "fairneg.policies:model_app",
-    "report": "fairneg.report",
-    "export": "fairneg.export",
-}
+# verb -> its chapter's typer app, imported when the verb is first used; one line per chapter that adds commands
+def _bank(): from fairneg.bank import app; return app
+def _play(): from fairneg.policies import play_app; return play_app
+def _soundness(): from fairneg.rollout import soundness_app; return soundness_app
+def _eval(): from fairneg.eval import app; return app
+def _train(): from fairneg.grpo import app; return app
+def _pilot(): from fairneg.pilot import app; return app
+def _pairs(): from fairneg.pairs import app; return app
+def _dpo(): from fairneg.dpo import app; return app
+def _model(): from fairneg.policies import model_app; return model_app
+def _report(): from fairneg.report import app; return app
+def _export(): from fairneg.export import app; return app
+
+SUBAPPS = {"bank": _bank, "play": _play, "soundness": _soundness, "eval": _eval, "train": _train, "pilot": _pilot,
+           "pairs": _pairs, "dpo": _dpo, "model": _model, "report": _report, "export": _export}
 
 class RootGroup(CliGroup):
-    "The `fairneg` group: its own commands plus those of `SUBAPPS`, each module imported when first needed."
+    "The `fairneg` group: its own commands plus those of `SUBAPPS`, each chapter imported when first needed."
     def list_commands(self, ctx): return [*[n for n in SUBAPPS if n not in self.commands], *super().list_commands(ctx)]
     def get_command(self, ctx, name):
         if name not in self.commands and name in SUBAPPS:
-            mod, _, attr = SUBAPPS[name].partition(":")
-            cmd = typer.main.get_command(getattr(importlib.import_module(mod), attr or "app"))
+            cmd = typer.main.get_command(SUBAPPS[name]())
             cmd.name = name
             self.commands[name] = cmd
         return super().get_command(ctx, name)
@@ -63,6 +60,7 @@ def main(version:Annotated[bool, typer.Option("--version", callback=_version, is
 # %% ../nbs/17_cli.ipynb #cdb996ea
 def _pick_game(games:list, name:str|None, path)->list:
     "The games to show: all of them, or the one called `name` (a `GameError` naming the bank's games otherwise)."
+    from fairneg.game import GameError
     if name is None: return games
     hit = [g for g in games if g.name == name]
     if not hit: raise GameError(path, "--game", f"no game `{name}` here (games: {', '.join(g.name for g in games[:12])}"
@@ -78,6 +76,8 @@ def geometry(game:Annotated[Path,
              json_:Annotated[bool, typer.Option("--json",
                                                 help="Print JSON: one object for a game, a list for several.")]=False):
     "Print a game's exact geometry (per solution: deal, nnw, each party's u and z), or one row per game of a bank."
+    from fairneg.bank import bank_games
+    from fairneg.geometry import bank_geometry, geometry_summary, geometry_text, solve
     games = _pick_game(bank_games(game), name, game)
     geos = [solve(g) for g in games]
     if json_:
