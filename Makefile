@@ -21,7 +21,7 @@ SYNC = $(UV) pip sync -q --python $(BIN)/python $(TORCH_SOURCE) $(LOCK) && \
 # torch's OpenMP threads spin while waiting by default; on 2 shared cores that is 10-30x slower (measured).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: pilot test test-nbs test-py bench clean-venv export lint lab docs venv lock
+.PHONY: pilot test test-nbs test-py bench clean-venv export lint format lab docs venv lock
 
 $(STAMP): $(LOCK) pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; set PY=/path/to/python3.11"; exit 1; }
@@ -62,8 +62,16 @@ lab: venv
 	$(BIN)/python -m fairneg.numerics $(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The layers contract of pyproject.toml ([tool.importlinter]): every module imports only from the layers below it.
+# The layers contract, then ruff (pyproject's [tool.ruff]): the notebooks, tests, bench and tools formatted and linted.
+# `make format` formats them and applies ruff's safe fixes; run `make export` after it (the package follows the notebooks).
 lint: venv
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff format --check
+	$(BIN)/ruff check
+
+format: venv
+	$(BIN)/ruff check --fix
+	$(BIN)/ruff format
 
 bench: venv
 	PY=$(BIN)/python tools/bench_all.sh

@@ -19,6 +19,7 @@ beside the cost: every pinned build must give the test size's pinned weights (`f
 pinned pilots the same eval.json (exit 1 when either is not so). There is no speed target: the figures say what the
 pins cost on this machine.
 """
+
 from __future__ import annotations
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -28,38 +29,48 @@ FAIRNEG = str(Path(sys.executable).parent / "fairneg")
 MODES = {"pinned": {}, "native": {"FAIRNEG_NUMERICS": "native"}}
 
 
-def timed(cmd:list, cwd:Path, env:dict)->float:
+def timed(cmd: list, cwd: Path, env: dict) -> float:
     "Wall seconds of a command (it must succeed)."
     t = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True)
-    if r.returncode != 0: raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return time.perf_counter() - t
 
 
-MATMUL = ("import time, torch; torch.manual_seed(0); x, w = torch.randn(14400, 256), torch.randn(768, 256); "
-          "torch.nn.functional.linear(x, w); t = time.perf_counter()\n"
-          "for _ in range(20): torch.nn.functional.linear(x, w)\n"
-          "print(time.perf_counter() - t)")
+MATMUL = (
+    "import time, torch; torch.manual_seed(0); x, w = torch.randn(14400, 256), torch.randn(768, 256); "
+    "torch.nn.functional.linear(x, w); t = time.perf_counter()\n"
+    "for _ in range(20): torch.nn.functional.linear(x, w)\n"
+    "print(time.perf_counter() - t)"
+)
 
-def matmul(work:Path, mode:str, k:int)->tuple[float, str]:
+
+def matmul(work: Path, mode: str, k: int) -> tuple[float, str]:
     "The product's seconds for 20 calls, in a child process of the mode (pinned: under `python -m fairneg.numerics`)."
     pre = [] if mode == "native" else [sys.executable, "-m", "fairneg.numerics"]
-    r = subprocess.run([*pre, sys.executable, "-c", MATMUL], env={**os.environ, **MODES[mode]}, capture_output=True,
-                       text=True, check=True)
+    r = subprocess.run(
+        [*pre, sys.executable, "-c", MATMUL],
+        env={**os.environ, **MODES[mode]},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(r.stdout.split()[-1]), ""
 
 
-def build(work:Path, mode:str, k:int)->tuple[float, str]:
+def build(work: Path, mode: str, k: int) -> tuple[float, str]:
     "One test-size build into a fresh folder: (seconds, weights sha256)."
     out = work / f"build-{mode}-{k}"
     s = timed([FAIRNEG, "model", "build-tiny", "--size", "test", "--out", str(out), "--no-progress"], work, MODES[mode])
     return s, json.loads((out / "build_report.json").read_text())["weights_sha256"]
 
 
-def pilot(work:Path, mode:str, k:int)->tuple[float, str]:
+def pilot(work: Path, mode: str, k: int) -> tuple[float, str]:
     "One reduced pilot in a fresh folder: (seconds, its eval.json without the time it was analyzed)."
     sys.path.insert(0, str(ROOT / "tests"))
     import yaml, test_pilot_repro as T
+
     d = work / f"pilot-{mode}-{k}"
     d.mkdir()
     (d / "p.yaml").write_text(yaml.safe_dump(T.PARAMS))
@@ -76,21 +87,31 @@ def main():
     a = ap.parse_args()
     from fairneg.tiny import pinned_build, tiny_path
     from fairneg.numerics import cpu_model
-    tiny_path("test", progress=False)                                 # the pilots' model, built (pinned) once
-    subprocess.run([sys.executable, "-c", "from fairneg.tiny import tiny_path; tiny_path('test', progress=False)"],
-                   env={**os.environ, **MODES["native"]}, check=True)   # and the native recipe's, for native pilots
+
+    tiny_path("test", progress=False)  # the pilots' model, built (pinned) once
+    subprocess.run(
+        [sys.executable, "-c", "from fairneg.tiny import tiny_path; tiny_path('test', progress=False)"],
+        env={**os.environ, **MODES["native"]},
+        check=True,
+    )  # and the native recipe's, for native pilots
     work, ok, rows = Path(tempfile.mkdtemp(prefix="bench_numerics.")), True, []
     print(f"{cpu_model()}, {os.cpu_count()} cores; {a.rounds} rounds, pinned and native alternating")
     for w in a.only:
-        fn, secs, outs = {"matmul": matmul, "build": build, "pilot": pilot}[w], {m: [] for m in MODES}, {m: [] for m in MODES}
+        fn, secs, outs = (
+            {"matmul": matmul, "build": build, "pilot": pilot}[w],
+            {m: [] for m in MODES},
+            {m: [] for m in MODES},
+        )
         for k in range(a.rounds):
             for m in MODES:
                 s, o = fn(work, m, k)
-                secs[m].append(s); outs[m].append(o)
+                secs[m].append(s)
+                outs[m].append(o)
                 print(f"  {w} round {k + 1} {m}: {s:.1f} s", flush=True)
         med = {m: statistics.median(v) for m, v in secs.items()}
         rows.append((w, med["pinned"], med["native"], med["pinned"] / med["native"]))
-        if w == "matmul": same = True
+        if w == "matmul":
+            same = True
         elif w == "build":
             same = all(x == pinned_build("test")["weights"] for x in outs["pinned"])
             print(f"  {w}: every pinned build gave the pinned weights: {'PASS' if same else 'FAIL'}")
@@ -99,7 +120,8 @@ def main():
             print(f"  {w}: every pinned run gave one eval.json: {'PASS' if same else 'FAIL'}")
         ok &= same
     print(f"\n{'workload':<10}{'pinned s':>10}{'native s':>10}{'pinned/native':>15}")
-    for w, p, n, r in rows: print(f"{w:<10}{p:>10.1f}{n:>10.1f}{r:>14.2f}x")
+    for w, p, n, r in rows:
+        print(f"{w:<10}{p:>10.1f}{n:>10.1f}{r:>14.2f}x")
     shutil.rmtree(work, ignore_errors=True)
     raise SystemExit(0 if ok else 1)
 

@@ -19,119 +19,169 @@ __all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model'
 # the modules LoRA adapts by default
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
+
 @contextlib.contextmanager
 def quiet_peft():
     "Silence the deprecation warning peft's model wrapper triggers in recent transformers (not ours to fix)."
     import warnings
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
         yield
 
 # %% ../nbs/12_adapters.ipynb #5d3598ea
-def lora_config(model, # the base model
-                cfg, # a config with `lora_r`, `lora_alpha`, `lora_dropout` and `lora_targets`
-               ):
+def lora_config(
+    model,  # the base model
+    cfg,  # a config with `lora_r`, `lora_alpha`, `lora_dropout` and `lora_targets`
+):
     "PEFT's LoraConfig from a config's `lora_*` fields, on its target modules that are modules of `model`."
     from peft import LoraConfig
+
     names = {n.split(".")[-1] for n, _ in model.named_modules()}
     targets = [t for t in cfg.lora_targets if t in names]
     if not targets:
         raise ValueError(f"none of the LoRA targets {cfg.lora_targets} is a module of {type(model).__name__}")
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets,
-                      task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
 
 # %% ../nbs/12_adapters.ipynb #1aa80ef0
-def lora_model(model, # a causal LM
-               cfg, # a config with the `lora_*` fields and a `seed`
-              ):
+def lora_model(
+    model,  # a causal LM
+    cfg,  # a config with the `lora_*` fields and a `seed`
+):
     "Wrap a causal LM with a fresh LoRA adapter, its initialisation seeded by `cfg.seed` (the global RNG untouched)."
     import torch
     from peft import get_peft_model
+
     with torch.random.fork_rng(), quiet_peft():
         torch.manual_seed(cfg.seed)
         return get_peft_model(model, lora_config(model, cfg))
 
 # %% ../nbs/12_adapters.ipynb #be0ab857
-def check_base_model(spec, # a model spec: `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder or a hub id
-                     what:str="--model", # the flag or field it came from, for the message
-                    ):
+def check_base_model(
+    spec,  # a model spec: `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder or a hub id
+    what: str = "--model",  # the flag or field it came from, for the message
+):
     "Refuse a spec naming a local folder that is missing or holds no model (`config.json`); hub ids pass."
-    from importlib import import_module       # lazily, by name: the adapters chapter stays free of the model code
+    from importlib import import_module  # lazily, by name: the adapters chapter stays free of the model code
+
     ReadError, model_path = import_module("fairneg.game").ReadError, import_module("fairneg.llm.load").model_path
     p = model_path(spec)
     path = Path(p).expanduser()
-    if not (p.startswith(("/", ".", "~")) or p.count("/") > 1 or path.exists()): return
-    if not path.is_dir(): raise ReadError(f"{p}: no such model folder ({what}: a model folder, a hub id or tiny)")
-    if not (path / "config.json").is_file(): raise ReadError(f"{p}: not a model folder (no config.json) ({what})")
+    if not (p.startswith(("/", ".", "~")) or p.count("/") > 1 or path.exists()):
+        return
+    if not path.is_dir():
+        raise ReadError(f"{p}: no such model folder ({what}: a model folder, a hub id or tiny)")
+    if not (path / "config.json").is_file():
+        raise ReadError(f"{p}: not a model folder (no config.json) ({what})")
 
 # %% ../nbs/12_adapters.ipynb #16805216
 @contextlib.contextmanager
-def checkpoint_writer(out, # the arm's folder
-                      step:int, # the step the checkpoint is taken after
-                     ):
+def checkpoint_writer(
+    out,  # the arm's folder
+    step: int,  # the step the checkpoint is taken after
+):
     "A fresh `OUT/checkpoint-STEP.tmp/` to fill; renamed to `OUT/checkpoint-STEP/` only when the block completes."
     final = checkpoint_dir(out, step)
     tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists(): shutil.rmtree(tmp)
+    if tmp.exists():
+        shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     yield tmp
-    if final.exists(): shutil.rmtree(final)
+    if final.exists():
+        shutil.rmtree(final)
     tmp.rename(final)
 
 # %% ../nbs/12_adapters.ipynb #9838242d
-def checkpoints(out)->list:
+def checkpoints(out) -> list:
     "Complete checkpoints of a run (those holding `trainer_state.json`), oldest first, as (step, folder)."
     out = Path(out)
-    res = [(s, p) for p in out.glob("checkpoint-*")
-           if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()]
+    res = [
+        (s, p)
+        for p in out.glob("checkpoint-*")
+        if (s := checkpoint_dir_step(p)) is not None and (p / "trainer_state.json").exists()
+    ]
     return sorted(res)
 
 # %% ../nbs/12_adapters.ipynb #8f4ebf3b
 # an arm's training sessions: a `start` row each, and an `end` row when it ended on its own
 SEGMENTS = "segments.jsonl"
 
-def _now()->str: return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 # %% ../nbs/12_adapters.ipynb #9e74e4b2
-def machine()->dict:
+def machine() -> dict:
     "Where this process runs: the host, its GPU (None on CPUs) and its Slurm job (None outside one)."
     gpu = None
     with contextlib.suppress(Exception):
         import torch
-        if torch.cuda.is_available(): gpu = torch.cuda.get_device_name(0)
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
     return dict(host=socket.gethostname(), gpu=gpu, slurm_job=os.environ.get("SLURM_JOB_ID"))
 
 # %% ../nbs/12_adapters.ipynb #f6f83f69
-def start_segment(out, # the arm's folder
-                  start:int, # the step it starts from (0: from scratch)
-                  changes:list, # what the resume changed (`field old -> new`), [] when nothing
-                  settings:dict, # the settings worth a glance: width, backend, learning rate, ...
-                  code:str, # the code version
-                 )->int:
+def start_segment(
+    out,  # the arm's folder
+    start: int,  # the step it starts from (0: from scratch)
+    changes: list,  # what the resume changed (`field old -> new`), [] when nothing
+    settings: dict,  # the settings worth a glance: width, backend, learning rate, ...
+    code: str,  # the code version
+) -> int:
     "Record a session of the arm as it starts; its segment number."
     p = Path(out) / SEGMENTS
     n = 1 + max((r["segment"] for r in read_jsonl(p)), default=0) if p.is_file() else 1
-    append_jsonl([dict(segment=n, event="start", at=_now(), **machine(), start_step=start,
-                       resumed_from=str(checkpoint_dir(out, start).name) if start else None,
-                       optimizer="exact" if start else "fresh", changes=list(changes), code_version=code,
-                       **settings, provenance=provenance())], p)
+    append_jsonl(
+        [
+            dict(
+                segment=n,
+                event="start",
+                at=_now(),
+                **machine(),
+                start_step=start,
+                resumed_from=str(checkpoint_dir(out, start).name) if start else None,
+                optimizer="exact" if start else "fresh",
+                changes=list(changes),
+                code_version=code,
+                **settings,
+                provenance=provenance(),
+            )
+        ],
+        p,
+    )
     return n
 
 # %% ../nbs/12_adapters.ipynb #2fe3e6f5
-def end_segment(out, segment:int, # the arm's folder and the segment
-                step:int, # the last step done
-                how:str, # how it ended: `complete`, `stopped on SIGUSR1`, `failed: ...`
-               ):
+def end_segment(
+    out,
+    segment: int,  # the arm's folder and the segment
+    step: int,  # the last step done
+    how: str,  # how it ended: `complete`, `stopped on SIGUSR1`, `failed: ...`
+):
     "Record how a session of the arm ended."
     append_jsonl([dict(segment=segment, event="end", at=_now(), end_step=step, ended=how)], Path(out) / SEGMENTS)
 
 # %% ../nbs/12_adapters.ipynb #b768210f
-def read_segments(out)->list[dict]:
+def read_segments(out) -> list[dict]:
     "The arm's segments, each start row with its end (`ended` None when the session left no end: killed)."
     p = Path(out) / SEGMENTS
     rows = read_jsonl(p) if p.is_file() else []
     ends = {r["segment"]: r for r in rows if r.get("event") == "end"}
-    return [{**{k: v for k, v in r.items() if k != "event"}, "started": r["at"],
-             "end_step": ends.get(r["segment"], {}).get("end_step"),
-             "ended": ends.get(r["segment"], {}).get("ended"), "ended_at": ends.get(r["segment"], {}).get("at")}
-            for r in rows if r.get("event") == "start"]
+    return [
+        {
+            **{k: v for k, v in r.items() if k != "event"},
+            "started": r["at"],
+            "end_step": ends.get(r["segment"], {}).get("end_step"),
+            "ended": ends.get(r["segment"], {}).get("ended"),
+            "ended_at": ends.get(r["segment"], {}).get("at"),
+        }
+        for r in rows
+        if r.get("event") == "start"
+    ]

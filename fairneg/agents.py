@@ -23,58 +23,67 @@ __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SI
 # %% ../nbs/07_agents.ipynb #ceff141b
 ACTION_KEYS = ("atype", "offer_id", "deal", "vote")
 
-def make_action(atype:str, # `propose`, `accept`, `pass`, `walk`, `vote`, `reject` or `demand`
-                offer_id:str|None=None, # the offer accepted or voted on
-                deal:str|None=None, # a deal label (`A1 B2 ...`) to propose, or a demand (`B6`)
-                vote:str|None=None, # `yes` or `no` in the forced-final vote
-               )->dict:
+
+def make_action(
+    atype: str,  # `propose`, `accept`, `pass`, `walk`, `vote`, `reject` or `demand`
+    offer_id: str | None = None,  # the offer accepted or voted on
+    deal: str | None = None,  # a deal label (`A1 B2 ...`) to propose, or a demand (`B6`)
+    vote: str | None = None,  # `yes` or `no` in the forced-final vote
+) -> dict:
     "An action dict in the protocol's format."
     return {"atype": atype, "offer_id": offer_id, "deal": deal, "vote": vote}
 
 # %% ../nbs/07_agents.ipynb #00e7e3ff
-def answer_text(action:dict, # an action dict
-                message:str|None=None, # public message (agents send none)
-                scratchpad:str="", # private scratchpad (agents keep none)
-               )->str:
+def answer_text(
+    action: dict,  # an action dict
+    message: str | None = None,  # public message (agents send none)
+    scratchpad: str = "",  # private scratchpad (agents keep none)
+) -> str:
     "The JSON answer string for an action, in the protocol's exact format `{scratchpad, message, action}`."
     return json.dumps({"scratchpad": scratchpad, "message": message, "action": {k: action.get(k) for k in ACTION_KEYS}})
 
 # %% ../nbs/07_agents.ipynb #c61aed57
 class _LRU(OrderedDict):
     "A small least-recently-used cache."
-    def __init__(self, size:int): super().__init__(); self.size = size
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
     def get_or(self, key, make):
         if key in self:
             self.move_to_end(key)
             return self[key]
         v = self[key] = make()
-        if len(self) > self.size: self.popitem(last=False)
+        if len(self) > self.size:
+            self.popitem(last=False)
         return v
 
 # %% ../nbs/07_agents.ipynb #b512a9c7
-def grid_sum(blocks:list)->np.ndarray:
+def grid_sum(blocks: list) -> np.ndarray:
     "Sum per-issue score blocks `(P, o_k)` over the deal grid: a `(P, D)` array, deals in row-major order."
     U = np.asarray(blocks[0], np.float32)
-    for b in blocks[1:]: U = (U[:, :, None] + np.asarray(b, np.float32)[:, None, :]).reshape(U.shape[0], -1)
+    for b in blocks[1:]:
+        U = (U[:, :, None] + np.asarray(b, np.float32)[:, None, :]).reshape(U.shape[0], -1)
     return U
 
 # %% ../nbs/07_agents.ipynb #ef0fc126
-def deal_index(deal, n_options)->int:
+def deal_index(deal, n_options) -> int:
     "Row-major index of a deal (option indices) among all deals."
     return int(np.ravel_multi_index(tuple(int(o) for o in deal), tuple(n_options)))
 
 # %% ../nbs/07_agents.ipynb #952768e3
-def label_index(label:str, n_options)->int:
+def label_index(label: str, n_options) -> int:
     "Row-major index of a deal label like `A1 B2 C3` (as the engine writes it)."
     return deal_index([o for _, o in label_options(label)], n_options)
 
 # %% ../nbs/07_agents.ipynb #afb79294
-def index_label(idx:int, n_options)->str:
+def index_label(idx: int, n_options) -> str:
     "The deal label of a row-major deal index."
     return deal_label(np.unravel_index(int(idx), tuple(n_options)))
 
 # %% ../nbs/07_agents.ipynb #fbff2ed3
-def dp_n_options(dp:DecisionPoint)->tuple:
+def dp_n_options(dp: DecisionPoint) -> tuple:
     "Number of options of each issue, from a decision point."
     return tuple(len(iss["options"]) for iss in dp.issues)
 
@@ -82,64 +91,77 @@ def dp_n_options(dp:DecisionPoint)->tuple:
 @dataclass
 class OwnView:
     "A seat's exact knowledge of its own sheet, over every deal of the game."
-    n_options: tuple     # options per issue
-    seat: int            # the seat
-    n: int               # number of parties
-    tau: float           # own threshold
-    ideal: float         # own best utility
-    u: np.ndarray        # (D,) own utility of every deal
-    idx: np.ndarray      # (Di,) row-major indices of the deals the seat accepts, ascending
-    z: np.ndarray        # (Di,) own normalized surplus on those deals
-    best: int            # index of the seat's best deal (the smallest one among ties)
-    strict: bool         # acceptance is u > tau
 
-    def pos(self, idx:int)->int|None:
+    n_options: tuple  # options per issue
+    seat: int  # the seat
+    n: int  # number of parties
+    tau: float  # own threshold
+    ideal: float  # own best utility
+    u: np.ndarray  # (D,) own utility of every deal
+    idx: np.ndarray  # (Di,) row-major indices of the deals the seat accepts, ascending
+    z: np.ndarray  # (Di,) own normalized surplus on those deals
+    best: int  # index of the seat's best deal (the smallest one among ties)
+    strict: bool  # acceptance is u > tau
+
+    def pos(self, idx: int) -> int | None:
         "Position of a deal index in `idx` (None: the seat does not accept it)."
         p = int(np.searchsorted(self.idx, idx))
         return p if p < len(self.idx) and self.idx[p] == idx else None
-    def accepts(self, label:str)->bool: return self.pos(label_index(label, self.n_options)) is not None
-    def z_of(self, label:str)->float:
+
+    def accepts(self, label: str) -> bool:
+        return self.pos(label_index(label, self.n_options)) is not None
+
+    def z_of(self, label: str) -> float:
         return float((self.u[label_index(label, self.n_options)] - self.tau) / (self.ideal - self.tau))
+
 
 _OWN = _LRU(512)
 
 # %% ../nbs/07_agents.ipynb #a88da8ed
-def own_view(dp:DecisionPoint, strict:bool=False)->OwnView:
+def own_view(dp: DecisionPoint, strict: bool = False) -> OwnView:
     "The seat's own view of a decision point (cached per game fingerprint, seat and strictness)."
     strict = bool(strict)
     key = (dp.game_ref["game_sha"], dp.seat, strict)
+
     def make():
         nopt, sheet, tau = dp_n_options(dp), dp.own_sheet, float(dp.own_threshold)
         u = grid_sum([np.asarray(r, np.float32)[None] for r in sheet])[0].astype(np.float64)
         ok = accepts(u, tau, strict)
         idx = np.flatnonzero(ok)
         ideal = float(u.max())
-        return OwnView(nopt, dp.seat, dp.n_parties, tau, ideal, u, idx, (u[idx] - tau) / (ideal - tau),
-                       int(np.argmax(u)), strict)
+        return OwnView(
+            nopt, dp.seat, dp.n_parties, tau, ideal, u, idx, (u[idx] - tau) / (ideal - tau), int(np.argmax(u)), strict
+        )
+
     return _OWN.get_or(key, make)
 
 # %% ../nbs/07_agents.ipynb #512f3fc2
 @dataclass
 class Belief:
     "Per party and deal: acceptance probability and expected nnw factor; `weights`: the posterior (None: known sheets)."
-    p: np.ndarray                     # (n, Di) P(party j accepts deal d)
-    r: np.ndarray | None              # (n, Di) E[max(z_j, 0)^(1/n)]; None when the objective does not need it
-    weights: np.ndarray | None = None # (n, P) posterior weights over the prior samples of each party's sheet
+
+    p: np.ndarray  # (n, Di) P(party j accepts deal d)
+    r: np.ndarray | None  # (n, Di) E[max(z_j, 0)^(1/n)]; None when the objective does not need it
+    weights: np.ndarray | None = None  # (n, P) posterior weights over the prior samples of each party's sheet
 
 # %% ../nbs/07_agents.ipynb #35cb1f86
-def pass_prob(p:np.ndarray, # (n, L) acceptance probabilities, parties independent
-              active, # per party: still at the table
-              veto, # parties whose acceptance is required
-              quorum:int, # how many acceptances are needed
-             )->np.ndarray:
+def pass_prob(
+    p: np.ndarray,  # (n, L) acceptance probabilities, parties independent
+    active,  # per party: still at the table
+    veto,  # parties whose acceptance is required
+    quorum: int,  # how many acceptances are needed
+) -> np.ndarray:
     "Probability per column that `quorum` active parties accept, every veto party among them."
     n, L = p.shape
-    if any(not active[v] for v in veto): return np.zeros(L)
+    if any(not active[v] for v in veto):
+        return np.zeros(L)
     out = np.prod(p[list(veto)], axis=0) if len(veto) else np.ones(L)
     others = [j for j in range(n) if active[j] and j not in veto]
     need = quorum - len(veto)
-    if need <= 0: return out
-    if need > len(others): return np.zeros(L)
+    if need <= 0:
+        return out
+    if need > len(others):
+        return np.zeros(L)
     dist = np.zeros((len(others) + 1, L))
     dist[0] = 1.0
     for j in others:
@@ -151,12 +173,15 @@ def pass_prob(p:np.ndarray, # (n, L) acceptance probabilities, parties independe
 # %% ../nbs/07_agents.ipynb #cf9f4071
 _TRUTH = _LRU(512)
 
-def truth_belief(own:OwnView, # the seat's own view
-                 sheets, # every party's score sheet S[j][k][o]
-                 thresholds, # every party's threshold
-                 key, # cache key: the game fingerprint
-                )->Belief:
+
+def truth_belief(
+    own: OwnView,  # the seat's own view
+    sheets,  # every party's score sheet S[j][k][o]
+    thresholds,  # every party's threshold
+    key,  # cache key: the game fingerprint
+) -> Belief:
     "A belief that knows every sheet: 0/1 acceptance and exact nnw factors."
+
     def make():
         deals = np.stack(np.unravel_index(own.idx, own.n_options), 1)
         n = len(sheets)
@@ -169,34 +194,38 @@ def truth_belief(own:OwnView, # the seat's own view
         A = accepts(U, tau, own.strict)
         Z = (U - tau) / (ideal - tau)
         return Belief(A.astype(np.float64), np.maximum(Z, 0) ** (1 / n))
+
     return _TRUTH.get_or((key, own.seat, own.strict), make)
 
 # %% ../nbs/07_agents.ipynb #81da2871
-POOL_SIZE = 256          # prior samples per game shape
+POOL_SIZE = 256  # prior samples per game shape
 TAU_BAND = (0.30, 0.65)  # prior threshold band, as a share of the ideal
-BETA = 4.0               # proposal likelihood: P(j proposes d) ∝ exp(BETA * z_j(d))
+BETA = 4.0  # proposal likelihood: P(j proposes d) ∝ exp(BETA * z_j(d))
 # noise of acceptance evidence: a signature / yes vote on a deal j rejects has probability EVIDENCE_EPS
 EVIDENCE_EPS = 0.1
-P_SIGN = 0.3             # chance that a party signs, at its turn, a live offer it accepts
+P_SIGN = 0.3  # chance that a party signs, at its turn, a live offer it accepts
 
-def sample_prior_sheets(n_options, # options per issue
-                        size:int, # number of sheets
-                        rng:np.random.Generator, # random generator
-                        tau_band=TAU_BAND, # threshold band as a share of the ideal (100)
-                       )->tuple:
+
+def sample_prior_sheets(
+    n_options,  # options per issue
+    size: int,  # number of sheets
+    rng: np.random.Generator,  # random generator
+    tau_band=TAU_BAND,  # threshold band as a share of the ideal (100)
+) -> tuple:
     "`size` sheets `(size, m, max options)` (0-padded) and thresholds, by the recipe of `generate_game`."
     m, total = len(n_options), 100
     lo = 4 if 4 * m + m - 1 <= total else max(1, (total - m + 1) // (m + 1))
-    if m == 1: w = np.full((size, 1), total)
+    if m == 1:
+        w = np.full((size, 1), total)
     else:
-        R = total - lo * m + m - 1                                     # cut points are drawn from 1..R
-        cuts = np.sort(np.argsort(rng.random((size, R)), axis=1)[:, :m - 1] + 1, axis=1)
+        R = total - lo * m + m - 1  # cut points are drawn from 1..R
+        cuts = np.sort(np.argsort(rng.random((size, R)), axis=1)[:, : m - 1] + 1, axis=1)
         edges = np.concatenate([np.zeros((size, 1), int), cuts, np.full((size, 1), R + 1)], axis=1)
         w = np.diff(edges, axis=1) - 1 + lo
     omax = max(n_options)
     sheets = np.zeros((size, m, omax), np.float32)
     for k, o in enumerate(n_options):
-        wk = w[:, k:k + 1]
+        wk = w[:, k : k + 1]
         vals = np.concatenate([np.zeros((size, 1)), wk, np.floor(rng.random((size, o - 2)) * (wk + 1))], axis=1)
         order = np.argsort(rng.random((size, o)), axis=1)
         sheets[:, k, :o] = np.take_along_axis(vals, order, axis=1)
@@ -206,13 +235,14 @@ def sample_prior_sheets(n_options, # options per issue
 # %% ../nbs/07_agents.ipynb #bb7a3480
 class PriorPool:
     "Prior samples of one party's sheet for a game shape, with what the likelihood needs, and a column cache."
-    def __init__(self, sheets:np.ndarray, tau:np.ndarray, n_options, beta:float=BETA, eps:float=EVIDENCE_EPS):
+
+    def __init__(self, sheets: np.ndarray, tau: np.ndarray, n_options, beta: float = BETA, eps: float = EVIDENCE_EPS):
         self.sheets, self.tau, self.n_options, self.beta = sheets, tau, tuple(n_options), beta
         self.ideal = sheets.max(axis=2).sum(1)
         self.c = self.ideal - tau
         self.l_yes, self.l_no, self.l_skip_acc = math.log(1 - eps), math.log(eps), math.log(1 - P_SIGN)
         lse = np.full(len(tau), -np.inf)
-        for a in range(0, len(tau), 64):                   # logsumexp of beta * z over every deal, in chunks
+        for a in range(0, len(tau), 64):  # logsumexp of beta * z over every deal, in chunks
             s = slice(a, a + 64)
             Z = (grid_sum([sheets[s, k, :o] for k, o in enumerate(self.n_options)]) - tau[s, None]) / self.c[s, None]
             mx = Z.max(1)
@@ -220,19 +250,23 @@ class PriorPool:
         self.lse = lse.astype(np.float32)
         self._cols = {}
 
-    def __len__(self): return len(self.tau)
+    def __len__(self):
+        return len(self.tau)
 
-    def utilities(self, deals:np.ndarray)->np.ndarray:
+    def utilities(self, deals: np.ndarray) -> np.ndarray:
         "`(P, len(deals))` utilities of the samples for deals given as option-index rows."
         return sum(self.sheets[:, k, deals[:, k]] for k in range(len(self.n_options)))
 
-    def column(self, label:str, # a deal label
-               strict:bool=False, # the game's acceptance rule (`accepts`)
-              )->tuple:
+    def column(
+        self,
+        label: str,  # a deal label
+        strict: bool = False,  # the game's acceptance rule (`accepts`)
+    ) -> tuple:
         "Log-likelihood vectors `(proposes, says yes, says no, skips)` over the samples, for one deal label."
         col = self._cols.get((label, strict))
         if col is None:
-            if len(self._cols) > 1024: self._cols.clear()
+            if len(self._cols) > 1024:
+                self._cols.clear()
             d = np.array([parse_deal_label(label, self.n_options)])
             u = self.utilities(d)[:, 0]
             z = (u - self.tau) / self.c
@@ -246,20 +280,24 @@ class PriorPool:
 # %% ../nbs/07_agents.ipynb #d1b8f937
 _POOLS = _LRU(32)
 
-def prior_pool(n_options, # options per issue (the game shape)
-               seed:int=0, # prior seed
-               size:int=POOL_SIZE, # number of samples
-               tau_band=TAU_BAND, # threshold band
-              )->PriorPool:
+
+def prior_pool(
+    n_options,  # options per issue (the game shape)
+    seed: int = 0,  # prior seed
+    size: int = POOL_SIZE,  # number of samples
+    tau_band=TAU_BAND,  # threshold band
+) -> PriorPool:
     "The prior pool of a game shape, drawn once per (shape, seed) and cached."
     key = ("generator", tuple(n_options), seed, size, tuple(tau_band))
+
     def make():
         rng = np.random.default_rng([seed, *n_options, 2026])
         return PriorPool(*sample_prior_sheets(n_options, size, rng, tau_band), n_options)
+
     return _POOLS.get_or(key, make)
 
 # %% ../nbs/07_agents.ipynb #91064cd3
-def ultimatum_pool(own_sheet)->PriorPool:
+def ultimatum_pool(own_sheet) -> PriorPool:
     "Ultimatum: the other party's sheet follows from the rules (`100 - share`); its threshold is uniform on 0..60."
     other = np.array([[100 - v for v in own_sheet[0]]], np.float32)
     tau = np.arange(0, 61, dtype=np.float32)
@@ -267,7 +305,7 @@ def ultimatum_pool(own_sheet)->PriorPool:
     return _POOLS.get_or(key, lambda: PriorPool(np.repeat(other[None], len(tau), 0), tau, (len(own_sheet[0]),)))
 
 # %% ../nbs/07_agents.ipynb #e2cff288
-def public_evidence(dp:DecisionPoint)->list:
+def public_evidence(dp: DecisionPoint) -> list:
     "The public moves of a decision point as evidence `(party, kind, deal label)`, kind in propose / yes / no / skip."
     offers = {o.offer_id: o for o in dp.offers}
     ev, live = [], {}
@@ -275,57 +313,74 @@ def public_evidence(dp:DecisionPoint)->list:
         j, at = e["seat"], e["atype"]
         off = offers.get(e.get("offer_id"))
         if at in ("propose", "accept", "pass") and not e.get("forced") and protocol_kind(dp.protocol).signs:
-            ev += [(j, "skip", o["deal"]) for oid, o in live.items()
-                   if j not in o["signers"] and oid != e.get("offer_id")]
+            ev += [
+                (j, "skip", o["deal"]) for oid, o in live.items() if j not in o["signers"] and oid != e.get("offer_id")
+            ]
         if at == "propose" and e.get("deal"):
             ev.append((j, "propose", e["deal"]))
-            for oid in [k for k, o in live.items() if o["proposer"] == j]: del live[oid]
+            for oid in [k for k, o in live.items() if o["proposer"] == j]:
+                del live[oid]
             live[e["offer_id"]] = {"proposer": j, "deal": e["deal"], "signers": {j}}
         elif at == "accept" and off is not None:
             ev.append((j, "yes", off.deal))
-            if e["offer_id"] in live: live[e["offer_id"]]["signers"].add(j)
-        elif at == "reject" and dp.offers: ev.append((j, "no", dp.offers[-1].deal))
-        elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"): ev.append((j, e["vote"], off.deal))
+            if e["offer_id"] in live:
+                live[e["offer_id"]]["signers"].add(j)
+        elif at == "reject" and dp.offers:
+            ev.append((j, "no", dp.offers[-1].deal))
+        elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"):
+            ev.append((j, e["vote"], off.deal))
         elif at == "walk":
-            st = most_signed([Offer(oid, o["proposer"], o["deal"], o["signers"], "live", None)
-                              for oid, o in live.items()])   # the engine's rule
-            if st is not None: ev.append((j, "no", live[st]["deal"]))
-            for o in live.values(): o["signers"].discard(j)
+            st = most_signed(
+                [Offer(oid, o["proposer"], o["deal"], o["signers"], "live", None) for oid, o in live.items()]
+            )  # the engine's rule
+            if st is not None:
+                ev.append((j, "no", live[st]["deal"]))
+            for o in live.values():
+                o["signers"].discard(j)
     return ev
 
 # %% ../nbs/07_agents.ipynb #f3b20bac
-def posterior_weights(dp:DecisionPoint, # decision point
-                      pool:PriorPool, # prior samples of one party's sheet
-                      strict:bool=False, # the acceptance rule the parties' moves are read under (u > tau)
-                     )->np.ndarray:
+def posterior_weights(
+    dp: DecisionPoint,  # decision point
+    pool: PriorPool,  # prior samples of one party's sheet
+    strict: bool = False,  # the acceptance rule the parties' moves are read under (u > tau)
+) -> np.ndarray:
     "Posterior weights `(n, P)` of the prior samples for every party, from its public moves (own row: uniform, unused)."
     n, me = dp.n_parties, dp.seat
     LL = np.zeros((n, len(pool)), np.float32)
     which = {"propose": 0, "yes": 1, "no": 2, "skip": 3}
     for j, kind, label in public_evidence(dp):
-        if j != me: LL[j] += pool.column(label, strict)[which[kind]]
+        if j != me:
+            LL[j] += pool.column(label, strict)[which[kind]]
     W = np.exp(LL - LL.max(1, keepdims=True))
     return W / W.sum(1, keepdims=True)
 
 # %% ../nbs/07_agents.ipynb #e379718c
 _TABLES = _LRU(192)
 
-def _seat_table(dp, own:OwnView, pool:PriorPool, key, what:str, exchangeable:bool)->tuple:
+
+def _seat_table(dp, own: OwnView, pool: PriorPool, key, what: str, exchangeable: bool) -> tuple:
     "`(X, X0, x_bar)`: samples' acceptance (`A`) or nnw factor (`R`) on its deals `(P, Di)`, with the control variate."
+
     def make():
         u = pool.utilities(np.stack(np.unravel_index(own.idx, own.n_options), 1))
-        if what == "A": X = accepts(u, pool.tau[:, None], own.strict)
-        else: X = np.maximum((u - pool.tau[:, None]) / pool.c[:, None], 0) ** (1 / own.n)
-        X = np.ascontiguousarray(X, dtype=np.float32)   # C order: the products in `_expect` take BLAS's fast path
-        if not exchangeable: return X, None, 0.0
+        if what == "A":
+            X = accepts(u, pool.tau[:, None], own.strict)
+        else:
+            X = np.maximum((u - pool.tau[:, None]) / pool.c[:, None], 0) ** (1 / own.n)
+        X = np.ascontiguousarray(X, dtype=np.float32)  # C order: the products in `_expect` take BLAS's fast path
+        if not exchangeable:
+            return X, None, 0.0
         X0 = X.mean(0)
         return X, X0, float(X0.mean())
+
     return _TABLES.get_or((key, dp.game_ref["game_sha"], own.seat, own.strict, what), make)
 
 # %% ../nbs/07_agents.ipynb #99823e67
 @functools.cache
 # made on first use: it lists the BLAS libraries loaded then
-def _blas()->ThreadpoolController: return ThreadpoolController()
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
 
 # %% ../nbs/07_agents.ipynb #ceb47b8a
 def _one_blas_thread():
@@ -335,16 +390,19 @@ def _one_blas_thread():
 # %% ../nbs/07_agents.ipynb #8bbb060b
 def _expect(W, X, X0, x_bar, hi=None):
     "Posterior expectation per party and deal, with the prior's Monte-Carlo noise removed when X0 is given."
-    with _one_blas_thread(): E = (W @ X).astype(np.float64)
-    if X0 is not None: E = np.clip(E - X0 + x_bar, 0, hi)
+    with _one_blas_thread():
+        E = (W @ X).astype(np.float64)
+    if X0 is not None:
+        E = np.clip(E - X0 + x_bar, 0, hi)
     return E
 
 # %% ../nbs/07_agents.ipynb #6e8fc2de
-def private_belief(dp:DecisionPoint, # decision point (private information)
-                   own:OwnView, # the seat's own view
-                   prior_seed:int=0, # seed of the prior pool
-                   need_r:bool=True, # compute the nnw factors
-                  )->Belief:
+def private_belief(
+    dp: DecisionPoint,  # decision point (private information)
+    own: OwnView,  # the seat's own view
+    prior_seed: int = 0,  # seed of the prior pool
+    need_r: bool = True,  # compute the nnw factors
+) -> Belief:
     "The posterior belief of a seat that sees only its own sheet and the public moves."
     ult = protocol_kind(dp.protocol).complement
     pool = ultimatum_pool(dp.own_sheet) if ult else prior_pool(own.n_options, prior_seed)
@@ -359,57 +417,65 @@ def private_belief(dp:DecisionPoint, # decision point (private information)
     return Belief(p, r, W)
 
 # %% ../nbs/07_agents.ipynb #04472166
-ANCHOR_Z = 0.8    # greedy_anchor signs only offers with z_i >= ANCHOR_Z
+ANCHOR_Z = 0.8  # greedy_anchor signs only offers with z_i >= ANCHOR_Z
 
-def time_factor(dp:DecisionPoint)->float:
+
+def time_factor(dp: DecisionPoint) -> float:
     "`δ = (deadline − round) / deadline`: the share of the turns still to come (0 at the last turn)."
     T = dp.deadline
     return max(T - dp.round, 0) / T if T > 0 else 0.0
 
 # %% ../nbs/07_agents.ipynb #89fa65fa
-def _offer_key(o): return (len(o.signers), int(o.offer_id[1:]) if o.offer_id[1:].isdigit() else 0)
+def _offer_key(o):
+    return (len(o.signers), int(o.offer_id[1:]) if o.offer_id[1:].isdigit() else 0)
 
 # %% ../nbs/07_agents.ipynb #c5b10eb9
-def _scores(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str)->np.ndarray:
+def _scores(own: OwnView, bel: Belief, dp: DecisionPoint, objective: str) -> np.ndarray:
     "`S(d)` over the seat's acceptable deals."
-    if objective == "table": return np.prod(bel.r, axis=0)
+    if objective == "table":
+        return np.prod(bel.r, axis=0)
     return own.z * pass_prob(bel.p, dp.active, dp.veto, dp.min_accept)
 
 # %% ../nbs/07_agents.ipynb #127cf58b
-def _offer_values(own:OwnView, bel:Belief, dp:DecisionPoint, objective:str, offers:list)->dict:
+def _offer_values(own: OwnView, bel: Belief, dp: DecisionPoint, objective: str, offers: list) -> dict:
     "`v(o)` for live offers of deals the seat accepts (others are worth nothing): offer_id -> value."
     pos = [(o, own.pos(label_index(o.deal, own.n_options))) for o in offers]
     pos = [(o, q) for o, q in pos if q is not None]
-    if not pos: return {}
+    if not pos:
+        return {}
     cols = [q for _, q in pos]
     if objective == "table":
         v = np.prod(bel.r[:, cols], axis=0)
     else:
         P = bel.p[:, cols].copy()
-        for c, (o, _) in enumerate(pos): P[o.signers + [own.seat], c] = 1.0
+        for c, (o, _) in enumerate(pos):
+            P[o.signers + [own.seat], c] = 1.0
         v = own.z[cols] * pass_prob(P, dp.active, dp.veto, dp.min_accept)
     return {o.offer_id: float(x) for (o, _), x in zip(pos, v)}
 
 # %% ../nbs/07_agents.ipynb #a9e2a201
-def _beats_no_deal(own:OwnView, bel:Belief, label:str, objective:str)->bool:
+def _beats_no_deal(own: OwnView, bel: Belief, label: str, objective: str) -> bool:
     "Does a deal beat no deal on the objective? Own: the seat accepts it; table: expected nnw > 0."
     q = own.pos(label_index(label, own.n_options))
-    if q is None: return False
+    if q is None:
+        return False
     return objective == "own" or float(np.prod(bel.r[:, q])) > 0
 
 # %% ../nbs/07_agents.ipynb #c13c53d9
-def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tuple:
+def rational_rule(dp: DecisionPoint, own: OwnView, bel: Belief, objective: str) -> tuple:
     "The shared rule of the four Bayesian agents: `(action, explanation)`."
     ph = dp.phase
     if ph == "vote":
         yes = _beats_no_deal(own, bel, _ballot(dp).deal, objective)
-        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(rule="vote on the ballot",
-                                                                                 beats_no_deal=yes)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(
+            rule="vote on the ballot", beats_no_deal=yes
+        )
     if ph == "respond":
         o = dp.offers[-1]
         ok = _beats_no_deal(own, bel, o.deal, objective)
-        return (make_action("accept", o.offer_id)
-                if ok else make_action("reject")), dict(rule="respond", beats_no_deal=ok)
+        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(
+            rule="respond", beats_no_deal=ok
+        )
     S = _scores(own, bel, dp, objective)
     b = int(np.argmax(S))
     best, s_best = index_label(own.idx[b], own.n_options), float(S[b])
@@ -420,8 +486,7 @@ def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tup
     delta = time_factor(dp)
     C = delta * s_best
     info = dict(best=best, S_best=s_best, delta=delta, C=C, offer_values=vals)
-    acc = [o for o in live if o.offer_id in dp.acceptable and vals.get(o.offer_id, 0) > 0
-           and vals[o.offer_id] >= C]
+    acc = [o for o in live if o.offer_id in dp.acceptable and vals.get(o.offer_id, 0) > 0 and vals[o.offer_id] >= C]
     if acc:
         o = max(acc, key=lambda o: (vals[o.offer_id], *_offer_key(o)))
         return make_action("accept", o.offer_id), dict(info, rule="accept: v(o) >= C")
@@ -432,22 +497,26 @@ def rational_rule(dp:DecisionPoint, own:OwnView, bel:Belief, objective:str)->tup
     return make_action("pass"), dict(info, rule="pass")
 
 # %% ../nbs/07_agents.ipynb #e873f0d3
-def _ballot(dp): return next(o for o in dp.offers if o.offer_id == dp.ballot)
+def _ballot(dp):
+    return next(o for o in dp.offers if o.offer_id == dp.ballot)
 
 # %% ../nbs/07_agents.ipynb #759d5fb3
-def greedy_rule(dp:DecisionPoint, own:OwnView)->tuple:
+def greedy_rule(dp: DecisionPoint, own: OwnView) -> tuple:
     "greedy_anchor: propose the own best deal, sign only offers near the ideal (z >= ANCHOR_Z)."
     ph, best = dp.phase, index_label(own.best, own.n_options)
     if ph == "vote":
         yes = own.accepts(_ballot(dp).deal)
-        return make_action("vote", dp.ballot, vote="yes"
-                           if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(
+            rule="vote: accepts the ballot", yes=yes
+        )
     if ph == "respond":
         o = dp.offers[-1]
         ok = own.z_of(o.deal) >= ANCHOR_Z
-        return (make_action("accept", o.offer_id)
-                if ok else make_action("reject")), dict(rule="respond: near ideal", ok=ok)
-    if ph in ("open", "propose"): return make_action("propose", deal=best), dict(rule="propose the ideal")
+        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(
+            rule="respond: near ideal", ok=ok
+        )
+    if ph in ("open", "propose"):
+        return make_action("propose", deal=best), dict(rule="propose the ideal")
     live = [o for o in dp.offers if o.status == "live"]
     near = [o for o in live if o.offer_id in dp.acceptable and own.z_of(o.deal) >= ANCHOR_Z]
     if near:
@@ -458,21 +527,25 @@ def greedy_rule(dp:DecisionPoint, own:OwnView)->tuple:
     return make_action("pass"), dict(rule="pass: its ideal is on the table")
 
 # %% ../nbs/07_agents.ipynb #eb821b2a
-def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
+def passive_rule(dp: DecisionPoint, own: OwnView) -> tuple:
     "passive_gate: never propose (unless forced), sign the best acceptable live offer, vote yes iff acceptable."
     ph = dp.phase
     if ph == "vote":
         yes = own.accepts(_ballot(dp).deal)
-        return make_action("vote", dp.ballot, vote="yes"
-                           if yes else "no"), dict(rule="vote: accepts the ballot", yes=yes)
+        return make_action("vote", dp.ballot, vote="yes" if yes else "no"), dict(
+            rule="vote: accepts the ballot", yes=yes
+        )
     if ph == "respond":
         o = dp.offers[-1]
         ok = own.accepts(o.deal)
-        return (make_action("accept", o.offer_id)
-                if ok else make_action("reject")), dict(rule="respond: acceptable", ok=ok)
+        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(
+            rule="respond: acceptable", ok=ok
+        )
     if ph in ("open", "propose"):
-        return (make_action("propose", deal=index_label(own.best, own.n_options)),
-                dict(rule="forced proposal (the only legal action)"))
+        return (
+            make_action("propose", deal=index_label(own.best, own.n_options)),
+            dict(rule="forced proposal (the only legal action)"),
+        )
     ok = [o for o in dp.offers if o.status == "live" and o.offer_id in dp.acceptable and own.accepts(o.deal)]
     if ok:
         o = max(ok, key=lambda o: (own.z_of(o.deal), *_offer_key(o)))
@@ -480,7 +553,7 @@ def passive_rule(dp:DecisionPoint, own:OwnView)->tuple:
     return make_action("pass"), dict(rule="pass")
 
 # %% ../nbs/07_agents.ipynb #73d8a41c
-def demand_rule(dp:DecisionPoint, kind:str, objective:str, strict:bool=False)->tuple:
+def demand_rule(dp: DecisionPoint, kind: str, objective: str, strict: bool = False) -> tuple:
     "Divide-the-dollar: a demand of one option of the seat's own issue, against the equal-share reference."
     me, n = dp.seat, dp.n_parties
     vals = [float(v) for v in dp.own_sheet[me]]
@@ -488,30 +561,48 @@ def demand_rule(dp:DecisionPoint, kind:str, objective:str, strict:bool=False)->t
     tau = float(dp.own_threshold)
     ok = [o for o, v in enumerate(vals) if accepts(v, tau, strict)] or [int(np.argmax(vals))]
     fair = max([v for v in vals if n * v <= pie], default=min(vals))
-    if kind == "greedy": cap = math.inf
-    elif kind == "passive": cap = -math.inf
-    elif objective == "table": cap = fair
-    else: cap = pie - (n - 1) * fair
+    if kind == "greedy":
+        cap = math.inf
+    elif kind == "passive":
+        cap = -math.inf
+    elif objective == "table":
+        cap = fair
+    else:
+        cap = pie - (n - 1) * fair
     fit = [o for o in ok if vals[o] <= cap]
     o = max(fit, key=lambda o: vals[o]) if fit else min(ok, key=lambda o: vals[o])
     return make_action("demand", deal=option_label(me, o)), dict(rule="demand", equal_share=fair, cap=cap)
 
 # %% ../nbs/07_agents.ipynb #96718361
-AGENT_NAMES = ("greedy_anchor", "passive_gate", "bayes_rational", "oracle_omniscient", "fairness_oracle",
-               "fairness_private")
+AGENT_NAMES = (
+    "greedy_anchor",
+    "passive_gate",
+    "bayes_rational",
+    "oracle_omniscient",
+    "fairness_oracle",
+    "fairness_private",
+)
 AGENT_ALIASES = {"rational_private": "bayes_rational"}
 COUNTERFACTUAL_TYPES = ("oracle_omniscient", "rational_private", "fairness_oracle", "fairness_private")
-_SPECS = {"greedy_anchor": ("own", False, "greedy"), "passive_gate": ("own", False, "passive"),
-          "bayes_rational": ("own", False, "bayes"), "oracle_omniscient": ("own", True, "bayes"),
-          "fairness_oracle": ("table", True, "bayes"), "fairness_private": ("table", False, "bayes")}
+_SPECS = {
+    "greedy_anchor": ("own", False, "greedy"),
+    "passive_gate": ("own", False, "passive"),
+    "bayes_rational": ("own", False, "bayes"),
+    "oracle_omniscient": ("own", True, "bayes"),
+    "fairness_oracle": ("table", True, "bayes"),
+    "fairness_private": ("table", False, "bayes"),
+}
 
 # %% ../nbs/07_agents.ipynb #1d7217c1
 _SHA = _LRU(256)
 
-def _checked_game(dp:DecisionPoint, game)->Game:
+
+def _checked_game(dp: DecisionPoint, game) -> Game:
     "The game a decision point refers to: a `Game` (fingerprint-checked) or one picked from a list / dict of games."
-    if game is None: raise ValueError(f"an information-leaky agent needs the game of {dp.instance_id}")
-    if not isinstance(game, Game): return resolve_game(dp, game)
+    if game is None:
+        raise ValueError(f"an information-leaky agent needs the game of {dp.instance_id}")
+    if not isinstance(game, Game):
+        return resolve_game(dp, game)
     sha = _SHA.get_or(id(game), lambda: (game, game_sha(game)))[1]
     if game.name != dp.game_ref["instance_id"] or sha != dp.game_ref["game_sha"]:
         raise ValueError(f"game {game.name} is not the game of this decision point ({dp.game_ref['instance_id']})")
@@ -521,29 +612,37 @@ def _checked_game(dp:DecisionPoint, game)->Game:
 @dataclass(frozen=True)
 class Agent:
     "A computable negotiator: `act(dp, game, seed) -> action dict`."
-    name: str                 # the registered name (tables carry it)
-    objective: str            # `own` (own surplus) or `table` (the table's nnw)
-    information_leaky: bool   # reads every sheet, not only what the seat sees
-    kind: str                 # decision rule: `bayes`, `greedy` or `passive`
-    prior_seed: int = 0       # seed of the private agents' prior pool
 
-    def decide(self, dp:DecisionPoint|dict, game=None)->tuple:
+    name: str  # the registered name (tables carry it)
+    objective: str  # `own` (own surplus) or `table` (the table's nnw)
+    information_leaky: bool  # reads every sheet, not only what the seat sees
+    kind: str  # decision rule: `bayes`, `greedy` or `passive`
+    prior_seed: int = 0  # seed of the private agents' prior pool
+
+    def decide(self, dp: DecisionPoint | dict, game=None) -> tuple:
         "`(action, explanation)` at a decision point (or its JSON form, `DecisionPoint.to_dict()`)."
         dp = as_decision_point(dp)
-        if not dp.legal: raise ValueError(f"seat {dp.seat} does not act at this decision point (phase {dp.phase})")
+        if not dp.legal:
+            raise ValueError(f"seat {dp.seat} does not act at this decision point (phase {dp.phase})")
         g = _checked_game(dp, game) if self.information_leaky else None
-        strict = g.strict if g is not None else False   # a decision point does not carry the game's acceptance rule
-        if protocol_kind(dp.protocol).own_issue: return demand_rule(dp, self.kind, self.objective, strict)
+        strict = g.strict if g is not None else False  # a decision point does not carry the game's acceptance rule
+        if protocol_kind(dp.protocol).own_issue:
+            return demand_rule(dp, self.kind, self.objective, strict)
         own = own_view(dp, strict)
-        if self.kind == "greedy": return greedy_rule(dp, own)
-        if self.kind == "passive": return passive_rule(dp, own)
+        if self.kind == "greedy":
+            return greedy_rule(dp, own)
+        if self.kind == "passive":
+            return passive_rule(dp, own)
         need_r = self.objective == "table"
-        if g is not None: bel = truth_belief(own, g.scores, g.thresholds, dp.game_ref["game_sha"])
-        elif dp.sheets is not None: bel = truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"])
-        else: bel = private_belief(dp, own, self.prior_seed, need_r)
+        if g is not None:
+            bel = truth_belief(own, g.scores, g.thresholds, dp.game_ref["game_sha"])
+        elif dp.sheets is not None:
+            bel = truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"])
+        else:
+            bel = private_belief(dp, own, self.prior_seed, need_r)
         return rational_rule(dp, own, bel, self.objective)
 
-    def act(self, dp:DecisionPoint|dict, game=None, seed:int=0)->dict:
+    def act(self, dp: DecisionPoint | dict, game=None, seed: int = 0) -> dict:
         "The agent's action at a decision point (`seed`: only for the common interface; the rules are deterministic)."
         dp = as_decision_point(dp)
         a, _ = self.decide(dp, game)
@@ -551,14 +650,15 @@ class Agent:
             raise RuntimeError(f"{self.name} chose `{a['atype']}`, not legal in phase {dp.phase}")
         return a
 
-    def act_batch(self, items)->list:
+    def act_batch(self, items) -> list:
         "Actions for a list of `(dp, game, seed)`."
         return [self.act(dp, game, seed) for dp, game, seed in items]
 
 # %% ../nbs/07_agents.ipynb #7816beff
-def get_agent(name:str, # one of AGENT_NAMES or an alias (`rational_private`)
-              prior_seed:int=0, # seed of the prior pool of the private agents
-             )->Agent:
+def get_agent(
+    name: str,  # one of AGENT_NAMES or an alias (`rational_private`)
+    prior_seed: int = 0,  # seed of the prior pool of the private agents
+) -> Agent:
     "The computable agent registered under `name`."
     base = AGENT_ALIASES.get(name, name)
     if base not in _SPECS:

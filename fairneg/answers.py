@@ -11,25 +11,41 @@ __all__ = ['ATYPES', 'ANSWER_FORMAT', 'LENIENT', 'lenient_record', 'parse_answer
 
 # %% ../nbs/03_answers.ipynb #98c6bb9b
 ATYPES = ("propose", "accept", "pass", "walk", "vote", "reject", "demand")
-ANSWER_FORMAT = ('{"scratchpad": "...", "message": "...", '
-                 '"action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}')
+ANSWER_FORMAT = (
+    '{"scratchpad": "...", "message": "...", "action": {"atype": "...", "offer_id": null, "deal": null, "vote": null}}'
+)
 # the lenient readings, in the order turn records list them
-LENIENT = ("text_around_json", "json_repaired", "duplicate_json_keys", "multiple_actions", "flat_action",
-           "string_action", "type_for_atype", "atype_normalised", "offer_id_normalised", "deal_normalised",
-           "vote_synonym", "vote_ballot_implied", "accept_last_offer_implied")
+LENIENT = (
+    "text_around_json",
+    "json_repaired",
+    "duplicate_json_keys",
+    "multiple_actions",
+    "flat_action",
+    "string_action",
+    "type_for_atype",
+    "atype_normalised",
+    "offer_id_normalised",
+    "deal_normalised",
+    "vote_synonym",
+    "vote_ballot_implied",
+    "accept_last_offer_implied",
+)
 
 # %% ../nbs/03_answers.ipynb #87dfc260
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
+
 class _Obj(dict):
     "A decoded JSON object that knows whether a key was given twice in it or in an object inside it."
+
     dup = False
 
 # %% ../nbs/03_answers.ipynb #5748cfa1
-def _pairs(pairs)->_Obj:
+def _pairs(pairs) -> _Obj:
     o = _Obj(pairs)
     o.dup = len(o) < len(pairs) or any(getattr(v, "dup", False) for v in o.values())
     return o
+
 
 _DEC = json.JSONDecoder(object_pairs_hook=_pairs)
 
@@ -39,29 +55,36 @@ _YES = {"yes", "y", "true", "accept", "approve", "for", "1"}
 _NO = {"no", "n", "false", "reject", "against", "0"}
 _NULLS = {"", "null", "none", "nil", "n/a", "-"}
 
-def _json_objects(t:str)->list:
+
+def _json_objects(t: str) -> list:
     "Top-level JSON objects in `t` as `(object, start, end)`, left to right (at most `_MAX_SCAN` starts tried)."
     out, pos, tries = [], t.find("{"), 0
     while pos != -1 and tries < _MAX_SCAN:
         tries += 1
         try:
             obj, end = _DEC.raw_decode(t, pos)
-            if isinstance(obj, dict): out.append((obj, pos, end))
+            if isinstance(obj, dict):
+                out.append((obj, pos, end))
             pos = t.find("{", end)
-        except Exception: pos = t.find("{", pos + 1)
+        except Exception:
+            pos = t.find("{", pos + 1)
     return out
 
 # %% ../nbs/03_answers.ipynb #46f518d0
-def _repaired(t:str)->list:
+def _repaired(t: str) -> list:
     "One lenient retry on the outermost braces: smart quotes, trailing commas, Python literals, single quotes."
     i, j = t.find("{"), t.rfind("}")
-    if i == -1 or j <= i: return []
-    x = t[i:j + 1].replace("\u201c", '"').replace("\u201d", '"').replace("\u2019", "'")
+    if i == -1 or j <= i:
+        return []
+    x = t[i : j + 1].replace("\u201c", '"').replace("\u201d", '"').replace("\u2019", "'")
     x = re.sub(r",\s*([}\]])", r"\1", x)
     x = re.sub(r"\bNone\b", "null", re.sub(r"\bTrue\b", "true", re.sub(r"\bFalse\b", "false", x)))
-    if '"' not in x: x = x.replace("'", '"')
-    try: obj = _DEC.decode(x)
-    except Exception: return []
+    if '"' not in x:
+        x = x.replace("'", '"')
+    try:
+        obj = _DEC.decode(x)
+    except Exception:
+        return []
     return [(obj, i, j + 1)] if isinstance(obj, dict) else []
 
 # %% ../nbs/03_answers.ipynb #e45b4ce5
@@ -70,86 +93,127 @@ def _txt(x):
 
 # %% ../nbs/03_answers.ipynb #cf2b37a2
 def _norm_oid(x):
-    if x is None or isinstance(x, bool): return None if x is None else str(x).lower()
+    if x is None or isinstance(x, bool):
+        return None if x is None else str(x).lower()
     if isinstance(x, (int, float)):
-        try: return f"o{int(x)}" if x == int(x) else str(x)
-        except (ValueError, OverflowError): return str(x)
+        try:
+            return f"o{int(x)}" if x == int(x) else str(x)
+        except (ValueError, OverflowError):
+            return str(x)
     x = _txt(x).strip()
-    if x.lower() in _NULLS: return None
+    if x.lower() in _NULLS:
+        return None
     m = re.fullmatch(r"(?:offer\s*)?#?\s*o?(\d+)", x, re.I)
     return f"o{int(m[1])}" if m and len(m[1]) < 12 else x
 
 # %% ../nbs/03_answers.ipynb #c763abdc
 def _norm_deal(x):
-    if x is None: return None
-    if isinstance(x, (list, tuple)): x = " ".join(_txt(v) for v in x)
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        x = " ".join(_txt(v) for v in x)
     elif isinstance(x, dict):
-        x = " ".join(f"{k}{v}" if re.fullmatch(r"[A-Za-z]", str(k).strip()) and re.fullmatch(r"\d+", _txt(v).strip())
-                     else _txt(v) for k, v in x.items())
+        x = " ".join(
+            f"{k}{v}"
+            if re.fullmatch(r"[A-Za-z]", str(k).strip()) and re.fullmatch(r"\d+", _txt(v).strip())
+            else _txt(v)
+            for k, v in x.items()
+        )
     x = _txt(x).strip()
     return None if x.lower() in _NULLS else x
 
 # %% ../nbs/03_answers.ipynb #06f6f7a5
 def _norm_vote(x):
-    if x is None: return None
-    if isinstance(x, bool): return "yes" if x else "no"
+    if x is None:
+        return None
+    if isinstance(x, bool):
+        return "yes" if x else "no"
     x = _txt(x).strip().lower()
     return "yes" if x in _YES else "no" if x in _NO else None if x in ("null", "none", "") else x
 
 # %% ../nbs/03_answers.ipynb #0dce451e
-def _exact(raw, value)->bool: return isinstance(raw, str) and raw.strip() == value
+def _exact(raw, value) -> bool:
+    return isinstance(raw, str) and raw.strip() == value
 
 # %% ../nbs/03_answers.ipynb #2e3d681b
-def lenient_record(how:dict)->dict: return {k: how[k] for k in LENIENT if how.get(k)}
+def lenient_record(how: dict) -> dict:
+    return {k: how[k] for k in LENIENT if how.get(k)}
 
 # %% ../nbs/03_answers.ipynb #e40b0e02
-def parse_answer(obj:dict)->dict:
+def parse_answer(obj: dict) -> dict:
     "An answer object (`{scratchpad, message, action}` or flat) as `{action, message, scratchpad, error, lenient}`."
-    out = {"action": None, "message": _txt(obj.get("message")), "scratchpad": _txt(obj.get("scratchpad")),
-           "error": None, "lenient": {}}
+    out = {
+        "action": None,
+        "message": _txt(obj.get("message")),
+        "scratchpad": _txt(obj.get("scratchpad")),
+        "error": None,
+        "lenient": {},
+    }
     a, how = obj.get("action", obj), {}
-    if "action" not in obj: how["flat_action"] = 1
-    if isinstance(a, str): a = {**obj, "atype": a}; how["string_action"] = 1
+    if "action" not in obj:
+        how["flat_action"] = 1
+    if isinstance(a, str):
+        a = {**obj, "atype": a}
+        how["string_action"] = 1
     if not isinstance(a, dict):
-        out["error"] = "`action` must be an object like {\"atype\": \"pass\"}"
+        out["error"] = '`action` must be an object like {"atype": "pass"}'
         return out
     at = a.get("atype", a.get("type"))
     if at is None or (isinstance(at, str) and not at.strip()):
         out["error"] = "the action has no `atype`"
         return out
-    if "atype" not in a: how["type_for_atype"] = 1
-    act = {"atype": _txt(at).strip().lower(), "offer_id": _norm_oid(a.get("offer_id")),
-           "deal": _norm_deal(a.get("deal")), "vote": _norm_vote(a.get("vote"))}
+    if "atype" not in a:
+        how["type_for_atype"] = 1
+    act = {
+        "atype": _txt(at).strip().lower(),
+        "offer_id": _norm_oid(a.get("offer_id")),
+        "deal": _norm_deal(a.get("deal")),
+        "vote": _norm_vote(a.get("vote")),
+    }
     at = act["atype"]
-    if at in ATYPES and not _exact(a.get("atype", a.get("type")), at): how["atype_normalised"] = 1
+    if at in ATYPES and not _exact(a.get("atype", a.get("type")), at):
+        how["atype_normalised"] = 1
     if at in ("accept", "vote") and a.get("offer_id") is not None and not _exact(a["offer_id"], act["offer_id"]):
         how["offer_id_normalised"] = 1
     if at in ("propose", "demand") and a.get("deal") is not None and not isinstance(a["deal"], str):
         how["deal_normalised"] = 1
-    if at == "vote" and act["vote"] in ("yes", "no") and not _exact(a.get("vote"), act["vote"]): how["vote_synonym"] = 1
+    if at == "vote" and act["vote"] in ("yes", "no") and not _exact(a.get("vote"), act["vote"]):
+        how["vote_synonym"] = 1
     out["action"], out["lenient"] = act, lenient_record(how)
     return out
 
 # %% ../nbs/03_answers.ipynb #a9dbc2bd
-def parse_action(text)->dict:
+def parse_action(text) -> dict:
     "Any model output as `{action, message, scratchpad, error, lenient}`, never raising: `action` None if unparsable."
     try:
-        if isinstance(text, bytes): text = text.decode("utf-8", "replace")
-        if not isinstance(text, str): text = str(text)
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        if not isinstance(text, str):
+            text = str(text)
         t = _THINK.sub(" ", text[-_MAX_CHARS:])
-        if "</think>" in t.lower(): t = t[t.lower().rfind("</think>") + 8:]
+        if "</think>" in t.lower():
+            t = t[t.lower().rfind("</think>") + 8 :]
         objs = _json_objects(t)
         repaired = not objs
-        if repaired: objs = _repaired(t)
+        if repaired:
+            objs = _repaired(t)
         acts = [x for x in objs if "action" in x[0] or "atype" in x[0]]
         if acts:
             (o, i, j), p = acts[-1], parse_answer(acts[-1][0])
-            if p["action"] is None: p["lenient"] = {}
-            else: p["lenient"] = lenient_record({**p["lenient"],
-                                                 "text_around_json": int(bool(t[:i].strip() or t[j:].strip())),
-                                           "json_repaired": int(repaired), "duplicate_json_keys": int(o.dup),
-                                           "multiple_actions": len(acts) - 1})
+            if p["action"] is None:
+                p["lenient"] = {}
+            else:
+                p["lenient"] = lenient_record(
+                    {
+                        **p["lenient"],
+                        "text_around_json": int(bool(t[:i].strip() or t[j:].strip())),
+                        "json_repaired": int(repaired),
+                        "duplicate_json_keys": int(o.dup),
+                        "multiple_actions": len(acts) - 1,
+                    }
+                )
             return p
         err = "no JSON object with an `action` found" if objs else "no JSON object found"
-    except Exception as e: err = f"unreadable answer ({type(e).__name__})"
+    except Exception as e:
+        err = f"unreadable answer ({type(e).__name__})"
     return {"action": None, "message": None, "scratchpad": None, "error": err, "lenient": {}}

@@ -11,11 +11,11 @@ from typing import Annotated, Callable, Iterable
 import typer
 from .commands import CliGroup, MultiValueCommand, user_error
 from tqdm import tqdm
-from .game import (Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines,
-                          llmdel_games_dir, load_game, read_json, read_text, save_game, game_text)
+from .game import Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines
+from .game import llmdel_games_dir, load_game, read_json, read_text, save_game, game_text
 from .geometry import Geometry, solve
-from .store import (write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder,
-                           fresh_folder, check_replaceable)
+from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder
+from .store import check_replaceable
 from .store import folder_lock
 
 # %% auto #0
@@ -27,121 +27,170 @@ __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS',
 
 # %% ../nbs/03_bank.ipynb #b107a1c9
 MANIFEST, REJECTIONS, GUARD = "manifest.jsonl", "rejections.jsonl", "guard.json"
-MANIFEST_FIELDS = ("id", "seed", "generator_version", "info_mode", "sheet_fp", "solution_fp", "nnw_spread",
-                   "file", "n_parties", "n_deals", "n_ir", "source")
+MANIFEST_FIELDS = (
+    "id",
+    "seed",
+    "generator_version",
+    "info_mode",
+    "sheet_fp",
+    "solution_fp",
+    "nnw_spread",
+    "file",
+    "n_parties",
+    "n_deals",
+    "n_ir",
+    "source",
+)
 FINGERPRINTS = ("sheet_fp", "solution_fp")
+
 
 class BankError(ValueError):
     "A bank that cannot be written, read or filled, with the folder and the problem in its message."
 
 # %% ../nbs/03_bank.ipynb #387e0a01
-def manifest_row(g:Game, geo:Geometry|None=None)->dict:
+def manifest_row(g: Game, geo: Geometry | None = None) -> dict:
     "The manifest row of one game (solving it unless its geometry is given)."
     geo = geo or solve(g)
-    return dict(id=g.name, seed=g.meta.get("seed"), generator_version=g.meta.get("generator_version"),
-                info_mode=g.info_mode, sheet_fp=geo.sheet_fp, solution_fp=geo.solution_fp,
-                nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 6),
-                file=f"{g.name}.json", n_parties=g.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
-                source=g.meta.get("source", "file"))
+    return dict(
+        id=g.name,
+        seed=g.meta.get("seed"),
+        generator_version=g.meta.get("generator_version"),
+        info_mode=g.info_mode,
+        sheet_fp=geo.sheet_fp,
+        solution_fp=geo.solution_fp,
+        nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 6),
+        file=f"{g.name}.json",
+        n_parties=g.n,
+        n_deals=geo.n_deals,
+        n_ir=int(geo.ir.sum()),
+        source=g.meta.get("source", "file"),
+    )
 
 # %% ../nbs/03_bank.ipynb #246c80d6
 ADAPTER_CONFIG = "adapter_config.json"
 
-def adapter_config(folder, error:type=ReadError)->dict:
+
+def adapter_config(folder, error: type = ReadError) -> dict:
     "A PEFT adapter folder's `adapter_config.json`; `error` names the folder or file and why if missing or unusable."
     folder = Path(folder)
     p = folder / ADAPTER_CONFIG
-    if not folder.is_dir(): raise error(f"{folder}: not a folder, so not a PEFT adapter")
-    if not p.is_file(): raise error(f"{folder}: no {ADAPTER_CONFIG}, so not a PEFT adapter folder")
+    if not folder.is_dir():
+        raise error(f"{folder}: not a folder, so not a PEFT adapter")
+    if not p.is_file():
+        raise error(f"{folder}: no {ADAPTER_CONFIG}, so not a PEFT adapter folder")
     cfg = read_json(p, error)
-    if not isinstance(cfg, dict): raise error(f"{p}: must hold a JSON object, got {type(cfg).__name__}")
+    if not isinstance(cfg, dict):
+        raise error(f"{p}: must hold a JSON object, got {type(cfg).__name__}")
     return cfg
 
 # %% ../nbs/03_bank.ipynb #8b9f4569
-SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # ids and names that are safe file names
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # ids and names that are safe file names
 
-def _check_ids(games:list[Game], out):
-    if not games: raise BankError(f"{out}: no games to write (a bank holds at least one)")
+
+def _check_ids(games: list[Game], out):
+    if not games:
+        raise BankError(f"{out}: no games to write (a bank holds at least one)")
     seen = {}
     for g in games:
         if not SAFE_ID.fullmatch(g.name):
             raise BankError(f"{out}: game id `{g.name}` is not a safe file name (letters, digits, `.`, `_`, `-`)")
-        if g.name in seen: raise BankError(f"{out}: two games share the id `{g.name}`")
+        if g.name in seen:
+            raise BankError(f"{out}: two games share the id `{g.name}`")
         seen[g.name] = g
 
 # %% ../nbs/03_bank.ipynb #c5bb679b
-def _no_bank_yet(out:Path)->bool:
+def _no_bank_yet(out: Path) -> bool:
     "A folder to write a bank into without asking: missing, empty, or holding only the log of an eval bank that failed."
     return is_empty_folder(out) or (out.is_dir() and {p.name for p in out.iterdir()} <= {REJECTIONS})
 
 # %% ../nbs/03_bank.ipynb #16a502f8
-def _holds_same_bank(out:Path, texts:dict)->bool:
+def _holds_same_bank(out: Path, texts: dict) -> bool:
     "Whether `out` already holds exactly these files' texts (the same command's earlier bank); refuses other work."
-    if _no_bank_yet(out): return False
+    if _no_bank_yet(out):
+        return False
     if not (out / MANIFEST).is_file():
-        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): "
-                        "give another --out, or --force to replace it")
-    if all((out / n).is_file() and (out / n).read_text(encoding="utf-8") == t for n, t in texts.items()): return True
+        raise BankError(
+            f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it"
+        )
+    if all((out / n).is_file() and (out / n).read_text(encoding="utf-8") == t for n, t in texts.items()):
+        return True
     old = read_manifest(out)
-    raise BankError(f"{out}: holds another bank ({len(old)} games: "
-                    f"{', '.join(r['id'] for r in old[:3])}{', ...' if len(old) > 3 else ''}): "
-                    "give another --out, or --force to replace it")
+    raise BankError(
+        f"{out}: holds another bank ({len(old)} games: "
+        f"{', '.join(r['id'] for r in old[:3])}{', ...' if len(old) > 3 else ''}): "
+        "give another --out, or --force to replace it"
+    )
 
 # %% ../nbs/03_bank.ipynb #3d451abd
-def write_bank(games:list[Game], # the games
-               out, # the bank folder
-               geos:list[Geometry]|None=None, # their geometries, when already solved
-               progress:bool=False, # show a progress bar
-               force:bool=False, # replace a folder that holds another bank (or other files)
-               extra:dict|None=None, # more files of the bank: name -> text (the eval bank's guard and rejections)
-              )->list[dict]:
+def write_bank(
+    games: list[Game],  # the games
+    out,  # the bank folder
+    geos: list[Geometry] | None = None,  # their geometries, when already solved
+    progress: bool = False,  # show a progress bar
+    force: bool = False,  # replace a folder that holds another bank (or other files)
+    extra: dict | None = None,  # more files of the bank: name -> text (the eval bank's guard and rejections)
+) -> list[dict]:
     "Write games as `<id>.json` and the manifest into a new folder that replaces `out` whole; return the manifest rows."
     out = out_folder(out, "bank folder")
     _check_ids(games, out)
-    rows = [manifest_row(g, geo) for g, geo in tqdm(list(zip(games, geos or [None] * len(games))),
-                                                    desc=f"solving {out.name}",
-                                                    disable=not progress)]
+    rows = [
+        manifest_row(g, geo)
+        for g, geo in tqdm(
+            list(zip(games, geos or [None] * len(games))), desc=f"solving {out.name}", disable=not progress
+        )
+    ]
     texts = {**{f"{g.name}.json": game_text(g) for g in games}, **(extra or {}), MANIFEST: jsonl_text(rows)}
-    if force: check_replaceable(out, _no_bank_yet(out) or (out / MANIFEST).is_file(), "a bank")
-    elif _holds_same_bank(out, texts): return rows                    # the same bank: nothing to write
-    with fresh_folder(out) as new:                                    # no stale game file survives a rewrite
-        for name, text in texts.items(): (new / name).write_text(text, encoding="utf-8")
+    if force:
+        check_replaceable(out, _no_bank_yet(out) or (out / MANIFEST).is_file(), "a bank")
+    elif _holds_same_bank(out, texts):
+        return rows  # the same bank: nothing to write
+    with fresh_folder(out) as new:  # no stale game file survives a rewrite
+        for name, text in texts.items():
+            (new / name).write_text(text, encoding="utf-8")
     return rows
 
 # %% ../nbs/03_bank.ipynb #ef39f3ae
-def _manifest_lines(bank)->list[tuple[str, dict]]:
+def _manifest_lines(bank) -> list[tuple[str, dict]]:
     "`(source, row)` per manifest line, the source naming the file and line."
     path = Path(bank) / MANIFEST
     if not path.is_file():
-        raise GameError(path, "<file>",
-                        "no manifest here: not a bank folder "
-                        "(make one with `fairneg bank generate` or `fairneg bank import`)")
+        raise GameError(
+            path,
+            "<file>",
+            "no manifest here: not a bank folder (make one with `fairneg bank generate` or `fairneg bank import`)",
+        )
     out, ids = [], {}
     for ln, row in json_lines(path, GameError):
         src = f"{path}:{ln}"
-        if not isinstance(row, dict): raise GameError(src, "<row>", "a manifest line must be a JSON object")
+        if not isinstance(row, dict):
+            raise GameError(src, "<row>", "a manifest line must be a JSON object")
         for f in MANIFEST_FIELDS:
-            if f not in row: raise GameError(src, f, "missing required field")
-        if row["id"] in ids: raise GameError(src, "id", f"`{row['id']}` already on line {ids[row['id']]}")
+            if f not in row:
+                raise GameError(src, f, "missing required field")
+        if row["id"] in ids:
+            raise GameError(src, "id", f"`{row['id']}` already on line {ids[row['id']]}")
         ids[row["id"]] = ln
         out.append((src, row))
-    if not out: raise GameError(path, "<file>", "holds no games (a bank has at least one)")
+    if not out:
+        raise GameError(path, "<file>", "holds no games (a bank has at least one)")
     return out
 
 # %% ../nbs/03_bank.ipynb #758c7df6
-def read_manifest(bank)->list[dict]:
+def read_manifest(bank) -> list[dict]:
     "The manifest rows of a bank folder."
     return [row for _, row in _manifest_lines(bank)]
 
 # %% ../nbs/03_bank.ipynb #ba0bffda
-def load_bank(bank)->list[Game]:
+def load_bank(bank) -> list[Game]:
     "Every game of a bank, in manifest order, checked against its manifest row."
     games = []
     for src, row in _manifest_lines(bank):
         p = Path(bank) / row["file"]
-        if not p.is_file(): raise GameError(src, "file", f"`{row['file']}` does not exist in {bank}")
+        if not p.is_file():
+            raise GameError(src, "file", f"`{row['file']}` does not exist in {bank}")
         g = load_game(p)
-        if g.name != row["id"]: raise GameError(src, "id", f"`{row['id']}`, but {p.name} holds the game `{g.name}`")
+        if g.name != row["id"]:
+            raise GameError(src, "id", f"`{row['id']}`, but {p.name} holds the game `{g.name}`")
         if g.info_mode != row["info_mode"]:
             raise GameError(src, "info_mode", f"`{row['info_mode']}`, but {p.name} is in mode `{g.info_mode}`")
         games.append(g)
@@ -150,27 +199,34 @@ def load_bank(bank)->list[Game]:
 # %% ../nbs/03_bank.ipynb #4c3d45c9
 LLMDEL_ALIAS = "@llm_deliberation"
 
-def resolve_bank_path(path)->Path:
+
+def resolve_bank_path(path) -> Path:
     "A bank path, with `@llm_deliberation` standing for the six shipped LLM-Deliberation games."
     return llmdel_games_dir() if str(path) == LLMDEL_ALIAS else Path(path)
 
 # %% ../nbs/03_bank.ipynb #129acb53
-def _is_llmdel(p:Path)->bool: return p.is_dir() and (p / "config.txt").is_file()
+def _is_llmdel(p: Path) -> bool:
+    return p.is_dir() and (p / "config.txt").is_file()
 
 # %% ../nbs/03_bank.ipynb #df541e83
-def bank_games(path)->list[Game]:
+def bank_games(path) -> list[Game]:
     "The games of a bank folder, a game JSON file, an LLM-Deliberation folder, or a folder of those."
     p = resolve_bank_path(path)
-    if (p / MANIFEST).is_file(): return load_bank(p)
-    if p.is_file(): return [load_game(p)]
-    if _is_llmdel(p): return [import_llm_deliberation(p)]
-    if not p.is_dir(): raise GameError(p, "<path>", "no such file or folder")
+    if (p / MANIFEST).is_file():
+        return load_bank(p)
+    if p.is_file():
+        return [load_game(p)]
+    if _is_llmdel(p):
+        return [import_llm_deliberation(p)]
+    if not p.is_dir():
+        raise GameError(p, "<path>", "no such file or folder")
     found = [c for c in sorted(p.iterdir()) if _is_llmdel(c) or (c.is_file() and c.suffix == ".json")]
-    if not found: raise GameError(p, "<folder>", "no manifest, game JSON files or LLM-Deliberation game folders here")
+    if not found:
+        raise GameError(p, "<folder>", "no manifest, game JSON files or LLM-Deliberation game folders here")
     return [load_game(c) for c in found]
 
 # %% ../nbs/03_bank.ipynb #20dc22bc
-def game_fingerprints(path)->list[dict]:
+def game_fingerprints(path) -> list[dict]:
     "`{bank, game, sheet_fp, solution_fp}` for every game of a known bank, recomputed from the games."
     out = []
     for g in bank_games(path):
@@ -179,70 +235,78 @@ def game_fingerprints(path)->list[dict]:
     return out
 
 # %% ../nbs/03_bank.ipynb #cb7f3336
-def bank_fingerprints(dirs:Iterable)->dict:
+def bank_fingerprints(dirs: Iterable) -> dict:
     "Index of the fingerprints of known banks: `{fingerprint: {value: [{bank, game}, ...]}}`."
     idx = {fp: {} for fp in FINGERPRINTS}
     for d in dirs:
         for r in game_fingerprints(d):
-            for fp in FINGERPRINTS: idx[fp].setdefault(r[fp], []).append(dict(bank=r["bank"], game=r["game"]))
+            for fp in FINGERPRINTS:
+                idx[fp].setdefault(r[fp], []).append(dict(bank=r["bank"], game=r["game"]))
     return idx
 
 # %% ../nbs/03_bank.ipynb #47a19f07
-def check_modes(modes)->tuple[str, ...]:
+def check_modes(modes) -> tuple[str, ...]:
     "Validated, de-duplicated information modes in the given order."
     modes = tuple(dict.fromkeys(modes))
     bad = [m for m in modes if m not in INFO_MODES]
-    if bad or not modes: raise BankError(f"modes {list(modes)}: each must be one of {', '.join(INFO_MODES)}")
+    if bad or not modes:
+        raise BankError(f"modes {list(modes)}: each must be one of {', '.join(INFO_MODES)}")
     return modes
 
 # %% ../nbs/03_bank.ipynb #00973ed2
-def twin(g:Game, mode:str)->Game:
+def twin(g: Game, mode: str) -> Game:
     "The same game in information mode `mode`, named `<name>-<mode>`."
     t = copy.deepcopy(g)
     t.info_mode, t.name = mode, f"{g.name}-{mode}"
     return t
 
 # %% ../nbs/03_bank.ipynb #90138e4f
-def base_id(game_id:str)->str:
+def base_id(game_id: str) -> str:
     "The id of a game's base game: the id without a trailing `-full` / `-private`."
     return re.sub(r"-(%s)$" % "|".join(INFO_MODES), "", game_id)
 
 # %% ../nbs/03_bank.ipynb #a04541b0
-def generate_games(n_games:int=24, # how many base games (seeds)
-                   seed_offset:int=40000, # the first seed
-                   modes=("full", "private"), # information modes: one game per mode per seed
-                   make_game:Callable=generate_game, # seed -> Game
-                   )->list[Game]:
+def generate_games(
+    n_games: int = 24,  # how many base games (seeds)
+    seed_offset: int = 40000,  # the first seed
+    modes=("full", "private"),  # information modes: one game per mode per seed
+    make_game: Callable = generate_game,  # seed -> Game
+) -> list[Game]:
     "Generated games, every seed in every mode."
     modes = check_modes(modes)
-    if not (isinstance(n_games, int) and n_games >= 1): raise BankError(f"n_games must be at least 1, got {n_games}")
-    if seed_offset < 0: raise BankError(f"seed_offset must be 0 or more (seeds are non-negative), got {seed_offset}")
+    if not (isinstance(n_games, int) and n_games >= 1):
+        raise BankError(f"n_games must be at least 1, got {n_games}")
+    if seed_offset < 0:
+        raise BankError(f"seed_offset must be 0 or more (seeds are non-negative), got {seed_offset}")
     return [twin(base, m) for s in range(seed_offset, seed_offset + n_games) for base in [make_game(s)] for m in modes]
 
 # %% ../nbs/03_bank.ipynb #c1cfc74f
-def generate_bank(n_games:int=24, # how many base games (seeds)
-                  seed_offset:int=40000, # the first seed
-                  modes=("full", "private"), # information modes: one game per mode per seed
-                  out="bank", # the bank folder
-                  progress:bool=True, # show a progress bar
-                  force:bool=False, # replace a folder that holds another bank
-                  )->list[dict]:
+def generate_bank(
+    n_games: int = 24,  # how many base games (seeds)
+    seed_offset: int = 40000,  # the first seed
+    modes=("full", "private"),  # information modes: one game per mode per seed
+    out="bank",  # the bank folder
+    progress: bool = True,  # show a progress bar
+    force: bool = False,  # replace a folder that holds another bank
+) -> list[dict]:
     "Write a training bank of generated games; return its manifest rows."
     return write_bank(generate_games(n_games, seed_offset, modes), out, progress=progress, force=force)
 
 # %% ../nbs/03_bank.ipynb #0be75192
-def _safe_name(g:Game)->Game:
-    if SAFE_ID.fullmatch(g.name): return g
+def _safe_name(g: Game) -> Game:
+    if SAFE_ID.fullmatch(g.name):
+        return g
     g = copy.deepcopy(g)
     g.name = re.sub(r"[^A-Za-z0-9._-]+", "_", g.name).strip("_.-") or "game"
     return g
 
 # %% ../nbs/03_bank.ipynb #18678ed2
-def import_bank(paths:Iterable, # game JSON files, LLM-Deliberation folders, folders of those, or banks
-                out, # the bank folder to write
-                progress:bool=False, # show a progress bar
-                force:bool=False, # replace a folder that holds another bank
-                )->list[dict]:
+def import_bank(
+    paths: Iterable,  # game JSON files, LLM-Deliberation folders, folders of those, or banks
+    out,  # the bank folder to write
+    progress: bool = False,  # show a progress bar
+    force: bool = False,  # replace a folder that holds another bank
+) -> list[dict]:
     "Write the games found under `paths` as a bank; return its manifest rows."
     games = [_safe_name(g) for p in paths for g in bank_games(p)]
     return write_bank(games, out, progress=progress, force=force)
@@ -250,145 +314,196 @@ def import_bank(paths:Iterable, # game JSON files, LLM-Deliberation folders, fol
 # %% ../nbs/03_bank.ipynb #c6161018
 REASONS = ("collision_known", "collision_earlier", "empty_ir", "no_nbs", "low_spread")
 
-def _collisions(twins, geos, known:dict, picked:dict)->list[dict]:
+
+def _collisions(twins, geos, known: dict, picked: dict) -> list[dict]:
     "Fingerprint collisions of a candidate's twins with known banks and with earlier picks."
     out = []
     for g, geo in zip(twins, geos):
         for fp in FINGERPRINTS:
             v = getattr(geo, fp)
-            out += [dict(reason="collision_known", game=g.name, fingerprint=fp, value=v, known_bank=k["bank"],
-                         known_game=k["game"]) for k in known[fp].get(v, [])]
-            out += [dict(reason="collision_earlier", game=g.name, fingerprint=fp, value=v, known_game=p)
-                    for p in picked[fp].get(v, [])]
+            out += [
+                dict(
+                    reason="collision_known",
+                    game=g.name,
+                    fingerprint=fp,
+                    value=v,
+                    known_bank=k["bank"],
+                    known_game=k["game"],
+                )
+                for k in known[fp].get(v, [])
+            ]
+            out += [
+                dict(reason="collision_earlier", game=g.name, fingerprint=fp, value=v, known_game=p)
+                for p in picked[fp].get(v, [])
+            ]
     return out
 
 # %% ../nbs/03_bank.ipynb #ead4ad2f
-def _floor(geo:Geometry, min_spread:float)->list[dict]:
+def _floor(geo: Geometry, min_spread: float) -> list[dict]:
     "Reasons a game is not discriminative enough."
     n_ir = int(geo.ir.sum())
-    if n_ir == 0: return [dict(reason="empty_ir", n_ir=0)]
+    if n_ir == 0:
+        return [dict(reason="empty_ir", n_ir=0)]
     out = [dict(reason="no_nbs", n_ir=n_ir)] if geo.nbs is None else []
     if geo.nnw_spread < min_spread:
         out.append(dict(reason="low_spread", nnw_spread=round(geo.nnw_spread, 6), min_spread=min_spread))
     return out
 
 # %% ../nbs/03_bank.ipynb #9b87461a
-def screen_candidate(twins:list[Game], known:dict, picked:dict, min_spread:float)->tuple[list[Geometry], list[dict]]:
+def screen_candidate(
+    twins: list[Game], known: dict, picked: dict, min_spread: float
+) -> tuple[list[Geometry], list[dict]]:
     "Solve a candidate's twins; return their geometries and every reason to reject it (empty: accept)."
     geos = [solve(g) for g in twins]
     return geos, _collisions(twins, geos, known, picked) + _floor(geos[0], min_spread)
 
 # %% ../nbs/03_bank.ipynb #8ae8805a
-def rejection_row(seed:int, twins:list[Game], details:list[dict])->dict:
+def rejection_row(seed: int, twins: list[Game], details: list[dict]) -> dict:
     "One rejections-log row: the candidate, its primary reason, all reasons and their details."
     reasons = sorted({d["reason"] for d in details}, key=REASONS.index)
     return dict(seed=seed, ids=[g.name for g in twins], reason=reasons[0], reasons=reasons, details=details)
 
 # %% ../nbs/03_bank.ipynb #df4de041
-def _summary(n_acc, n, n_cand, first_seed, rejections)->str:
+def _summary(n_acc, n, n_cand, first_seed, rejections) -> str:
     "One line: how many were accepted after how many candidates, and the rejections by reason."
     counts = Counter(r["reason"] for r in rejections)
     why = ", ".join(f"{k} {counts[k]}" for k in REASONS if counts[k]) or "none"
-    return (f"accepted {n_acc} of {n} after {n_cand} candidates (seeds {first_seed}–{first_seed + n_cand - 1}); "
-            f"rejected {len(rejections)}: {why}")
+    return (
+        f"accepted {n_acc} of {n} after {n_cand} candidates (seeds {first_seed}–{first_seed + n_cand - 1}); "
+        f"rejected {len(rejections)}: {why}"
+    )
 
 # %% ../nbs/03_bank.ipynb #8df0b10f
-def _screen_seeds(n:int, first_seed:int, modes:tuple, max_candidates:int, known:dict, min_spread:float,
-                  make_game:Callable, bar)->tuple:
+def _screen_seeds(
+    n: int, first_seed: int, modes: tuple, max_candidates: int, known: dict, min_spread: float, make_game: Callable, bar
+) -> tuple:
     "Screen seeds in order until `n` are accepted or `max_candidates` tried: `(games, geometries, rejections, tried)`."
     picked = {fp: {} for fp in FINGERPRINTS}
     games, geos, rejections, seed = [], [], [], first_seed
     while len(games) < n * len(modes) and seed - first_seed < max_candidates:
         twins = [twin(make_game(seed), m) for m in modes]
         tgeos, details = screen_candidate(twins, known, picked, min_spread)
-        if details: rejections.append(rejection_row(seed, twins, details))
+        if details:
+            rejections.append(rejection_row(seed, twins, details))
         else:
             games += twins
             geos += tgeos
             bar.update(1)
             for g, geo in zip(twins, tgeos):
-                for fp in FINGERPRINTS: picked[fp].setdefault(getattr(geo, fp), []).append(g.name)
+                for fp in FINGERPRINTS:
+                    picked[fp].setdefault(getattr(geo, fp), []).append(g.name)
         seed += 1
     return games, geos, rejections, seed - first_seed
 
 # %% ../nbs/03_bank.ipynb #604b635e
-def make_eval_bank(out, # the bank folder to write
-                   n:int=24, # how many base games (seeds) to accept
-                   first_seed:int=41000, # the first candidate seed
-                   known_banks:Iterable=(), # banks the held-out bank must not overlap (any form `bank_games` reads)
-                   min_spread:float=0.2, # discriminativeness floor on the nnw spread over IR
-                   modes=("full",), # information modes written for every accepted seed
-                   max_candidates:int|None=None, # give up after this many seeds (default 100 * n)
-                   make_game:Callable=generate_game, # seed -> Game (in `full` mode)
-                   progress:bool=True, # show a progress bar
-                   verbose:bool=True, # print the rejection summary
-                   force:bool=False, # replace a folder that holds another bank
-                   )->list[dict]:
+def make_eval_bank(
+    out,  # the bank folder to write
+    n: int = 24,  # how many base games (seeds) to accept
+    first_seed: int = 41000,  # the first candidate seed
+    known_banks: Iterable = (),  # banks the held-out bank must not overlap (any form `bank_games` reads)
+    min_spread: float = 0.2,  # discriminativeness floor on the nnw spread over IR
+    modes=("full",),  # information modes written for every accepted seed
+    max_candidates: int | None = None,  # give up after this many seeds (default 100 * n)
+    make_game: Callable = generate_game,  # seed -> Game (in `full` mode)
+    progress: bool = True,  # show a progress bar
+    verbose: bool = True,  # print the rejection summary
+    force: bool = False,  # replace a folder that holds another bank
+) -> list[dict]:
     "Write a held-out bank guarded against known banks and screened for discriminativeness; return its manifest rows."
     out, modes = out_folder(out, "bank folder"), check_modes(modes)
-    if not (isinstance(n, int) and n >= 1): raise BankError(f"n must be at least 1, got {n}")
-    if first_seed < 0: raise BankError(f"first_seed must be 0 or more (seeds are non-negative), got {first_seed}")
-    if not force and not _no_bank_yet(out) and not (out / MANIFEST).is_file():   # refused before the screening's work
-        raise BankError(f"{out}: holds other files, not a bank (no {MANIFEST}): "
-                        "give another --out, or --force to replace it")
+    if not (isinstance(n, int) and n >= 1):
+        raise BankError(f"n must be at least 1, got {n}")
+    if first_seed < 0:
+        raise BankError(f"first_seed must be 0 or more (seeds are non-negative), got {first_seed}")
+    if not force and not _no_bank_yet(out) and not (out / MANIFEST).is_file():  # refused before the screening's work
+        raise BankError(
+            f"{out}: holds other files, not a bank (no {MANIFEST}): give another --out, or --force to replace it"
+        )
     max_candidates = 100 * n if max_candidates is None else max_candidates
     known_banks = [str(k) for k in known_banks]
     known = bank_fingerprints(known_banks)
     with tqdm(total=n, desc=f"eval bank {out.name}", disable=not progress) as bar:
-        games, geos, rejections, tried = _screen_seeds(n, first_seed, modes, max_candidates, known,
-                                                       min_spread, make_game, bar)
+        games, geos, rejections, tried = _screen_seeds(
+            n, first_seed, modes, max_candidates, known, min_spread, make_game, bar
+        )
     n_acc = len(games) // len(modes)
     summary = _summary(n_acc, n, tried, first_seed, rejections)
-    if n_acc < n:                    # the log goes into a new folder, else beside a bank that stays as it was
+    if n_acc < n:  # the log goes into a new folder, else beside a bank that stays as it was
         log = out / REJECTIONS if _no_bank_yet(out) else out.with_name(f"{out.name}.{REJECTIONS}")
         write_jsonl(log, rejections)
-        raise BankError(f"{out}: {summary}; the max-candidates limit ({max_candidates}) was reached — lower the "
-                        f"discriminativeness floor (min_spread={min_spread}) or raise max_candidates; see {log}")
-    guard = dict(n=n, first_seed=first_seed, modes=list(modes), min_spread=min_spread, max_candidates=max_candidates,
-                 known_banks=known_banks, n_candidates=tried, n_accepted=n_acc,
-                 rejected=dict(Counter(r["reason"] for r in rejections)), summary=summary)
-    rows = write_bank(games, out, geos, force=force,
-                      extra={GUARD: json_text(guard), REJECTIONS: jsonl_text(rejections)})
-    if verbose: print(f"{out}: {summary}")
+        raise BankError(
+            f"{out}: {summary}; the max-candidates limit ({max_candidates}) was reached — lower the "
+            f"discriminativeness floor (min_spread={min_spread}) or raise max_candidates; see {log}"
+        )
+    guard = dict(
+        n=n,
+        first_seed=first_seed,
+        modes=list(modes),
+        min_spread=min_spread,
+        max_candidates=max_candidates,
+        known_banks=known_banks,
+        n_candidates=tried,
+        n_accepted=n_acc,
+        rejected=dict(Counter(r["reason"] for r in rejections)),
+        summary=summary,
+    )
+    rows = write_bank(
+        games, out, geos, force=force, extra={GUARD: json_text(guard), REJECTIONS: jsonl_text(rejections)}
+    )
+    if verbose:
+        print(f"{out}: {summary}")
     return rows
 
 # %% ../nbs/03_bank.ipynb #b506bc77
-def check_bank(bank, # the bank folder to check
-               known_banks:Iterable=(), # banks it must not overlap
-               within:bool=True, # also report collisions between different base games of the bank
-               )->list[dict]:
+def check_bank(
+    bank,  # the bank folder to check
+    known_banks: Iterable = (),  # banks it must not overlap
+    within: bool = True,  # also report collisions between different base games of the bank
+) -> list[dict]:
     "Every fingerprint collision of `bank` with the known banks (and within itself)."
     mine = game_fingerprints(bank)
     out = []
     for kb in known_banks:
         idx = bank_fingerprints([kb])
-        out += [dict(kind="known", game=r["game"], known_bank=str(kb), known_game=k["game"],
-                     fingerprint=fp, value=r[fp])
-                for r in mine for fp in FINGERPRINTS for k in idx[fp].get(r[fp], [])]
+        out += [
+            dict(kind="known", game=r["game"], known_bank=str(kb), known_game=k["game"], fingerprint=fp, value=r[fp])
+            for r in mine
+            for fp in FINGERPRINTS
+            for k in idx[fp].get(r[fp], [])
+        ]
     if within:
-        out += [dict(kind="within", game=b["game"], known_bank=str(bank), known_game=a["game"],
-                     fingerprint=fp, value=b[fp])
-                for j, b in enumerate(mine) for a in mine[:j] for fp in FINGERPRINTS
-                if a[fp] == b[fp] and base_id(a["game"]) != base_id(b["game"])]
+        out += [
+            dict(kind="within", game=b["game"], known_bank=str(bank), known_game=a["game"], fingerprint=fp, value=b[fp])
+            for j, b in enumerate(mine)
+            for a in mine[:j]
+            for fp in FINGERPRINTS
+            if a[fp] == b[fp] and base_id(a["game"]) != base_id(b["game"])
+        ]
     return out
 
 # %% ../nbs/03_bank.ipynb #1e7ec314
-user_error(BankError)   # the commands print it as one line, exit 2 (as the games' GameError and ReadError)
+user_error(BankError)  # the commands print it as one line, exit 2 (as the games' GameError and ReadError)
 
 # %% ../nbs/03_bank.ipynb #81e51ead
-app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
-    "Game banks: generate a training bank, import games, make a guarded held-out bank, check a bank for collisions.")
+app = typer.Typer(
+    cls=CliGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Game banks: generate a training bank, import games, make a guarded held-out bank, check a bank for collisions.",
+)
 
 _MODES_HELP = "Information modes, e.g. `--modes full private` (or the flag repeated)."
-_FORCE_HELP = ("Replace a folder that holds another bank (or other files); "
-               "the new bank is swapped in whole when written.")
+_FORCE_HELP = (
+    "Replace a folder that holds another bank (or other files); the new bank is swapped in whole when written."
+)
 
-def _manifest_text(out:Path)->str|None:
+
+def _manifest_text(out: Path) -> str | None:
     "The manifest's text of a bank folder (None when there is none): to tell a rewrite from a bank found done."
     return (out / MANIFEST).read_text(encoding="utf-8") if (Path(out) / MANIFEST).is_file() else None
 
 # %% ../nbs/03_bank.ipynb #0623933d
-def _bank_line(out:Path, rows:list, before:str|None, force:bool, what:str)->str:
+def _bank_line(out: Path, rows: list, before: str | None, force: bool, what: str) -> str:
     "The closing line of a bank command: what it wrote, or that the folder already held this bank."
     if before == jsonl_text(rows) and not force:
         return f"{out}: already holds these {len(rows)} games; nothing written (--force rewrites it)"
@@ -396,12 +511,14 @@ def _bank_line(out:Path, rows:list, before:str|None, force:bool, what:str)->str:
 
 # %% ../nbs/03_bank.ipynb #d4b07fd8
 @app.command(cls=MultiValueCommand)
-def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
-             n_games:Annotated[int, typer.Option(help="Number of base games (seeds).")]=24,
-             seed_offset:Annotated[int, typer.Option(help="The first seed.")]=40000,
-             modes:Annotated[list[str], typer.Option(help=_MODES_HELP)]=["full", "private"],
-             progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
-             force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
+def generate(
+    out: Annotated[Path, typer.Option(help="The bank folder to write.")],
+    n_games: Annotated[int, typer.Option(help="Number of base games (seeds).")] = 24,
+    seed_offset: Annotated[int, typer.Option(help="The first seed.")] = 40000,
+    modes: Annotated[list[str], typer.Option(help=_MODES_HELP)] = ["full", "private"],
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    force: Annotated[bool, typer.Option(help=_FORCE_HELP)] = False,
+):
     "Generate a training bank: every seed in every information mode."
     with folder_lock(out, "fairneg bank generate"):
         before = _manifest_text(out)
@@ -410,10 +527,11 @@ def generate(out:Annotated[Path, typer.Option(help="The bank folder to write.")]
 
 # %% ../nbs/03_bank.ipynb #fc06c01b
 @app.command("import")
-def import_(paths:Annotated[list[Path],
-                            typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
-            out:Annotated[Path, typer.Option(help="The bank folder to write.")],
-            force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
+def import_(
+    paths: Annotated[list[Path], typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
+    out: Annotated[Path, typer.Option(help="The bank folder to write.")],
+    force: Annotated[bool, typer.Option(help=_FORCE_HELP)] = False,
+):
     "Import games (LLM-Deliberation folders or game JSON files) as a bank."
     with folder_lock(out, "fairneg bank import"):
         before = _manifest_text(out)
@@ -422,40 +540,57 @@ def import_(paths:Annotated[list[Path],
 
 # %% ../nbs/03_bank.ipynb #b82f237b
 @app.command("eval", cls=MultiValueCommand)
-def eval_(out:Annotated[Path, typer.Option(help="The bank folder to write.")],
-          n:Annotated[int, typer.Option(help="Number of base games (seeds) to accept.")]=24,
-          first_seed:Annotated[int, typer.Option(help="The first candidate seed.")]=41000,
-          known_bank:Annotated[list[str],
-                               typer.Option(help=f"A bank the new bank must not overlap (repeatable; `{LLMDEL_ALIAS}` "
-                                                 "= the six shipped games).")]=[],
-          min_spread:Annotated[float, typer.Option(help="Discriminativeness floor on the nnw spread over IR.")]=0.2,
-          modes:Annotated[list[str], typer.Option(help=_MODES_HELP)]=["full"],
-          max_candidates:Annotated[int|None,
-                                   typer.Option(help="Give up after this many seeds (default 100 × n).")]=None,
-          progress:Annotated[bool, typer.Option(help="Show a progress bar.")]=True,
-          force:Annotated[bool, typer.Option(help=_FORCE_HELP)]=False):
+def eval_(
+    out: Annotated[Path, typer.Option(help="The bank folder to write.")],
+    n: Annotated[int, typer.Option(help="Number of base games (seeds) to accept.")] = 24,
+    first_seed: Annotated[int, typer.Option(help="The first candidate seed.")] = 41000,
+    known_bank: Annotated[
+        list[str],
+        typer.Option(
+            help=f"A bank the new bank must not overlap (repeatable; `{LLMDEL_ALIAS}` = the six shipped games)."
+        ),
+    ] = [],
+    min_spread: Annotated[float, typer.Option(help="Discriminativeness floor on the nnw spread over IR.")] = 0.2,
+    modes: Annotated[list[str], typer.Option(help=_MODES_HELP)] = ["full"],
+    max_candidates: Annotated[int | None, typer.Option(help="Give up after this many seeds (default 100 × n).")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    force: Annotated[bool, typer.Option(help=_FORCE_HELP)] = False,
+):
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
     with folder_lock(out, "fairneg bank eval"):
         before = _manifest_text(out)
-        rows = make_eval_bank(out, n, first_seed, known_bank, min_spread, modes, max_candidates, progress=progress,
-                              verbose=False, force=force)
+        rows = make_eval_bank(
+            out,
+            n,
+            first_seed,
+            known_bank,
+            min_spread,
+            modes,
+            max_candidates,
+            progress=progress,
+            verbose=False,
+            force=force,
+        )
     typer.echo(_bank_line(out, rows, before, force, f"accepted: {read_json(out / GUARD)['summary']}"))
 
 # %% ../nbs/03_bank.ipynb #7ab15668
 @app.command()
-def check(bank:Annotated[Path, typer.Argument(help="The bank folder to check.")],
-          known_bank:Annotated[list[str],
-                               typer.Option(help="A bank to check against (repeat the flag for several).")]=[],
-          json_:Annotated[bool, typer.Option("--json", help="One JSON object per colliding pair.")]=False,
-          within:Annotated[bool,
-                           typer.Option(help="Also report collisions between different games of the bank.")]=True):
+def check(
+    bank: Annotated[Path, typer.Argument(help="The bank folder to check.")],
+    known_bank: Annotated[list[str], typer.Option(help="A bank to check against (repeat the flag for several).")] = [],
+    json_: Annotated[bool, typer.Option("--json", help="One JSON object per colliding pair.")] = False,
+    within: Annotated[bool, typer.Option(help="Also report collisions between different games of the bank.")] = True,
+):
     "List fingerprint collisions; exit 0 when there are none, 1 when there are."
     rows = check_bank(bank, known_bank, within)
     if json_:
-        for r in rows: typer.echo(json.dumps(r))
+        for r in rows:
+            typer.echo(json.dumps(r))
     elif rows:
         import pandas as pd
+
         typer.echo(pd.DataFrame(rows).to_string(index=False))
         typer.echo(f"{len(rows)} collision(s)")
-    else: typer.echo(f"{bank}: no collisions")
+    else:
+        typer.echo(f"{bank}: no collisions")
     raise typer.Exit(1 if rows else 0)

@@ -16,132 +16,163 @@ __all__ = ['EMBED_OPTIONS', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geom
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
 _LONG_FLOAT = re.compile(r"(-?\d+\.\d{2})\d+")
 
-def round_geometry(svg:str)->str:
+
+def round_geometry(svg: str) -> str:
     "Cut coordinates in an SVG's geometry attributes to 2 decimals."
     return _GEOM_ATTR.sub(lambda m: m[1] + '="' + _LONG_FLOAT.sub(r"\1", m[2]) + '"', svg)
+
 
 _LIVE_ATTR = re.compile(r' (?:role|aria-roledescription|aria-hidden|pointer-events)="[^"]*"')
 
 # %% ../nbs/00_charts.ipynb #ae866ecb
-def drop_live_attributes(svg:str)->str:
+def drop_live_attributes(svg: str) -> str:
     "Drop the attributes only a live view reads (`role`, `aria-roledescription`, `aria-hidden`, `pointer-events`)."
     return _LIVE_ATTR.sub("", svg)
 
 # %% ../nbs/00_charts.ipynb #f2fe1483
-def vl_version()->str|None:
+def vl_version() -> str | None:
     "The Vega-Lite version altair writes (`major.minor`), or `None` where vl-convert lacks it (its default then)."
     import altair as alt, vl_convert as vlc
+
     v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return v if v in vlc.get_vegalite_versions() else None
 
 # %% ../nbs/00_charts.ipynb #fb7b6b6e
-def spec_svg(spec:dict)->str:
+def spec_svg(spec: dict) -> str:
     "A Vega-Lite spec as SVG, offline by vl-convert: no ARIA labels or live-view attributes, coordinates to 2 decimals."
     import vl_convert as vlc
+
     spec = {**spec, "config": {**spec.get("config", {}), "aria": False}}
     return drop_live_attributes(round_geometry(vlc.vegalite_to_svg(spec, vl_version=vl_version())))
 
 # %% ../nbs/00_charts.ipynb #717a549c
-EMBED_OPTIONS = {"renderer": "svg", "actions": False}   # vega-embed options of the JupyterLab widget
+EMBED_OPTIONS = {"renderer": "svg", "actions": False}  # vega-embed options of the JupyterLab widget
 
-def has_widgets()->bool:
+
+def has_widgets() -> bool:
     "Whether altair's JupyterChart can be built here (anywidget installed)."
     return find_spec("anywidget") is not None
 
 # %% ../nbs/00_charts.ipynb #61bbcb7b
-def widget_bundle(spec:dict)->dict:
+def widget_bundle(spec: dict) -> dict:
     "The mimebundle of an offline JupyterChart of the spec (JavaScript from vl-convert, not a CDN)."
     import altair as alt
+
     alt.JupyterChart.enable_offline()
     data, _ = alt.JupyterChart(alt.Chart.from_dict(spec), embed_options=EMBED_OPTIONS)._repr_mimebundle_()
     return data
 
 # %% ../nbs/00_charts.ipynb #db976886
-def chart_bundle(spec:dict, **metadata)->dict:
+def chart_bundle(spec: dict, **metadata) -> dict:
     "The `fairneg` renderer: an offline interactive widget where anywidget is installed, beside a static SVG."
-    bundle = {"image/svg+xml": spec_svg(spec),
-              "text/plain": "<altair chart: interactive in JupyterLab, an SVG elsewhere>"}
+    bundle = {
+        "image/svg+xml": spec_svg(spec),
+        "text/plain": "<altair chart: interactive in JupyterLab, an SVG elsewhere>",
+    }
     return {**widget_bundle(spec), **bundle} if has_widgets() else bundle
 
 # %% ../nbs/00_charts.ipynb #fe1ea428
 RENDERER = "fairneg"
 
-def enable(name:str=RENDERER, # an altair renderer name; `fairneg` is this chapter's
-           **options)->str:
+
+def enable(
+    name: str = RENDERER,  # an altair renderer name; `fairneg` is this chapter's
+    **options,
+) -> str:
     "Register the `fairneg` renderer and enable `name`; return the renderer now active."
     import altair as alt
-    if RENDERER not in alt.renderers.names(): alt.renderers.register(RENDERER, chart_bundle)
+
+    if RENDERER not in alt.renderers.names():
+        alt.renderers.register(RENDERER, chart_bundle)
     alt.renderers.enable(name, **options)
     return alt.renderers.active
 
 # %% ../nbs/00_charts.ipynb #dbdd4810
-def enable_default()->str:
+def enable_default() -> str:
     "Enable the `fairneg` renderer unless the user already chose another than altair's default."
     import altair as alt
+
     return enable() if alt.renderers.active in ("default", "html", RENDERER) else alt.renderers.active
 
-def displays_charts()->bool:
+
+def displays_charts() -> bool:
     "Whether this process can display a chart (IPython is loaded) and altair is installed (a GPU image may lack it)."
     return "IPython" in sys.modules and find_spec("altair") is not None
 
-if displays_charts(): enable_default()
+
+if displays_charts():
+    enable_default()
 
 # %% ../nbs/00_charts.ipynb #2e88af13
 # Tableau 10 without its grey
 ARM_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
-BASE_COLOR = "#333333"   # the untrained base, in every figure that draws it
+BASE_COLOR = "#333333"  # the untrained base, in every figure that draws it
 
-def arm_colors(arms)->dict:
+
+def arm_colors(arms) -> dict:
     "One colour per arm, in the order given (the palette repeats past nine arms)."
     return {a: ARM_PALETTE[k % len(ARM_PALETTE)] for k, a in enumerate(dict.fromkeys(arms))}
 
 # %% ../nbs/00_charts.ipynb #8ab942bc
-def color_scale(names, # the names a figure draws, in legend order
-                colors:dict, # name -> colour (`arm_colors`); a name it lacks is drawn in `BASE_COLOR`
-               ):
+def color_scale(
+    names,  # the names a figure draws, in legend order
+    colors: dict,  # name -> colour (`arm_colors`); a name it lacks is drawn in `BASE_COLOR`
+):
     "An altair colour scale giving each of these names its colour: the same name, the same colour in every figure."
     import altair as alt
+
     names = list(dict.fromkeys(names))
     return alt.Scale(domain=names, range=[colors.get(n, BASE_COLOR) for n in names])
 
 # %% ../nbs/00_charts.ipynb #af0d7365
 _SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
+
 class ScriptJSONEncoder(json.JSONEncoder):
     "JSON that cannot end the `<script>` it is written into: `<`, `>`, `&` as `\\u003c`, `\\u003e`, `\\u0026`."
-    def encode(self, o): return super().encode(o).translate(_SCRIPT_ESCAPES)
+
+    def encode(self, o):
+        return super().encode(o).translate(_SCRIPT_ESCAPES)
+
     def iterencode(self, o, _one_shot=False):
         return (s.translate(_SCRIPT_ESCAPES) for s in super().iterencode(o, _one_shot))
 
-def script_json(obj, **kw)->str:
+
+def script_json(obj, **kw) -> str:
     "`obj` as JSON to write inside a `<script>` (`ScriptJSONEncoder`); `kw`: `json.dumps`'s options."
     return json.dumps(obj, cls=ScriptJSONEncoder, **kw)
 
 # %% ../nbs/00_charts.ipynb #c615710b
 class _HtmlSafe:
     "Mixed into an altair chart class: its `to_html` and `save` write the spec with `ScriptJSONEncoder`."
+
     def to_html(self, *args, json_kwds=None, **kw):
         return super().to_html(*args, json_kwds={"cls": ScriptJSONEncoder, **(json_kwds or {})}, **kw)
+
     def save(self, fp, *args, json_kwds=None, **kw):
         return super().save(fp, *args, json_kwds={"cls": ScriptJSONEncoder, **(json_kwds or {})}, **kw)
 
-_SAFE_CLASSES = {}   # altair chart class -> its html-safe subclass
+
+_SAFE_CLASSES = {}  # altair chart class -> its html-safe subclass
+
 
 def html_safe(chart):
-    "The chart as one whose HTML page (`save(\"x.html\")`, `to_html()`) writes its spec through `script_json`."
+    'The chart as one whose HTML page (`save("x.html")`, `to_html()`) writes its spec through `script_json`.'
     base = type(chart)
-    if issubclass(base, _HtmlSafe): return chart
+    if issubclass(base, _HtmlSafe):
+        return chart
     cls = _SAFE_CLASSES.setdefault(base, type(base.__name__, (_HtmlSafe, base), {"__doc__": base.__doc__}))
     return cls(*chart._args, **chart._kwds)
 
 # %% ../nbs/00_charts.ipynb #9d070d4c
-def md_text(v)->str:
+def md_text(v) -> str:
     "A value from a run as Markdown text: no tag (`html.escape`), no table border (`\\|`), on one line."
     return html.escape(" ".join(str(v).splitlines()), quote=False).replace("|", "\\|")
 
-def md_code(v)->str:
+
+def md_code(v) -> str:
     "A value from a run as a Markdown code span, shown as it is: fenced by more backticks than it holds in a row."
     s = " ".join(str(v).splitlines())
     fence = "`" * (max(map(len, re.findall("`+", s)), default=0) + 1)
-    pad = " " if s[:1] == "`" or s[-1:] == "`" else ""   # CommonMark strips one space each side
+    pad = " " if s[:1] == "`" or s[-1:] == "`" else ""  # CommonMark strips one space each side
     return f"{fence}{pad}{s}{pad}{fence}"

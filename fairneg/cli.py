@@ -17,24 +17,93 @@ __all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry', 'provenance_cmd', 
 
 # %% ../nbs/17_cli.ipynb #48178248
 # verb -> its chapter's typer app, imported when the verb is first used; one line per chapter that adds commands
-def _bank(): from fairneg.bank import app; return app
-def _play(): from fairneg.policies import play_app; return play_app
-def _soundness(): from fairneg.rollout import soundness_app; return soundness_app
-def _eval(): from fairneg.eval import app; return app
-def _train(): from fairneg.grpo import app; return app
-def _pilot(): from fairneg.pilot import app; return app
-def _pairs(): from fairneg.pairs import app; return app
-def _dpo(): from fairneg.dpo import app; return app
-def _model(): from fairneg.policies import model_app; return model_app
-def _report(): from fairneg.report import app; return app
-def _export(): from fairneg.export import app; return app
+def _bank():
+    from fairneg.bank import app
 
-SUBAPPS = {"bank": _bank, "play": _play, "soundness": _soundness, "eval": _eval, "train": _train, "pilot": _pilot,
-           "pairs": _pairs, "dpo": _dpo, "model": _model, "report": _report, "export": _export}
+    return app
+
+
+def _play():
+    from fairneg.policies import play_app
+
+    return play_app
+
+
+def _soundness():
+    from fairneg.rollout import soundness_app
+
+    return soundness_app
+
+
+def _eval():
+    from fairneg.eval import app
+
+    return app
+
+
+def _train():
+    from fairneg.grpo import app
+
+    return app
+
+
+def _pilot():
+    from fairneg.pilot import app
+
+    return app
+
+
+def _pairs():
+    from fairneg.pairs import app
+
+    return app
+
+
+def _dpo():
+    from fairneg.dpo import app
+
+    return app
+
+
+def _model():
+    from fairneg.policies import model_app
+
+    return model_app
+
+
+def _report():
+    from fairneg.report import app
+
+    return app
+
+
+def _export():
+    from fairneg.export import app
+
+    return app
+
+
+SUBAPPS = {
+    "bank": _bank,
+    "play": _play,
+    "soundness": _soundness,
+    "eval": _eval,
+    "train": _train,
+    "pilot": _pilot,
+    "pairs": _pairs,
+    "dpo": _dpo,
+    "model": _model,
+    "report": _report,
+    "export": _export,
+}
+
 
 class RootGroup(CliGroup):
     "The `fairneg` group: its own commands plus those of `SUBAPPS`, each chapter imported when first needed."
-    def list_commands(self, ctx): return [*[n for n in SUBAPPS if n not in self.commands], *super().list_commands(ctx)]
+
+    def list_commands(self, ctx):
+        return [*[n for n in SUBAPPS if n not in self.commands], *super().list_commands(ctx)]
+
     def get_command(self, ctx, name):
         if name not in self.commands and name in SUBAPPS:
             cmd = typer.main.get_command(SUBAPPS[name]())
@@ -42,65 +111,100 @@ class RootGroup(CliGroup):
             self.commands[name] = cmd
         return super().get_command(ctx, name)
 
-app = typer.Typer(cls=RootGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False, help=
-    "fairneg: fair multi-party negotiation games with exact geometry — game geometry, game banks and the pilot.")
+
+app = typer.Typer(
+    cls=RootGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    help="fairneg: fair multi-party negotiation games with exact geometry — game geometry, game banks and the pilot.",
+)
 
 # %% ../nbs/17_cli.ipynb #00d8f96a
-def _version(show:bool):
+def _version(show: bool):
     if show:
         typer.echo(f"fairneg {__version__}")
         raise typer.Exit()
 
 # %% ../nbs/17_cli.ipynb #18e4d96f
 @app.callback()
-def main(version:Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                              help="Print the version.")]=False):
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+):
     "A group callback, so that `fairneg` is always a group of verbs (typer collapses a one-command app)."
 
 # %% ../nbs/17_cli.ipynb #cdb996ea
-def _pick_game(games:list, name:str|None, path)->list:
+def _pick_game(games: list, name: str | None, path) -> list:
     "The games to show: all of them, or the one called `name` (a `GameError` naming the bank's games otherwise)."
     from fairneg.game import GameError
-    if name is None: return games
+
+    if name is None:
+        return games
     hit = [g for g in games if g.name == name]
-    if not hit: raise GameError(path, "--game", f"no game `{name}` here (games: {', '.join(g.name for g in games[:12])}"
-                                + (", ..." if len(games) > 12 else "") + ")")
+    if not hit:
+        raise GameError(
+            path,
+            "--game",
+            f"no game `{name}` here (games: {', '.join(g.name for g in games[:12])}"
+            + (", ..." if len(games) > 12 else "")
+            + ")",
+        )
     return hit
 
 # %% ../nbs/17_cli.ipynb #fa3ce468
 @app.command()
-def geometry(game:Annotated[Path,
-                            typer.Argument(help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a "
-                                                "folder of games or `@llm_deliberation`.")],
-             name:Annotated[str|None, typer.Option("--game", help="Of a bank: the game to show in full.")]=None,
-             json_:Annotated[bool, typer.Option("--json",
-                                                help="Print JSON: one object for a game, a list for several.")]=False):
+def geometry(
+    game: Annotated[
+        Path,
+        typer.Argument(
+            help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a "
+            "folder of games or `@llm_deliberation`."
+        ),
+    ],
+    name: Annotated[str | None, typer.Option("--game", help="Of a bank: the game to show in full.")] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print JSON: one object for a game, a list for several.")
+    ] = False,
+):
     "Print a game's exact geometry (per solution: deal, nnw, each party's u and z), or one row per game of a bank."
     from fairneg.bank import bank_games
     from fairneg.geometry import bank_geometry, geometry_summary, geometry_text, solve
+
     games = _pick_game(bank_games(game), name, game)
     geos = [solve(g) for g in games]
     if json_:
         typer.echo(json.dumps(geometry_summary(geos[0]) if len(geos) == 1 else [geometry_summary(g) for g in geos]))
-    elif len(geos) == 1: typer.echo(geometry_text(geos[0]))
+    elif len(geos) == 1:
+        typer.echo(geometry_text(geos[0]))
     else:
         typer.echo(f"{game}: {len(geos)} games; `--game NAME` shows one in full")
         typer.echo(bank_geometry(geos).to_string(index=False))
 
 # %% ../nbs/17_cli.ipynb #ee984567
 @app.command("provenance")
-def provenance_cmd(json_:Annotated[bool, typer.Option("--json", help="Print the record as one JSON object.")]=False):
+def provenance_cmd(json_: Annotated[bool, typer.Option("--json", help="Print the record as one JSON object.")] = False):
     "Print how this machine computes under `fairneg`: the lock the venv matches, the numerics pins, torch's and BLAS's paths."
-    try: import torch, numpy  # noqa: F401  (so that their kernels are read)
-    except ImportError: pass
+    try:
+        import torch, numpy  # noqa: F401  (so that their kernels are read)
+    except ImportError:
+        pass
     rec = provenance()
-    if json_: typer.echo(json.dumps(rec)); return
+    if json_:
+        typer.echo(json.dumps(rec))
+        return
     lk, nm = rec["lock"], rec["numerics"]
-    typer.echo(f"lock: {lk['lock']} (sha256 {str(lk['lock_sha256'])[:12]}), "
-               + ("the venv matches it" if lk["matches"] else f"the venv differs:\n{lk.get('drift_text') or lk.get('note')}"))
-    typer.echo(f"numerics: {nm['mode']}, " + ("pinned" if nm["pinned"] else f"not pinned ({', '.join(nm['unpinned'])})")
-               + f"; cpu {nm['cpu']}; torch {nm.get('torch_capability')} x {nm.get('torch_threads')} threads; blas "
-               + ", ".join(f"{b['internal_api']} {b['architecture']}" for b in nm["blas"]))
+    typer.echo(
+        f"lock: {lk['lock']} (sha256 {str(lk['lock_sha256'])[:12]}), "
+        + ("the venv matches it" if lk["matches"] else f"the venv differs:\n{lk.get('drift_text') or lk.get('note')}")
+    )
+    typer.echo(
+        f"numerics: {nm['mode']}, "
+        + ("pinned" if nm["pinned"] else f"not pinned ({', '.join(nm['unpinned'])})")
+        + f"; cpu {nm['cpu']}; torch {nm.get('torch_capability')} x {nm.get('torch_threads')} threads; blas "
+        + ", ".join(f"{b['internal_api']} {b['architecture']}" for b in nm["blas"])
+    )
 
 # %% ../nbs/17_cli.ipynb #b1745299
 def console():
@@ -109,4 +213,5 @@ def console():
     app(prog_name="fairneg")
 
 # %% ../nbs/17_cli.ipynb #9f315b30
-if __name__ == "__main__" and "ipykernel" not in sys.modules: console()
+if __name__ == "__main__" and "ipykernel" not in sys.modules:
+    console()

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
 from typer.core import TyperCommand, TyperGroup
-try: from typer._click import exceptions as click_exceptions   # typer >= 0.2x carries its own click
-except ImportError: from click import exceptions as click_exceptions
+
+try:
+    from typer._click import exceptions as click_exceptions  # typer >= 0.2x carries its own click
+except ImportError:
+    from click import exceptions as click_exceptions
 
 # %% auto #0
 __all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line', 'BadValue',
@@ -21,26 +24,30 @@ __all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'USER_OS_ERRO
            'key_values']
 
 # %% ../nbs/00_commands.ipynb #99a45f25
-EXIT_CODES = {   # what every exit status of `fairneg` means, documented once (the README's table is this one)
+EXIT_CODES = {  # what every exit status of `fairneg` means, documented once (the README's table is this one)
     0: "done; a gate POSITIVE; a check that passed",
     1: "a verdict or check that failed: a gate NEGATIVE, soundness FAIL, a bank check with problems",
-    2: ("a user error: one line `error: <where>: <what>` (a bad file, field, option or value; a full disk; "
-        "a busy folder)"),
+    2: (
+        "a user error: one line `error: <where>: <what>` (a bad file, field, option or value; a full disk; "
+        "a busy folder)"
+    ),
     3: "a gate VOID (a clause that cannot be judged)",
     4: "a crash: one line names the log file that holds the traceback",
     130: "interrupted (Ctrl-C)",
 }
 EXIT_USER, EXIT_CRASH = 2, 4
 
-USER_ERRORS = []   # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
+USER_ERRORS = []  # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
 
-def user_error(cls:type)->type:
+
+def user_error(cls: type) -> type:
     "Register an exception class as a user error (printed as one line, exit code 2); returns it (a class decorator)."
-    if cls not in USER_ERRORS: USER_ERRORS.append(cls)
+    if cls not in USER_ERRORS:
+        USER_ERRORS.append(cls)
     return cls
 
 # %% ../nbs/00_commands.ipynb #2444473c
-def one_line(text)->str:
+def one_line(text) -> str:
     "A message on one line: every run of whitespace (newlines included) becomes one space."
     return " ".join(str(text).split())
 
@@ -52,226 +59,317 @@ class BadValue(ValueError):
 # %% ../nbs/00_commands.ipynb #e0ca128b
 class UnknownName(KeyError, BadValue):
     "A name missing from a registry (an agent, a type): a `KeyError` to code that looks it up, a user error to the CLI."
-    def __str__(self): return str(self.args[0]) if self.args else ""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 # %% ../nbs/00_commands.ipynb #2af15464
 class MissingInput(FileNotFoundError, BadValue):
     "An input file or folder that is not there: a `FileNotFoundError` to the code, a user error to the CLI."
 
 # %% ../nbs/00_commands.ipynb #776f6e8b
-def crash_dir()->Path:
+def crash_dir() -> Path:
     "Where crash logs go: `$FAIRNEG_CRASH_DIR`, else `$XDG_CACHE_HOME/fairneg/crashes` (`~/.cache/fairneg/crashes`)."
-    if os.environ.get("FAIRNEG_CRASH_DIR"): return Path(os.environ["FAIRNEG_CRASH_DIR"])
+    if os.environ.get("FAIRNEG_CRASH_DIR"):
+        return Path(os.environ["FAIRNEG_CRASH_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fairneg" / "crashes"
 
 # %% ../nbs/00_commands.ipynb #d3ea5348
-def write_crash_log(exc:BaseException, # the exception that ended the command
-                    argv=None, # the command line (default: `sys.argv`)
-                   )->Path:
+def write_crash_log(
+    exc: BaseException,  # the exception that ended the command
+    argv=None,  # the command line (default: `sys.argv`)
+) -> Path:
     "Save a crash's command line, versions and traceback to a new file in `crash_dir()` (else the temp folder)."
     import tempfile, fairneg
-    head = [f"command: {' '.join(map(str, sys.argv if argv is None else argv))}", f"cwd: {os.getcwd()}",
-            f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}",
-            f"fairneg {fairneg.__version__}, Python {platform.python_version()}, {platform.platform()}"]
+
+    head = [
+        f"command: {' '.join(map(str, sys.argv if argv is None else argv))}",
+        f"cwd: {os.getcwd()}",
+        f"time: {time.strftime('%Y-%m-%dT%H:%M:%S')}",
+        f"fairneg {fairneg.__version__}, Python {platform.python_version()}, {platform.platform()}",
+    ]
     text = "\n".join(head) + "\n\n" + "".join(traceback.format_exception(exc))
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    for d in (crash_dir(), Path(tempfile.gettempdir())):              # a read-only home: the log still goes somewhere
-        try: d.mkdir(parents=True, exist_ok=True); (d / name).write_text(text, encoding="utf-8"); return d / name
-        except OSError: continue
+    for d in (crash_dir(), Path(tempfile.gettempdir())):  # a read-only home: the log still goes somewhere
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            (d / name).write_text(text, encoding="utf-8")
+            return d / name
+        except OSError:
+            continue
     return Path(tempfile.gettempdir()) / name
 
 # %% ../nbs/00_commands.ipynb #7329b548
-def usage_line(e:click_exceptions.ClickException)->str:
+def usage_line(e: click_exceptions.ClickException) -> str:
     "A usage error (missing option, bad value, unknown flag) as one line: `error: <command>: <what>`."
     ctx = getattr(e, "ctx", None)
     return f"error: {ctx.command_path if ctx is not None else 'fairneg'}: {one_line(e.format_message())}"
 
 # %% ../nbs/00_commands.ipynb #9a6ed42a
-def crash_line(e:BaseException, log:Path)->str:
+def crash_line(e: BaseException, log: Path) -> str:
     "The one line a crash prints: what went wrong and the log file that holds its traceback."
-    return (f"crash: {type(e).__name__}: {one_line(e)[:300]} "
-            f"(a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})")
+    return (
+        f"crash: {type(e).__name__}: {one_line(e)[:300]} (a bug in fairneg, exit code {EXIT_CRASH}; traceback in {log})"
+    )
 
 # %% ../nbs/00_commands.ipynb #afdcde4a
 # OS errors a user fixes (room on the disk, a permission): one line, exit 2, not a crash
-USER_OS_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-                  errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-                  errno.EROFS: "a read-only file system"}
+USER_OS_ERRORS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "a read-only file system",
+}
 
-def os_problem(e:BaseException)->str|None:
+
+def os_problem(e: BaseException) -> str | None:
     "A user's OS error (a full disk, no permission) as one line naming its file; None for any other error."
-    if not isinstance(e, OSError) or e.errno not in USER_OS_ERRORS: return None
-    return (f"{e.filename or 'a file'}: cannot write: {USER_OS_ERRORS[e.errno]} ({e.strerror}); make room or fix the "
-            "permission, then run the command again (what was written completely is kept)")
+    if not isinstance(e, OSError) or e.errno not in USER_OS_ERRORS:
+        return None
+    return (
+        f"{e.filename or 'a file'}: cannot write: {USER_OS_ERRORS[e.errno]} ({e.strerror}); make room or fix the "
+        "permission, then run the command again (what was written completely is kept)"
+    )
 
 # %% ../nbs/00_commands.ipynb #bd2be009
 # handled by `CliGroup.main`/typer
 _PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)
 
+
 class CliGroup(TyperGroup):
     "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage/OS errors one line and 2, crash 4, a log."
+
     def invoke(self, ctx):
-        try: rv = super().invoke(ctx)
+        try:
+            rv = super().invoke(ctx)
         except tuple(USER_ERRORS) as e:
             typer.echo("error: " + one_line(e), err=True)
             raise typer.Exit(EXIT_USER)
-        except _PASS: raise
+        except _PASS:
+            raise
         except Exception as e:
             if (line := os_problem(e)) is not None:
                 typer.echo("error: " + line, err=True)
                 raise typer.Exit(EXIT_USER) from None
             typer.echo(crash_line(e, write_crash_log(e)), err=True)
             raise typer.Exit(EXIT_CRASH)
-        return None if ctx.parent is None else rv   # a command's return value is not an exit status
+        return None if ctx.parent is None else rv  # a command's return value is not an exit status
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode:bool=True, **extra):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
         "Run the group; standalone, a usage error is one line with exit code 2 (typer would draw a box)."
-        if not standalone_mode: return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        try: code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click_exceptions.NoArgsIsHelpError as e: typer.echo(e.ctx.get_help()); sys.exit(0)
-        except click_exceptions.ClickException as e: typer.echo(usage_line(e), err=True); sys.exit(EXIT_USER)
-        except typer.Abort: typer.echo("aborted", err=True); sys.exit(1)
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.NoArgsIsHelpError as e:
+            typer.echo(e.ctx.get_help())
+            sys.exit(0)
+        except click_exceptions.ClickException as e:
+            typer.echo(usage_line(e), err=True)
+            sys.exit(EXIT_USER)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
 # %% ../nbs/00_commands.ipynb #84a31557
-def nearest(word, # a name the user gave
-            known, # the names it should have been one of
-           )->str|None:
+def nearest(
+    word,  # a name the user gave
+    known,  # the names it should have been one of
+) -> str | None:
     "The known name closest to `word` (difflib's ratio of at least 0.6, case ignored), or None."
     low = {str(k).lower(): k for k in known}
     hit = difflib.get_close_matches(str(word).lower(), list(low), n=1, cutoff=0.6)
     return low[hit[0]] if hit else None
 
 # %% ../nbs/00_commands.ipynb #c154abba
-def unknown_names(bad, # the names that are not known
-                  known, # the names that are
-                  what:str="key", # what they are, for the message
-                 )->str:
+def unknown_names(
+    bad,  # the names that are not known
+    known,  # the names that are
+    what: str = "key",  # what they are, for the message
+) -> str:
     "`unknown key `threshholds` (did you mean `thresholds`?; known: ...)`, for one or more unknown names."
     bad = list(bad)
     guesses = [f"`{b}`" + (f" (did you mean `{n}`?)" if (n := nearest(b, known)) is not None else "") for b in bad]
     return f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(guesses)} (known: {', '.join(map(str, known))})"
 
 # %% ../nbs/00_commands.ipynb #b2187b53
-def json_kind(v)->str:
-    "A parsed JSON or YAML value's type in words, with the value when short: `a string (\"five\")`."
-    kind = ("null" if v is None else "true/false" if isinstance(v, bool) else "an integer" if isinstance(v, int)
-            else "a number" if isinstance(v, float) else "a string" if isinstance(v, str) else "a list"
-            if isinstance(v, list)
-            else "an object" if isinstance(v, dict) else type(v).__name__)
+def json_kind(v) -> str:
+    'A parsed JSON or YAML value\'s type in words, with the value when short: `a string ("five")`.'
+    kind = (
+        "null"
+        if v is None
+        else "true/false"
+        if isinstance(v, bool)
+        else "an integer"
+        if isinstance(v, int)
+        else "a number"
+        if isinstance(v, float)
+        else "a string"
+        if isinstance(v, str)
+        else "a list"
+        if isinstance(v, list)
+        else "an object"
+        if isinstance(v, dict)
+        else type(v).__name__
+    )
     shown = json.dumps(v, ensure_ascii=False, default=str) if not isinstance(v, (list, dict)) else ""
     return kind + (f" ({shown})" if shown and len(shown) <= 40 and v is not None else "")
 
-_KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", Path: "a path (a string)",
-          list: "a list", dict: "a mapping"}
+
+_KINDS = {
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    Path: "a path (a string)",
+    list: "a list",
+    dict: "a mapping",
+}
 
 # %% ../nbs/00_commands.ipynb #c2ed21cf
-def type_problem(v, hint)->str|None:
+def type_problem(v, hint) -> str | None:
     "What is wrong with value `v` for a field annotated `hint` (`int`, `float | None`, `list[int]`, ...), or None."
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         probs = [type_problem(v, a) for a in args if a is not type(None)]
-        return None if (v is None and type(None) in args) or any(p is None for p in probs) else (
-            f"must be {' or '.join(_KINDS.get(a, getattr(a, '__name__', str(a))) for a in args if a is not type(None))}"
-            + (" or null" if type(None) in args else "") + f", got {json_kind(v)}")
+        return (
+            None
+            if (v is None and type(None) in args) or any(p is None for p in probs)
+            else (
+                f"must be {' or '.join(_KINDS.get(a, getattr(a, '__name__', str(a))) for a in args if a is not type(None))}"
+                + (" or null" if type(None) in args else "")
+                + f", got {json_kind(v)}"
+            )
+        )
     if origin is list:
-        if not isinstance(v, list): return f"must be a list, got {json_kind(v)}"
+        if not isinstance(v, list):
+            return f"must be a list, got {json_kind(v)}"
         bad = [(i, p) for i, x in enumerate(v) if (p := type_problem(x, args[0] if args else typing.Any))]
         return f"item {bad[0][0]}: {bad[0][1]}" if bad else None
-    ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
-          bool: lambda: isinstance(v, bool), str: lambda: isinstance(v, str), Path: lambda: isinstance(v, (str, Path)),
-          dict: lambda: isinstance(v, dict)}.get(origin or hint)
+    ok = {
+        int: lambda: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
+        bool: lambda: isinstance(v, bool),
+        str: lambda: isinstance(v, str),
+        Path: lambda: isinstance(v, (str, Path)),
+        dict: lambda: isinstance(v, dict),
+    }.get(origin or hint)
     return None if ok is None or ok() else f"must be {_KINDS[origin or hint]}, got {json_kind(v)}"
 
 # %% ../nbs/00_commands.ipynb #d6682ef5
-def expand_multi(args:list[str], flags:set[str])->list[str]:
+def expand_multi(args: list[str], flags: set[str]) -> list[str]:
     "Rewrite `--flag a b` as `--flag a --flag b` for the given repeatable flags."
     out, cur, n = [], None, 0
     for i, a in enumerate(args):
-        if a == "--": return out + args[i:]
-        if a in flags: cur, n = a, 0; out.append(a)
-        elif a.startswith("-") and len(a) > 1: cur = None; out.append(a)
+        if a == "--":
+            return out + args[i:]
+        if a in flags:
+            cur, n = a, 0
+            out.append(a)
+        elif a.startswith("-") and len(a) > 1:
+            cur = None
+            out.append(a)
         elif cur is not None:
             out += [a] if n == 0 else [cur, a]
             n += 1
-        else: out.append(a)
+        else:
+            out.append(a)
     return out
 
 # %% ../nbs/00_commands.ipynb #5ddab9e9
 class MultiValueCommand(TyperCommand):
     "A typer command whose repeatable options also take several values after one flag."
+
     def parse_args(self, ctx, args):
         flags = {o for p in self.params if getattr(p, "multiple", False) for o in p.opts}
         return super().parse_args(ctx, expand_multi(args, flags))
 
 # %% ../nbs/00_commands.ipynb #52020431
 @functools.lru_cache(maxsize=None)
-def _file_comments(path:str, mtime:float)->tuple:
+def _file_comments(path: str, mtime: float) -> tuple:
     "A source file's syntax tree and its comments by line number, read once per file (and again when it changes)."
     src = Path(path).read_text(encoding="utf-8")
     tokens = tokenize.generate_tokens(io.StringIO(src).readline)
     return ast.parse(src), {t.start[0]: t.string[1:].strip() for t in tokens if t.type == tokenize.COMMENT}
 
-def _class_node(tree, qualname:str):
+
+def _class_node(tree, qualname: str):
     "The `class` statement of this qualified name in a module's tree (None where it is not a plain class statement)."
     node = tree
     for name in qualname.split("."):
         node = next((o for o in node.body if isinstance(o, ast.ClassDef) and o.name == name), None)
-        if node is None: return None
+        if node is None:
+            return None
     return node
 
 # %% ../nbs/00_commands.ipynb #8a264ec5
-def class_comments(cls)->dict:
+def class_comments(cls) -> dict:
     "Each field of `cls`'s own body -> its comment: after it on its line, else the comment lines right above it, or None."
-    try: path = inspect.getsourcefile(cls)
-    except (TypeError, OSError): return {}                      # a class defined in a notebook kernel has no source file
-    if not path or not os.path.isfile(path): return {}
+    try:
+        path = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        return {}  # a class defined in a notebook kernel has no source file
+    if not path or not os.path.isfile(path):
+        return {}
     tree, comments = _file_comments(path, os.path.getmtime(path))
     node = _class_node(tree, cls.__qualname__)
-    if node is None: return {}
-    fields = {o.lineno: o.target.id for o in node.body if isinstance(o, ast.AnnAssign) and isinstance(o.target, ast.Name)}
+    if node is None:
+        return {}
+    fields = {
+        o.lineno: o.target.id for o in node.body if isinstance(o, ast.AnnAssign) and isinstance(o.target, ast.Name)
+    }
     out = {}
     for line, name in fields.items():
         above, k = [], line - 1
-        while k in comments and k not in fields: above.append(comments[k]); k -= 1
+        while k in comments and k not in fields:
+            above.append(comments[k])
+            k -= 1
         out[name] = comments.get(line) or "\n".join(reversed(above)) or None
     return out
 
 # %% ../nbs/00_commands.ipynb #bc132e24
-def _flag_help(name:str, doc:str|None, default, readable:bool)->str:
+def _flag_help(name: str, doc: str | None, default, readable: bool) -> str:
     if not doc:
-        if readable: raise ValueError(f"config field `{name}` has no comment "
-                                      "(after it, or on the lines right above it): it is the flag's help text")
-        return ""                        # a class whose source cannot be read (defined in a notebook kernel)
-    doc = " ".join(doc.split())          # a comment above a field may run over several lines
+        if readable:
+            raise ValueError(
+                f"config field `{name}` has no comment "
+                "(after it, or on the lines right above it): it is the flag's help text"
+            )
+        return ""  # a class whose source cannot be read (defined in a notebook kernel)
+    doc = " ".join(doc.split())  # a comment above a field may run over several lines
     shown = "" if default is None or default is dataclasses.MISSING or default in ("", []) else f" (default {default})"
-    return (doc[0].upper() if doc[0].isascii() else doc[0]) + doc[1:] + shown   # `λ: ...` stays λ
+    return (doc[0].upper() if doc[0].isascii() else doc[0]) + doc[1:] + shown  # `λ: ...` stays λ
 
 # %% ../nbs/00_commands.ipynb #72ce1b4d
 def _field_default(f):
-    if f.default is not dataclasses.MISSING: return f.default
+    if f.default is not dataclasses.MISSING:
+        return f.default
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
 # %% ../nbs/00_commands.ipynb #95d747ef
-def field_docs(cls)->dict:
+def field_docs(cls) -> dict:
     "Each field's comment (None where it has none), read in the dataclass and in every dataclass it extends."
     docs = {}
-    for c in reversed(cls.__mro__):   # a base's comment stays unless the subclass comments the field again
-        if dataclasses.is_dataclass(c): docs.update({k: v for k, v in class_comments(c).items() if v or k not in docs})
+    for c in reversed(cls.__mro__):  # a base's comment stays unless the subclass comments the field again
+        if dataclasses.is_dataclass(c):
+            docs.update({k: v for k, v in class_comments(c).items() if v or k not in docs})
     return {f.name: docs.get(f.name) for f in dataclasses.fields(cls)}
 
 # %% ../nbs/00_commands.ipynb #c4ea1713
-def config_params(cls, # a dataclass whose fields carry comments (their help)
-                  skip=(), # fields left without a flag
-                 )->list:
+def config_params(
+    cls,  # a dataclass whose fields carry comments (their help)
+    skip=(),  # fields left without a flag
+) -> list:
     "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
     # its own source was read (a notebook's class is not)
     readable = any(docs.get(n) for n in vars(cls).get("__annotations__", {}))
     out = []
     for f in dataclasses.fields(cls):
-        if f.name in skip: continue
+        if f.name in skip:
+            continue
         t = hints[f.name]
         # `int | None` -> int (every flag is optional anyway)
         if typing.get_origin(t) in (typing.Union, types.UnionType):
@@ -279,18 +377,23 @@ def config_params(cls, # a dataclass whose fields carry comments (their help)
             t = inner[0] if len(inner) == 1 else t
         # `field(metadata=dict(flags=("--new", "--old")))`: the flag and its aliases
         flags = f.metadata.get("flags", ())
-        opt = typer.Option(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable),
-                           show_default=False)
-        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                     annotation=Annotated[Optional[t], opt]))
+        opt = typer.Option(
+            *flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False
+        )
+        out.append(
+            inspect.Parameter(
+                f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[t], opt]
+            )
+        )
     return out
 
 # %% ../nbs/00_commands.ipynb #5683b04f
-def config_command(cls, # the config dataclass
-                   fn, # `fn(**kw)`: the command's body; the config's flags arrive under the field names
-                   extra:list=(), # more parameters (`inspect.Parameter`s with typer annotations), before the flags
-                   skip=(), # config fields without a flag
-                  ):
+def config_command(
+    cls,  # the config dataclass
+    fn,  # `fn(**kw)`: the command's body; the config's flags arrive under the field names
+    extra: list = (),  # more parameters (`inspect.Parameter`s with typer annotations), before the flags
+    skip=(),  # config fields without a flag
+):
     "`fn` with a signature of the `extra` parameters and one flag per config field, for `app.command()(...)`."
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in extra] + config_params(cls, skip)
     fn.__signature__ = inspect.Signature(params)
@@ -298,41 +401,49 @@ def config_command(cls, # the config dataclass
     return fn
 
 # %% ../nbs/00_commands.ipynb #6e6afae4
-def extra_option(name:str, t, default, help:str)->inspect.Parameter:
+def extra_option(name: str, t, default, help: str) -> inspect.Parameter:
     "One typer option of a command besides its config's flags (an `extra` of `config_command`)."
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                             annotation=Annotated[t, typer.Option(help=help)])
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)]
+    )
 
 # %% ../nbs/00_commands.ipynb #127c1b76
-def config_section(d, # a parsed parameter file
-                   section:str, # the section the config reads (`train`, `eval`)
-                   cls, # the config dataclass
-                   source:str="parameters", # the file's name, for errors
-                   error:type=ValueError, # the error class raised
-                   whole:bool=False, # a file without the section is the section itself
-                   what:str|None=None, # how the error names the parameters (default: the section's name)
-                  )->dict:
+def config_section(
+    d,  # a parsed parameter file
+    section: str,  # the section the config reads (`train`, `eval`)
+    cls,  # the config dataclass
+    source: str = "parameters",  # the file's name, for errors
+    error: type = ValueError,  # the error class raised
+    whole: bool = False,  # a file without the section is the section itself
+    what: str | None = None,  # how the error names the parameters (default: the section's name)
+) -> dict:
     "The `section:` of a parameter file, checked against the fields of `cls`."
-    if not isinstance(d, dict): raise error(f"{source}: must hold a mapping (a `{section}:` section)")
+    if not isinstance(d, dict):
+        raise error(f"{source}: must hold a mapping (a `{section}:` section)")
     d = d.get(section, d if whole else {}) or {}
-    if not isinstance(d, dict): raise error(f"{source}: `{section}:` must be a mapping")
+    if not isinstance(d, dict):
+        raise error(f"{source}: `{section}:` must be a mapping")
     known = {f.name for f in dataclasses.fields(cls)}
     bad = sorted(set(d) - known)
-    if bad: raise error(f"{source}: {unknown_names(bad, sorted(known), f'{what or section} parameter')}")
+    if bad:
+        raise error(f"{source}: {unknown_names(bad, sorted(known), f'{what or section} parameter')}")
     hints = typing.get_type_hints(cls)
     for k, v in d.items():
-        if (p := type_problem(v, hints[k])): raise error(f"{source}: {what or section} parameter `{k}`: {p}")
+        if p := type_problem(v, hints[k]):
+            raise error(f"{source}: {what or section} parameter `{k}`: {p}")
     return dict(d)
 
 # %% ../nbs/00_commands.ipynb #6cb7a2d9
-def key_values(items, # `KEY=VALUE` command-line items
-               what:str, # the option, for errors
-               error:type=ValueError, # the error class raised
-              )->dict:
+def key_values(
+    items,  # `KEY=VALUE` command-line items
+    what: str,  # the option, for errors
+    error: type = ValueError,  # the error class raised
+) -> dict:
     "`KEY=VALUE` command-line items as a dict, values read as YAML scalars; `error` names the option and the bad item."
     out = {}
     for it in items:
         k, eq, v = str(it).partition("=")
-        if not eq or not k.strip(): raise error(f"{what} `{it}`: expected KEY=VALUE")
+        if not eq or not k.strip():
+            raise error(f"{what} `{it}`: expected KEY=VALUE")
         out[k.strip()] = yaml.safe_load(v)
     return out

@@ -19,10 +19,12 @@ __all__ = ['DEMO_CHECKPOINTS', 'DEMO_WIDE_CHECKPOINTS', 'DEMO_PREREG', 'syntheti
            'demo_mix', 'demo_run']
 
 # %% ../nbs/16_demo.ipynb #7d08f9c9
-def synthetic_steps(arm:str="lam0", # the arm's name
-                    lam:float=0.0, # its λ (the stand-in dynamics improve faster with a larger λ)
-                    steps:int=12, # how many steps
-                    seed:int=0)->list[dict]:
+def synthetic_steps(
+    arm: str = "lam0",  # the arm's name
+    lam: float = 0.0,  # its λ (the stand-in dynamics improve faster with a larger λ)
+    steps: int = 12,  # how many steps
+    seed: int = 0,
+) -> list[dict]:
     "Stand-in training telemetry, rows of the store's `step_row` schema (the trainer's): rewards climb, KL drifts up."
     rng = np.random.default_rng(seed)
     out = []
@@ -30,76 +32,121 @@ def synthetic_steps(arm:str="lam0", # the arm's name
         t = s / steps
         deal = float(np.clip(0.55 + (0.25 + 0.1 * lam) * t + rng.normal(0, 0.04), 0, 1))
         below = float(np.clip(0.18 - (0.05 + 0.08 * lam) * t + rng.normal(0, 0.02), 0, 1))
-        out.append(step_row(experiment_name=f"fairness_grpo_{arm}", arm=arm, step=s, lam=lam,
-                        reward_mean=-3.2 + (1.2 + 0.8 * lam) * t + rng.normal(0, 0.15),
-                            reward_std=1.1 - 0.3 * t + rng.normal(0, 0.05),
-                        worst_off_g=-4.4 + (0.8 + 1.6 * lam) * t + rng.normal(0, 0.2), deal_rate=deal,
-                        walk_rate=float(np.clip(0.2 * (1 - deal) + rng.normal(0, 0.02), 0, 1)),
-                            below_threshold_rate=below,
-                        nnw=0.18 + (0.08 + 0.1 * lam) * t + rng.normal(0, 0.01),
-                            worst_off_z=0.05 + 0.1 * lam * t + rng.normal(0, 0.01),
-                        adv_mean=0.0, adv_std=float(0.9 - 0.2 * t), zero_spread_groups=int(rng.integers(0, 2)),
-                        kl=0.004 * s * (1 + lam) + abs(rng.normal(0, 0.002)),
-                            logprob_drift=0.01 * s + rng.normal(0, 0.005),
-                        fabrication=int(rng.random() < 0.1), parse_failures=int(rng.integers(0, 3)),
-                        tokens_generated=int(20000 + rng.integers(0, 4000)), rollout_s=round(30 + rng.normal(0, 2), 3),
-                        ref_s=round(4 + rng.normal(0, 0.3), 3), train_s=round(12 + rng.normal(0, 1), 3),
-                        total_s=round(47 + rng.normal(0, 2), 3), config_hash=f"demo{arm}"))
+        out.append(
+            step_row(
+                experiment_name=f"fairness_grpo_{arm}",
+                arm=arm,
+                step=s,
+                lam=lam,
+                reward_mean=-3.2 + (1.2 + 0.8 * lam) * t + rng.normal(0, 0.15),
+                reward_std=1.1 - 0.3 * t + rng.normal(0, 0.05),
+                worst_off_g=-4.4 + (0.8 + 1.6 * lam) * t + rng.normal(0, 0.2),
+                deal_rate=deal,
+                walk_rate=float(np.clip(0.2 * (1 - deal) + rng.normal(0, 0.02), 0, 1)),
+                below_threshold_rate=below,
+                nnw=0.18 + (0.08 + 0.1 * lam) * t + rng.normal(0, 0.01),
+                worst_off_z=0.05 + 0.1 * lam * t + rng.normal(0, 0.01),
+                adv_mean=0.0,
+                adv_std=float(0.9 - 0.2 * t),
+                zero_spread_groups=int(rng.integers(0, 2)),
+                kl=0.004 * s * (1 + lam) + abs(rng.normal(0, 0.002)),
+                logprob_drift=0.01 * s + rng.normal(0, 0.005),
+                fabrication=int(rng.random() < 0.1),
+                parse_failures=int(rng.integers(0, 3)),
+                tokens_generated=int(20000 + rng.integers(0, 4000)),
+                rollout_s=round(30 + rng.normal(0, 2), 3),
+                ref_s=round(4 + rng.normal(0, 0.3), 3),
+                train_s=round(12 + rng.normal(0, 1), 3),
+                total_s=round(47 + rng.normal(0, 2), 3),
+                config_hash=f"demo{arm}",
+            )
+        )
     return out
 
 # %% ../nbs/16_demo.ipynb #210f9ebe
-def synthetic_dpo_steps(arm:str="dpo_fairness_private", # the DPO arm's name
-                        steps:int=8, # how many steps
-                        seed:int=0)->list[dict]:
+def synthetic_dpo_steps(
+    arm: str = "dpo_fairness_private",  # the DPO arm's name
+    steps: int = 8,  # how many steps
+    seed: int = 0,
+) -> list[dict]:
     "Stand-in DPO telemetry in the trainer's `dpo_row` fields: loss falls from ln 2, implicit-reward margin grows."
     rng = np.random.default_rng(seed)
-    return [step_row(experiment_name=arm, arm=arm, step=s, method="dpo",
-                     loss=float(0.693 - 0.004 * s + rng.normal(0, 0.003)),
-                     reward_margin=float(0.008 * s + rng.normal(0, 0.005)),
-                     reward_accuracy=float(np.clip(0.5 + 0.05 * s + rng.normal(0, 0.05), 0, 1)),
-                     pairs_available=64, pairs_effective=round(40 + rng.normal(0, 2), 2), dpo_beta=0.1,
-                     config_hash=f"demo{arm}")
-            for s in range(1, steps + 1)]
+    return [
+        step_row(
+            experiment_name=arm,
+            arm=arm,
+            step=s,
+            method="dpo",
+            loss=float(0.693 - 0.004 * s + rng.normal(0, 0.003)),
+            reward_margin=float(0.008 * s + rng.normal(0, 0.005)),
+            reward_accuracy=float(np.clip(0.5 + 0.05 * s + rng.normal(0, 0.05), 0, 1)),
+            pairs_available=64,
+            pairs_effective=round(40 + rng.normal(0, 2), 2),
+            dpo_beta=0.1,
+            config_hash=f"demo{arm}",
+        )
+        for s in range(1, steps + 1)
+    ]
 
 # %% ../nbs/16_demo.ipynb #89a70016
 class DemoMix:
     "A stand-in demo checkpoint: `greedy_anchor` (no deal) on games whose name ends in 0, `fairness_oracle` elsewhere."
+
     def __init__(self):
         self.name, self.greedy, self.fair = "demo_mix", AgentPolicy("greedy_anchor"), AgentPolicy("fairness_oracle")
-    def act_batch(self, requests:list)->list:
+
+    def act_batch(self, requests: list) -> list:
         pick = [r.game.name.endswith("0") for r in requests]
         g = iter(self.greedy.act_batch([r for r, p in zip(requests, pick) if p]))
         f = iter(self.fair.act_batch([r for r, p in zip(requests, pick) if not p]))
         return [next(g) if p else next(f) for p in pick]
 
 # %% ../nbs/16_demo.ipynb #907885c2
-def demo_mix()->DemoMix: return DemoMix()
+def demo_mix() -> DemoMix:
+    return DemoMix()
 
-DEMO_CHECKPOINTS = ("lam0_step6=agent:greedy_anchor", "lam0_step12=py:fairneg.demo:demo_mix",
-                    "lam1_step6=agent:fairness_private", "lam1_step12=agent:fairness_oracle")
+
+DEMO_CHECKPOINTS = (
+    "lam0_step6=agent:greedy_anchor",
+    "lam0_step12=py:fairneg.demo:demo_mix",
+    "lam1_step6=agent:fairness_private",
+    "lam1_step12=agent:fairness_oracle",
+)
 # a run as wide as the pilot's: three GRPO arms and a DPO pair (eight checkpoints)
 DEMO_WIDE_CHECKPOINTS = DEMO_CHECKPOINTS + (
-    "lam05_step6=agent:passive_gate", "lam05_step12=agent:bayes_rational",
-    "dpo_fairness_private_step8=agent:fairness_private", "dpo_rational_private_step8=agent:rational_private")
-DEMO_PREREG = dict(name="demo-gate", checkpoint="lam1_step12",
-                   endpoints=dict(nnw=1, deal=1, below_threshold=-1, max_share=-1),
-                   clauses=[dict(id="primary_nnw", condition="primary", endpoint="nnw",
-                                 require="favourable", margin=0.0),
-                            dict(id="deal_floor", condition="primary", endpoint="deal", require="floor", floor=-0.05,
-                                 stat="estimate"),
-                            dict(id="below_threshold_with_share", condition="primary", endpoint="below_threshold",
-                                 require="favourable",
-                                 **{"with": [dict(endpoint="max_share", require="not_unfavourable")]})])
+    "lam05_step6=agent:passive_gate",
+    "lam05_step12=agent:bayes_rational",
+    "dpo_fairness_private_step8=agent:fairness_private",
+    "dpo_rational_private_step8=agent:rational_private",
+)
+DEMO_PREREG = dict(
+    name="demo-gate",
+    checkpoint="lam1_step12",
+    endpoints=dict(nnw=1, deal=1, below_threshold=-1, max_share=-1),
+    clauses=[
+        dict(id="primary_nnw", condition="primary", endpoint="nnw", require="favourable", margin=0.0),
+        dict(id="deal_floor", condition="primary", endpoint="deal", require="floor", floor=-0.05, stat="estimate"),
+        dict(
+            id="below_threshold_with_share",
+            condition="primary",
+            endpoint="below_threshold",
+            require="favourable",
+            **{"with": [dict(endpoint="max_share", require="not_unfavourable")]},
+        ),
+    ],
+)
 
 # %% ../nbs/16_demo.ipynb #c21807f5
-def demo_run(out, # the run directory to write (must not exist yet, or be empty)
-             episodes:int=2, # eval episodes per game
-             eval_games:int=8, # held-out games (SPEC §7: a verdict needs 8)
-             B:int=500, # bootstrap resamples
-             steps:int=12, # training steps per arm
-             checkpoints=DEMO_CHECKPOINTS, # `<arm>_step<N>=SPEC`; computable agents stand in for checkpoints
-             base:str="agent:oracle_omniscient", # the untrained side
-             conditions=("primary", "ultimatum"))->Path:
+def demo_run(
+    out,  # the run directory to write (must not exist yet, or be empty)
+    episodes: int = 2,  # eval episodes per game
+    eval_games: int = 8,  # held-out games (SPEC §7: a verdict needs 8)
+    B: int = 500,  # bootstrap resamples
+    steps: int = 12,  # training steps per arm
+    checkpoints=DEMO_CHECKPOINTS,  # `<arm>_step<N>=SPEC`; computable agents stand in for checkpoints
+    base: str = "agent:oracle_omniscient",  # the untrained side
+    conditions=("primary", "ultimatum"),
+) -> Path:
     "Write a small but realistic run directory in the report's layout, with the real writers where they are cheap."
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -111,23 +158,29 @@ def demo_run(out, # the run directory to write (must not exist yet, or be empty)
     res = analyze_cells(discover_cells(out / "eval"), B=B)
     write_eval(res, out / "eval.json")
     prereg = check_prereg({**DEMO_PREREG, "analysis": dict(B=B)}, "demo-gate")
-    gate_ck = prereg["checkpoint"] if any(c["checkpoint"] == prereg["checkpoint"]
-                                          for c in res["cells"].values()) else None
+    gate_ck = (
+        prereg["checkpoint"] if any(c["checkpoint"] == prereg["checkpoint"] for c in res["cells"].values()) else None
+    )
     write_json(out / "gate.json", evaluate_gate(prereg, res, gate_ck))
     prim = [c for c in cells if c.condition == "primary"]
     if len(prim) >= 2:
         ctrl = read_jsonl(Path(prim[0].out) / "base" / EPISODES)
-        camp = {"rational control": ctrl,
-                **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / EPISODES) for c in prim}}
-        s = soundness(camp, [f"{prim[-1].checkpoint}>{prim[0].checkpoint}",
-                             f"rational control>{prim[0].checkpoint}"], B=B)
+        camp = {
+            "rational control": ctrl,
+            **{c.checkpoint: read_jsonl(Path(c.out) / "trained" / EPISODES) for c in prim},
+        }
+        s = soundness(
+            camp, [f"{prim[-1].checkpoint}>{prim[0].checkpoint}", f"rational control>{prim[0].checkpoint}"], B=B
+        )
         write_json(out / "reward_soundness.json", s)
     arms = dict.fromkeys(arm_step(c.checkpoint)[0] for c in cells)
     for j, arm in enumerate(arms):
         # a DPO arm: its outcome and its own telemetry, as the pilot writes them
         if is_dpo_arm(arm):
-            write_json(out / "dpo" / arm / "outcome.json",
-                       dict(arm=arm, trained=True, checkpoint=str(checkpoint_dir(Path("dpo") / arm, 8))))
+            write_json(
+                out / "dpo" / arm / "outcome.json",
+                dict(arm=arm, trained=True, checkpoint=str(checkpoint_dir(Path("dpo") / arm, 8))),
+            )
             append_jsonl(synthetic_dpo_steps(arm, 8, seed=j), out / "dpo" / arm / TRAINING_STEPS)
             continue
         append_jsonl(synthetic_steps(arm, arm_lam(arm) or 0.0, steps, seed=j), out / "train" / arm / TRAINING_STEPS)

@@ -16,14 +16,13 @@ from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version
 from .llm import chat_text, load_model
 from .policies import resolve_model
-from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment,
-                              check_base_model)
+from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment
+from .adapters import check_base_model
 from .runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, WEIGHTINGS, dpo_pairs, load_pairs, pairs_path
 from .reward import EPS
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
-from .store import (load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, out_folder,
-    check_replaceable)
+from .store import load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, out_folder, check_replaceable
 from .store import folder_lock
 from .telemetry import memory_reading
 from .lockfile import file_sha256
@@ -43,99 +42,127 @@ class DPOTrainError(ValueError):
 @dataclass
 class DPOTrainConfig:
     "Every hyperparameter of a DPO run on counterfactual pairs (logged whole to each checkpoint)."
-    pairs: str = ""                     # an annotation folder or dataset holding pairs.jsonl
-    type: str = "fairness_private"      # the counterfactual type whose actions are `chosen` (not information-leaky)
+
+    pairs: str = ""  # an annotation folder or dataset holding pairs.jsonl
+    type: str = "fairness_private"  # the counterfactual type whose actions are `chosen` (not information-leaky)
     policy_experiment: str | None = None  # experiment whose model the pairs are on-policy for (default: the only one)
-    model: str = "tiny"                 # the base model that played the annotated episodes (tiny, a folder, a hub id)
-    out: str = "runs/dpo"               # the run folder: checkpoint-STEP/ (PEFT adapters) and training_steps.jsonl
-    arm: str | None = None              # the arm's name in rows and checkpoints (default: dpo_<type>)
-    steps: int = 16                     # optimizer steps
-    batch_size: int = 8                 # pairs per step, drawn with replacement by `weighting`
-    weighting: str = "regret"           # pairs drawn ∝ `regret`, ∝ `regret_g` (GRPO's smoothed objective), or `uniform`
-    min_regret: float | None = None     # drop pairs whose regret (the one `weighting` prices) is below this
-    g_floor: float | None = None        # regret_g: the reward floor of the GRPO arms compared with (the pilot: -17.5)
-    eps: float = EPS                    # regret_g: the reward's start of the linear continuation
-    beta: float = 0.1                   # DPO's β: the strength of the anchor to the base model
-    lr: float = 5.0e-4                  # learning rate (constant after the warm-up)
-    warmup_steps: int = 0               # linear warm-up steps
-    weight_decay: float = 0.0           # AdamW weight decay
-    max_grad_norm: float = 1.0          # gradient clipping
-    lora_r: int = 16                    # LoRA rank
-    lora_alpha: int = 32                # LoRA α
-    lora_dropout: float = 0.0           # LoRA dropout
+    model: str = "tiny"  # the base model that played the annotated episodes (tiny, a folder, a hub id)
+    out: str = "runs/dpo"  # the run folder: checkpoint-STEP/ (PEFT adapters) and training_steps.jsonl
+    arm: str | None = None  # the arm's name in rows and checkpoints (default: dpo_<type>)
+    steps: int = 16  # optimizer steps
+    batch_size: int = 8  # pairs per step, drawn with replacement by `weighting`
+    weighting: str = "regret"  # pairs drawn ∝ `regret`, ∝ `regret_g` (GRPO's smoothed objective), or `uniform`
+    min_regret: float | None = None  # drop pairs whose regret (the one `weighting` prices) is below this
+    g_floor: float | None = None  # regret_g: the reward floor of the GRPO arms compared with (the pilot: -17.5)
+    eps: float = EPS  # regret_g: the reward's start of the linear continuation
+    beta: float = 0.1  # DPO's β: the strength of the anchor to the base model
+    lr: float = 5.0e-4  # learning rate (constant after the warm-up)
+    warmup_steps: int = 0  # linear warm-up steps
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradient clipping
+    lora_r: int = 16  # LoRA rank
+    lora_alpha: int = 32  # LoRA α
+    lora_dropout: float = 0.0  # LoRA dropout
     lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # module names that get an adapter
-    thinking: bool = False              # the chat template's thinking mode, as the episodes were played
-    max_length: int = 4096              # longest prompt + answer, in tokens: a longer pair is an error, never cut
+    thinking: bool = False  # the chat template's thinking mode, as the episodes were played
+    max_length: int = 4096  # longest prompt + answer, in tokens: a longer pair is an error, never cut
     checkpoint_steps: list[int] = field(default_factory=list)  # steps that write a checkpoint (the last always does)
-    seed: int = 0                       # seeds the adapter's initialisation and the draws
-    dtype: str | None = None            # weights dtype (default: bf16 on a GPU with bf16, else float32)
+    seed: int = 0  # seeds the adapter's initialisation and the draws
+    dtype: str | None = None  # weights dtype (default: bf16 on a GPU with bf16, else float32)
 
     def __post_init__(self):
         _check_dpo_config(self)
         self.arm = self.arm or dpo_arm(self.type)
 
 # %% ../nbs/14_dpo.ipynb #b9018189
-def _check_dpo_config(cfg:DPOTrainConfig):
+def _check_dpo_config(cfg: DPOTrainConfig):
     "Refuse a setting a DPO run cannot honestly use: a `ValueError` that names the field."
     if cfg.type not in COUNTERFACTUAL_TYPES:
         raise ValueError(f"type must be a counterfactual type ({', '.join(COUNTERFACTUAL_TYPES)}), got {cfg.type!r}")
     if get_agent(cfg.type).information_leaky:
-        raise ValueError(f"type {cfg.type} is information-leaky (it reads every sheet): "
-                         "a model cannot honestly imitate it")
+        raise ValueError(
+            f"type {cfg.type} is information-leaky (it reads every sheet): a model cannot honestly imitate it"
+        )
     if cfg.weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be regret, regret_g or uniform, got {cfg.weighting!r}")
-    if not cfg.eps > 0: raise ValueError(f"eps must be positive, got {cfg.eps}")
+    if not cfg.eps > 0:
+        raise ValueError(f"eps must be positive, got {cfg.eps}")
     for k in ("steps", "batch_size", "lora_r", "max_length"):
-        if getattr(cfg, k) < 1: raise ValueError(f"{k} must be at least 1, got {getattr(cfg, k)}")
-    if cfg.beta <= 0: raise ValueError(f"beta must be positive, got {cfg.beta}")
+        if getattr(cfg, k) < 1:
+            raise ValueError(f"{k} must be at least 1, got {getattr(cfg, k)}")
+    if cfg.beta <= 0:
+        raise ValueError(f"beta must be positive, got {cfg.beta}")
     bad = [s for s in cfg.checkpoint_steps if not 1 <= s <= cfg.steps]
-    if bad: raise ValueError(f"checkpoint_steps {bad} lie outside 1..{cfg.steps}")
+    if bad:
+        raise ValueError(f"checkpoint_steps {bad} lie outside 1..{cfg.steps}")
 
 # %% ../nbs/14_dpo.ipynb #9fc9b772
-_BOOKKEEPING = ("out", "steps", "checkpoint_steps")   # fields that do not change what a step learns
-_ADDED = {"g_floor": None, "eps": EPS}   # fields added after runs were made: hashed only away from these defaults
+_BOOKKEEPING = ("out", "steps", "checkpoint_steps")  # fields that do not change what a step learns
+_ADDED = {"g_floor": None, "eps": EPS}  # fields added after runs were made: hashed only away from these defaults
 
-def pairs_digest(pairs)->str|None:
+
+def pairs_digest(pairs) -> str | None:
     "sha256 of a pairs table's bytes (None if none yet): the same folder with other pairs is another problem."
-    try: return file_sha256(pairs_path(pairs))
-    except FileNotFoundError: return None
+    try:
+        return file_sha256(pairs_path(pairs))
+    except FileNotFoundError:
+        return None
 
 # %% ../nbs/14_dpo.ipynb #b6cdf09b
-def dpo_config_hash(cfg:DPOTrainConfig)->str:
+def dpo_config_hash(cfg: DPOTrainConfig) -> str:
     "Hash of the fields that define the learning problem and of the pairs table's contents (not the bookkeeping)."
-    d = {k: v for k, v in asdict(cfg).items()
-         if k not in _BOOKKEEPING and not (k in _ADDED and v == _ADDED[k])} | {"pairs_sha256": pairs_digest(cfg.pairs)}
+    d = {k: v for k, v in asdict(cfg).items() if k not in _BOOKKEEPING and not (k in _ADDED and v == _ADDED[k])} | {
+        "pairs_sha256": pairs_digest(cfg.pairs)
+    }
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/14_dpo.ipynb #a6e426b9
-def _only_experiment(rows:list, source)->str:
+def _only_experiment(rows: list, source) -> str:
     "A pairs table's one experiment (the pairs are on-policy for its model); an error naming them if there are several."
     names = sorted({r["experiment_name"] for r in rows})
-    if len(names) != 1: raise DPOTrainError(f"{source}: rows of {len(names)} experiments ({', '.join(names)}): "
-                                            "name the one whose model plays the pairs (--policy-experiment)")
+    if len(names) != 1:
+        raise DPOTrainError(
+            f"{source}: rows of {len(names)} experiments ({', '.join(names)}): "
+            "name the one whose model plays the pairs (--policy-experiment)"
+        )
     return names[0]
 
 # %% ../nbs/14_dpo.ipynb #315d5576
-def training_pairs(cfg:DPOTrainConfig)->list:
+def training_pairs(cfg: DPOTrainConfig) -> list:
     "The DPO pairs of a run: `dpo_pairs` of the configured type, on-policy for one experiment, windowed contexts only."
     rows = load_pairs(cfg.pairs)
-    if not rows: raise DPOTrainError(f"{cfg.pairs}: no annotated rows")
+    if not rows:
+        raise DPOTrainError(f"{cfg.pairs}: no annotated rows")
     exp = cfg.policy_experiment or _only_experiment(rows, cfg.pairs)
-    try: recs = dpo_pairs(rows, cfg.type, policy_experiment=exp, min_regret=cfg.min_regret, weighting=cfg.weighting,
-                          g_floor=cfg.g_floor, eps=cfg.eps)
-    except DPOError as e: raise DPOTrainError(f"{cfg.pairs}: {e}") from None
+    try:
+        recs = dpo_pairs(
+            rows,
+            cfg.type,
+            policy_experiment=exp,
+            min_regret=cfg.min_regret,
+            weighting=cfg.weighting,
+            g_floor=cfg.g_floor,
+            eps=cfg.eps,
+        )
+    except DPOError as e:
+        raise DPOTrainError(f"{cfg.pairs}: {e}") from None
     conv = [r for r in recs if version_context(r["protocol_version"]) == "conversation"]
-    if conv: raise DPOTrainError(f"{cfg.pairs}: {len(conv)} pairs of a conversation context "
-                                 f"({conv[0]['protocol_version']}): "
-                                 "DPO trains on windowed decision points (their prompt ids are one chat template away)")
-    if not recs: raise DPOTrainError(f"{cfg.pairs}: no {cfg.type} pair (no divergent turn with a legal LLM action)")
+    if conv:
+        raise DPOTrainError(
+            f"{cfg.pairs}: {len(conv)} pairs of a conversation context "
+            f"({conv[0]['protocol_version']}): "
+            "DPO trains on windowed decision points (their prompt ids are one chat template away)"
+        )
+    if not recs:
+        raise DPOTrainError(f"{cfg.pairs}: no {cfg.type} pair (no divergent turn with a legal LLM action)")
     return recs
 
 # %% ../nbs/14_dpo.ipynb #f0cfdd90
-def pair_ids(tok, # the model's tokenizer
-             rec:dict, # a `dpo_pairs` record (chat messages or template text as its prompt)
-             thinking:bool=False, # the chat template's thinking mode
-            )->dict:
+def pair_ids(
+    tok,  # the model's tokenizer
+    rec: dict,  # a `dpo_pairs` record (chat messages or template text as its prompt)
+    thinking: bool = False,  # the chat template's thinking mode
+) -> dict:
     "`prompt_ids`, `chosen_ids`, `rejected_ids` of a pair, as the sampler sees them (answers end on end-of-turn)."
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
     prompt = rec["prompt"] if isinstance(rec["prompt"], str) else chat_text(tok, rec["prompt"], thinking)
@@ -143,167 +170,256 @@ def pair_ids(tok, # the model's tokenizer
     return dict(prompt_ids=enc(prompt), chosen_ids=answer(rec["chosen"]), rejected_ids=answer(rec["rejected"]))
 
 # %% ../nbs/14_dpo.ipynb #38464722
-def check_lengths(ids:list, recs:list, max_length:int):
+def check_lengths(ids: list, recs: list, max_length: int):
     "Refuse a pair longer than `max_length` (TRL would cut it): name its episode and turn."
     for x, r in zip(ids, recs):
         n = len(x["prompt_ids"]) + max(len(x["chosen_ids"]), len(x["rejected_ids"]))
         if n > max_length:
-            raise DPOTrainError(f"{r['episode_id']} turn {r['turn_idx']}: {n} tokens > max_length {max_length} "
-                                "(raise --max-length)")
+            raise DPOTrainError(
+                f"{r['episode_id']} turn {r['turn_idx']}: {n} tokens > max_length {max_length} (raise --max-length)"
+            )
 
 # %% ../nbs/14_dpo.ipynb #303c07f4
-def draw_probabilities(recs:list, weighting:str="regret")->np.ndarray:
+def draw_probabilities(recs: list, weighting: str = "regret") -> np.ndarray:
     "Each pair's probability of being drawn: ∝ its weight (priced by `regret` or `regret_g`), or uniform."
     w = np.array([r["weight"] for r in recs], float) if weighting != "uniform" else np.ones(len(recs))
     if not len(w) or not (w > 0).any():
-        raise DPOTrainError(f"none of the {len(w)} pairs has a positive {weighting}, so {weighting} weighting draws "
-                            "nothing (pass --weighting uniform to train on them alike)")
+        raise DPOTrainError(
+            f"none of the {len(w)} pairs has a positive {weighting}, so {weighting} weighting draws "
+            "nothing (pass --weighting uniform to train on them alike)"
+        )
     return w / w.sum()
 
 # %% ../nbs/14_dpo.ipynb #68f72d0c
-def effective_pairs(p:np.ndarray)->float:
+def effective_pairs(p: np.ndarray) -> float:
     "Kish's effective number of pairs under draw probabilities `p`."
-    return float(p.sum() ** 2 / (p ** 2).sum())
+    return float(p.sum() ** 2 / (p**2).sum())
 
 # %% ../nbs/14_dpo.ipynb #d9d484a0
 _TRAINER = {}
+
 
 def trainer_class():
     "`WeightedDPOTrainer` (TRL is imported here, when a run starts)."
     if "cls" not in _TRAINER:
         import torch
         from trl import DPOTrainer
+
         class WeightedDPOTrainer(DPOTrainer):
             "TRL's DPOTrainer on pre-tokenized pairs, drawn with replacement by their probabilities `draw`."
+
             draw = None
-            def _prepare_dataset(self, dataset, *args, **kwargs): return dataset
+
+            def _prepare_dataset(self, dataset, *args, **kwargs):
+                return dataset
+
             def _get_train_sampler(self, train_dataset=None):
                 g = torch.Generator().manual_seed(self.args.seed)
                 n = self.args.max_steps * self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps
-                return torch.utils.data.WeightedRandomSampler(torch.as_tensor(self.draw, dtype=torch.double), n,
-                                                              True, generator=g)
+                return torch.utils.data.WeightedRandomSampler(
+                    torch.as_tensor(self.draw, dtype=torch.double), n, True, generator=g
+                )
+
         _TRAINER["cls"] = WeightedDPOTrainer
     return _TRAINER["cls"]
 
 # %% ../nbs/14_dpo.ipynb #4481813e
-def trl_args(cfg:DPOTrainConfig):
+def trl_args(cfg: DPOTrainConfig):
     "TRL's `DPOConfig` for a run: one log per step, no TRL checkpoints (we write our own), nothing reported elsewhere."
     import torch
     from trl import DPOConfig
+
     gpu = torch.cuda.is_available()
-    return DPOConfig(output_dir=str(Path(cfg.out) / "_trl"), max_steps=cfg.steps,
-                     per_device_train_batch_size=cfg.batch_size,
-                     learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup", warmup_steps=cfg.warmup_steps,
-                     weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, beta=cfg.beta, max_length=None,
-                     logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed, disable_tqdm=True,
-                     use_cpu=not gpu, bf16=gpu and torch.cuda.is_bf16_supported(), dataloader_num_workers=0,
-                     # TRL's defaults: on, and dropout off
-                     gradient_checkpointing=False, disable_dropout=cfg.lora_dropout == 0)
+    return DPOConfig(
+        output_dir=str(Path(cfg.out) / "_trl"),
+        max_steps=cfg.steps,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        beta=cfg.beta,
+        max_length=None,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=cfg.seed,
+        disable_tqdm=True,
+        use_cpu=not gpu,
+        bf16=gpu and torch.cuda.is_bf16_supported(),
+        dataloader_num_workers=0,
+        # TRL's defaults: on, and dropout off
+        gradient_checkpointing=False,
+        disable_dropout=cfg.lora_dropout == 0,
+    )
 
 # %% ../nbs/14_dpo.ipynb #c2d24aef
-def pairs_settings(pairs, # an annotation folder or pairs table (`fairneg.pairs.pairs_path`)
-                  )->dict|None:
+def pairs_settings(
+    pairs,  # an annotation folder or pairs table (`fairneg.pairs.pairs_path`)
+) -> dict | None:
     "The `game_settings` the annotated episodes were played under: `settings.json` beside the pairs table, else None."
-    try: p = pairs_path(pairs).parent / "settings.json"
-    except FileNotFoundError: return None
+    try:
+        p = pairs_path(pairs).parent / "settings.json"
+    except FileNotFoundError:
+        return None
     return read_json(p, DPOTrainError) if p.is_file() else None
 
 # %% ../nbs/14_dpo.ipynb #2f5862a3
-def save_dpo_checkpoint(out, step:int, model, cfg:DPOTrainConfig, n_pairs:int, chash:str,
-                        effective:float|None=None, # the effective number of pairs (Kish) the arm draws from
-                       )->Path:
+def save_dpo_checkpoint(
+    out,
+    step: int,
+    model,
+    cfg: DPOTrainConfig,
+    n_pairs: int,
+    chash: str,
+    effective: float | None = None,  # the effective number of pairs (Kish) the arm draws from
+) -> Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter, then `trainer_state.json` (step, config, hash, game), atomically."
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
         # `trained_settings`: the game the pairs' episodes were played under, which its eval cells play
-        (tmp / "trainer_state.json").write_text(json.dumps(dict(
-            step=step, method="dpo", config=asdict(cfg), config_hash=chash, pairs=n_pairs, weighting=cfg.weighting,
-            effective_pairs=None if effective is None else round(effective, 2),
-            trained_settings=pairs_settings(cfg.pairs)), indent=1))
+        (tmp / "trainer_state.json").write_text(
+            json.dumps(
+                dict(
+                    step=step,
+                    method="dpo",
+                    config=asdict(cfg),
+                    config_hash=chash,
+                    pairs=n_pairs,
+                    weighting=cfg.weighting,
+                    effective_pairs=None if effective is None else round(effective, 2),
+                    trained_settings=pairs_settings(cfg.pairs),
+                ),
+                indent=1,
+            )
+        )
     return checkpoint_dir(out, step)
 
 # %% ../nbs/14_dpo.ipynb #9bf767d6
-def checkpoint_effective_pairs(ck, # a DPO checkpoint folder (`OUT/checkpoint-STEP`)
-                              )->float|None:
+def checkpoint_effective_pairs(
+    ck,  # a DPO checkpoint folder (`OUT/checkpoint-STEP`)
+) -> float | None:
     "The effective number of pairs a DPO checkpoint's arm drew from (None: not a DPO checkpoint, or written before)."
     f = Path(ck) / "trainer_state.json"
     st = read_json(f, DPOTrainError) if f.is_file() else {}
     return st.get("effective_pairs") if st.get("method") == "dpo" else None
 
 # %% ../nbs/14_dpo.ipynb #3fb19770
-def finished_run(cfg:DPOTrainConfig)->list|None:
+def finished_run(cfg: DPOTrainConfig) -> list | None:
     "The rows of this very run when OUT holds it complete; None when OUT is empty; an error when OUT holds another run."
     out = Path(cfg.out)
     rows_path = out / TRAINING_STEPS
     ck = checkpoints(out)
-    if not ck and not rows_path.exists(): return None
+    if not ck and not rows_path.exists():
+        return None
     last = json.loads((ck[-1][1] / "trainer_state.json").read_text()) if ck else {}
     if last.get("config_hash") == dpo_config_hash(cfg) and last.get("step") == cfg.steps and rows_path.exists():
         return read_jsonl(rows_path)
-    raise DPOTrainError(f"{out}: holds another or an unfinished run (steps {[s for s, _ in ck]}, config hash "
-                        f"{last.get('config_hash')} against {dpo_config_hash(cfg)}): --force to train it again, or "
-                        "pick another --out")
+    raise DPOTrainError(
+        f"{out}: holds another or an unfinished run (steps {[s for s, _ in ck]}, config hash "
+        f"{last.get('config_hash')} against {dpo_config_hash(cfg)}): --force to train it again, or "
+        "pick another --out"
+    )
 
 # %% ../nbs/14_dpo.ipynb #802f0798
-_READINGS = {"reward_chosen": "rewards/chosen", "reward_rejected": "rewards/rejected",
-             "reward_margin": "rewards/margins",
-             "reward_accuracy": "rewards/accuracies", "logp_chosen": "logps/chosen", "logp_rejected": "logps/rejected"}
+_READINGS = {
+    "reward_chosen": "rewards/chosen",
+    "reward_rejected": "rewards/rejected",
+    "reward_margin": "rewards/margins",
+    "reward_accuracy": "rewards/accuracies",
+    "logp_chosen": "logps/chosen",
+    "logp_rejected": "logps/rejected",
+}
 
-def dpo_row(cfg:DPOTrainConfig, step:int, logs:dict, p:np.ndarray, seconds:float, tokens:int, dtype:str,
-            chash:str)->dict:
+
+def dpo_row(
+    cfg: DPOTrainConfig, step: int, logs: dict, p: np.ndarray, seconds: float, tokens: int, dtype: str, chash: str
+) -> dict:
     "A `training_steps.jsonl` row of a DPO step, from TRL's log of it."
-    return step_row(experiment_name=cfg.arm, arm=cfg.arm, step=step, method="dpo", loss=logs.get("loss"),
-                    grad_norm=logs.get("grad_norm"),
-                    lr=logs.get("learning_rate"), pairs=cfg.batch_size, pairs_available=len(p),
-                    pairs_effective=round(effective_pairs(p), 2),
-                    dpo_beta=cfg.beta, **{k: logs.get(v) for k, v in _READINGS.items()}, train_tokens=tokens,
-                    train_s=round(seconds, 3), total_s=round(seconds, 3), **memory_reading(), config_hash=chash,
-                    code_version=code_version(), backend="hf", base_dtype=dtype, gradient_checkpointing=False)
+    return step_row(
+        experiment_name=cfg.arm,
+        arm=cfg.arm,
+        step=step,
+        method="dpo",
+        loss=logs.get("loss"),
+        grad_norm=logs.get("grad_norm"),
+        lr=logs.get("learning_rate"),
+        pairs=cfg.batch_size,
+        pairs_available=len(p),
+        pairs_effective=round(effective_pairs(p), 2),
+        dpo_beta=cfg.beta,
+        **{k: logs.get(v) for k, v in _READINGS.items()},
+        train_tokens=tokens,
+        train_s=round(seconds, 3),
+        total_s=round(seconds, 3),
+        **memory_reading(),
+        config_hash=chash,
+        code_version=code_version(),
+        backend="hf",
+        base_dtype=dtype,
+        gradient_checkpointing=False,
+    )
 
 # %% ../nbs/14_dpo.ipynb #74d7d626
-def recorder(cfg:DPOTrainConfig, p:np.ndarray, dtype:str, rows:list, progress:bool=True):
+def recorder(cfg: DPOTrainConfig, p: np.ndarray, dtype: str, rows: list, progress: bool = True):
     "A TrainerCallback that appends each step's row, writes the checkpoints that are due, and shows one progress bar."
     from transformers import TrainerCallback
     from tqdm.auto import tqdm
+
     out, due, chash = Path(cfg.out), set(cfg.checkpoint_steps) | {cfg.steps}, dpo_config_hash(cfg)
+
     class Record(TrainerCallback):
         t0, tokens, bar = None, 0, None
+
         def on_train_begin(self, args, state, control, **kw):
             self.bar = tqdm(total=cfg.steps, desc=f"DPO {cfg.arm}", disable=not progress)
-        def on_train_end(self, args, state, control, **kw): self.bar.close()
-        def on_step_begin(self, args, state, control, **kw): self.t0 = time.perf_counter()
+
+        def on_train_end(self, args, state, control, **kw):
+            self.bar.close()
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
         def on_log(self, args, state, control, logs=None, model=None, **kw):
-            if not logs or "loss" not in logs: return            # the closing summary, not a step
+            if not logs or "loss" not in logs:
+                return  # the closing summary, not a step
             s, seen = state.global_step, int(logs.get("num_tokens", 0))
             row = dpo_row(cfg, s, logs, p, time.perf_counter() - self.t0, seen - self.tokens, dtype, chash)
             self.tokens = seen
             append_jsonl([row], out / TRAINING_STEPS)
             rows.append(row)
-            if s in due: save_dpo_checkpoint(out, s, model, cfg, len(p), chash, effective_pairs(p))
+            if s in due:
+                save_dpo_checkpoint(out, s, model, cfg, len(p), chash, effective_pairs(p))
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{row['loss']:.3f}", margin=f"{row['reward_margin'] or 0:+.3f}")
+
     return Record()
 
 # %% ../nbs/14_dpo.ipynb #89227461
-def _lora(model, cfg:DPOTrainConfig):
+def _lora(model, cfg: DPOTrainConfig):
     "The run's LoraConfig (`fairneg.adapters.lora_config`), its error as a DPOTrainError."
-    try: return lora_config(model, cfg)
-    except ValueError as e: raise DPOTrainError(str(e)) from None
+    try:
+        return lora_config(model, cfg)
+    except ValueError as e:
+        raise DPOTrainError(str(e)) from None
 
 # %% ../nbs/14_dpo.ipynb #0cdf9583
-def check_dpo_inputs(cfg:DPOTrainConfig)->list:
+def check_dpo_inputs(cfg: DPOTrainConfig) -> list:
     "Check what a run reads (its pairs, its model) before anything is removed or written; the run's pairs."
     recs = training_pairs(cfg)
     check_base_model(cfg.model)
     return recs
 
 # %% ../nbs/14_dpo.ipynb #67179974
-def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
+def train_dpo(cfg: DPOTrainConfig, progress: bool = True) -> list:
     "Train one DPO arm on its pairs; return its step rows (those of a finished identical run without training again)."
     done = finished_run(cfg)
-    if done is not None: return done
+    if done is not None:
+        return done
     import datasets
     from transformers import PrinterCallback, ProgressCallback
+
     recs = check_dpo_inputs(cfg)
     p = draw_probabilities(recs, cfg.weighting)
     model, tok = load_model(resolve_model(cfg.model), dtype=cfg.dtype)
@@ -311,15 +427,27 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     check_lengths(ids, recs, cfg.max_length)
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     rows = []
-    tr = trainer_class()(model=model, args=trl_args(cfg), train_dataset=datasets.Dataset.from_list(ids),
-                         processing_class=tok, peft_config=_lora(model, cfg),
-                         callbacks=[recorder(cfg, p, str(model.dtype).removeprefix("torch."), rows, progress)])
-    for cb in (PrinterCallback, ProgressCallback): tr.remove_callback(cb)   # our bar instead of TRL's log lines
+    tr = trainer_class()(
+        model=model,
+        args=trl_args(cfg),
+        train_dataset=datasets.Dataset.from_list(ids),
+        processing_class=tok,
+        peft_config=_lora(model, cfg),
+        callbacks=[recorder(cfg, p, str(model.dtype).removeprefix("torch."), rows, progress)],
+    )
+    for cb in (PrinterCallback, ProgressCallback):
+        tr.remove_callback(cb)  # our bar instead of TRL's log lines
     tr.draw = p
     # a DPO run is one session: it restarts, never resumes
-    seg = start_segment(cfg.out, 0, [], dict(model=cfg.model, type=cfg.type, steps=cfg.steps,
-                                             batch_size=cfg.batch_size, lr=cfg.lr, beta=cfg.beta), code_version())
-    try: tr.train()
+    seg = start_segment(
+        cfg.out,
+        0,
+        [],
+        dict(model=cfg.model, type=cfg.type, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, beta=cfg.beta),
+        code_version(),
+    )
+    try:
+        tr.train()
     except BaseException as e:
         end_segment(cfg.out, seg, rows[-1]["step"] if rows else 0, f"failed: {type(e).__name__}")
         raise
@@ -328,35 +456,45 @@ def train_dpo(cfg:DPOTrainConfig, progress:bool=True)->list:
     return rows
 
 # %% ../nbs/14_dpo.ipynb #5ad8b019
-def make_dpo_config(params:str|dict|None=None, **overrides)->DPOTrainConfig:
+def make_dpo_config(params: str | dict | None = None, **overrides) -> DPOTrainConfig:
     "A DPOTrainConfig from a parameter file's `dpo:` section (else the whole file) and overrides (None: not given)."
     return load_config(DPOTrainConfig, params, "dpo", whole=True, what="DPO", **overrides)
 
 # %% ../nbs/14_dpo.ipynb #ac7f1ba0
-def train_cmd(params:Path|None=None, force:bool=False, progress:bool=True, **fields):
+def train_cmd(params: Path | None = None, force: bool = False, progress: bool = True, **fields):
     "Train one DPO arm on counterfactual pairs; writes PEFT checkpoints and training_steps.jsonl to --out."
-    try: cfg = make_dpo_config(str(params) if params else None, **fields)
-    except ReadError: raise
-    except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
-    if not cfg.pairs: raise typer.BadParameter("no pairs: pass --pairs DIR or set dpo.pairs in --params")
+    try:
+        cfg = make_dpo_config(str(params) if params else None, **fields)
+    except ReadError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise typer.BadParameter(str(e)) from None
+    if not cfg.pairs:
+        raise typer.BadParameter("no pairs: pass --pairs DIR or set dpo.pairs in --params")
     out = out_folder(cfg.out, "run folder")
-    with folder_lock(out, "fairneg dpo train"): _train_dpo_arm(cfg, out, force, progress)
+    with folder_lock(out, "fairneg dpo train"):
+        _train_dpo_arm(cfg, out, force, progress)
 
-def _train_dpo_arm(cfg:DPOTrainConfig, out:Path, force:bool, progress:bool):
+
+def _train_dpo_arm(cfg: DPOTrainConfig, out: Path, force: bool, progress: bool):
     "`train_cmd` under the run folder's writer lock."
     if force:
         check_replaceable(out, bool(checkpoints(out)) or (out / TRAINING_STEPS).is_file(), "a DPO run")
-        check_dpo_inputs(cfg)                   # a bad input removes nothing
+        check_dpo_inputs(cfg)  # a bad input removes nothing
         shutil.rmtree(out, ignore_errors=True)
     elif (done := finished_run(cfg)) is not None:
-        typer.echo(f"{cfg.out}: holds this run, complete ({len(done)} steps): "
-                   "nothing trained (--force trains it again)")
+        typer.echo(
+            f"{cfg.out}: holds this run, complete ({len(done)} steps): nothing trained (--force trains it again)"
+        )
         return
     rows = train_dpo(cfg, progress)
     last = rows[-1] if rows else {}
-    typer.echo(f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} "
-               f"({last.get('pairs_available')} pairs, effective {last.get('pairs_effective')}); "
-               f"checkpoints: {', '.join(str(s) for s, _ in checkpoints(cfg.out))}")
+    typer.echo(
+        f"{cfg.arm}: {len(rows)} steps in {cfg.out}/{TRAINING_STEPS} "
+        f"({last.get('pairs_available')} pairs, effective {last.get('pairs_effective')}); "
+        f"checkpoints: {', '.join(str(s) for s, _ in checkpoints(cfg.out))}"
+    )
+
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="DPO on counterfactual pairs.")
 
@@ -364,8 +502,18 @@ app = typer.Typer(cls=CliGroup, add_completion=False, help="DPO on counterfactua
 @app.callback()
 def _group():
     "DPO on counterfactual pairs (a group callback, so that `fairneg dpo train` stays a verb of its own)."
-app.command("train", cls=MultiValueCommand)(config_command(DPOTrainConfig, train_cmd, [
-    extra_option("params", Optional[Path], None,
-                 "YAML parameter set (its `dpo:` section); the flags given override it."),
-    extra_option("force", bool, False, "Discard the run in --out and train again."),
-    extra_option("progress", bool, True, "Show a progress bar.")]))
+
+
+app.command("train", cls=MultiValueCommand)(
+    config_command(
+        DPOTrainConfig,
+        train_cmd,
+        [
+            extra_option(
+                "params", Optional[Path], None, "YAML parameter set (its `dpo:` section); the flags given override it."
+            ),
+            extra_option("force", bool, False, "Discard the run in --out and train again."),
+            extra_option("progress", bool, True, "Show a progress bar."),
+        ],
+    )
+)

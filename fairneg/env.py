@@ -10,9 +10,8 @@ from fastcore.basics import patch
 from .game import Game, deal_label, generate_game, option_label
 from .metrics import outcome_z
 from .settings import PlaySettings
-from .protocol import (protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point,
-                              find_offer, is_done,
-                              new_episode, outcome)
+from .protocol import protocol_kind, PHASES, LEGAL_ATYPES, apply_action, current_seats, decision_point
+from .protocol import find_offer, is_done, new_episode, outcome
 from .prompts import prompt
 
 # %% auto #0
@@ -24,16 +23,26 @@ from gymnasium import spaces
 
 _PRINTABLE = "".join(chr(c) for c in range(32, 127))
 
+
 class NegotiationEnv(AECEnv):
     "PettingZoo AEC environment over the protocol engine, with text (raw answers) or discrete actions."
+
     metadata = {"name": "fairneg_negotiation_v0", "render_modes": ["ansi"], "is_parallelizable": False}
 
-    def __init__(self, game:Game|None=None, action_mode:str="text", framing:str=PlaySettings.framing,
-                 info_mode:str|None=None,
-                 max_turns:int|None=None, turn_max_tokens:int|None=None, render_mode:str|None=None,
-                 max_answer_chars:int=4096):
+    def __init__(
+        self,
+        game: Game | None = None,
+        action_mode: str = "text",
+        framing: str = PlaySettings.framing,
+        info_mode: str | None = None,
+        max_turns: int | None = None,
+        turn_max_tokens: int | None = None,
+        render_mode: str | None = None,
+        max_answer_chars: int = 4096,
+    ):
         super().__init__()
-        if action_mode not in ("text", "discrete"): raise ValueError(f"unknown action_mode `{action_mode}`")
+        if action_mode not in ("text", "discrete"):
+            raise ValueError(f"unknown action_mode `{action_mode}`")
         self.game = game if game is not None else generate_game(40000)
         self.action_mode, self.framing, self.render_mode = action_mode, framing, render_mode
         self._kw = dict(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens)
@@ -41,25 +50,34 @@ class NegotiationEnv(AECEnv):
         self.state, self._seed = new_episode(self.game, 0, **self._kw), -1
         g, p = self.game, self.state.protocol
         k = protocol_kind(p.kind)
-        self._m = 1 if k.responds else (p.max_turns + 1 if k.signs else 0)   # the most offers an episode can hold
+        self._m = 1 if k.responds else (p.max_turns + 1 if k.signs else 0)  # the most offers an episode can hold
         self._d = max(g.n_options) if k.own_issue else g.n_deals
         if action_mode == "discrete" and self._d > 500_000:
             raise ValueError(f"{g.n_deals} deals is too many for discrete actions")
         self._n_act = 5 + self._m + self._d
-        obs = {"observation": spaces.Box(-1, 2**31 - 1, (8,), np.int64),
-               "decision_point": spaces.Text(1 << 20, min_length=1, charset=_PRINTABLE)}
-        if action_mode == "discrete": obs["action_mask"] = spaces.Box(0, 1, (self._n_act,), np.int8)
+        obs = {
+            "observation": spaces.Box(-1, 2**31 - 1, (8,), np.int64),
+            "decision_point": spaces.Text(1 << 20, min_length=1, charset=_PRINTABLE),
+        }
+        if action_mode == "discrete":
+            obs["action_mask"] = spaces.Box(0, 1, (self._n_act,), np.int8)
         self._obs_spaces = {a: spaces.Dict(obs) for a in self.possible_agents}
-        self._act_spaces = {a: spaces.Discrete(self._n_act) if action_mode == "discrete"
-                            else spaces.Text(max_answer_chars, min_length=0, charset=_PRINTABLE + "\n")
-                            for a in self.possible_agents}
+        self._act_spaces = {
+            a: spaces.Discrete(self._n_act)
+            if action_mode == "discrete"
+            else spaces.Text(max_answer_chars, min_length=0, charset=_PRINTABLE + "\n")
+            for a in self.possible_agents
+        }
 
-    def observation_space(self, agent): return self._obs_spaces[agent]
-    def action_space(self, agent): return self._act_spaces[agent]
+    def observation_space(self, agent):
+        return self._obs_spaces[agent]
+
+    def action_space(self, agent):
+        return self._act_spaces[agent]
 
 # %% ../nbs/07_env.ipynb #96d6d353
 @patch
-def reset(self:NegotiationEnv, seed=None, options=None):
+def reset(self: NegotiationEnv, seed=None, options=None):
     "Start a new episode (seed: the episode seed; default: the previous one plus 1)."
     self._seed = int(seed) if seed is not None else self._seed + 1
     self.state = new_episode(self.game, self._seed, **self._kw)
@@ -73,53 +91,71 @@ def reset(self:NegotiationEnv, seed=None, options=None):
 
 # %% ../nbs/07_env.ipynb #0092e30e
 @patch
-def _mask(self:NegotiationEnv, seat):
+def _mask(self: NegotiationEnv, seat):
     s, m = self.state, np.zeros(self._n_act, np.int8)
     dp_legal = LEGAL_ATYPES[s.phase] if seat in current_seats(s) else ()
     for a, j in (("pass", 0), ("walk", 1), ("vote", 2), ("vote", 3), ("reject", 4)):
-        if a in dp_legal: m[j] = 1
+        if a in dp_legal:
+            m[j] = 1
     if "accept" in dp_legal:
         for o in s.offers:
-            if o.status == "live" and seat not in o.signers: m[4 + int(o.offer_id[1:])] = 1
-    if "propose" in dp_legal: m[5 + self._m:] = 1
-    if "demand" in dp_legal: m[5 + self._m: 5 + self._m + s.game.n_options[seat]] = 1
+            if o.status == "live" and seat not in o.signers:
+                m[4 + int(o.offer_id[1:])] = 1
+    if "propose" in dp_legal:
+        m[5 + self._m :] = 1
+    if "demand" in dp_legal:
+        m[5 + self._m : 5 + self._m + s.game.n_options[seat]] = 1
     return m
 
 # %% ../nbs/07_env.ipynb #169e71fb
 @patch
-def _action(self:NegotiationEnv, a, seat)->dict:
+def _action(self: NegotiationEnv, a, seat) -> dict:
     s = self.state
     if a < 5:
         at = ("pass", "walk", "vote", "vote", "reject")[a]
         return {"atype": at, "vote": {2: "yes", 3: "no"}.get(a), "offer_id": s.ballot if at == "vote" else None}
-    if a < 5 + self._m: return {"atype": "accept", "offer_id": f"o{a - 4}"}
+    if a < 5 + self._m:
+        return {"atype": "accept", "offer_id": f"o{a - 4}"}
     d = a - 5 - self._m
-    if protocol_kind(s.protocol.kind).own_issue: return {"atype": "demand", "deal": option_label(seat, d)}
+    if protocol_kind(s.protocol.kind).own_issue:
+        return {"atype": "demand", "deal": option_label(seat, d)}
     # row-major, as `solve`
     return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}
 
 # %% ../nbs/07_env.ipynb #9b444659
 @patch
-def _decode(self:NegotiationEnv, a, seat)->dict:
+def _decode(self: NegotiationEnv, a, seat) -> dict:
     "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
     return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
 
 # %% ../nbs/07_env.ipynb #64c9e645
 @patch
-def observe(self:NegotiationEnv, agent):
+def observe(self: NegotiationEnv, agent):
     s, seat = self.state, self.possible_agents.index(agent)
     dp = decision_point(s, seat)
     live = [o for o in s.offers if o.status == "live"]
     so = find_offer(s, dp.standing_offer_id) if dp.standing_offer_id else None
-    vec = np.array([seat, PHASES.index(s.phase), s.round, s.protocol.max_turns, sum(s.active), len(live),
-                    len(so.signers) if so else 0, int(s.pending[seat] is not None)], np.int64)
+    vec = np.array(
+        [
+            seat,
+            PHASES.index(s.phase),
+            s.round,
+            s.protocol.max_turns,
+            sum(s.active),
+            len(live),
+            len(so.signers) if so else 0,
+            int(s.pending[seat] is not None),
+        ],
+        np.int64,
+    )
     obs = {"observation": vec, "decision_point": json.dumps(dp.to_dict(), ensure_ascii=True, separators=(",", ":"))}
-    if self.action_mode == "discrete": obs["action_mask"] = self._mask(seat)
+    if self.action_mode == "discrete":
+        obs["action_mask"] = self._mask(seat)
     return obs
 
 # %% ../nbs/07_env.ipynb #482e8389
 @patch
-def step(self:NegotiationEnv, action):
+def step(self: NegotiationEnv, action):
     if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
         return self._was_dead_step(action)
     agent = self.agent_selection
@@ -134,31 +170,37 @@ def step(self:NegotiationEnv, action):
             self.rewards[a] = float(z[i])
             self.terminations[a] = True
     else:
-        for a in self.agents: self.rewards[a] = 0.0
+        for a in self.agents:
+            self.rewards[a] = 0.0
         self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
     self._accumulate_rewards()
 
 # %% ../nbs/07_env.ipynb #9151899c
 @patch
-def render(self:NegotiationEnv):
+def render(self: NegotiationEnv):
     "The current seat's prompt (ANSI text), or the outcome once the episode is over."
-    if is_done(self.state): return json.dumps({k: v for k, v in outcome(self.state).items() if k != "deal"})
+    if is_done(self.state):
+        return json.dumps({k: v for k, v in outcome(self.state).items() if k != "deal"})
     seat = current_seats(self.state)[0]
     return "\n\n".join(m["content"] for m in prompt(self.state, seat, self.framing))
 
 # %% ../nbs/07_env.ipynb #696a7ee2
 @patch
-def close(self:NegotiationEnv): pass
+def close(self: NegotiationEnv):
+    pass
 
 # %% ../nbs/07_env.ipynb #e6151ede
 from pettingzoo.utils import wrappers
 
 raw_env = NegotiationEnv
 
-def env(game:Game|None=None, # the game (default: a generated six-party game)
-        **kw, # `NegotiationEnv` options: action_mode, framing, info_mode, max_turns, seed, render_mode, ...
-       ):
+
+def env(
+    game: Game | None = None,  # the game (default: a generated six-party game)
+    **kw,  # `NegotiationEnv` options: action_mode, framing, info_mode, max_turns, seed, render_mode, ...
+):
     "The negotiation environment inside PettingZoo's standard wrappers."
     e = raw_env(game, **kw)
-    if e.action_mode == "discrete": e = wrappers.AssertOutOfBoundsWrapper(e)
+    if e.action_mode == "discrete":
+        e = wrappers.AssertOutOfBoundsWrapper(e)
     return wrappers.OrderEnforcingWrapper(e)

@@ -20,73 +20,102 @@ __all__ = ['Z_DECIMALS', 'SET_COLORS', 'deal_table', 'solution_table', 'Explorer
            'deal_layers', 'caption_layer', 'explore', 'episodes_under', 'explorer']
 
 # %% ../nbs/04_explorer.ipynb #fc747849
-Z_DECIMALS = 4   # z is rounded in the chart's data (a 0.0001 change is far below a pixel)
+Z_DECIMALS = 4  # z is rounded in the chart's data (a 0.0001 change is far below a pixel)
 
-def _z_columns(geo:Geometry, pos)->dict:
+
+def _z_columns(geo: Geometry, pos) -> dict:
     return {f"z{k}": np.round(geo.Z[k, pos], Z_DECIMALS) for k in range(geo.game.n)}
 
 # %% ../nbs/04_explorer.ipynb #ea17ab68
-def deal_table(geo:Geometry):
+def deal_table(geo: Geometry):
     "One row per deal: game, deal label, set (IR, passable or other), IR-Pareto mark, NNW, and every party's z."
     import pandas as pd
-    return pd.DataFrame(dict(game=geo.game.name, deal=[geo.label(p) for p in range(geo.n_deals)], set=deal_sets(geo),
-                             pareto=geo.pareto_ir, nnw=np.round(geo.nnw, Z_DECIMALS), **_z_columns(geo, slice(None))))
+
+    return pd.DataFrame(
+        dict(
+            game=geo.game.name,
+            deal=[geo.label(p) for p in range(geo.n_deals)],
+            set=deal_sets(geo),
+            pareto=geo.pareto_ir,
+            nnw=np.round(geo.nnw, Z_DECIMALS),
+            **_z_columns(geo, slice(None)),
+        )
+    )
 
 # %% ../nbs/04_explorer.ipynb #6697d3ad
-def solution_table(geo:Geometry):
+def solution_table(geo: Geometry):
     "A game's NBS and KS deals (where defined) as `deal_table` rows; `NBS = KS` where they coincide."
     import pandas as pd
+
     by = {}
     for s in ("nbs", "ks"):
-        if geo.solution(s) is not None: by.setdefault(geo.solution(s), []).append(s.upper())
-    return pd.DataFrame([dict(game=geo.game.name, solution=" = ".join(n), deal=geo.label(p), **_z_columns(geo, p))
-                         for p, n in by.items()])
+        if geo.solution(s) is not None:
+            by.setdefault(geo.solution(s), []).append(s.upper())
+    return pd.DataFrame(
+        [
+            dict(game=geo.game.name, solution=" = ".join(n), deal=geo.label(p), **_z_columns(geo, p))
+            for p, n in by.items()
+        ]
+    )
 
 # %% ../nbs/04_explorer.ipynb #c30e033b
 class ExplorerError(ValueError):
     "The explorer's input is unusable (a missing episode file, episodes on none of the games)."
+
+
 user_error(ExplorerError)
 
 # %% ../nbs/04_explorer.ipynb #2a14a0d0
-def episode_policy(row:dict)->str:
+def episode_policy(row: dict) -> str:
     "The policy of an episode row: an eval side's checkpoint or `untrained (<policy>)`, else its seats' policies."
-    if row.get("eval_side") == "base": return f"untrained ({row.get('eval_policy') or '?'})"
+    if row.get("eval_side") == "base":
+        return f"untrained ({row.get('eval_policy') or '?'})"
     return row.get("eval_checkpoint") or "+".join(dict.fromkeys(row.get("seats") or ["?"]))
 
 # %% ../nbs/04_explorer.ipynb #9a0ad2fa
-def closed_deal(row:dict)->bool:
+def closed_deal(row: dict) -> bool:
     "Did the episode close a deal (and log its label)?"
     return bool(row.get("deal")) and isinstance(row.get("deal_label"), str)
 
 # %% ../nbs/04_explorer.ipynb #77576772
-def deal_position(geo:Geometry, row:dict)->int:
+def deal_position(geo: Geometry, row: dict) -> int:
     "The position in `geo.deals` of the row's deal, or an `ExplorerError` naming the row's source, game and label."
-    try: return geo.position(parse_deal_label(row["deal_label"], geo.game.n_options))
+    try:
+        return geo.position(parse_deal_label(row["deal_label"], geo.game.n_options))
     except (KeyError, ValueError) as e:
-        raise ExplorerError(f"{row.get('_source', 'an episode row')}: deal_label {row['deal_label']!r} "
-                            f"is not a deal of {geo.game.name} ({str(e).strip(chr(39))})") from None
+        raise ExplorerError(
+            f"{row.get('_source', 'an episode row')}: deal_label {row['deal_label']!r} "
+            f"is not a deal of {geo.game.name} ({str(e).strip(chr(39))})"
+        ) from None
 
 # %% ../nbs/04_explorer.ipynb #65330630
-def _once(episodes:list[dict])->list[dict]:
+def _once(episodes: list[dict]) -> list[dict]:
     "The rows with each base episode once (every eval cell's `base/` holds a copy of the shared base side)."
     seen, out = set(), []
     for r in episodes:
         if r.get("eval_side") == "base":
             key = (episode_policy(r), r.get("instance_id"), r.get("episode_seed"))
-            if key in seen: continue
+            if key in seen:
+                continue
             seen.add(key)
         out.append(r)
     return out
 
 # %% ../nbs/04_explorer.ipynb #dd18c9b8
-def struck_table(geos:list[Geometry], episodes:list[dict]):
+def struck_table(geos: list[Geometry], episodes: list[dict]):
     "Deals the episodes struck, one row per (game, deal, policy) with its episode count and every party's z."
     import pandas as pd
+
     by = {g.game.name: g for g in geos}
-    rows = [dict(game=r["instance_id"], deal=r["deal_label"], policy=episode_policy(r),
-                 **_z_columns(g, deal_position(g, r)))
-            for r in _once(episodes) if closed_deal(r) and (g := by.get(r.get("instance_id"))) is not None]
-    if not rows: return pd.DataFrame(columns=["game", "deal", "policy", "episodes"])
+    rows = [
+        dict(
+            game=r["instance_id"], deal=r["deal_label"], policy=episode_policy(r), **_z_columns(g, deal_position(g, r))
+        )
+        for r in _once(episodes)
+        if closed_deal(r) and (g := by.get(r.get("instance_id"))) is not None
+    ]
+    if not rows:
+        return pd.DataFrame(columns=["game", "deal", "policy", "episodes"])
     df = pd.DataFrame(rows)
     keys = ["game", "deal", "policy", *[c for c in df.columns if c.startswith("z")]]
     return df.groupby(keys, as_index=False, dropna=False).size().rename(columns={"size": "episodes"})
@@ -94,123 +123,182 @@ def struck_table(geos:list[Geometry], episodes:list[dict]):
 # %% ../nbs/04_explorer.ipynb #cd727b0a
 SET_COLORS = {"IR": "#2a7ab0", "passable": "#9ecae1"}
 
+
 def inline(df):
     "A table as inline chart data, missing as null: an explorer holds all games' deals, past altair's 5,000-row guard."
     import altair as alt, json
+
     return alt.InlineData(values=json.loads(df.to_json(orient="records")))
 
 # %% ../nbs/04_explorer.ipynb #a071b32e
-def seat_labels(geos:list[Geometry])->list[str]:
+def seat_labels(geos: list[Geometry]) -> list[str]:
     "Selector labels for party indices: `1 mayor`, ... where every game has the same parties, else `seat 1`, ..."
     if len({tuple(g.game.parties) for g in geos}) == 1:
-        return [f"{k+1} {p}" for k, p in enumerate(geos[0].game.parties)]
-    return [f"seat {k+1}" for k in range(max(g.game.n for g in geos))]
+        return [f"{k + 1} {p}" for k, p in enumerate(geos[0].game.parties)]
+    return [f"seat {k + 1}" for k in range(max(g.game.n for g in geos))]
 
 # %% ../nbs/04_explorer.ipynb #5c4b7054
-def explorer_params(names:list[str], labels:list[str], game:str, x:int=0, y:int=1)->list:
+def explorer_params(names: list[str], labels: list[str], game: str, x: int = 0, y: int = 1) -> list:
     "The chart's parameters: the game and the two parties (selectors), and the party labels (for the caption)."
     import altair as alt
-    seats = lambda v, axis: alt.param(name=f"{axis}seat", value=v, bind=alt.binding_select(
-        options=list(range(len(labels))), labels=labels, name=f"{axis}: z of "))
-    return [alt.param(name="game", value=game, bind=alt.binding_select(options=names, name="game ")),
-            seats(x, "x"), seats(y, "y"), alt.param(name="seatlabels", value=labels)]
+
+    seats = lambda v, axis: alt.param(
+        name=f"{axis}seat",
+        value=v,
+        bind=alt.binding_select(options=list(range(len(labels))), labels=labels, name=f"{axis}: z of "),
+    )
+    return [
+        alt.param(name="game", value=game, bind=alt.binding_select(options=names, name="game ")),
+        seats(x, "x"),
+        seats(y, "y"),
+        alt.param(name="seatlabels", value=labels),
+    ]
 
 # %% ../nbs/04_explorer.ipynb #43d38b10
 def on_axes(chart):
     "A layer filtered to the chosen game, with `x` and `y` the chosen parties' z."
-    return (chart.transform_filter("datum.game == game")
-            .transform_calculate(x="datum['z' + xseat]",
-                                 y="datum['z' + yseat]").transform_filter("isValid(datum.x) && isValid(datum.y)"))
+    return (
+        chart.transform_filter("datum.game == game")
+        .transform_calculate(x="datum['z' + xseat]", y="datum['z' + yseat]")
+        .transform_filter("isValid(datum.x) && isValid(datum.y)")
+    )
 
 # %% ../nbs/04_explorer.ipynb #b5e6b37f
-def policy_colors(policies)->dict:
+def policy_colors(policies) -> dict:
     "A colour per policy in the order given (`fairneg.charts.arm_colors`); the untrained base is left to `BASE_COLOR`."
     return arm_colors(p for p in policies if not str(p).startswith("untrained"))
 
 # %% ../nbs/04_explorer.ipynb #4d20eca6
-def deal_layers(deals, sols, struck, colors:dict|None=None)->list:
+def deal_layers(deals, sols, struck, colors: dict | None = None) -> list:
     "The explorer's layers: the deals by set, the IR Pareto frontier, NBS and KS, and the struck deals."
     import altair as alt
+
     x, y = alt.X("x:Q", title="z of the x party"), alt.Y("y:Q", title="z of the y party")
     tip = ["deal:N", "set:N", "nnw:Q", alt.Tooltip("x:Q", format=".3f"), alt.Tooltip("y:Q", format=".3f")]
-    layers = [on_axes(alt.Chart(inline(deals[deals.set == "other"]))).mark_circle(
-                  size=9, color="#8c8c8c", opacity=0.25).encode(x, y, tooltip=tip),
-              on_axes(alt.Chart(inline(deals[deals.set != "other"]))).mark_circle(size=30, opacity=0.8).encode(
-                  x, y, color=alt.Color("set:N", scale=alt.Scale(domain=list(SET_COLORS),
-                                                                 range=list(SET_COLORS.values()))), tooltip=tip),
-              on_axes(alt.Chart(inline(deals[deals.pareto]))).mark_point(shape="diamond", size=60,
-                                                                         filled=False, color="#08306b").encode(
-                  x, y, tooltip=["deal:N", "nnw:Q"])]
+    layers = [
+        on_axes(alt.Chart(inline(deals[deals.set == "other"])))
+        .mark_circle(size=9, color="#8c8c8c", opacity=0.25)
+        .encode(x, y, tooltip=tip),
+        on_axes(alt.Chart(inline(deals[deals.set != "other"])))
+        .mark_circle(size=30, opacity=0.8)
+        .encode(
+            x,
+            y,
+            color=alt.Color("set:N", scale=alt.Scale(domain=list(SET_COLORS), range=list(SET_COLORS.values()))),
+            tooltip=tip,
+        ),
+        on_axes(alt.Chart(inline(deals[deals.pareto])))
+        .mark_point(shape="diamond", size=60, filled=False, color="#08306b")
+        .encode(x, y, tooltip=["deal:N", "nnw:Q"]),
+    ]
     if len(sols):
         sp = on_axes(alt.Chart(inline(sols)))
-        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3,
-                                 color=SOLUTION_COLOR).encode(x, y, tooltip=["solution:N", "deal:N"]),
-                   solution_label(sp, x, y)]
-    if len(struck):   # the size scale's domain is fixed: a game with no struck deal keeps a drawable legend
+        layers += [
+            sp.mark_point(shape="cross", size=260, strokeWidth=3, color=SOLUTION_COLOR).encode(
+                x, y, tooltip=["solution:N", "deal:N"]
+            ),
+            solution_label(sp, x, y),
+        ]
+    if len(struck):  # the size scale's domain is fixed: a game with no struck deal keeps a drawable legend
         pols = list(dict.fromkeys(struck.policy))
-        layers.append(on_axes(alt.Chart(inline(struck))).mark_point(filled=True, opacity=0.85).encode(
-            x, y, size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]),
-                                legend=alt.Legend(title="episodes that struck it", format="d",
-                                                  values=sorted(set(struck.episodes))[:6])),
-            color=alt.Color("policy:N", title="policy",
-                            scale=color_scale(pols, colors if colors is not None else policy_colors(pols))),
-            shape=alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=pols)),
-            tooltip=["policy:N", "deal:N", "episodes:Q"]))
+        layers.append(
+            on_axes(alt.Chart(inline(struck)))
+            .mark_point(filled=True, opacity=0.85)
+            .encode(
+                x,
+                y,
+                size=alt.Size(
+                    "episodes:Q",
+                    scale=alt.Scale(domain=[0, int(struck.episodes.max())], range=[20, 420]),
+                    legend=alt.Legend(
+                        title="episodes that struck it", format="d", values=sorted(set(struck.episodes))[:6]
+                    ),
+                ),
+                color=alt.Color(
+                    "policy:N",
+                    title="policy",
+                    scale=color_scale(pols, colors if colors is not None else policy_colors(pols)),
+                ),
+                shape=alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=pols)),
+                tooltip=["policy:N", "deal:N", "episodes:Q"],
+            )
+        )
     return layers
 
 # %% ../nbs/04_explorer.ipynb #0bbb7d9d
 def caption_layer():
     "A line above the plot naming the game and the chosen parties (it follows the selectors)."
     import altair as alt, pandas as pd
-    return alt.Chart(pd.DataFrame([{}])).mark_text(align="left", baseline="bottom", fontWeight="bold",
-                                                   fontSize=13).encode(
-        x=alt.value(0), y=alt.value(-6), text="caption:N").transform_calculate(
-        caption="game + ': x = z of ' + seatlabels[xseat] + ', y = z of ' + seatlabels[yseat]")
+
+    return (
+        alt.Chart(pd.DataFrame([{}]))
+        .mark_text(align="left", baseline="bottom", fontWeight="bold", fontSize=13)
+        .encode(x=alt.value(0), y=alt.value(-6), text="caption:N")
+        .transform_calculate(caption="game + ': x = z of ' + seatlabels[xseat] + ', y = z of ' + seatlabels[yseat]")
+    )
 
 # %% ../nbs/04_explorer.ipynb #7673306d
-def explore(geos:list[Geometry], # the games' geometries
-            episodes:list[dict]=(), # episode rows (episodes.jsonl); their struck deals are drawn
-            game:str|None=None, # the game shown first (default: the first with a struck deal, else the first)
-            x:int=0, y:int=1, # the parties shown first (indices)
-            width:int=440, height:int=400,
-            colors:dict|None=None, # policy -> colour (default `policy_colors`): a report passes its arms' colours
-           ):
+def explore(
+    geos: list[Geometry],  # the games' geometries
+    episodes: list[dict] = (),  # episode rows (episodes.jsonl); their struck deals are drawn
+    game: str | None = None,  # the game shown first (default: the first with a struck deal, else the first)
+    x: int = 0,
+    y: int = 1,  # the parties shown first (indices)
+    width: int = 440,
+    height: int = 400,
+    colors: dict | None = None,  # policy -> colour (default `policy_colors`): a report passes its arms' colours
+):
     "An altair chart of the games' deals, with selectors for the game and the two parties (no kernel needed)."
     import altair as alt, pandas as pd
-    if not geos: raise ExplorerError("no games to explore")
+
+    if not geos:
+        raise ExplorerError("no games to explore")
     names = [g.game.name for g in geos]
     struck = struck_table(geos, list(episodes))
     game = game or (struck.game.iloc[0] if len(struck) else names[0])
     if game not in names:
-        raise ExplorerError(f"game `{game}` is not among the {len(names)} games "
-                            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})")
+        raise ExplorerError(
+            f"game `{game}` is not among the {len(names)} games "
+            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"
+        )
     deals = pd.concat([deal_table(g) for g in geos], ignore_index=True)
     sols = pd.concat([solution_table(g) for g in geos], ignore_index=True)
-    ch = alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer()).add_params(
-        *explorer_params(names, seat_labels(geos), game, x, y)).properties(width=width, height=height).resolve_scale(
-        # the policies' colours apart from the sets' blues; both of theirs independent, so one legend
-        color="independent", shape="independent")
-    return html_safe(ch)   # saved as a page, a game or party name in its data cannot end the page's script
+    ch = (
+        alt.layer(*deal_layers(deals, sols, struck, colors), caption_layer())
+        .add_params(*explorer_params(names, seat_labels(geos), game, x, y))
+        .properties(width=width, height=height)
+        .resolve_scale(
+            # the policies' colours apart from the sets' blues; both of theirs independent, so one legend
+            color="independent",
+            shape="independent",
+        )
+    )
+    return html_safe(ch)  # saved as a page, a game or party name in its data cannot end the page's script
 
 # %% ../nbs/04_explorer.ipynb #e7837f61
-def _skipped(f:Path, root:Path)->bool:
+def _skipped(f: Path, root: Path) -> bool:
     "A table in a private folder (`_shared_base`: the eval's base sides before each cell's copy) or a half-written one."
     return any(part.startswith("_") or ".tmp-" in part for part in f.relative_to(root).parts[:-1])
 
 # %% ../nbs/04_explorer.ipynb #8bf20d40
-def episodes_under(path)->list[dict]:
+def episodes_under(path) -> list[dict]:
     "The episode rows (each with its `_source`, file:line) of an episodes.jsonl file, or of every one under a folder."
     p = Path(path)
-    if p.is_file(): return episode_rows(p, ExplorerError)
-    if not p.is_dir(): raise ExplorerError(f"{p}: no such episode file or run folder")
+    if p.is_file():
+        return episode_rows(p, ExplorerError)
+    if not p.is_dir():
+        raise ExplorerError(f"{p}: no such episode file or run folder")
     files = [f for f in sorted(p.rglob(EPISODES)) if not _skipped(f, p)]
-    if not files: raise ExplorerError(f"{p}: no {EPISODES} in this folder or below it")
+    if not files:
+        raise ExplorerError(f"{p}: no {EPISODES} in this folder or below it")
     return [r for f in files for r in episode_rows(f, ExplorerError)]
 
 # %% ../nbs/04_explorer.ipynb #b84c6e5b
-def explorer(source, # a bank folder, a game JSON file or an LLM-Deliberation folder (or a folder of those)
-             episodes=None, # an episodes.jsonl file or a run folder (its episodes.jsonl files, at any depth)
-             **kw):
+def explorer(
+    source,  # a bank folder, a game JSON file or an LLM-Deliberation folder (or a folder of those)
+    episodes=None,  # an episodes.jsonl file or a run folder (its episodes.jsonl files, at any depth)
+    **kw,
+):
     "The explorer on games read from disk, with the deals that an episode file (or run folder) struck."
     geos = [solve(g) for g in bank_games(source)]
     rows = episodes_under(episodes) if episodes is not None else []

@@ -24,159 +24,287 @@ __all__ = ['ADAPTER_FILES', 'CARD_SETTINGS', 'app', 'ExportError', 'export_name'
 class ExportError(ValueError):
     "A checkpoint that cannot be exported: not a trainer's checkpoint, or a folder in the way; the message says which."
 
+
 # what PEFT's from_pretrained reads
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 # %% ../nbs/15_export.ipynb #8fc68c07
-def export_name(arm:str, step:int)->str:
+def export_name(arm: str, step: int) -> str:
     "The folder a checkpoint is exported to: `lam05_checkpoint-24`, as the seed's adapter repository names them."
     return f"{arm}_checkpoint-{int(step)}"
 
 # %% ../nbs/15_export.ipynb #53f95c98
-def checkpoint_facts(ckpt:Path)->dict:
+def checkpoint_facts(ckpt: Path) -> dict:
     "The facts a card states: arm, step, method, λ, the config, the adapter's LoRA settings and the arm's sessions."
     ckpt = Path(ckpt)
     if not (ckpt / "trainer_state.json").is_file():
         raise ExportError(f"{ckpt}: no trainer_state.json: not a checkpoint of fairneg train or dpo")
-    state, ac = read_json(ckpt / "trainer_state.json",
-                          ExportError), read_json(ckpt / "adapter_config.json", ExportError)
+    state, ac = (
+        read_json(ckpt / "trainer_state.json", ExportError),
+        read_json(ckpt / "adapter_config.json", ExportError),
+    )
     cfg = state.get("config") or {}
     arm = cfg.get("arm") or ckpt.parent.name
-    return dict(arm=arm, step=int(state["step"]), method=state.get("method", "grpo"), lam=cfg.get("lam", arm_lam(arm)),
-                base_model=ac.get("base_model_name_or_path"), config=cfg, config_hash=state.get("config_hash"),
-                lora={k: ac.get(k) for k in ("r", "lora_alpha", "lora_dropout", "target_modules", "bias")},
-                segments=read_segments(ckpt.parent))
+    return dict(
+        arm=arm,
+        step=int(state["step"]),
+        method=state.get("method", "grpo"),
+        lam=cfg.get("lam", arm_lam(arm)),
+        base_model=ac.get("base_model_name_or_path"),
+        config=cfg,
+        config_hash=state.get("config_hash"),
+        lora={k: ac.get(k) for k in ("r", "lora_alpha", "lora_dropout", "target_modules", "bias")},
+        segments=read_segments(ckpt.parent),
+    )
 
 # %% ../nbs/15_export.ipynb #1ec267f9
-def eval_verdicts(ev:dict|None, # an eval.json (`fairneg eval analyze`), or None
-                  name:str, # the checkpoint's name there (`lam05_step24`)
-                 )->list[dict]:
+def eval_verdicts(
+    ev: dict | None,  # an eval.json (`fairneg eval analyze`), or None
+    name: str,  # the checkpoint's name there (`lam05_step24`)
+) -> list[dict]:
     "This checkpoint's contrasts in an eval.json: condition, endpoint, delta, interval and verdict per row."
     rows = []
     for c in (ev or {}).get("cells", {}).values():
-        if c.get("checkpoint") != name: continue
-        rows += [dict(condition=c["condition"], endpoint=k, delta=e.get("delta"), lo=e.get("lo"), hi=e.get("hi"),
-                      verdict=e.get("verdict"))
-                 for k, e in c.get("endpoints", {}).items()]
+        if c.get("checkpoint") != name:
+            continue
+        rows += [
+            dict(
+                condition=c["condition"],
+                endpoint=k,
+                delta=e.get("delta"),
+                lo=e.get("lo"),
+                hi=e.get("hi"),
+                verdict=e.get("verdict"),
+            )
+            for k, e in c.get("endpoints", {}).items()
+        ]
     return rows
 
 # %% ../nbs/15_export.ipynb #99d13dc4
-def _table(rows:list[dict], cols:dict)->str:
+def _table(rows: list[dict], cols: dict) -> str:
     "A Markdown table of `rows`: `cols` maps a row key to its header."
-    fmt = lambda v: md_text("—" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list)
-                        else f"{v:.4g}" if isinstance(v, float) else v)
-    return "\n".join(["| " + " | ".join(cols.values()) + " |", "|" + "---|" * len(cols)]
-                     + ["| " + " | ".join(fmt(r.get(k)) for k in cols) + " |" for r in rows])
+    fmt = lambda v: md_text(
+        "—"
+        if v is None or v == []
+        else ", ".join(map(str, v))
+        if isinstance(v, list)
+        else f"{v:.4g}"
+        if isinstance(v, float)
+        else v
+    )
+    return "\n".join(
+        ["| " + " | ".join(cols.values()) + " |", "|" + "---|" * len(cols)]
+        + ["| " + " | ".join(fmt(r.get(k)) for k in cols) + " |" for r in rows]
+    )
 
-CARD_SETTINGS = ("model", "bank", "lam", "steps", "groups", "k", "lr", "kl_coef", "temperature", "max_turns",
-                 "context", "framing",
-                 "backend", "seed")   # the training settings a card lists (those the config has)
+
+CARD_SETTINGS = (
+    "model",
+    "bank",
+    "lam",
+    "steps",
+    "groups",
+    "k",
+    "lr",
+    "kl_coef",
+    "temperature",
+    "max_turns",
+    "context",
+    "framing",
+    "backend",
+    "seed",
+)  # the training settings a card lists (those the config has)
 
 # %% ../nbs/15_export.ipynb #d79c50c2
-def model_card(f:dict, # `checkpoint_facts`
-               verdicts:list[dict], # `eval_verdicts`
-               folder:str, # the exported folder's name
-              )->str:
+def model_card(
+    f: dict,  # `checkpoint_facts`
+    verdicts: list[dict],  # `eval_verdicts`
+    folder: str,  # the exported folder's name
+) -> str:
     "An exported adapter's README.md: YAML header, what it is, LoRA and training settings, sessions, verdicts, loading."
     cfg, lam = f["config"], f["lam"]
-    yml = yaml.safe_dump(dict(library_name="peft", base_model=f["base_model"],
-                              tags=["fairneg", "lora", f["method"], "negotiation"]),
-                         sort_keys=False, default_flow_style=None, allow_unicode=True, width=1000)
-    head = ["---", yml.rstrip("\n"), "---", "",
-            f"# {md_text(folder)}", "",
-            f"A LoRA adapter of {md_code(f['base_model'])} trained by fairneg ({md_text(str(f['method']).upper())}), "
-            f"arm {md_code(f['arm'])}"
-            + (f", λ = {md_text(lam)} (the weight of table welfare against own welfare in the reward)"
-               if lam is not None else "")
-            + f", at step {md_text(f['step'])} of {md_text(cfg.get('steps', '?'))}. "
-            f"Config hash {md_code(f['config_hash'])}.", ""]
-    lora = ["## LoRA", "", _table([f["lora"]], {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
-                                                "target_modules": "target modules"}), ""]
-    train = ["## Training", "", _table([dict(setting=k, value=cfg[k]) for k in CARD_SETTINGS if k in cfg],
-                                       {"setting": "setting", "value": "value"}), ""]
-    segs = ["## Sessions", "", _table(f["segments"], {"segment": "session", "started": "started",
-                                                      "host": "host", "gpu": "GPU",
-                                                      "slurm_job": "Slurm job", "start_step": "from step",
-                                                      "optimizer": "optimizer",
-                                                      "changes": "changed", "code_version": "code",
-                                                      "end_step": "to step", "ended": "ended"})
-            if f["segments"] else "No sessions were recorded (a run made before `segments.jsonl`).", ""]
-    ev = ["## Evaluation", "", _table(verdicts, {"condition": "condition", "endpoint": "endpoint",
-                                                 "delta": "trained − untrained",
-                                                  "lo": "low", "hi": "high", "verdict": "verdict"})
-          if verdicts else "No evaluation of this checkpoint was given (`fairneg export --eval eval.json`).", ""]
-    use = ["## Loading", "", "```python", "from peft import PeftModel", "from transformers import AutoModelForCausalLM",
-           f"base = AutoModelForCausalLM.from_pretrained({f['base_model']!r})",
-           f"model = PeftModel.from_pretrained(base, {folder!r})", "```", ""]
+    yml = yaml.safe_dump(
+        dict(library_name="peft", base_model=f["base_model"], tags=["fairneg", "lora", f["method"], "negotiation"]),
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=1000,
+    )
+    head = [
+        "---",
+        yml.rstrip("\n"),
+        "---",
+        "",
+        f"# {md_text(folder)}",
+        "",
+        f"A LoRA adapter of {md_code(f['base_model'])} trained by fairneg ({md_text(str(f['method']).upper())}), "
+        f"arm {md_code(f['arm'])}"
+        + (
+            f", λ = {md_text(lam)} (the weight of table welfare against own welfare in the reward)"
+            if lam is not None
+            else ""
+        )
+        + f", at step {md_text(f['step'])} of {md_text(cfg.get('steps', '?'))}. "
+        f"Config hash {md_code(f['config_hash'])}.",
+        "",
+    ]
+    lora = [
+        "## LoRA",
+        "",
+        _table(
+            [f["lora"]],
+            {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "target_modules": "target modules"},
+        ),
+        "",
+    ]
+    train = [
+        "## Training",
+        "",
+        _table(
+            [dict(setting=k, value=cfg[k]) for k in CARD_SETTINGS if k in cfg], {"setting": "setting", "value": "value"}
+        ),
+        "",
+    ]
+    segs = [
+        "## Sessions",
+        "",
+        _table(
+            f["segments"],
+            {
+                "segment": "session",
+                "started": "started",
+                "host": "host",
+                "gpu": "GPU",
+                "slurm_job": "Slurm job",
+                "start_step": "from step",
+                "optimizer": "optimizer",
+                "changes": "changed",
+                "code_version": "code",
+                "end_step": "to step",
+                "ended": "ended",
+            },
+        )
+        if f["segments"]
+        else "No sessions were recorded (a run made before `segments.jsonl`).",
+        "",
+    ]
+    ev = [
+        "## Evaluation",
+        "",
+        _table(
+            verdicts,
+            {
+                "condition": "condition",
+                "endpoint": "endpoint",
+                "delta": "trained − untrained",
+                "lo": "low",
+                "hi": "high",
+                "verdict": "verdict",
+            },
+        )
+        if verdicts
+        else "No evaluation of this checkpoint was given (`fairneg export --eval eval.json`).",
+        "",
+    ]
+    use = [
+        "## Loading",
+        "",
+        "```python",
+        "from peft import PeftModel",
+        "from transformers import AutoModelForCausalLM",
+        f"base = AutoModelForCausalLM.from_pretrained({f['base_model']!r})",
+        f"model = PeftModel.from_pretrained(base, {folder!r})",
+        "```",
+        "",
+    ]
     return "\n".join(head + lora + train + segs + ev + use)
 
 # %% ../nbs/15_export.ipynb #ecfa9e14
-def export_checkpoint(ckpt:Path, # a checkpoint folder `ARM/checkpoint-STEP/`
-                      out:Path, # the folder the exported adapters go into
-                      ev:dict|None=None, # an eval.json, for the card's verdicts
-                      force:bool=False, # replace an exported folder of that name
-                     )->Path:
+def export_checkpoint(
+    ckpt: Path,  # a checkpoint folder `ARM/checkpoint-STEP/`
+    out: Path,  # the folder the exported adapters go into
+    ev: dict | None = None,  # an eval.json, for the card's verdicts
+    force: bool = False,  # replace an exported folder of that name
+) -> Path:
     "Write `OUT/<arm>_checkpoint-<STEP>/`: the adapter files, README.md (the card) and fairneg_provenance.json."
     f = checkpoint_facts(ckpt)
     name = export_name(f["arm"], f["step"])
     dst, tmp = Path(out) / name, Path(out) / f"{name}.tmp"
-    if dst.exists() and not force: raise ExportError(f"{dst}: exported already: --force replaces it")
+    if dst.exists() and not force:
+        raise ExportError(f"{dst}: exported already: --force replaces it")
     files = [Path(ckpt) / n for n in ADAPTER_FILES if (Path(ckpt) / n).is_file()]
-    if not any(p.name.startswith("adapter_model") for p in files): raise ExportError(f"{ckpt}: no adapter_model file")
+    if not any(p.name.startswith("adapter_model") for p in files):
+        raise ExportError(f"{ckpt}: no adapter_model file")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for p in files: shutil.copy2(p, tmp / p.name)
+    for p in files:
+        shutil.copy2(p, tmp / p.name)
     verdicts = eval_verdicts(ev, checkpoint_name(f["arm"], f["step"]))
     (tmp / "README.md").write_text(model_card(f, verdicts, name))
     (tmp / "fairneg_provenance.json").write_text(json.dumps(dict(f, verdicts=verdicts), indent=1, default=str) + "\n")
-    if dst.exists(): shutil.rmtree(dst)
+    if dst.exists():
+        shutil.rmtree(dst)
     tmp.rename(dst)
     return dst
 
 # %% ../nbs/15_export.ipynb #3f296b31
-def export_arm(arm_dir:Path, out:Path, ev:dict|None=None,
-               steps:list[int]|None=None, # the steps to export (default: every complete checkpoint)
-               force:bool=False)->list[Path]:
+def export_arm(
+    arm_dir: Path,
+    out: Path,
+    ev: dict | None = None,
+    steps: list[int] | None = None,  # the steps to export (default: every complete checkpoint)
+    force: bool = False,
+) -> list[Path]:
     "Export the arm's complete checkpoints (or those of `steps`); an asked step without a checkpoint is an error."
     have = dict(checkpoints(arm_dir))
-    if not have: raise ExportError(f"{arm_dir}: no complete checkpoint (checkpoint-STEP/ with its trainer state)")
+    if not have:
+        raise ExportError(f"{arm_dir}: no complete checkpoint (checkpoint-STEP/ with its trainer state)")
     missing = sorted(set(steps or ()) - set(have))
     if missing:
-        raise ExportError(f"{arm_dir}: no checkpoint of step {', '.join(map(str, missing))} (have "
-                          f"{', '.join(map(str, sorted(have)))})")
+        raise ExportError(
+            f"{arm_dir}: no checkpoint of step {', '.join(map(str, missing))} (have "
+            f"{', '.join(map(str, sorted(have)))})"
+        )
     return [export_checkpoint(have[s], out, ev, force) for s in sorted(steps or have)]
 
 # %% ../nbs/15_export.ipynb #8b13496b
-def arm_folders(paths:list[Path])->list[Path]:
+def arm_folders(paths: list[Path]) -> list[Path]:
     "The arm folders named: a folder with checkpoints is an arm; a folder without them, its subfolders that have some."
     out = []
     for p in map(Path, paths):
-        if not p.is_dir(): raise ExportError(f"{p}: no such folder")
+        if not p.is_dir():
+            raise ExportError(f"{p}: no such folder")
         arms = [p] if checkpoints(p) else [q for q in sorted(p.iterdir()) if q.is_dir() and checkpoints(q)]
         if not arms:
             raise ExportError(f"{p}: no checkpoint here or in its subfolders (an arm folder, or a run's train/ folder)")
         out += arms
     return out
 
-app = typer.Typer(cls=CliGroup, add_completion=False,
-                  help="Export checkpoints as hub-ready PEFT adapter folders with model cards.")
+
+app = typer.Typer(
+    cls=CliGroup, add_completion=False, help="Export checkpoints as hub-ready PEFT adapter folders with model cards."
+)
 
 # %% ../nbs/15_export.ipynb #041b83f8
 @app.command(cls=MultiValueCommand)
-def export(arms:Annotated[list[Path],
-                          typer.Argument(help="Arm folders (with checkpoint-STEP/), "
-                                              "or folders of arms (a run's train/).")],
-           out:Annotated[Path,
-                         typer.Option(help="The folder the exported adapters go into "
-                                           "(<arm>_checkpoint-<STEP>/ each).")],
-           eval_json:Annotated[Optional[Path],
-                               typer.Option("--eval",
-                                            help="An eval.json: each card lists its checkpoint's verdicts.")]=None,
-           steps:Annotated[Optional[list[int]],
-                           typer.Option(help="Steps to export (default: every complete checkpoint).")]=None,
-           force:Annotated[bool, typer.Option(help="Replace exported folders of the same name.")]=False):
+def export(
+    arms: Annotated[
+        list[Path], typer.Argument(help="Arm folders (with checkpoint-STEP/), or folders of arms (a run's train/).")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each).")
+    ],
+    eval_json: Annotated[
+        Optional[Path], typer.Option("--eval", help="An eval.json: each card lists its checkpoint's verdicts.")
+    ] = None,
+    steps: Annotated[
+        Optional[list[int]], typer.Option(help="Steps to export (default: every complete checkpoint).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace exported folders of the same name.")] = False,
+):
     "Write checkpoints as `<arm>_checkpoint-<STEP>/`: PEFT adapter, model card (README.md) and fairneg_provenance.json."
     ev = read_json(eval_json, ExportError) if eval_json else None
     with folder_lock(out, "fairneg export"):
         for arm in arm_folders(arms):
-            for p in export_arm(arm, out, ev, steps, force): typer.echo(f"{p}")
+            for p in export_arm(arm, out, ev, steps, force):
+                typer.echo(f"{p}")

@@ -26,9 +26,11 @@ INFO_MODES = ("full", "private")
 PROTOCOLS = ["table", "ultimatum", "divide-dollar"]
 GENERATOR_VERSION = "fairneg-gen-v2"
 
+
 @user_error
 class GameError(ValueError):
     "A game that cannot be used, with the file, the field and the problem in its message."
+
     def __init__(self, source, field, problem):
         self.source, self.field, self.problem = str(source), field, problem
         super().__init__(f"{source}: field `{field}`: {problem}")
@@ -37,178 +39,215 @@ class GameError(ValueError):
 @dataclass
 class Game:
     "A scorable negotiation game (SPEC §1)."
-    name: str                       # a short id, e.g. `gen-40000` or `llmdel-base`
-    parties: list[str]              # one id per party
-    roles: list[str]                # `p1`, `p2` or `player` per party
-    issues: list[str]               # issue names, in order A, B, C, ...
-    options: list[list[str]]        # option descriptions per issue (labels A1.. come from the position)
-    scores: list[list[list[int]]]   # S[i][k][o]
-    thresholds: list[float]         # tau_i
-    veto: list[int] | None = None   # parties whose signature every deal needs (default: p1 and p2)
-    quorum: int | None = None       # how many parties must agree (default n-1)
-    unanimity_bonus: float = 0.0    # paid to p1 when every party signs (LLM-Deliberation: 10)
-    strict: bool = False            # accept iff u > tau instead of u >= tau
-    info_mode: str = "full"         # `full` or `private`
-    protocol: str = "table"         # `table`, `ultimatum` or `divide-dollar`
-    pie: float | None = None        # deals whose utilities sum above `pie` are infeasible
-    prose: dict | None = None       # narrative text for the `prose` framing
+
+    name: str  # a short id, e.g. `gen-40000` or `llmdel-base`
+    parties: list[str]  # one id per party
+    roles: list[str]  # `p1`, `p2` or `player` per party
+    issues: list[str]  # issue names, in order A, B, C, ...
+    options: list[list[str]]  # option descriptions per issue (labels A1.. come from the position)
+    scores: list[list[list[int]]]  # S[i][k][o]
+    thresholds: list[float]  # tau_i
+    veto: list[int] | None = None  # parties whose signature every deal needs (default: p1 and p2)
+    quorum: int | None = None  # how many parties must agree (default n-1)
+    unanimity_bonus: float = 0.0  # paid to p1 when every party signs (LLM-Deliberation: 10)
+    strict: bool = False  # accept iff u > tau instead of u >= tau
+    info_mode: str = "full"  # `full` or `private`
+    protocol: str = "table"  # `table`, `ultimatum` or `divide-dollar`
+    pie: float | None = None  # deals whose utilities sum above `pie` are infeasible
+    prose: dict | None = None  # narrative text for the `prose` framing
     meta: dict = field(default_factory=dict)  # provenance: seed, generator version, source
 
     def __post_init__(self):
-        if self.veto is None: self.veto = [i for i, r in enumerate(self.roles) if r in ("p1", "p2")]
-        if self.quorum is None: self.quorum = max(len(self.parties) - 1, len(self.veto))
+        if self.veto is None:
+            self.veto = [i for i, r in enumerate(self.roles) if r in ("p1", "p2")]
+        if self.quorum is None:
+            self.quorum = max(len(self.parties) - 1, len(self.veto))
 
     @property
-    def n(self): return len(self.parties)
+    def n(self):
+        return len(self.parties)
+
     @property
-    def m(self): return len(self.issues)
+    def m(self):
+        return len(self.issues)
+
     @property
-    def n_options(self): return [len(o) for o in self.options]
+    def n_options(self):
+        return [len(o) for o in self.options]
+
     @property
-    def n_deals(self): return int(np.prod(self.n_options))
+    def n_deals(self):
+        return int(np.prod(self.n_options))
+
     @property
-    def chair(self): return self.roles.index("p1")
+    def chair(self):
+        return self.roles.index("p1")
+
     @property
-    def ideal(self): return np.array([sum(max(s) for s in sheet) for sheet in self.scores], dtype=float)
+    def ideal(self):
+        return np.array([sum(max(s) for s in sheet) for sheet in self.scores], dtype=float)
 
 # %% ../nbs/01_game.ipynb #3cfa01ec
-def issue_letter(k:int)->str: return string.ascii_uppercase[k]
+def issue_letter(k: int) -> str:
+    return string.ascii_uppercase[k]
+
 
 _ISSUE_INDEX = {c: k for s in (string.ascii_uppercase, string.ascii_lowercase) for k, c in enumerate(s)}
 
 # %% ../nbs/01_game.ipynb #7e4c7f3f
-def issue_index(letter:str)->int:
+def issue_index(letter: str) -> int:
     "The issue an issue letter names (`B` or `b` -> 1): `issue_letter`'s inverse."
-    k = _ISSUE_INDEX.get(letter)   # a table, not `str.index`: the engine reads every label of every deal through it
-    if k is None: raise ValueError(f"`{letter}` is not an issue letter (A-Z)")
+    k = _ISSUE_INDEX.get(letter)  # a table, not `str.index`: the engine reads every label of every deal through it
+    if k is None:
+        raise ValueError(f"`{letter}` is not an issue letter (A-Z)")
     return k
 
 # %% ../nbs/01_game.ipynb #598f74f0
-def label_option(t:str)->tuple:
+def label_option(t: str) -> tuple:
     "`(issue, option)` (both 0-based) of an option label such as `B3`, without a range check; ValueError if it is none."
     m = re.fullmatch(r"([A-Za-z])(\d+)", t.strip())
-    if not m: raise ValueError(f"`{t}` is not an option label like A1")
+    if not m:
+        raise ValueError(f"`{t}` is not an option label like A1")
     return issue_index(m[1]), int(m[2]) - 1
 
 # %% ../nbs/01_game.ipynb #ac3a7ec9
-def label_options(label:str)->list:
+def label_options(label: str) -> list:
     "`(issue, option)` per option label of a deal label as the engine writes it (`A1 B2` -> `[(0, 0), (1, 1)]`)."
     # no regex: agents and prompts read many labels
     return [(issue_index(t[0]), int(t[1:]) - 1) for t in label.split()]
 
 # %% ../nbs/01_game.ipynb #59df7aa6
-def deal_key(text)->str|None:
+def deal_key(text) -> str | None:
     "A deal text's option labels, upper-cased and sorted: two texts of one deal get one key (None for a non-string)."
     return " ".join(sorted(re.findall(r"[A-Z]\d+", text.upper()))) if isinstance(text, str) else None
 
 # %% ../nbs/01_game.ipynb #c6d5ff9e
-def option_label(k:int, o:int)->str:
+def option_label(k: int, o: int) -> str:
     "Label of option `o` (0-based) of issue `k`, e.g. `B3`."
-    return f"{issue_letter(k)}{o+1}"
+    return f"{issue_letter(k)}{o + 1}"
 
 # %% ../nbs/01_game.ipynb #f414d4fd
-def deal_label(deal)->str:
+def deal_label(deal) -> str:
     "A deal (one option index per issue) as `A1 B2 C3`."
     return " ".join(option_label(k, int(o)) for k, o in enumerate(deal))
 
 # %% ../nbs/01_game.ipynb #166b5089
-def parse_deal_label(text:str, n_options)->tuple:
+def parse_deal_label(text: str, n_options) -> tuple:
     "Parse `A1 B2 C3` (or `A1,B2,C3`) into option indices, checking every issue appears once with a valid option."
     toks = [t for t in re.split(r"[\s,;]+", text.strip().upper()) if t]
     deal = [None] * len(n_options)
     for t in toks:
         k, o = label_option(t)
-        if k >= len(n_options): raise ValueError(f"issue {t[0]} does not exist (the game has {len(n_options)} issues)")
+        if k >= len(n_options):
+            raise ValueError(f"issue {t[0]} does not exist (the game has {len(n_options)} issues)")
         if not 0 <= o < n_options[k]:
             raise ValueError(f"option {t} does not exist (issue {t[0]} has {n_options[k]} options)")
-        if deal[k] is not None: raise ValueError(f"issue {t[0]} appears twice")
+        if deal[k] is not None:
+            raise ValueError(f"issue {t[0]} appears twice")
         deal[k] = o
     missing = [issue_letter(k) for k, o in enumerate(deal) if o is None]
-    if missing: raise ValueError(f"no option for issue(s) {', '.join(missing)}")
+    if missing:
+        raise ValueError(f"no option for issue(s) {', '.join(missing)}")
     return tuple(deal)
 
 # %% ../nbs/01_game.ipynb #811fd1ee
-def utility(g:Game, deal)->np.ndarray:
+def utility(g: Game, deal) -> np.ndarray:
     "Every party's utility `u_i(d)` for one deal."
     return np.array([sum(sheet[k][o] for k, o in enumerate(deal)) for sheet in g.scores], dtype=float)
 
 # %% ../nbs/01_game.ipynb #177c9381
-def accepts(u, # a utility, or an array of utilities
-            tau, # the threshold(s), broadcast against `u`
-            strict:bool=False, # the game's `strict`: accept iff u > tau
-           ):
+def accepts(
+    u,  # a utility, or an array of utilities
+    tau,  # the threshold(s), broadcast against `u`
+    strict: bool = False,  # the game's `strict`: accept iff u > tau
+):
     "The acceptance rule: `u >= tau`, or `u > tau` under a strict game (elementwise on arrays)."
     return u > tau if strict else u >= tau
 
 # %% ../nbs/01_game.ipynb #27a13ca5
 def _check(ok, source, field, problem):
-    if not ok: raise GameError(source, field, problem)
+    if not ok:
+        raise GameError(source, field, problem)
 
 # %% ../nbs/01_game.ipynb #0d255a72
-def _finite_number(s)->bool:
+def _finite_number(s) -> bool:
     "An int or float, not a bool, that `np.isfinite` accepts (plain int64-range ints without calling numpy)."
-    return ((type(s) is int and -2**63 <= s < 2**63)
-            or (isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s)))
+    return (type(s) is int and -(2**63) <= s < 2**63) or (
+        isinstance(s, (int, float)) and not isinstance(s, bool) and np.isfinite(s)
+    )
 
 # %% ../nbs/01_game.ipynb #2b9ef0a5
-def _not_a_number(s)->str:
+def _not_a_number(s) -> str:
     "Why `s` is refused as a number: a numpy scalar is named as one, since `.tolist()` converts it."
     if type(s).__module__ == "numpy":
         return f"`{s!r}` is a numpy {type(s).__name__}, not a Python number (`.tolist()` converts it)"
     return f"`{s!r}` is not a finite number"
 
 # %% ../nbs/01_game.ipynb #9e09594c
-MAX_GAME_CELLS = 250_000                  # deals × parties a game may have (FAIRNEG_MAX_GAME_CELLS overrides it)
+MAX_GAME_CELLS = 250_000  # deals × parties a game may have (FAIRNEG_MAX_GAME_CELLS overrides it)
 MAX_CELLS_VAR = "FAIRNEG_MAX_GAME_CELLS"  # the environment variable that sets the limit
-BYTES_PER_DEAL = (64, 4, 48)              # `solve`'s arrays: bytes per deal and party, per deal and issue, per deal
+BYTES_PER_DEAL = (64, 4, 48)  # `solve`'s arrays: bytes per deal and party, per deal and issue, per deal
 
-def max_game_cells()->int:
+
+def max_game_cells() -> int:
     "The size limit in deal-party cells: `FAIRNEG_MAX_GAME_CELLS` when it is set, else `MAX_GAME_CELLS`."
     v = os.environ.get(MAX_CELLS_VAR, "").strip()
-    if not v: return MAX_GAME_CELLS
-    try: limit = int(v)
-    except ValueError: limit = 0
-    if limit < 1: raise BadValue(f"{MAX_CELLS_VAR} must be a whole number of deal-party cells, at least 1, got {v!r}")
+    if not v:
+        return MAX_GAME_CELLS
+    try:
+        limit = int(v)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise BadValue(f"{MAX_CELLS_VAR} must be a whole number of deal-party cells, at least 1, got {v!r}")
     return limit
 
 # %% ../nbs/01_game.ipynb #6b2ad695
-def enumeration_bytes(n_parties:int, # parties
-                      n_options, # options per issue
-                     )->int:
+def enumeration_bytes(
+    n_parties: int,  # parties
+    n_options,  # options per issue
+) -> int:
     "Estimated peak bytes of `solve`'s arrays over every deal (the Pareto frontiers' share not included)."
     per_party, per_issue, per_deal = BYTES_PER_DEAL
     return math.prod(n_options) * (per_party * n_parties + per_issue * len(n_options) + per_deal)
 
-def _size_text(b:float)->str:
+
+def _size_text(b: float) -> str:
     "Bytes as a person reads them: `948.3 MiB`, `1.2 GiB`."
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if b >= 2**k: return f"{b / 2**k:.1f} {unit}"
+        if b >= 2**k:
+            return f"{b / 2**k:.1f} {unit}"
     return f"{b:.0f} B"
 
 # %% ../nbs/01_game.ipynb #83bc7d6d
 class GameTooLarge(GameError):
     "A game over the size limit (`max_game_cells`); a `GameError`, so a command prints it as one line and exits 2."
 
-def check_game_size(n_parties:int, # parties
-                    n_options, # options per issue
-                    source="<game>", # the file or call the error names
-                    max_cells:int|None=None, # the limit in deal-party cells (default: `max_game_cells()`)
-                   )->int:
+
+def check_game_size(
+    n_parties: int,  # parties
+    n_options,  # options per issue
+    source="<game>",  # the file or call the error names
+    max_cells: int | None = None,  # the limit in deal-party cells (default: `max_game_cells()`)
+) -> int:
     "The game's deal-party cells (deals × parties); `GameTooLarge`, before any deal is enumerated, over the limit."
     deals = math.prod(n_options)
     cells = deals * n_parties
     limit = max_game_cells() if max_cells is None else max_cells
     if cells > limit:
         size = _size_text(enumeration_bytes(n_parties, n_options))
-        raise GameTooLarge(source, "options",
-                           f"{deals:,} deals × {n_parties} parties = {cells:,} deal-party cells, over the limit of "
-                           f"{limit:,}: enumerating them takes about {size} for the deal arrays and more for the "
-                           "Pareto frontiers, which grow with the square of the deals; to raise the limit, set the "
-                           f"environment variable {MAX_CELLS_VAR} ({cells} for this game)")
+        raise GameTooLarge(
+            source,
+            "options",
+            f"{deals:,} deals × {n_parties} parties = {cells:,} deal-party cells, over the limit of "
+            f"{limit:,}: enumerating them takes about {size} for the deal arrays and more for the "
+            "Pareto frontiers, which grow with the square of the deals; to raise the limit, set the "
+            f"environment variable {MAX_CELLS_VAR} ({cells} for this game)",
+        )
     return cells
 
 # %% ../nbs/01_game.ipynb #daf4498c
-def validate_game(g:Game, source="<game>")->Game:
+def validate_game(g: Game, source="<game>") -> Game:
     "Check a game against SPEC §1; raise `GameError` naming the source, the field and the problem."
     n = len(g.parties)
     _check(2 <= n <= 8, source, "parties", f"n = {n} parties, but a game has 2 to 8")
@@ -221,19 +260,30 @@ def validate_game(g:Game, source="<game>")->Game:
     _check(1 <= m <= 26, source, "issues", f"{m} issues, but a game has 1 to 26")
     _check(len(g.options) == m, source, "options", f"{len(g.options)} option lists for {m} issues")
     for k, opts in enumerate(g.options):
-        _check(len(opts) >= 2, source, f"options[{k}]",
-               f"issue {issue_letter(k)} has {len(opts)} option(s), needs at least 2")
-    check_game_size(n, [len(o) for o in g.options], source)   # before anything enumerates its deals
+        _check(
+            len(opts) >= 2,
+            source,
+            f"options[{k}]",
+            f"issue {issue_letter(k)} has {len(opts)} option(s), needs at least 2",
+        )
+    check_game_size(n, [len(o) for o in g.options], source)  # before anything enumerates its deals
     _check(len(g.scores) == n, source, "scores", f"{len(g.scores)} score sheets for {n} parties")
     for i, sheet in enumerate(g.scores):
-        _check(isinstance(sheet, list) and len(sheet) == m, source, f"scores[{i}]",
-               f"sheet of `{g.parties[i]}` has {len(sheet) if isinstance(sheet, list) else '?'} rows "
-               f"for {m} issues (ragged sheet)")
+        _check(
+            isinstance(sheet, list) and len(sheet) == m,
+            source,
+            f"scores[{i}]",
+            f"sheet of `{g.parties[i]}` has {len(sheet) if isinstance(sheet, list) else '?'} rows "
+            f"for {m} issues (ragged sheet)",
+        )
         for k, row in enumerate(sheet):
             if not (isinstance(row, list) and len(row) == len(g.options[k])):
-                raise GameError(source, f"scores[{i}][{k}]",
-                                f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores "
-                                f"for issue {issue_letter(k)}, which has {len(g.options[k])} options (ragged sheet)")
+                raise GameError(
+                    source,
+                    f"scores[{i}][{k}]",
+                    f"sheet of `{g.parties[i]}` has {len(row) if isinstance(row, list) else '?'} scores "
+                    f"for issue {issue_letter(k)}, which has {len(g.options[k])} options (ragged sheet)",
+                )
             for o, s in enumerate(row):
                 if not _finite_number(s):
                     raise GameError(source, f"scores[{i}][{k}][{o}]", _not_a_number(s))
@@ -241,20 +291,41 @@ def validate_game(g:Game, source="<game>")->Game:
     ideal = g.ideal
     for i, t in enumerate(g.thresholds):
         _check(_finite_number(t), source, f"thresholds[{i}]", _not_a_number(t))
-        _check(t <= ideal[i], source, f"thresholds[{i}]",
-               f"threshold {t} of `{g.parties[i]}` is above its best deal ({ideal[i]:g}): no deal reaches it")
-        _check(ideal[i] - t > 0, source, f"thresholds[{i}]",
-               f"c_i = ideal - threshold = {ideal[i] - t:g} <= 0 for `{g.parties[i]}` "
-               "(its best deal only just reaches the threshold)")
-    _check(all(isinstance(v, int) and 0 <= v < n for v in g.veto), source, "veto",
-           f"veto {g.veto} must list party indices 0..{n-1}")
-    _check(isinstance(g.quorum, int) and 1 <= g.quorum <= n, source, "quorum",
-           f"quorum {g.quorum} must be between 1 and {n}")
+        _check(
+            t <= ideal[i],
+            source,
+            f"thresholds[{i}]",
+            f"threshold {t} of `{g.parties[i]}` is above its best deal ({ideal[i]:g}): no deal reaches it",
+        )
+        _check(
+            ideal[i] - t > 0,
+            source,
+            f"thresholds[{i}]",
+            f"c_i = ideal - threshold = {ideal[i] - t:g} <= 0 for `{g.parties[i]}` "
+            "(its best deal only just reaches the threshold)",
+        )
+    _check(
+        all(isinstance(v, int) and 0 <= v < n for v in g.veto),
+        source,
+        "veto",
+        f"veto {g.veto} must list party indices 0..{n - 1}",
+    )
+    _check(
+        isinstance(g.quorum, int) and 1 <= g.quorum <= n,
+        source,
+        "quorum",
+        f"quorum {g.quorum} must be between 1 and {n}",
+    )
     _check(len(g.veto) <= g.quorum, source, "quorum", f"quorum {g.quorum} is smaller than the veto set {g.veto}")
-    _check(g.info_mode in INFO_MODES, source, "info_mode",
-           f"unknown information mode `{g.info_mode}` (known: {', '.join(INFO_MODES)})")
-    _check(g.protocol in PROTOCOLS, source, "protocol",
-           f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})")
+    _check(
+        g.info_mode in INFO_MODES,
+        source,
+        "info_mode",
+        f"unknown information mode `{g.info_mode}` (known: {', '.join(INFO_MODES)})",
+    )
+    _check(
+        g.protocol in PROTOCOLS, source, "protocol", f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})"
+    )
     return g
 
 # %% ../nbs/01_game.ipynb #ef4983ca
@@ -263,17 +334,23 @@ class PartyError(ValueError):
     "A party given by a name the game does not have, or an index out of its range."
 
 # %% ../nbs/01_game.ipynb #8e0085d5
-def party_index(g:Game, # the game
-                p, # a party's name (`SportCo`) or index (0-based; negative counts from the end)
-               )->int:
+def party_index(
+    g: Game,  # the game
+    p,  # a party's name (`SportCo`) or index (0-based; negative counts from the end)
+) -> int:
     "The index of party `p` in `g.parties`, given its name or its index."
     if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
-        if -g.n <= p < g.n: return int(p) % g.n
+        if -g.n <= p < g.n:
+            return int(p) % g.n
         raise PartyError(f"{g.name}: party index {p} is out of range: the game has {g.n} parties (0..{g.n - 1})")
-    if p in g.parties: return g.parties.index(p)
+    if p in g.parties:
+        return g.parties.index(p)
     near = nearest(p, g.parties)
-    raise PartyError(f"{g.name}: no party `{p}`" + (f" (did you mean `{near}`?)"
-                                                    if near else "") + f" (parties: {', '.join(g.parties)})")
+    raise PartyError(
+        f"{g.name}: no party `{p}`"
+        + (f" (did you mean `{near}`?)" if near else "")
+        + f" (parties: {', '.join(g.parties)})"
+    )
 
 # %% ../nbs/01_game.ipynb #82993755
 @user_error
@@ -281,40 +358,48 @@ class ReadError(ValueError):
     "A file that cannot be read as UTF-8 text or parsed, with the file and the problem in its one-line message."
 
 # %% ../nbs/01_game.ipynb #2340d072
-def _fail(error:type, source, field:str, problem:str):
+def _fail(error: type, source, field: str, problem: str):
     "Raise `error` about `source`: `GameError(source, field, problem)` for game errors, else `<source>: <problem>`."
     raise (error(source, field, problem) if issubclass(error, GameError) else error(f"{source}: {problem}")) from None
 
 # %% ../nbs/01_game.ipynb #0b39580a
-def read_text(path, error:type=ReadError)->str:
+def read_text(path, error: type = ReadError) -> str:
     "A UTF-8 text file's content (universal newlines); `error` names the file and why if it is unreadable or not UTF-8."
     path = Path(path)
-    try: raw = path.read_bytes()
-    except OSError as e: _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
-    try: text = raw.decode("utf-8")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         _fail(error, path, "<file>", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 # %% ../nbs/01_game.ipynb #b3f50303
-def read_json(path, error:type=ReadError):
+def read_json(path, error: type = ReadError):
     "A JSON file's content; `error` names the file and why if it cannot be read (see `read_text`) or is not valid JSON."
     text = read_text(path, error)
-    try: return json.loads(text)
-    except json.JSONDecodeError as e: _fail(error, path, "<json>", f"not valid JSON: {e}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        _fail(error, path, "<json>", f"not valid JSON: {e}")
 
 # %% ../nbs/01_game.ipynb #73e04cba
 class TornLine(UserWarning):
     "A JSON Lines file whose last line was cut short (a write killed, or a full disk): read without it."
 
-def json_lines(path, error:type=ReadError)->list[tuple[int, object]]:
+
+def json_lines(path, error: type = ReadError) -> list[tuple[int, object]]:
     "`(line number, value)` for every non-blank line of a JSON Lines file; `error` names the file, the line and why."
-    out, lines = [], read_text(path, error).split("\n")    # not splitlines: U+2028 may sit inside a string
+    out, lines = [], read_text(path, error).split("\n")  # not splitlines: U+2028 may sit inside a string
     for ln, line in enumerate(lines, 1):
-        if not line.strip(): continue
-        try: out.append((ln, json.loads(line)))
+        if not line.strip():
+            continue
+        try:
+            out.append((ln, json.loads(line)))
         except json.JSONDecodeError as e:
-            if ln == len(lines):                            # no newline after it: a write cut short, not a bad row
+            if ln == len(lines):  # no newline after it: a write cut short, not a bad row
                 warnings.warn(f"{path}:{ln}: a half-written last line (a write cut short) is left out", TornLine)
                 continue
             _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
@@ -329,15 +414,20 @@ _or_null = lambda ok: lambda v: v is None or ok(v)
 
 # a game file's fields: what each must be (its JSON type, in words) and the check; values are checked by `validate_game`
 FIELD_TYPES = {
-    "name": ("a string", _is_text), "parties": ("a list of strings", _list_of(_is_text)),
-    "roles": ("a list of strings", _list_of(_is_text)), "issues": ("a list of strings", _list_of(_is_text)),
+    "name": ("a string", _is_text),
+    "parties": ("a list of strings", _list_of(_is_text)),
+    "roles": ("a list of strings", _list_of(_is_text)),
+    "issues": ("a list of strings", _list_of(_is_text)),
     "options": ("a list of lists (one per issue)", _list_of(lambda v: isinstance(v, list))),
     "scores": ("a list of score sheets (lists)", _list_of(lambda v: isinstance(v, list))),
     "thresholds": ("a list", lambda v: isinstance(v, list)),
     "veto": ("a list of integers (party indices) or null", _or_null(_list_of(_is_int))),
-    "quorum": ("an integer or null", _or_null(_is_int)), "unanimity_bonus": ("a number", _is_number),
-    "strict": ("true or false", lambda v: isinstance(v, bool)), "info_mode": ("a string", _is_text),
-    "protocol": ("a string", _is_text), "pie": ("a number or null", _or_null(_is_number)),
+    "quorum": ("an integer or null", _or_null(_is_int)),
+    "unanimity_bonus": ("a number", _is_number),
+    "strict": ("true or false", lambda v: isinstance(v, bool)),
+    "info_mode": ("a string", _is_text),
+    "protocol": ("a string", _is_text),
+    "pie": ("a number or null", _or_null(_is_number)),
     "prose": ("an object or null", _or_null(lambda v: isinstance(v, dict))),
     "meta": ("an object", lambda v: isinstance(v, dict)),
 }
@@ -346,7 +436,9 @@ FIELD_TYPES = {
 _FIELDS = [f for f in Game.__dataclass_fields__]
 _REQUIRED = ["name", "parties", "roles", "issues", "options", "scores", "thresholds"]
 
-def game_to_dict(g:Game)->dict: return asdict(g)
+
+def game_to_dict(g: Game) -> dict:
+    return asdict(g)
 
 # %% ../nbs/01_game.ipynb #e7192de1
 def _check_fields(d, source):
@@ -354,28 +446,35 @@ def _check_fields(d, source):
     _check(isinstance(d, dict), source, "<root>", f"a game file must hold a JSON object, not {json_kind(d)}")
     for f in d:
         near = nearest(f, _FIELDS)
-        _check(f in _FIELDS, source, f, "unknown field" + (f" (did you mean `{near}`?)"
-                                                           if near else "") + f" (known: {', '.join(_FIELDS)})")
-    for f in _REQUIRED: _check(f in d, source, f, "missing required field")
+        _check(
+            f in _FIELDS,
+            source,
+            f,
+            "unknown field" + (f" (did you mean `{near}`?)" if near else "") + f" (known: {', '.join(_FIELDS)})",
+        )
+    for f in _REQUIRED:
+        _check(f in d, source, f, "missing required field")
     for f, v in d.items():
         kind, ok = FIELD_TYPES[f]
         _check(ok(v), source, f, f"must be {kind}, got {json_kind(v)}")
 
 # %% ../nbs/01_game.ipynb #24f02e79
-def game_from_dict(d:dict, source="<dict>")->Game:
+def game_from_dict(d: dict, source="<dict>") -> Game:
     "Build and validate a game from a dict, naming `source` in errors."
     _check_fields(d, source)
-    try: g = Game(**d)
-    except (TypeError, ValueError) as e: raise GameError(source, "<root>", str(e)) from None
+    try:
+        g = Game(**d)
+    except (TypeError, ValueError) as e:
+        raise GameError(source, "<root>", str(e)) from None
     return validate_game(g, source)
 
 # %% ../nbs/01_game.ipynb #5e86392e
-def game_text(g:Game)->str:
+def game_text(g: Game) -> str:
     "A game's file: pretty JSON."
     return json.dumps(game_to_dict(g), indent=1, ensure_ascii=False) + "\n"
 
 # %% ../nbs/01_game.ipynb #235dec63
-def save_game(g:Game, path)->Path:
+def save_game(g: Game, path) -> Path:
     "Write a game as pretty JSON."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -383,39 +482,44 @@ def save_game(g:Game, path)->Path:
     return path
 
 # %% ../nbs/01_game.ipynb #3d06e318
-def load_game(path)->Game:
+def load_game(path) -> Game:
     "Load and validate a game JSON file (or an LLM-Deliberation folder)."
     path = Path(path)
-    if path.is_dir(): return import_llm_deliberation(path)
+    if path.is_dir():
+        return import_llm_deliberation(path)
     return game_from_dict(read_json(path, GameError), path)
 
 # %% ../nbs/01_game.ipynb #7f1c9814
 LLMDEL_UNANIMITY_BONUS = 10.0
 
-def llmdel_games_dir()->Path:
+
+def llmdel_games_dir() -> Path:
     "The six LLM-Deliberation games shipped with fairneg (MIT licence, see `fairneg/data/llm_deliberation/LICENSE`)."
     import importlib.resources
+
     return Path(str(importlib.resources.files("fairneg"))) / "data" / "llm_deliberation" / "games_descriptions"
 
 # %% ../nbs/01_game.ipynb #f073814a
-def _parse_scores_file(p:Path, source):
+def _parse_scores_file(p: Path, source):
     rows = [r.strip() for r in read_text(p, GameError).splitlines() if r.strip()]
     _check(len(rows) >= 2, source, f"scores_files/{p.name}", "needs one row per issue and a threshold line")
     try:
         sheet = [[int(float(x)) for x in r.split(",") if x.strip()] for r in rows[:-1]]
         tau = float(rows[-1])
-    except ValueError as e: raise GameError(source, f"scores_files/{p.name}", f"not a number: {e}") from None
+    except ValueError as e:
+        raise GameError(source, f"scores_files/{p.name}", f"not a number: {e}") from None
     return sheet, (int(tau) if tau == int(tau) else tau)
 
 # %% ../nbs/01_game.ipynb #78e812fe
-def _issue_names(text:str, m:int):
+def _issue_names(text: str, m: int):
     "Issue and option names from the global instructions, falling back to labels."
     issues = [f"Issue {issue_letter(k)}" for k in range(m)]
     for mt in re.finditer(r'Issue ([A-Z])\s*:\s*"?([^"\n]+?)"?\s*(?:\.|\n|$)', text):
         k = string.ascii_uppercase.index(mt[1])
-        if k < m: issues[k] = mt[2].strip().strip('"')
+        if k < m:
+            issues[k] = mt[2].strip().strip('"')
     opts = {}
-    for mt in re.finditer(r'^\s*-?\s*([A-Z])(\d+)\s*:?\s*(.+)$', text, flags=re.M):
+    for mt in re.finditer(r"^\s*-?\s*([A-Z])(\d+)\s*:?\s*(.+)$", text, flags=re.M):
         desc = mt[3].strip()
         q = re.match(r'"([^"]+)"', desc)
         short = q[1] if q else re.split(r"==>|:\s", desc)[0].strip().rstrip(".")
@@ -423,14 +527,14 @@ def _issue_names(text:str, m:int):
     return issues, opts
 
 # %% ../nbs/01_game.ipynb #0f5d8d83
-def import_llm_deliberation(folder)->Game:
+def import_llm_deliberation(folder) -> Game:
     "Import an LLM-Deliberation game folder as a `Game` (prose kept for the `prose` framing)."
     folder = Path(folder)
     src = folder
     _check(folder.is_dir(), src, "<folder>", "not a folder")
     cfg = [l.split(",") for l in read_text(folder / "config.txt", GameError).splitlines() if l.strip()]
     for j, row in enumerate(cfg):
-        _check(len(row) >= 3, src, f"config.txt line {j+1}", "needs name,id,role[,incentive,model]")
+        _check(len(row) >= 3, src, f"config.txt line {j + 1}", "needs name,id,role[,incentive,model]")
     names, ids = [r[0].strip() for r in cfg], [r[1].strip() for r in cfg]
     roles = [r[2].strip() for r in cfg]
     incentives = [r[3].strip() if len(r) > 3 else "cooperative" for r in cfg]
@@ -438,50 +542,72 @@ def import_llm_deliberation(folder)->Game:
     m = len(sheets[0])
     glob_text = read_text(folder / "global_instructions.txt", GameError)
     issue_names, opt_names = _issue_names(glob_text, m)
-    options = [[opt_names.get((issue_letter(k), o), option_label(k, o)) for o in range(len(sheets[0][k]))]
-               for k in range(m)]
+    options = [
+        [opt_names.get((issue_letter(k), o), option_label(k, o)) for o in range(len(sheets[0][k]))] for k in range(m)
+    ]
     indiv = {}
     for pid, inc in zip(ids, incentives):
         p = folder / "individual_instructions" / inc / f"{pid}.txt"
-        if p.exists(): indiv[pid] = read_text(p, GameError)
+        if p.exists():
+            indiv[pid] = read_text(p, GameError)
     init = read_text(folder / "initial_deal.txt", GameError).strip() if (folder / "initial_deal.txt").exists() else None
-    g = Game(name=f"llmdel-{folder.name}", parties=ids, roles=roles, issues=issue_names, options=options,
-             scores=[list(map(list, s)) for s in sheets], thresholds=list(taus), unanimity_bonus=LLMDEL_UNANIMITY_BONUS,
-             prose=dict(global_text=glob_text, individual=indiv, party_names=dict(zip(ids, names)),
-                        incentives=dict(zip(ids, incentives)), initial_deal=init),
-             meta=dict(source="llm_deliberation", folder=folder.name))
+    g = Game(
+        name=f"llmdel-{folder.name}",
+        parties=ids,
+        roles=roles,
+        issues=issue_names,
+        options=options,
+        scores=[list(map(list, s)) for s in sheets],
+        thresholds=list(taus),
+        unanimity_bonus=LLMDEL_UNANIMITY_BONUS,
+        prose=dict(
+            global_text=glob_text,
+            individual=indiv,
+            party_names=dict(zip(ids, names)),
+            incentives=dict(zip(ids, incentives)),
+            initial_deal=init,
+        ),
+        meta=dict(source="llm_deliberation", folder=folder.name),
+    )
     return validate_game(g, src)
 
 # %% ../nbs/01_game.ipynb #4197eb9f
-def _grid_sums(rows:np.ndarray, n_options)->np.ndarray:
+def _grid_sums(rows: np.ndarray, n_options) -> np.ndarray:
     "Per row of `rows` (a score per option, issue after issue), its sum over issues per deal, issue A most significant."
     ends = list(itertools.accumulate(n_options))
-    U = rows[:, :ends[0]] + 0
-    for a, b in zip(ends, ends[1:]): U = (U[:, :, None] + rows[:, None, a:b]).reshape(len(rows), -1)
+    U = rows[:, : ends[0]] + 0
+    for a, b in zip(ends, ends[1:]):
+        U = (U[:, :, None] + rows[:, None, a:b]).reshape(len(rows), -1)
     return U
 
 # %% ../nbs/01_game.ipynb #f355fb35
-def _has_nbs_deal(scores, thresholds, n_options)->bool:
+def _has_nbs_deal(scores, thresholds, n_options) -> bool:
     "Does some deal give every party a positive surplus (so IR is non-empty and the NBS exists)?"
     U = _grid_sums(np.array([[s for row in sheet for s in row] for sheet in scores]), n_options)
     return bool((U > np.asarray(thresholds)[:, None]).all(0).any())
 
 # %% ../nbs/01_game.ipynb #2bc8f70b
-def _weights(rng, m:int, total:int=100, lo:int=4)->list[int]:
+def _weights(rng, m: int, total: int = 100, lo: int = 4) -> list[int]:
     "Integer issue importances >= lo summing to `total`."
     top = total - lo * m + m
     cuts = [0] + sorted((rng.choice(top - 1, size=m - 1, replace=False) + 1).tolist()) + [top]
     return [b - a - 1 + lo for a, b in zip(cuts, cuts[1:])]
 
 # %% ../nbs/01_game.ipynb #4c30592a
-def generate_game(seed:int, n_parties:int=6, n_issues:int=5, info_mode:str="full",
-                  tau_lo:float=0.30, tau_hi:float=0.60)->Game:
+def generate_game(
+    seed: int,
+    n_parties: int = 6,
+    n_issues: int = 5,
+    info_mode: str = "full",
+    tau_lo: float = 0.30,
+    tau_hi: float = 0.60,
+) -> Game:
     "A six-party (by default) game that is a pure function of `seed`."
     _check(2 <= n_parties <= 8, f"generate_game(seed={seed})", "n_parties", f"{n_parties} outside 2..8")
     _check(1 <= n_issues <= 26, f"generate_game(seed={seed})", "n_issues", f"{n_issues} outside 1..26")
     rng = np.random.Generator(np.random.PCG64(seed))
     n_opts = [int(x) for x in rng.integers(3, 6, size=n_issues)]
-    check_game_size(n_parties, n_opts, f"generate_game(seed={seed})")   # before `_has_nbs_deal` enumerates
+    check_game_size(n_parties, n_opts, f"generate_game(seed={seed})")  # before `_has_nbs_deal` enumerates
     scores = []
     for i in range(n_parties):
         w = _weights(rng, n_issues)
@@ -493,37 +619,70 @@ def generate_game(seed:int, n_parties:int=6, n_issues:int=5, info_mode:str="full
         scores.append(sheet)
     for _ in range(200):
         taus = [int(x) for x in rng.integers(int(100 * tau_lo), int(100 * tau_hi) + 1, size=n_parties)]
-        if _has_nbs_deal(scores, taus, n_opts): break
+        if _has_nbs_deal(scores, taus, n_opts):
+            break
         tau_hi = max(tau_lo, tau_hi - 0.02)
     else:
-        raise GameError(f"generate_game(seed={seed})", "thresholds",
-                        "could not draw thresholds that leave a deal with positive surplus for everyone")
+        raise GameError(
+            f"generate_game(seed={seed})",
+            "thresholds",
+            "could not draw thresholds that leave a deal with positive surplus for everyone",
+        )
     roles = ["p1", "p2"] + ["player"] * (n_parties - 2)
-    g = Game(name=f"gen-{seed}" + ("" if info_mode == "full" else f"-{info_mode}"),
-             parties=[f"party{i+1}" for i in range(n_parties)], roles=roles,
-             issues=[f"Issue {issue_letter(k)}" for k in range(n_issues)],
-             options=[[f"option {option_label(k, o)}" for o in range(no)] for k, no in enumerate(n_opts)],
-             scores=scores, thresholds=taus, info_mode=info_mode,
-             meta=dict(source="generator", seed=seed, generator_version=GENERATOR_VERSION))
+    g = Game(
+        name=f"gen-{seed}" + ("" if info_mode == "full" else f"-{info_mode}"),
+        parties=[f"party{i + 1}" for i in range(n_parties)],
+        roles=roles,
+        issues=[f"Issue {issue_letter(k)}" for k in range(n_issues)],
+        options=[[f"option {option_label(k, o)}" for o in range(no)] for k, no in enumerate(n_opts)],
+        scores=scores,
+        thresholds=taus,
+        info_mode=info_mode,
+        meta=dict(source="generator", seed=seed, generator_version=GENERATOR_VERSION),
+    )
     return validate_game(g, f"generate_game(seed={seed})")
 
 # %% ../nbs/01_game.ipynb #59356183
 SHARES = list(range(0, 101, 10))
 
-def ultimatum_game()->Game:
+
+def ultimatum_game() -> Game:
     "The canonical ultimatum game: proposer (p1) and responder (p2) split 100 in steps of 10."
-    return validate_game(Game(
-        name="ultimatum", parties=["proposer", "responder"], roles=["p1", "p2"], issues=["proposer share"],
-        options=[[str(s) for s in SHARES]], scores=[[SHARES], [[100 - s for s in SHARES]]], thresholds=[0, 0],
-        veto=[0, 1], quorum=2, protocol="ultimatum", meta=dict(source="canonical")), "ultimatum_game()")
+    return validate_game(
+        Game(
+            name="ultimatum",
+            parties=["proposer", "responder"],
+            roles=["p1", "p2"],
+            issues=["proposer share"],
+            options=[[str(s) for s in SHARES]],
+            scores=[[SHARES], [[100 - s for s in SHARES]]],
+            thresholds=[0, 0],
+            veto=[0, 1],
+            quorum=2,
+            protocol="ultimatum",
+            meta=dict(source="canonical"),
+        ),
+        "ultimatum_game()",
+    )
 
 # %% ../nbs/01_game.ipynb #46fb76dc
-def divide_dollar_game(n:int=2)->Game:
+def divide_dollar_game(n: int = 2) -> Game:
     "Divide-the-dollar: each of `n` parties demands a share; demands summing above 100 leave everyone with 0."
     sheets = [[SHARES if k == i else [0] * len(SHARES) for k in range(n)] for i in range(n)]
-    return validate_game(Game(
-        name=f"divide-dollar-{n}", parties=[f"claimant{i+1}" for i in range(n)],
-        roles=["p1", "p2"] + ["player"] * (n - 2),
-        issues=[f"share of claimant{i+1}" for i in range(n)], options=[[str(s) for s in SHARES] for _ in range(n)],
-        scores=sheets, thresholds=[0] * n, veto=list(range(n)), quorum=n, protocol="divide-dollar", pie=100,
-        meta=dict(source="canonical")), f"divide_dollar_game({n})")
+    return validate_game(
+        Game(
+            name=f"divide-dollar-{n}",
+            parties=[f"claimant{i + 1}" for i in range(n)],
+            roles=["p1", "p2"] + ["player"] * (n - 2),
+            issues=[f"share of claimant{i + 1}" for i in range(n)],
+            options=[[str(s) for s in SHARES] for _ in range(n)],
+            scores=sheets,
+            thresholds=[0] * n,
+            veto=list(range(n)),
+            quorum=n,
+            protocol="divide-dollar",
+            pie=100,
+            meta=dict(source="canonical"),
+        ),
+        f"divide_dollar_game({n})",
+    )

@@ -16,83 +16,94 @@ __all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'SOLUTION_DY', 'enumerate_deals', 'sco
            'bank_geometry', 'deal_sets', 'solution_marks', 'solution_label', 'plot_deals', 'struck_points']
 
 # %% ../nbs/02_geometry.ipynb #b6a7b918
-def enumerate_deals(g:Game)->np.ndarray:
+def enumerate_deals(g: Game) -> np.ndarray:
     "All deals as a `(|D|, m)` array of option indices, issue A most significant; a game over the size limit refused."
     check_game_size(g.n, g.n_options, g.name)
     return np.indices(g.n_options, dtype=np.int16).reshape(g.m, -1).T
 
 # %% ../nbs/02_geometry.ipynb #e2f0cfce
-def score_arrays(g:Game)->list[np.ndarray]:
+def score_arrays(g: Game) -> list[np.ndarray]:
     "Per issue, the `(n, o_k)` matrix of every party's scores."
     return [np.array([g.scores[i][k] for i in range(g.n)], dtype=float) for k in range(g.m)]
 
 # %% ../nbs/02_geometry.ipynb #61bdcc90
-def utility_matrix(g:Game, deals:np.ndarray)->np.ndarray:
+def utility_matrix(g: Game, deals: np.ndarray) -> np.ndarray:
     "`U[i, d] = u_i(d)` for the given deals."
     U = np.zeros((g.n, len(deals)))
-    for k, S in enumerate(score_arrays(g)): U += S[:, deals[:, k]]
+    for k, S in enumerate(score_arrays(g)):
+        U += S[:, deals[:, k]]
     return U
 
 # %% ../nbs/02_geometry.ipynb #06bb59f0
-def _grid_utilities(g:Game)->np.ndarray:
+def _grid_utilities(g: Game) -> np.ndarray:
     "`U` for every deal in `enumerate_deals` order, by broadcasting each issue's scores onto the grid (no gathers)."
     return _grid_sums(np.array([[s for row in sheet for s in row] for sheet in g.scores], dtype=float), g.n_options)
 
 # %% ../nbs/02_geometry.ipynb #1d43cd29
-def _sorted_sum(X:np.ndarray)->np.ndarray:
+def _sorted_sum(X: np.ndarray) -> np.ndarray:
     "Column sums that do not depend on the row order, rounded so equal rationals compare equal."
     return np.round(np.sort(X, axis=0).sum(axis=0), 12)
 
 # %% ../nbs/02_geometry.ipynb #d384d0dc
-def _best_of(cand:np.ndarray, primary:np.ndarray, sumz_at):
+def _best_of(cand: np.ndarray, primary: np.ndarray, sumz_at):
     "Best of deal positions `cand` (ascending) by `primary` (one each), then `sumz_at(positions)`, then smallest index."
-    if len(cand) == 0: return None
+    if len(cand) == 0:
+        return None
     top = cand[primary == primary.max()]
-    if len(top) == 1: return int(top[0])
+    if len(top) == 1:
+        return int(top[0])
     sz = sumz_at(top)
     return int(top[np.flatnonzero(sz == sz.max())[0]])
 
 # %% ../nbs/02_geometry.ipynb #4c89b819
-def _argbest(mask:np.ndarray, primary:np.ndarray, sumz:np.ndarray):
+def _argbest(mask: np.ndarray, primary: np.ndarray, sumz: np.ndarray):
     "Position of the best masked deal: highest `primary`, then highest `sumz`, then smallest index; None if none."
     return _best_of(np.flatnonzero(mask), primary[mask], lambda p: sumz[p])
 
 # %% ../nbs/02_geometry.ipynb #ab82ceb7
-def _nash_objective(S:np.ndarray, cols=None)->np.ndarray:
+def _nash_objective(S: np.ndarray, cols=None) -> np.ndarray:
     "Nash product of surpluses `S` (n × D) at columns `cols` (default: all), exact if all are integers, else a log-sum."
     pmax = np.maximum(S.max(axis=1), 1)
     integral = np.all(S == np.round(S)) and np.sum(np.log2(pmax)) < 62
-    if cols is not None: S = S[:, cols]
+    if cols is not None:
+        S = S[:, cols]
     pos = np.where(S > 0, S, 1)
-    if integral: return np.prod(pos.astype(np.int64), axis=0).astype(np.float64) if np.prod(pmax) < 2**53 \
-        else np.prod(pos.astype(np.int64), axis=0)
+    if integral:
+        return (
+            np.prod(pos.astype(np.int64), axis=0).astype(np.float64)
+            if np.prod(pmax) < 2**53
+            else np.prod(pos.astype(np.int64), axis=0)
+        )
     return np.round(np.sort(np.log(pos), axis=0).sum(axis=0), 12)
 
 # %% ../nbs/02_geometry.ipynb #61037929
-def nnw_from_z(Z:np.ndarray)->np.ndarray:
+def nnw_from_z(Z: np.ndarray) -> np.ndarray:
     "Normalized Nash welfare `(prod_i max(z_i, 0))^(1/n)` per column of `Z` (n × D)."
     n = Z.shape[0]
     return np.prod(np.maximum(Z, 0), axis=0) ** (1 / n)
 
 # %% ../nbs/02_geometry.ipynb #9c3ebaaa
-def _dominated(V:np.ndarray, by:np.ndarray)->np.ndarray:
+def _dominated(V: np.ndarray, by: np.ndarray) -> np.ndarray:
     "For each column of `V` (n × k), is some column of `by` (n × p) no worse everywhere and strictly better somewhere?"
     ge = by[0][:, None] >= V[0]
-    for i in range(1, len(V)): ge &= by[i][:, None] >= V[i]
+    for i in range(1, len(V)):
+        ge &= by[i][:, None] >= V[i]
     a, b = np.nonzero(ge)
     strict = (by[:, a] != V[:, b]).any(0)
     out = np.zeros(V.shape[1], bool)
     out[b[strict]] = True
     return out
 
+
 _PROBE = 32
 
 # %% ../nbs/02_geometry.ipynb #fe8e7fdf
-def pareto_mask(U:np.ndarray, mask:np.ndarray)->np.ndarray:
+def pareto_mask(U: np.ndarray, mask: np.ndarray) -> np.ndarray:
     "Boolean mask of the deals in `mask` that are Pareto-optimal within `mask` (U is n × D)."
     out = np.zeros(U.shape[1], bool)
     cand = np.flatnonzero(mask)
-    if len(cand) == 0: return out
+    if len(cand) == 0:
+        return out
     V = U[:, cand]
     keep = np.arange(len(cand))
     if len(cand) > 2 * _PROBE:
@@ -104,47 +115,63 @@ def pareto_mask(U:np.ndarray, mask:np.ndarray)->np.ndarray:
 # %% ../nbs/02_geometry.ipynb #d039386b
 SOLUTIONS = ("nbs", "ks", "egal", "util")
 
+
 @dataclass
 class Geometry:
     "Everything SPEC §2 says about one game, by enumeration of its feasible deals."
+
     game: Game
-    deals: np.ndarray        # (D, m) option indices of the feasible deals
-    index: np.ndarray        # (D,) mixed-radix deal index
-    U: np.ndarray            # (n, D) utilities
-    tau: np.ndarray          # (n,) thresholds
-    ideal: np.ndarray        # (n,) best utility over all deals
-    c: np.ndarray            # (n,) ideal - tau
-    Z: np.ndarray            # (n, D) normalized surplus
-    accepts: np.ndarray      # (n, D) party i accepts deal d
-    ir: np.ndarray           # (D,) every party accepts
-    passable: np.ndarray     # (D,) quorum with every veto party
-    nnw: np.ndarray          # (D,) normalized Nash welfare
-    nbs: int | None          # positions in `deals`, None when undefined
+    deals: np.ndarray  # (D, m) option indices of the feasible deals
+    index: np.ndarray  # (D,) mixed-radix deal index
+    U: np.ndarray  # (n, D) utilities
+    tau: np.ndarray  # (n,) thresholds
+    ideal: np.ndarray  # (n,) best utility over all deals
+    c: np.ndarray  # (n,) ideal - tau
+    Z: np.ndarray  # (n, D) normalized surplus
+    accepts: np.ndarray  # (n, D) party i accepts deal d
+    ir: np.ndarray  # (D,) every party accepts
+    passable: np.ndarray  # (D,) quorum with every veto party
+    nnw: np.ndarray  # (D,) normalized Nash welfare
+    nbs: int | None  # positions in `deals`, None when undefined
     ks: int | None
     egal: int | None
     util: int | None
-    pareto_ir: np.ndarray    # (D,) Pareto-optimal within IR
+    pareto_ir: np.ndarray  # (D,) Pareto-optimal within IR
     pareto_pass: np.ndarray  # (D,) Pareto-optimal within PASS
-    nnw_spread: float | None # max - min of nnw over IR
-    nnw_std: float | None    # std of nnw over IR
+    nnw_spread: float | None  # max - min of nnw over IR
+    nnw_std: float | None  # std of nnw over IR
     sheet_fp: str
     solution_fp: str
 
     @property
-    def n_deals(self): return len(self.deals)
-    def label(self, pos): return None if pos is None else deal_label(self.deals[pos])
-    def position(self, deal)->int:
+    def n_deals(self):
+        return len(self.deals)
+
+    def label(self, pos):
+        return None if pos is None else deal_label(self.deals[pos])
+
+    def position(self, deal) -> int:
         "Position in `deals` of a deal given as option indices."
         idx = int(np.ravel_multi_index(tuple(int(o) for o in deal), self.game.n_options))
         pos = np.searchsorted(self.index, idx)
         if pos >= len(self.index) or self.index[pos] != idx:
             raise KeyError(f"{deal_label(deal)} is not a feasible deal")
         return int(pos)
-    def z(self, deal): return None if deal is None else self.Z[:, self.position(deal)]
-    def solution(self, name): return getattr(self, name)
-    def party(self, p)->int: return party_index(self.game, p)   # a party's index, given its name or index
-    def __repr__(self): return geometry_headline(self)          # one line, not the arrays (a cell shows this)
-    def _repr_html_(self): return geometry_html(self)           # JupyterLab: the headline and the party table
+
+    def z(self, deal):
+        return None if deal is None else self.Z[:, self.position(deal)]
+
+    def solution(self, name):
+        return getattr(self, name)
+
+    def party(self, p) -> int:
+        return party_index(self.game, p)  # a party's index, given its name or index
+
+    def __repr__(self):
+        return geometry_headline(self)  # one line, not the arrays (a cell shows this)
+
+    def _repr_html_(self):
+        return geometry_html(self)  # JupyterLab: the headline and the party table
 
 # %% ../nbs/02_geometry.ipynb #33a2085b
 def _ks_objective(U, tau, ir):
@@ -154,7 +181,7 @@ def _ks_objective(U, tau, ir):
     return R.min(axis=0)
 
 # %% ../nbs/02_geometry.ipynb #93e4d8bf
-def _feasible(g:Game)->tuple:
+def _feasible(g: Game) -> tuple:
     "Feasible deals, their mixed-radix indices and utilities (every deal unless the game has a `pie`)."
     deals = enumerate_deals(g)
     U = _grid_utilities(g)
@@ -165,7 +192,7 @@ def _feasible(g:Game)->tuple:
     return deals, index, U
 
 # %% ../nbs/02_geometry.ipynb #259ff234
-def _sets(g:Game, U:np.ndarray)->dict:
+def _sets(g: Game, U: np.ndarray) -> dict:
     "Thresholds, ideal point, surpluses, acceptance, IR and PASS for utilities `U`."
     tau = np.asarray(g.thresholds, float)
     ideal = g.ideal
@@ -173,38 +200,51 @@ def _sets(g:Game, U:np.ndarray)->dict:
     S = U - tau[:, None]
     acc = accepts(U, tau[:, None], g.strict)
     veto_ok = acc[g.veto].all(0) if g.veto else np.ones(U.shape[1], bool)
-    return dict(tau=tau, ideal=ideal, c=c, S=S, Z=S / c[:, None], accepts=acc, ir=acc.all(0),
-                passable=(acc.sum(0) >= g.quorum) & veto_ok)
+    return dict(
+        tau=tau,
+        ideal=ideal,
+        c=c,
+        S=S,
+        Z=S / c[:, None],
+        accepts=acc,
+        ir=acc.all(0),
+        passable=(acc.sum(0) >= g.quorum) & veto_ok,
+    )
 
 # %% ../nbs/02_geometry.ipynb #40bfb7ea
-def _solutions(U:np.ndarray, S:np.ndarray, Z:np.ndarray, tau:np.ndarray, ir:np.ndarray)->dict:
+def _solutions(U: np.ndarray, S: np.ndarray, Z: np.ndarray, tau: np.ndarray, ir: np.ndarray) -> dict:
     "Positions of NBS, KS, EGAL and UTIL, objectives evaluated on IR deals only."
     cand = np.flatnonzero(ir)
-    if len(cand) == 0: return dict.fromkeys(SOLUTIONS)
+    if len(cand) == 0:
+        return dict.fromkeys(SOLUTIONS)
     Ui, Si = U[:, cand], S[:, cand]
     sumz_at = lambda p: _sorted_sum(Z[:, p])
     pos = (Si > 0).all(0)
-    return dict(nbs=_best_of(cand[pos], _nash_objective(S, cand[pos]), sumz_at) if pos.any() else None,
-                ks=_best_of(cand, _ks_objective(Ui, tau, np.ones(len(cand), bool)), sumz_at),
-                egal=_best_of(cand, Si.min(0), sumz_at),
-                util=_best_of(cand, _sorted_sum(Ui), sumz_at))
+    return dict(
+        nbs=_best_of(cand[pos], _nash_objective(S, cand[pos]), sumz_at) if pos.any() else None,
+        ks=_best_of(cand, _ks_objective(Ui, tau, np.ones(len(cand), bool)), sumz_at),
+        egal=_best_of(cand, Si.min(0), sumz_at),
+        util=_best_of(cand, _sorted_sum(Ui), sumz_at),
+    )
 
 # %% ../nbs/02_geometry.ipynb #64e3176d
-def _nnw_spread(nnw:np.ndarray, ir:np.ndarray)->tuple:
+def _nnw_spread(nnw: np.ndarray, ir: np.ndarray) -> tuple:
     "Max − min and standard deviation of `nnw` over IR (None, None when IR is empty)."
-    if not ir.any(): return None, None
+    if not ir.any():
+        return None, None
     v = nnw[ir]
     return float(v.max() - v.min()), float(v.std())
 
 # %% ../nbs/02_geometry.ipynb #a2241b1a
 _MAX_TIE_PERMS = 5040
 
-def _party_profile(g:Game, i:int)->tuple:
+
+def _party_profile(g: Game, i: int) -> tuple:
     "What party i is, independent of names and of issue and option order."
     return (g.roles[i], i in g.veto, float(g.thresholds[i]), tuple(sorted(tuple(sorted(r)) for r in g.scores[i])))
 
 # %% ../nbs/02_geometry.ipynb #1bfc350d
-def _form_for_order(g:Game, order)->tuple:
+def _form_for_order(g: Game, order) -> tuple:
     "Canonical issues for one party order: options sorted within issues, issues sorted."
     return tuple(sorted(tuple(sorted(zip(*[g.scores[i][k] for i in order]))) for k in range(g.m)))
 
@@ -213,11 +253,12 @@ def _party_orders(profiles):
     "Every party order consistent with sorted profiles (ties permuted), capped."
     idx = sorted(range(len(profiles)), key=lambda i: profiles[i])
     groups = [list(g) for _, g in itertools.groupby(idx, key=lambda i: profiles[i])]
-    if math.prod(math.factorial(len(gr)) for gr in groups) > _MAX_TIE_PERMS: return [idx]
+    if math.prod(math.factorial(len(gr)) for gr in groups) > _MAX_TIE_PERMS:
+        return [idx]
     return [sum(p, []) for p in itertools.product(*[[list(q) for q in itertools.permutations(gr)] for gr in groups])]
 
 # %% ../nbs/02_geometry.ipynb #7b1040b5
-def sheet_fingerprint(g:Game)->str:
+def sheet_fingerprint(g: Game) -> str:
     "SHA-256 of the sheets, thresholds, roles, veto set, quorum and protocol, invariant to relabeling."
     profiles = [_party_profile(g, i) for i in range(g.n)]
     best = min((tuple(profiles[i] for i in order), _form_for_order(g, order)) for order in _party_orders(profiles))
@@ -225,7 +266,7 @@ def sheet_fingerprint(g:Game)->str:
     return hashlib.sha256(json.dumps([head, best], default=float).encode()).hexdigest()[:16]
 
 # %% ../nbs/02_geometry.ipynb #b29463a5
-def _solution_fp(U:np.ndarray, positions)->str:
+def _solution_fp(U: np.ndarray, positions) -> str:
     "SHA-256 of the party-order-free multiset of utility vectors at the solution points."
     M = np.array([U[:, p] if p is not None else np.full(U.shape[0], -1e18) for p in positions]).T
     rows = sorted(map(tuple, np.round(M, 9).tolist()))
@@ -233,7 +274,7 @@ def _solution_fp(U:np.ndarray, positions)->str:
     return hashlib.sha256(json.dumps(cols).encode()).hexdigest()[:16]
 
 # %% ../nbs/02_geometry.ipynb #8fd52a63
-def solve(g:Game)->Geometry:
+def solve(g: Game) -> Geometry:
     "Enumerate every feasible deal of `g` and compute its exact geometry."
     deals, index, U = _feasible(g)
     st = _sets(g, U)
@@ -241,13 +282,24 @@ def solve(g:Game)->Geometry:
     sols = _solutions(U, S, Z, st["tau"], ir)
     nnw = nnw_from_z(Z)
     spread, std = _nnw_spread(nnw, ir)
-    return Geometry(game=g, deals=deals, index=index, U=U, **st, nnw=nnw, **sols,
-                    pareto_ir=pareto_mask(U, ir), pareto_pass=pareto_mask(U, st["passable"]),
-                    nnw_spread=spread, nnw_std=std, sheet_fp=sheet_fingerprint(g),
-                    solution_fp=_solution_fp(U, [sols[s] for s in SOLUTIONS]))
+    return Geometry(
+        game=g,
+        deals=deals,
+        index=index,
+        U=U,
+        **st,
+        nnw=nnw,
+        **sols,
+        pareto_ir=pareto_mask(U, ir),
+        pareto_pass=pareto_mask(U, st["passable"]),
+        nnw_spread=spread,
+        nnw_std=std,
+        sheet_fp=sheet_fingerprint(g),
+        solution_fp=_solution_fp(U, [sols[s] for s in SOLUTIONS]),
+    )
 
 # %% ../nbs/02_geometry.ipynb #7e66e792
-def solve_pure(g:Game)->dict:
+def solve_pure(g: Game) -> dict:
     "The SPEC §2 solutions by a straightforward pure-Python enumeration (reference and baseline)."
     check_game_size(g.n, g.n_options, g.name)
     n, tau = g.n, [float(t) for t in g.thresholds]
@@ -255,42 +307,63 @@ def solve_pure(g:Game)->dict:
     rows = []
     for d in itertools.product(*[range(o) for o in g.n_options]):
         u = [float(sum(g.scores[i][k][o] for k, o in enumerate(d))) for i in range(n)]
-        if g.pie is not None and sum(u) > g.pie + 1e-9: continue
+        if g.pie is not None and sum(u) > g.pie + 1e-9:
+            continue
         rows.append((d, u))
     acc = lambda u: all(accepts(u[i], tau[i], g.strict) for i in range(n))
     ir = [(d, u) for d, u in rows if acc(u)]
     sz = lambda u: round(sum(sorted((u[i] - tau[i]) / (ideal[i] - tau[i]) for i in range(n))), 12)
+
     def best(cands, f):
-        if not cands: return None
+        if not cands:
+            return None
         return min(cands, key=lambda du: (-f(du[1]), -sz(du[1]), du[0]))[0]
+
     I = [max(u[i] for _, u in ir) for i in range(n)] if ir else ideal
     ks = lambda u: min(((u[i] - tau[i]) / (I[i] - tau[i])) if I[i] > tau[i] else 1.0 for i in range(n))
-    return dict(nbs=best([r for r in ir if all(r[1][i] > tau[i] for i in range(n))],
-                         lambda u: math.prod(int(round(u[i] - tau[i])) for i in range(n))),
-                ks=best(ir, ks), egal=best(ir, lambda u: min(u[i] - tau[i] for i in range(n))),
-                util=best(ir, lambda u: sum(u)), n_ir=len(ir))
+    return dict(
+        nbs=best(
+            [r for r in ir if all(r[1][i] > tau[i] for i in range(n))],
+            lambda u: math.prod(int(round(u[i] - tau[i])) for i in range(n)),
+        ),
+        ks=best(ir, ks),
+        egal=best(ir, lambda u: min(u[i] - tau[i] for i in range(n))),
+        util=best(ir, lambda u: sum(u)),
+        n_ir=len(ir),
+    )
 
 # %% ../nbs/02_geometry.ipynb #e0c56712
-def solutions_as_deals(geo:Geometry)->dict:
+def solutions_as_deals(geo: Geometry) -> dict:
     "The four solutions of a `Geometry` as option-index tuples (None when undefined)."
-    return {s: (None if geo.solution(s) is None else tuple(int(o) for o in geo.deals[geo.solution(s)]))
-            for s in SOLUTIONS}
+    return {
+        s: (None if geo.solution(s) is None else tuple(int(o) for o in geo.deals[geo.solution(s)])) for s in SOLUTIONS
+    }
 
 # %% ../nbs/02_geometry.ipynb #2556e924
-def relabel(g:Game, party_perm, issue_perm, option_perms, rename:str="x")->Game:
+def relabel(g: Game, party_perm, issue_perm, option_perms, rename: str = "x") -> Game:
     "The same game with parties, issues and options reordered (`perm[new] = old`) and renamed."
     scores = [[[g.scores[i][k][o] for o in option_perms[k]] for k in issue_perm] for i in party_perm]
-    return validate_game(Game(
-        name=g.name + "-relabeled", parties=[f"{rename}{j}" for j in range(g.n)],
-        roles=[g.roles[i] for i in party_perm],
-        issues=[g.issues[k] for k in issue_perm],
-        options=[[g.options[k][o] for o in option_perms[k]] for k in issue_perm],
-        scores=scores, thresholds=[g.thresholds[i] for i in party_perm],
-        veto=sorted(party_perm.index(v) for v in g.veto), quorum=g.quorum, unanimity_bonus=g.unanimity_bonus,
-        strict=g.strict, info_mode=g.info_mode, protocol=g.protocol, pie=g.pie))
+    return validate_game(
+        Game(
+            name=g.name + "-relabeled",
+            parties=[f"{rename}{j}" for j in range(g.n)],
+            roles=[g.roles[i] for i in party_perm],
+            issues=[g.issues[k] for k in issue_perm],
+            options=[[g.options[k][o] for o in option_perms[k]] for k in issue_perm],
+            scores=scores,
+            thresholds=[g.thresholds[i] for i in party_perm],
+            veto=sorted(party_perm.index(v) for v in g.veto),
+            quorum=g.quorum,
+            unanimity_bonus=g.unanimity_bonus,
+            strict=g.strict,
+            info_mode=g.info_mode,
+            protocol=g.protocol,
+            pie=g.pie,
+        )
+    )
 
 # %% ../nbs/02_geometry.ipynb #e5f8c8b4
-def party_rows(geo:Geometry)->list[dict]:
+def party_rows(geo: Geometry) -> list[dict]:
     "One row per party: name, role, threshold, ideal, and its utility `u` and normalized surplus `z` at each solution."
     g, rows = geo.game, []
     for i, name in enumerate(g.parties):
@@ -303,152 +376,242 @@ def party_rows(geo:Geometry)->list[dict]:
     return rows
 
 # %% ../nbs/02_geometry.ipynb #d000d8f4
-def geometry_summary(geo:Geometry)->dict:
+def geometry_summary(geo: Geometry) -> dict:
     "The JSON summary of a game's geometry printed by `fairneg geometry --json`: counts, solutions, each party at each."
-    return dict(name=geo.game.name, n_parties=geo.game.n, n_deals=geo.n_deals, n_ir=int(geo.ir.sum()),
-                n_passable=int(geo.passable.sum()), ideal=[float(x) for x in geo.ideal],
-                **{s: geo.label(geo.solution(s)) for s in SOLUTIONS},
-                nnw_at={s: None if geo.solution(s) is None else round(float(geo.nnw[geo.solution(s)]), 4)
-                        for s in SOLUTIONS},
-                parties=party_rows(geo),
-                nnw_spread=geo.nnw_spread, nnw_std=geo.nnw_std, sheet_fp=geo.sheet_fp, solution_fp=geo.solution_fp)
+    return dict(
+        name=geo.game.name,
+        n_parties=geo.game.n,
+        n_deals=geo.n_deals,
+        n_ir=int(geo.ir.sum()),
+        n_passable=int(geo.passable.sum()),
+        ideal=[float(x) for x in geo.ideal],
+        **{s: geo.label(geo.solution(s)) for s in SOLUTIONS},
+        nnw_at={s: None if geo.solution(s) is None else round(float(geo.nnw[geo.solution(s)]), 4) for s in SOLUTIONS},
+        parties=party_rows(geo),
+        nnw_spread=geo.nnw_spread,
+        nnw_std=geo.nnw_std,
+        sheet_fp=geo.sheet_fp,
+        solution_fp=geo.solution_fp,
+    )
 
 # %% ../nbs/02_geometry.ipynb #dcdf90fc
-def geometry_headline(geo:Geometry)->str:
+def geometry_headline(geo: Geometry) -> str:
     "One line: the game, its counts and its NBS and KS deals (a `Geometry`'s repr)."
     sols = "; ".join(f"{s.upper()} {geo.label(geo.solution(s)) or '—'}" for s in ("nbs", "ks"))
-    return (f"Geometry({geo.game.name}: {geo.game.n} parties, {geo.n_deals} deals, {int(geo.ir.sum())} IR, "
-            f"{int(geo.passable.sum())} passable; {sols})")
+    return (
+        f"Geometry({geo.game.name}: {geo.game.n} parties, {geo.n_deals} deals, {int(geo.ir.sum())} IR, "
+        f"{int(geo.passable.sum())} passable; {sols})"
+    )
 
 # %% ../nbs/02_geometry.ipynb #5df33002
-def _u_z(u, z)->str: return "—" if u is None else f"{u:g} ({z:+.2f})"
+def _u_z(u, z) -> str:
+    return "—" if u is None else f"{u:g} ({z:+.2f})"
 
 # %% ../nbs/02_geometry.ipynb #9685c979
-def party_frame(geo:Geometry):
+def party_frame(geo: Geometry):
     "`party_rows` as a table a person reads: one row per party, `u (z)` under each solution."
     import pandas as pd
-    return pd.DataFrame([{"party": r["party"], "role": r["role"], "threshold": f"{r['threshold']:g}",
-                          "ideal": f"{r['ideal']:g}",
-                          **{f"{s.upper()} u (z)": _u_z(r[f"{s}_u"], r[f"{s}_z"]) for s in SOLUTIONS}}
-                         for r in party_rows(geo)])
+
+    return pd.DataFrame(
+        [
+            {
+                "party": r["party"],
+                "role": r["role"],
+                "threshold": f"{r['threshold']:g}",
+                "ideal": f"{r['ideal']:g}",
+                **{f"{s.upper()} u (z)": _u_z(r[f"{s}_u"], r[f"{s}_z"]) for s in SOLUTIONS},
+            }
+            for r in party_rows(geo)
+        ]
+    )
 
 # %% ../nbs/02_geometry.ipynb #53da8cf8
-def geometry_text(geo:Geometry)->str:
+def geometry_text(geo: Geometry) -> str:
     "A game's geometry for a terminal: counts; per solution its deal and nnw and each party's utility and z."
     s = geometry_summary(geo)
     spread = "—" if s["nnw_spread"] is None else f"{s['nnw_spread']:.3f} (std {s['nnw_std']:.3f})"
-    sols = [f"  {k.upper():5} {s[k] or '— (no IR deal)':<{max(len(s[k] or '') for k in SOLUTIONS) + 2}}"
-            + ("" if s["nnw_at"][k] is None else f"nnw {s['nnw_at'][k]:.3f}") for k in SOLUTIONS]
+    sols = [
+        f"  {k.upper():5} {s[k] or '— (no IR deal)':<{max(len(s[k] or '') for k in SOLUTIONS) + 2}}"
+        + ("" if s["nnw_at"][k] is None else f"nnw {s['nnw_at'][k]:.3f}")
+        for k in SOLUTIONS
+    ]
     table = party_frame(geo).to_string(index=False)
-    return "\n".join([f"{s['name']}: {s['n_parties']} parties, {s['n_deals']} deals, {s['n_ir']} "
-                      f"individually rational, {s['n_passable']} passable; nnw spread over IR {spread}", *sols,
-                      "  each party's utility u and normalized surplus z = (u - threshold) / (ideal - threshold):",
-                      *("  " + line for line in table.split("\n")),
-                      f"  sheet_fp {s['sheet_fp']}  solution_fp {s['solution_fp']}"])
+    return "\n".join(
+        [
+            f"{s['name']}: {s['n_parties']} parties, {s['n_deals']} deals, {s['n_ir']} "
+            f"individually rational, {s['n_passable']} passable; nnw spread over IR {spread}",
+            *sols,
+            "  each party's utility u and normalized surplus z = (u - threshold) / (ideal - threshold):",
+            *("  " + line for line in table.split("\n")),
+            f"  sheet_fp {s['sheet_fp']}  solution_fp {s['solution_fp']}",
+        ]
+    )
 
 # %% ../nbs/02_geometry.ipynb #d99ba93b
-def geometry_html(geo:Geometry)->str:
+def geometry_html(geo: Geometry) -> str:
     "The headline and the party table as HTML (a `Geometry` in JupyterLab)."
     import html
+
     return f"<p><b>{html.escape(geometry_headline(geo))}</b></p>" + party_frame(geo).to_html(index=False)
 
 # %% ../nbs/02_geometry.ipynb #d71a6747
-def bank_geometry(geos:list[Geometry]):
+def bank_geometry(geos: list[Geometry]):
     "One row per game of a bank: counts, the NBS deal, nnw and the worst-off party's z there, and the nnw spread."
     import pandas as pd
+
     def row(geo):
         p = geo.nbs
         worst = None if p is None else int(np.argmin(geo.Z[:, p]))
-        return dict(game=geo.game.name, parties=geo.game.n, deals=geo.n_deals, IR=int(geo.ir.sum()),
-                    passable=int(geo.passable.sum()),
-                    NBS=geo.label(p) or "—", nnw_at_NBS=None if p is None else round(float(geo.nnw[p]), 3),
-                    worst_off_at_NBS="—" if p is None else f"{geo.game.parties[worst]} ({geo.Z[worst, p]:+.2f})",
-                    KS_is_NBS=p is not None and geo.ks == p, nnw_spread=None
-                    if geo.nnw_spread is None else round(geo.nnw_spread, 3))
+        return dict(
+            game=geo.game.name,
+            parties=geo.game.n,
+            deals=geo.n_deals,
+            IR=int(geo.ir.sum()),
+            passable=int(geo.passable.sum()),
+            NBS=geo.label(p) or "—",
+            nnw_at_NBS=None if p is None else round(float(geo.nnw[p]), 3),
+            worst_off_at_NBS="—" if p is None else f"{geo.game.parties[worst]} ({geo.Z[worst, p]:+.2f})",
+            KS_is_NBS=p is not None and geo.ks == p,
+            nnw_spread=None if geo.nnw_spread is None else round(geo.nnw_spread, 3),
+        )
+
     return pd.DataFrame([row(g) for g in geos])
 
 # %% ../nbs/02_geometry.ipynb #47d56895
-def deal_sets(geo:Geometry)->np.ndarray:
+def deal_sets(geo: Geometry) -> np.ndarray:
     "Each deal's set, as the deal maps colour it: `IR`, else `passable`, else `other`."
     return np.where(geo.ir, "IR", np.where(geo.passable, "passable", "other"))
 
 # %% ../nbs/02_geometry.ipynb #f0c7b8d5
-def _deal_frame(geo:Geometry, i:int, j:int):
+def _deal_frame(geo: Geometry, i: int, j: int):
     import pandas as pd
-    return pd.DataFrame(dict(deal=[deal_label(d) for d in geo.deals], zi=geo.Z[i], zj=geo.Z[j], set=deal_sets(geo),
-                             pareto=geo.pareto_ir, nnw=np.round(geo.nnw, 4)))
+
+    return pd.DataFrame(
+        dict(
+            deal=[deal_label(d) for d in geo.deals],
+            zi=geo.Z[i],
+            zj=geo.Z[j],
+            set=deal_sets(geo),
+            pareto=geo.pareto_ir,
+            nnw=np.round(geo.nnw, 4),
+        )
+    )
 
 # %% ../nbs/02_geometry.ipynb #973d961d
-def solution_marks(geo:Geometry, i:int, j:int)->list[dict]:
+def solution_marks(geo: Geometry, i: int, j: int) -> list[dict]:
     "The NBS and KS points on parties i and j's axes, one mark labelled `NBS = KS` where they are the same deal."
     pos = {s: geo.solution(s) for s in ("nbs", "ks") if geo.solution(s) is not None}
     by_deal = {}
-    for s, p in pos.items(): by_deal.setdefault(p, []).append(s.upper())
-    return [dict(solution=" = ".join(names), deal=geo.label(p), zi=float(geo.Z[i, p]), zj=float(geo.Z[j, p]))
-            for p, names in by_deal.items()]
+    for s, p in pos.items():
+        by_deal.setdefault(p, []).append(s.upper())
+    return [
+        dict(solution=" = ".join(names), deal=geo.label(p), zi=float(geo.Z[i, p]), zj=float(geo.Z[j, p]))
+        for p, names in by_deal.items()
+    ]
 
 # %% ../nbs/02_geometry.ipynb #ef0611a5
-SOLUTION_COLOR = "#d62728"   # NBS and KS marks and their labels, in every chart
+SOLUTION_COLOR = "#d62728"  # NBS and KS marks and their labels, in every chart
 
-SOLUTION_DY = "indexof(datum.solution, 'NBS') >= 0 ? -10 : 16"   # NBS (or `NBS = KS`) above its mark, KS alone below
+SOLUTION_DY = "indexof(datum.solution, 'NBS') >= 0 ? -10 : 16"  # NBS (or `NBS = KS`) above its mark, KS alone below
+
 
 def solution_label(chart, x, y):
     "The text layer naming the solution marks, NBS above and KS below its mark, so two near marks keep labels apart."
     import altair as alt
-    return chart.mark_text(dx=12, dy=alt.expr(SOLUTION_DY), fontWeight="bold",
-                           color=SOLUTION_COLOR).encode(x, y, text="solution:N")
+
+    return chart.mark_text(dx=12, dy=alt.expr(SOLUTION_DY), fontWeight="bold", color=SOLUTION_COLOR).encode(
+        x, y, text="solution:N"
+    )
 
 # %% ../nbs/02_geometry.ipynb #b9ac40f1
-def _density(zi, zj, bins:int):
+def _density(zi, zj, bins: int):
     "Counts of points on a bins x bins grid over their range: one row per occupied cell, with its edges."
     import pandas as pd
-    if len(zi) == 0: return pd.DataFrame(columns=["zi", "zi2", "zj", "zj2", "deals"])
+
+    if len(zi) == 0:
+        return pd.DataFrame(columns=["zi", "zi2", "zj", "zj2", "deals"])
     # one value: a thin cell, not none
     span = lambda z: (z.min(), z.max()) if z.max() > z.min() else (z.min() - 0.01, z.max() + 0.01)
     ei, ej = np.linspace(*span(zi), bins + 1), np.linspace(*span(zj), bins + 1)
-    ci, cj = np.clip(np.searchsorted(ei, zi, "right") - 1, 0,
-                     bins - 1), np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1)
+    ci, cj = (
+        np.clip(np.searchsorted(ei, zi, "right") - 1, 0, bins - 1),
+        np.clip(np.searchsorted(ej, zj, "right") - 1, 0, bins - 1),
+    )
     n = pd.DataFrame(dict(ci=ci, cj=cj)).value_counts().reset_index(name="deals")
     return pd.DataFrame(dict(zi=ei[n.ci], zi2=ei[n.ci + 1], zj=ej[n.cj], zj2=ej[n.cj + 1], deals=n.deals))
 
 # %% ../nbs/02_geometry.ipynb #beb7abac
-def plot_deals(geo:Geometry, i:int|str=0, j:int|str=1, struck=None, width:int=420, height:int=380,
-               bins:int=24, # cells per axis of the density of the deals that are neither IR nor passable
-               ):
+def plot_deals(
+    geo: Geometry,
+    i: int | str = 0,
+    j: int | str = 1,
+    struck=None,
+    width: int = 420,
+    height: int = 380,
+    bins: int = 24,  # cells per axis of the density of the deals that are neither IR nor passable
+):
     "Altair chart of the deals on parties i and j's normalized surplus, with IR, Pareto frontier, NBS and KS."
     import altair as alt, pandas as pd
+
     i, j = geo.party(i), geo.party(j)
     df = _deal_frame(geo, i, j)
     names = geo.game.parties
     x = alt.X("zi:Q", title=f"z of {names[i]}")
     y = alt.Y("zj:Q", title=f"z of {names[j]}")
     rest = df[df.set == "other"]
-    cloud = alt.Chart(_density(rest.zi.to_numpy(), rest.zj.to_numpy(), bins)).mark_rect(color="#8c8c8c").encode(
-        x, alt.X2("zi2:Q"), y, alt.Y2("zj2:Q"),
-        opacity=alt.Opacity("deals:Q", scale=alt.Scale(range=[0.12, 0.55]), title="other deals per cell"),
-        tooltip=["deals"])
-    base = alt.Chart(df[df.set != "other"]).mark_circle(size=30, opacity=0.8).encode(
-        x, y, color=alt.Color("set:N", scale=alt.Scale(domain=["IR", "passable"], range=["#2a7ab0", "#9ecae1"])),
-        tooltip=["deal", "set", "nnw", "zi", "zj"])
-    front = alt.Chart(df[df.pareto]).mark_point(shape="diamond", size=60,
-                                                filled=False, color="#08306b").encode(x, y, tooltip=["deal", "nnw"])
+    cloud = (
+        alt.Chart(_density(rest.zi.to_numpy(), rest.zj.to_numpy(), bins))
+        .mark_rect(color="#8c8c8c")
+        .encode(
+            x,
+            alt.X2("zi2:Q"),
+            y,
+            alt.Y2("zj2:Q"),
+            opacity=alt.Opacity("deals:Q", scale=alt.Scale(range=[0.12, 0.55]), title="other deals per cell"),
+            tooltip=["deals"],
+        )
+    )
+    base = (
+        alt.Chart(df[df.set != "other"])
+        .mark_circle(size=30, opacity=0.8)
+        .encode(
+            x,
+            y,
+            color=alt.Color("set:N", scale=alt.Scale(domain=["IR", "passable"], range=["#2a7ab0", "#9ecae1"])),
+            tooltip=["deal", "set", "nnw", "zi", "zj"],
+        )
+    )
+    front = (
+        alt.Chart(df[df.pareto])
+        .mark_point(shape="diamond", size=60, filled=False, color="#08306b")
+        .encode(x, y, tooltip=["deal", "nnw"])
+    )
     pts = solution_marks(geo, i, j)
     layers = [cloud, base, front]
     if pts:
         sp = alt.Chart(pd.DataFrame(pts))
-        layers += [sp.mark_point(shape="cross", size=260, strokeWidth=3).encode(x, y, color=alt.value(SOLUTION_COLOR),
-                                                                                tooltip=["solution", "deal"]),
-                   solution_label(sp, x, y)]
+        layers += [
+            sp.mark_point(shape="cross", size=260, strokeWidth=3).encode(
+                x, y, color=alt.value(SOLUTION_COLOR), tooltip=["solution", "deal"]
+            ),
+            solution_label(sp, x, y),
+        ]
     if struck is not None and len(struck):
         sd = pd.DataFrame(struck)
-        layers.append(alt.Chart(sd).mark_square(size=70, opacity=0.8, color="#ff7f0e").encode(
-            x=alt.X("zi:Q"), y=alt.Y("zj:Q"), tooltip=[c for c in sd.columns]))
-    return alt.layer(*layers).properties(width=width, height=height,
-                                         title=f"{geo.game.name}: deals in normalized-surplus space")
+        layers.append(
+            alt.Chart(sd)
+            .mark_square(size=70, opacity=0.8, color="#ff7f0e")
+            .encode(x=alt.X("zi:Q"), y=alt.Y("zj:Q"), tooltip=[c for c in sd.columns])
+        )
+    return alt.layer(*layers).properties(
+        width=width, height=height, title=f"{geo.game.name}: deals in normalized-surplus space"
+    )
 
 # %% ../nbs/02_geometry.ipynb #e960043c
-def struck_points(geo:Geometry, deals, i:int|str=0, j:int|str=1, label:str="struck")->list[dict]:
+def struck_points(geo: Geometry, deals, i: int | str = 0, j: int | str = 1, label: str = "struck") -> list[dict]:
     "Rows for `plot_deals(struck=...)` from deals (option-index tuples) that policies closed; parties by name or index."
     i, j = geo.party(i), geo.party(j)
-    return [dict(policy=label, deal=deal_label(d), zi=float(geo.Z[i, geo.position(d)]),
-                 zj=float(geo.Z[j, geo.position(d)])) for d in deals]
+    return [
+        dict(policy=label, deal=deal_label(d), zi=float(geo.Z[i, geo.position(d)]), zj=float(geo.Z[j, geo.position(d)]))
+        for d in deals
+    ]

@@ -14,23 +14,21 @@ from .reward import g_smooth, rewards_from_z
 from .rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from .settings import PlaySettings, game_settings
 from .runlayout import grpo_arm, checkpoint_dir
-from .adapters import (LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment,
-                              end_segment, check_base_model)
+from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment
+from .adapters import end_segment, check_base_model
 from .game import ReadError, read_json
 from .bank import adapter_config, bank_games
-from .llm import (constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model,
-                         require_vllm, HFPolicy, VLLMPolicy,
-                         default_dtype, NonFiniteLogitsError, decode_mode, release_decode_caches)
+from .llm import constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model
+from .llm import require_vllm, HFPolicy, VLLMPolicy, default_dtype, NonFiniteLogitsError, decode_mode
+from .llm import release_decode_caches
 from .policies import default_constrain, resolve_model, needs_gpu
 from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
-from .store import (load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl,
-                           step_row, out_folder,
-                           check_replaceable, step_differences)
+from .store import load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl
+from .store import step_row, out_folder, check_replaceable, step_differences
 from .store import folder_lock
-from .jobs import (JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job,
-                          submitit_module,
-                          wait_jobs)
+from .jobs import JobConfig, JobError, StopSignals, job_params, end_job, running_jobs, slurm_states, submit_job
+from .jobs import submitit_module, wait_jobs
 from .telemetry import memory_reading, wandb_run, pass_rates
 from .telemetry import flop_coefficients, pass_flops
 from .llm.load import _base, _forward_params
@@ -54,135 +52,166 @@ ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
 @dataclass
 class _Step:
     "What one GRPO step is: the reward's λ, the games and episodes it plays, and the batches it trains on."
-    lam: float = 0.0                    # λ: weight of the table reward R_table in each seat's reward
-    steps: int = 24                     # GRPO steps
-    groups: int = 4                     # games per step
-    k: int = 8                          # episodes per game (different sampling seeds)
+
+    lam: float = 0.0  # λ: weight of the table reward R_table in each seat's reward
+    steps: int = 24  # GRPO steps
+    groups: int = 4  # games per step
+    k: int = 8  # episodes per game (different sampling seeds)
     # at most this many sequences per micro-batch (0: no cap, token_budget sizes them)
     micro_batch: int = 0
-    pack: bool = True                   # train a seat's chat as one sequence, answers scored in place (`pack_samples`)
-    share_prefix: int = 0               # run a micro-batch's shared first stretch (≥ this many tokens) once (0: never)
+    pack: bool = True  # train a seat's chat as one sequence, answers scored in place (`pack_samples`)
+    share_prefix: int = 0  # run a micro-batch's shared first stretch (≥ this many tokens) once (0: never)
     gradient_checkpointing: bool | None = None  # recompute layer activations (None: if free GPU memory can't hold them)
-    token_budget: int = 16384           # at most this many tokens computed per micro-batch, padding included
-    max_new_tokens: int = 384           # cap of generated tokens per turn
+    token_budget: int = 16384  # at most this many tokens computed per micro-batch, padding included
+    max_new_tokens: int = 384  # cap of generated tokens per turn
 
 # %% ../nbs/13_grpo.ipynb #e867835a
 @dataclass
 class _Optimizer(_Step):
     "The step's fields, then the optimizer's and the run's files."
-    lr: float = 5e-5                    # AdamW learning rate
-    weight_decay: float = 0.0           # AdamW weight decay
-    max_grad_norm: float = 1.0          # gradient clipping
-    max_nonfinite_steps: int = 3        # stop the run after this many skipped (non-finite) updates in a row (0: never)
-    warmup_steps: int = 0               # linear warm-up, then constant
-    checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])   # steps to checkpoint at
-    bank: str = ""                      # training bank folder
-    out: str = "runs/grpo"              # run folder: exactly this if given explicitly, else the arm's own `<out>/<arm>`
-    transcript_every: int = 5           # write the step's transcripts every N steps (0: never)
+
+    lr: float = 5e-5  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradient clipping
+    max_nonfinite_steps: int = 3  # stop the run after this many skipped (non-finite) updates in a row (0: never)
+    warmup_steps: int = 0  # linear warm-up, then constant
+    checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])  # steps to checkpoint at
+    bank: str = ""  # training bank folder
+    out: str = "runs/grpo"  # run folder: exactly this if given explicitly, else the arm's own `<out>/<arm>`
+    transcript_every: int = 5  # write the step's transcripts every N steps (0: never)
 
 # %% ../nbs/13_grpo.ipynb #aed4355a
 @dataclass
 class _Model(_Optimizer):
     "The fields before, then the base model's and its adapter's."
-    model: str = "tiny"                 # base model: a folder, a hub id or `tiny`
-    dtype: str | None = None            # base `bfloat16` or `float32` (None: bf16 on a bf16 CUDA GPU); LoRA: float32
-    lora_r: int = 32                    # LoRA rank
-    lora_alpha: int = 64                # LoRA alpha (scale alpha / r)
-    lora_dropout: float = 0.0           # LoRA dropout
-    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # modules LoRA adapts
+
+    model: str = "tiny"  # base model: a folder, a hub id or `tiny`
+    dtype: str | None = None  # base `bfloat16` or `float32` (None: bf16 on a bf16 CUDA GPU); LoRA: float32
+    lora_r: int = 32  # LoRA rank
+    lora_alpha: int = 64  # LoRA alpha (scale alpha / r)
+    lora_dropout: float = 0.0  # LoRA dropout
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # modules LoRA adapts
 
 # %% ../nbs/13_grpo.ipynb #4946f1b0
 @dataclass
 class _Objective(_Model):
     "The fields before, then the reward's and the policy loss's."
-    eps: float = 0.01                   # reward: start of the linear continuation
-    g_floor: float | None = None        # reward floor (seed 001: -17.5)
-    shaping_weight: float = 0.0         # format shaping weight
-    zoo_fraction: float = 0.0           # share of seats filled from the zoo
-    zoo: list[str] = field(default_factory=lambda: list(ZOO))   # agents the zoo seats are drawn from
-    kl_coef: float = 0.02               # β of the KL to the frozen base
-    clip_low: float = 0.2               # ratio clip 1 - clip_low
-    clip_high: float = 0.28             # ratio clip 1 + clip_high (DAPO's clip-higher)
-    num_iterations: int = 1             # optimizer steps per rollout (TRL's name); the clip binds only from the second
-    placebo: bool = False               # permute the trained seats' advantages within each step (SPEC §7 placebo)
-    std_normalize: bool = False         # divide advantages by the group std
-    flat_groups: str = "kl_only"        # flat groups' tokens: `kl_only` (KL term only) or `drop` (DAPO: left out)
-    importance_correction: str = "auto" # `tis` (trainer ratio × capped weight), `none` (sampler's); `auto`: tis on vllm
-    tis_cap: float = 2.0                # cap of the truncated importance weight (tis)
+
+    eps: float = 0.01  # reward: start of the linear continuation
+    g_floor: float | None = None  # reward floor (seed 001: -17.5)
+    shaping_weight: float = 0.0  # format shaping weight
+    zoo_fraction: float = 0.0  # share of seats filled from the zoo
+    zoo: list[str] = field(default_factory=lambda: list(ZOO))  # agents the zoo seats are drawn from
+    kl_coef: float = 0.02  # β of the KL to the frozen base
+    clip_low: float = 0.2  # ratio clip 1 - clip_low
+    clip_high: float = 0.28  # ratio clip 1 + clip_high (DAPO's clip-higher)
+    num_iterations: int = 1  # optimizer steps per rollout (TRL's name); the clip binds only from the second
+    placebo: bool = False  # permute the trained seats' advantages within each step (SPEC §7 placebo)
+    std_normalize: bool = False  # divide advantages by the group std
+    flat_groups: str = "kl_only"  # flat groups' tokens: `kl_only` (KL term only) or `drop` (DAPO: left out)
+    # `tis` (trainer ratio × capped weight), `none` (sampler's); `auto`: tis on vllm
+    importance_correction: str = "auto"
+    tis_cap: float = 2.0  # cap of the truncated importance weight (tis)
 
 # %% ../nbs/13_grpo.ipynb #9cb1759b
 @dataclass
 class _Rollout(_Objective):
     "The fields before, then the rollouts': sampling, prompts and engine."
-    temperature: float = 1.0            # sampling temperature
-    constrain: str | None = None        # `legal`, `none`, or None: legal for tiny models, none for real ones
-    scratchpad_chars: int = 64          # longest scratchpad under the constraint (short answers train faster)
-    message_chars: int = 64             # longest public message under the constraint
-    thinking: bool = False              # Qwen3 enable_thinking
-    framing: str = PlaySettings.framing # prompt framing
-    context: str = PlaySettings.context # `window` (a prompt per turn) or `conversation` (a growing chat; own protocol)
-    max_turns: int | None = None        # override the protocol deadline (shorter episodes on a CPU)
-    backend: str = "hf"                 # rollouts on `hf` (transformers) or `vllm`
-    vllm_gpu_memory: float = 0.45       # share of the GPU vLLM may take (the trainer needs the rest)
-    rollout_batch: int = 64             # rows per decoding batch of the HF policy
-    decode: str = "auto"                # HF decoding: dynamic, static or graphed (+ CUDA graphs); auto: graphed on GPU
-    seed: int = 0                       # run seed: bank sampling, episode seeds, zoo draws, LoRA init
+
+    temperature: float = 1.0  # sampling temperature
+    constrain: str | None = None  # `legal`, `none`, or None: legal for tiny models, none for real ones
+    scratchpad_chars: int = 64  # longest scratchpad under the constraint (short answers train faster)
+    message_chars: int = 64  # longest public message under the constraint
+    thinking: bool = False  # Qwen3 enable_thinking
+    framing: str = PlaySettings.framing  # prompt framing
+    context: str = PlaySettings.context  # `window` (a prompt per turn) or `conversation` (a growing chat; own protocol)
+    max_turns: int | None = None  # override the protocol deadline (shorter episodes on a CPU)
+    backend: str = "hf"  # rollouts on `hf` (transformers) or `vllm`
+    vllm_gpu_memory: float = 0.45  # share of the GPU vLLM may take (the trainer needs the rest)
+    rollout_batch: int = 64  # rows per decoding batch of the HF policy
+    decode: str = "auto"  # HF decoding: dynamic, static or graphed (+ CUDA graphs); auto: graphed on GPU
+    seed: int = 0  # run seed: bank sampling, episode seeds, zoo draws, LoRA init
 
 # %% ../nbs/13_grpo.ipynb #de7b192c
 @dataclass
 class GRPOConfig(_Rollout):
     "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
-    experiment_name: str = ""           # default fairness_grpo_lam<λ>
-    arm: str = ""                       # default lam<λ>
-    wandb_project: str | None = None    # wandb project (offline unless wandb is configured)
-    wandb_group: str | None = None      # wandb group
-    wandb_run_name: str | None = None   # wandb run name (default: the arm)
 
-    def __post_init__(self): _fill_config(self); _check_config(self)
+    experiment_name: str = ""  # default fairness_grpo_lam<λ>
+    arm: str = ""  # default lam<λ>
+    wandb_project: str | None = None  # wandb project (offline unless wandb is configured)
+    wandb_group: str | None = None  # wandb group
+    wandb_run_name: str | None = None  # wandb run name (default: the arm)
+
+    def __post_init__(self):
+        _fill_config(self)
+        _check_config(self)
 
     @property
-    def play(self)->PlaySettings:
+    def play(self) -> PlaySettings:
         "How the rollouts' episodes are played and shown (checked)."
         return PlaySettings(context=self.context, framing=self.framing, max_turns=self.max_turns)
 
 # %% ../nbs/13_grpo.ipynb #6b371fbb
-def _fill_config(cfg:GRPOConfig):
+def _fill_config(cfg: GRPOConfig):
     "Fill the defaults derived from other fields: names from λ, sorted checkpoint steps, `auto` importance correction."
     cfg.experiment_name = cfg.experiment_name or f"fairness_grpo_{grpo_arm(cfg.lam, placebo=cfg.placebo)}"
     cfg.arm = cfg.arm or grpo_arm(cfg.lam, placebo=cfg.placebo)
     cfg.checkpoint_steps = sorted({int(s) for s in cfg.checkpoint_steps})
-    if cfg.importance_correction == "auto": cfg.importance_correction = "tis" if cfg.backend == "vllm" else "none"
+    if cfg.importance_correction == "auto":
+        cfg.importance_correction = "tis" if cfg.backend == "vllm" else "none"
 
 # %% ../nbs/13_grpo.ipynb #1879db59
-def _check_config(cfg:GRPOConfig):
+def _check_config(cfg: GRPOConfig):
     "Refuse a value out of range or not one of its choices: a `ValueError` that names the field."
-    if not 0 <= cfg.lam <= 1: raise ValueError(f"lam must be in [0, 1], got {cfg.lam}")
-    if cfg.k < 2: raise ValueError(f"k must be at least 2 (a group baseline needs two episodes), got {cfg.k}")
-    if cfg.backend not in ("hf", "vllm"): raise ValueError(f"backend must be hf or vllm, got {cfg.backend}")
+    if not 0 <= cfg.lam <= 1:
+        raise ValueError(f"lam must be in [0, 1], got {cfg.lam}")
+    if cfg.k < 2:
+        raise ValueError(f"k must be at least 2 (a group baseline needs two episodes), got {cfg.k}")
+    if cfg.backend not in ("hf", "vllm"):
+        raise ValueError(f"backend must be hf or vllm, got {cfg.backend}")
     if cfg.importance_correction not in ("tis", "none"):
         raise ValueError(f"importance_correction must be tis, none or auto, got {cfg.importance_correction}")
     if cfg.flat_groups not in ("kl_only", "drop"):
         raise ValueError(f"flat_groups must be kl_only or drop, got {cfg.flat_groups!r}")
-    cfg.play                                                 # context, framing and max_turns
-    if cfg.tis_cap < 1: raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
-    if cfg.num_iterations < 1: raise ValueError(f"num_iterations must be at least 1, got {cfg.num_iterations}")
-    decode_mode(cfg.decode)                            # auto, dynamic, static or graphed: its error names the field
+    cfg.play  # context, framing and max_turns
+    if cfg.tis_cap < 1:
+        raise ValueError(f"tis_cap must be at least 1, got {cfg.tis_cap}")
+    if cfg.num_iterations < 1:
+        raise ValueError(f"num_iterations must be at least 1, got {cfg.num_iterations}")
+    decode_mode(cfg.decode)  # auto, dynamic, static or graphed: its error names the field
     if cfg.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
         raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {cfg.dtype!r}")
 
 # %% ../nbs/13_grpo.ipynb #32a1cef8
-_VOLATILE = ("steps", "checkpoint_steps", "out", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name",
-             "groups", "rollout_batch", "micro_batch", "token_budget", "gradient_checkpointing", "pack",
-             "share_prefix", "max_nonfinite_steps", "decode")
+_VOLATILE = (
+    "steps",
+    "checkpoint_steps",
+    "out",
+    "transcript_every",
+    "wandb_project",
+    "wandb_group",
+    "wandb_run_name",
+    "groups",
+    "rollout_batch",
+    "micro_batch",
+    "token_budget",
+    "gradient_checkpointing",
+    "pack",
+    "share_prefix",
+    "max_nonfinite_steps",
+    "decode",
+)
 # fields added after runs were made: hashed (and compared on resume) only away from these defaults
 _ADDED = {"context": "window", "placebo": False}
 
-def _problem(cfg:GRPOConfig)->dict:
+
+def _problem(cfg: GRPOConfig) -> dict:
     "The fields that define the learning problem."
     return {k: v for k, v in asdict(cfg).items() if k not in _VOLATILE and not (k in _ADDED and v == _ADDED[k])}
 
 # %% ../nbs/13_grpo.ipynb #446e3d95
-def config_hash(cfg:GRPOConfig)->str:
+def config_hash(cfg: GRPOConfig) -> str:
     "Hash of the hyperparameters that define the learning problem (not the bookkeeping or the batch geometry)."
     d = _problem(cfg)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -190,7 +219,8 @@ def config_hash(cfg:GRPOConfig)->str:
 # %% ../nbs/13_grpo.ipynb #33b9bb9d
 _NOT_RUN = ("steps", "checkpoint_steps", "transcript_every", "wandb_project", "wandb_group", "wandb_run_name")
 
-def run_id(cfg:GRPOConfig)->str:
+
+def run_id(cfg: GRPOConfig) -> str:
     "wandb's id of a new run: `arm-HASH`, HASH over every field but `_NOT_RUN`, with `out` as an absolute path."
     d = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RUN}
     d["out"] = str(Path(cfg.out).resolve())
@@ -199,12 +229,13 @@ def run_id(cfg:GRPOConfig)->str:
 # %% ../nbs/13_grpo.ipynb #5c3287de
 POLICY = "policy"
 
-def _rng(*key)->np.random.Generator:
+
+def _rng(*key) -> np.random.Generator:
     "A numpy generator seeded by a tuple of ints."
     return np.random.Generator(np.random.PCG64([int(x) & 0xFFFFFFFF for x in key]))
 
 # %% ../nbs/13_grpo.ipynb #4893f139
-def step_plan(step:int, n_games:int, cfg:GRPOConfig, n_parties:list)->list:
+def step_plan(step: int, n_games: int, cfg: GRPOConfig, n_parties: list) -> list:
     "For each group of a step: (game index, seat policy names, k episode seeds)."
     rng = _rng(cfg.seed, step, 7)
     idx = rng.choice(n_games, size=cfg.groups, replace=cfg.groups > n_games)
@@ -214,52 +245,66 @@ def step_plan(step:int, n_games:int, cfg:GRPOConfig, n_parties:list)->list:
         seats = [POLICY] * n
         if cfg.zoo_fraction > 0:
             for i in range(n):
-                if rng.random() < cfg.zoo_fraction: seats[i] = cfg.zoo[int(rng.integers(len(cfg.zoo)))]
-            if POLICY not in seats: seats[int(rng.integers(n))] = POLICY
+                if rng.random() < cfg.zoo_fraction:
+                    seats[i] = cfg.zoo[int(rng.integers(len(cfg.zoo)))]
+            if POLICY not in seats:
+                seats[int(rng.integers(n))] = POLICY
         seeds = [int(step * 1_000_000 + gi * 1_000 + j) for j in range(cfg.k)]
         plan.append((int(gidx), seats, seeds))
     return plan
 
 # %% ../nbs/13_grpo.ipynb #f892668d
-def episode_seat_rewards(ep, cfg:GRPOConfig)->np.ndarray:
+def episode_seat_rewards(ep, cfg: GRPOConfig) -> np.ndarray:
     "R_i(λ) of each seat of a finished episode, with the format-shaping penalty (illegal, fabricated, unparsed turns)."
     st = ep.state.stats
-    return rewards_from_z(np.asarray(ep.row["z"], float), cfg.lam, cfg.eps, cfg.g_floor, cfg.shaping_weight,
-                          [s["illegal"] + s["fabrication"] + s["parse_error"] for s in st],
-                          [max(s["attempts"], 0) for s in st])
+    return rewards_from_z(
+        np.asarray(ep.row["z"], float),
+        cfg.lam,
+        cfg.eps,
+        cfg.g_floor,
+        cfg.shaping_weight,
+        [s["illegal"] + s["fabrication"] + s["parse_error"] for s in st],
+        [max(s["attempts"], 0) for s in st],
+    )
 
 # %% ../nbs/13_grpo.ipynb #8afda2fd
-def group_advantages(R:np.ndarray, # (k, n) rewards of the k episodes of one group, per seat
-                     trained:list, # per seat: is it the policy (trained on)?
-                     std_normalize:bool=False)->tuple:
+def group_advantages(
+    R: np.ndarray,  # (k, n) rewards of the k episodes of one group, per seat
+    trained: list,  # per seat: is it the policy (trained on)?
+    std_normalize: bool = False,
+) -> tuple:
     "Advantages `R - mean_k R` (÷ std when asked), 0 for untrained seats; and which trained seats' groups are flat."
     A = R - R.mean(0, keepdims=True)
     spread = R.std(0)
     flat = spread <= 1e-12
-    if std_normalize: A = np.where(flat, 0.0, A / np.where(flat, 1.0, spread))
+    if std_normalize:
+        A = np.where(flat, 0.0, A / np.where(flat, 1.0, spread))
     trained = np.asarray(trained, bool)
     A[:, ~trained] = 0.0
     A[:, flat] = 0.0
     return A, flat & trained
 
 # %% ../nbs/13_grpo.ipynb #89850f1c
-def placebo_slots(plan:list, # the step's groups: (game index, seat names, k episode seeds)
-                  flats:list, # per episode: an (n,) bool array, the seat's group is flat
-                  k:int, # episodes per group
-                 )->list:
+def placebo_slots(
+    plan: list,  # the step's groups: (game index, seat names, k episode seeds)
+    flats: list,  # per episode: an (n,) bool array, the seat's group is flat
+    k: int,  # episodes per group
+) -> list:
     "Per episode, the seats whose advantages a placebo shuffles: trained seats whose group has a reward spread."
     trained = [np.array([s == POLICY for s in seats]) for _, seats, _ in plan for _ in range(k)]
     return [t & ~np.asarray(f, bool) for t, f in zip(trained, flats)]
 
 # %% ../nbs/13_grpo.ipynb #0019f622
-def permute_advantages(advs:list, # per episode: an (n,) array of advantages
-                       movable:list, # per episode: an (n,) bool array, the slots whose values are shuffled
-                       rng:np.random.Generator)->list:
+def permute_advantages(
+    advs: list,  # per episode: an (n,) array of advantages
+    movable: list,  # per episode: an (n,) bool array, the slots whose values are shuffled
+    rng: np.random.Generator,
+) -> list:
     "The placebo's advantages: the values of the `movable` slots shuffled among those slots, every other slot kept."
     vals, out, j = rng.permutation(np.concatenate([a[m] for a, m in zip(advs, movable)])), [], 0
     for a, m in zip(advs, movable):
         b = np.array(a, float)
-        b[m] = vals[j:j + int(m.sum())]
+        b[m] = vals[j : j + int(m.sum())]
         j += int(m.sum())
         out.append(b)
     return out
@@ -268,26 +313,30 @@ def permute_advantages(advs:list, # per episode: an (n,) array of advantages
 @dataclass
 class Sample:
     "One generated turn to train on."
+
     prompt_ids: list
     completion_ids: list
     old_logprobs: list
     advantage: float
-    schema: str | None = None           # the legal-action schema the turn was sampled under (constrained turns)
-    masks: object = None                # or its packed allowed-token bitmasks, when known already
-    flat: bool = False                  # its (game, seat) group had no reward spread
-    turn: str = ""                      # which turn it is (game, episode seed, seat, turn index), for error messages
-    seat_key: str = ""                  # `episode#seat`: whose turns `pack_samples` may chain into one sequence
+    schema: str | None = None  # the legal-action schema the turn was sampled under (constrained turns)
+    masks: object = None  # or its packed allowed-token bitmasks, when known already
+    flat: bool = False  # its (game, seat) group had no reward spread
+    turn: str = ""  # which turn it is (game, episode seed, seat, turn index), for error messages
+    seat_key: str = ""  # `episode#seat`: whose turns `pack_samples` may chain into one sequence
 
 # %% ../nbs/13_grpo.ipynb #3cb7adca
-def _turn_name(ep, t:dict)->str:
+def _turn_name(ep, t: dict) -> str:
     "A turn's address in error messages: game, episode seed, seat and turn index."
     row = getattr(ep, "row", None) or {}
     return f"{row.get('instance_id', '?')} seed {row.get('episode_seed', '?')} seat {t['seat']} turn {t['turn_idx']}"
 
 # %% ../nbs/13_grpo.ipynb #511741ed
-def collect_samples(episodes, advantages:list, # per episode: an (n,) array
-                    flat:list|None=None, # per episode: an (n,) bool array, the seat's group is flat (None: none is)
-                    flat_groups:str="kl_only")->list:
+def collect_samples(
+    episodes,
+    advantages: list,  # per episode: an (n,) array
+    flat: list | None = None,  # per episode: an (n,) bool array, the seat's group is flat (None: none is)
+    flat_groups: str = "kl_only",
+) -> list:
     "Samples of every generated policy turn; under `flat_groups='drop'`, those of flat groups are left out."
     if flat_groups not in ("kl_only", "drop"):
         raise ValueError(f"flat_groups must be kl_only or drop, got {flat_groups!r}")
@@ -295,85 +344,115 @@ def collect_samples(episodes, advantages:list, # per episode: an (n,) array
     for e, (ep, A) in enumerate(zip(episodes, advantages)):
         for t in ep.state.turns:
             x, f = ep.extras.get(t["turn_idx"], {}), flat is not None and bool(flat[e][t["seat"]])
-            if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"): continue
-            out.append(Sample(list(x["prompt_ids"]), list(x["completion_ids"]), list(x["logprobs"]),
-                              float(A[t["seat"]]),
-                              x.get("schema"), flat=f, turn=_turn_name(ep, t),
-                              seat_key=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}"))
+            if x.get("policy") != POLICY or not x.get("completion_ids") or (f and flat_groups == "drop"):
+                continue
+            out.append(
+                Sample(
+                    list(x["prompt_ids"]),
+                    list(x["completion_ids"]),
+                    list(x["logprobs"]),
+                    float(A[t["seat"]]),
+                    x.get("schema"),
+                    flat=f,
+                    turn=_turn_name(ep, t),
+                    seat_key=f"{getattr(ep.state, 'episode_id', e)}#{t['seat']}",
+                )
+            )
     return out
 
 # %% ../nbs/13_grpo.ipynb #9817c858
 # `Packed` or `Sample`
-def _n_tokens(x)->int: return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)
+def _n_tokens(x) -> int:
+    return len(x.ids) if hasattr(x, "ids") else len(x.prompt_ids) + len(x.completion_ids)
 
 # %% ../nbs/13_grpo.ipynb #f08b7fec
-def _ids(x)->list: return x.ids if hasattr(x, "ids") else list(x.prompt_ids) + list(x.completion_ids)
+def _ids(x) -> list:
+    return x.ids if hasattr(x, "ids") else list(x.prompt_ids) + list(x.completion_ids)
 
 # %% ../nbs/13_grpo.ipynb #8c7884b2
-def _spans(x)->list: return x.spans if hasattr(x, "spans") else [(len(x.prompt_ids), _n_tokens(x))]
+def _spans(x) -> list:
+    return x.spans if hasattr(x, "spans") else [(len(x.prompt_ids), _n_tokens(x))]
 
 # %% ../nbs/13_grpo.ipynb #f2ee0eff
-def shared_tokens(items:list, share_prefix:int)->int:
+def shared_tokens(items: list, share_prefix: int) -> int:
     "Tokens a pass over `items` skips: each group's shared first stretch (`llm.prefix_groups`) past its first row."
-    if not share_prefix: return 0
-    return sum(P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items],
-                                                          [_spans(x) for x in items], share_prefix))
+    if not share_prefix:
+        return 0
+    return sum(
+        P * (len(g) - 1) for P, g in prefix_groups([_ids(x) for x in items], [_spans(x) for x in items], share_prefix)
+    )
 
 # %% ../nbs/13_grpo.ipynb #3adb9c92
-def micro_batches(samples:list, size:int|None, # at most this many samples or `Packed` per micro-batch (0, None: no cap)
-                  token_budget:int, # at most this many tokens computed per micro-batch, padding included
-                  share_prefix:int=0, # keep sequences sharing this many first tokens together, counted once (0: no)
-                  )->list:
+def micro_batches(
+    samples: list,
+    size: int | None,  # at most this many samples or `Packed` per micro-batch (0, None: no cap)
+    token_budget: int,  # at most this many tokens computed per micro-batch, padding included
+    share_prefix: int = 0,  # keep sequences sharing this many first tokens together, counted once (0: no)
+) -> list:
     "Length-sorted micro-batches filled up to `token_budget` tokens computed, padding counted (a longer one alone)."
     cap = size or max(len(samples), 1)
     units = [[x] for x in samples]
     if share_prefix:
         groups = prefix_groups([_ids(x) for x in samples], [_spans(x) for x in samples], share_prefix)
-        units = [[samples[i] for i in g[c:c + cap]] for _, g in groups for c in range(0, len(g), cap)]
-    costs = [sum(map(_n_tokens, u)) - shared_tokens(u, share_prefix) for u in units]   # tokens each unit computes
+        units = [[samples[i] for i in g[c : c + cap]] for _, g in groups for c in range(0, len(g), cap)]
+    costs = [sum(map(_n_tokens, u)) - shared_tokens(u, share_prefix) for u in units]  # tokens each unit computes
     # a sequence run whole is right-padded to the micro-batch's longest: rows x longest; a shared group: what it computes
     out, cur, rows, longest, shared = [], [], 0, 0, 0
     for k in sorted(range(len(units)), key=costs.__getitem__):
         u, n = units[k], costs[k]
         one = len(u) == 1
         toks = (rows + 1) * max(longest, n) + shared if one else rows * longest + shared + n
-        if cur and (len(cur) + len(u) > cap or toks > token_budget): out.append(cur); cur, rows, longest, shared = [], 0, 0, 0
+        if cur and (len(cur) + len(u) > cap or toks > token_budget):
+            out.append(cur)
+            cur, rows, longest, shared = [], 0, 0, 0
         cur += u
-        if one: rows, longest = rows + 1, max(longest, n)
-        else: shared += n
-    if cur: out.append(cur)
+        if one:
+            rows, longest = rows + 1, max(longest, n)
+        else:
+            shared += n
+    if cur:
+        out.append(cur)
     return out
 
 # %% ../nbs/13_grpo.ipynb #da87dff4
 @dataclass
 class Packed:
     "One training sequence: a seat's conversation (or one turn) and the spans of the answers scored in it."
-    ids: list       # token ids: the last chained turn's prompt and answer
-    spans: list     # `(start, end)` of each answer in `ids`, in turn order
-    samples: list   # the answers' samples, aligned with `spans`
+
+    ids: list  # token ids: the last chained turn's prompt and answer
+    spans: list  # `(start, end)` of each answer in `ids`, in turn order
+    samples: list  # the answers' samples, aligned with `spans`
 
 # %% ../nbs/13_grpo.ipynb #8dd9c82f
-def pack_samples(samples:list, pack:bool=True)->list:
+def pack_samples(samples: list, pack: bool = True) -> list:
     "Training sequences: a seat's turns chained into one wherever a prompt extends the sequence so far (else one each)."
     out, last = [], {}
     for s in samples:
         ids, p = list(s.prompt_ids) + list(s.completion_ids), last.get(s.seat_key) if pack and s.seat_key else None
-        if p is not None and len(s.prompt_ids) >= len(p.ids) and s.prompt_ids[:len(p.ids)] == p.ids:
+        if p is not None and len(s.prompt_ids) >= len(p.ids) and s.prompt_ids[: len(p.ids)] == p.ids:
             p.ids = ids
             p.spans.append((len(s.prompt_ids), len(ids)))
             p.samples.append(s)
             continue
         p = Packed(ids, [(len(s.prompt_ids), len(ids))], [s])
         out.append(p)
-        if s.seat_key: last[s.seat_key] = p
+        if s.seat_key:
+            last[s.seat_key] = p
     return out
 
 # %% ../nbs/13_grpo.ipynb #8973656a
-def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int, cfg:GRPOConfig,
-              anchor_lp:list|None=None, # the trainer's log-probs under the rollout's weights (default: `new`, detached)
-              )->tuple:
+def grpo_loss(
+    new_lp: list,
+    old_lp: list,
+    ref_lp: list | None,
+    adv: list,
+    n_tokens: int,
+    cfg: GRPOConfig,
+    anchor_lp: list | None = None,  # the trainer's log-probs under the rollout's weights (default: `new`, detached)
+) -> tuple:
     "Token-level clipped policy-gradient loss plus β·KL for a micro-batch, normalized by the step's token count."
     import torch
+
     new = torch.cat(new_lp)
     sampler = torch.cat([torch.as_tensor(o, dtype=new.dtype, device=new.device) for o in old_lp])
     A = torch.cat([torch.full((len(o),), float(a), dtype=new.dtype, device=new.device) for o, a in zip(old_lp, adv)])
@@ -402,9 +481,10 @@ def grpo_loss(new_lp:list, old_lp:list, ref_lp:list|None, adv:list, n_tokens:int
     return loss, stats
 
 # %% ../nbs/13_grpo.ipynb #5a64338f
-def _count_nonfinite(new:list, ref:list|None, res:dict):
+def _count_nonfinite(new: list, ref: list | None, res: dict):
     "Count a micro-batch's tokens whose policy (`nonfinite_new`) or reference (`nonfinite_ref`) log-prob is not finite."
     import torch
+
     bad_new = ~torch.isfinite(torch.cat(new).detach())
     bad_ref = ~torch.isfinite(torch.cat(ref)) if ref is not None else torch.zeros_like(bad_new)
     res["nonfinite_new"] += int(bad_new.sum())
@@ -412,50 +492,76 @@ def _count_nonfinite(new:list, ref:list|None, res:dict):
     res["nonfinite_tokens"] += int((bad_new | bad_ref).sum())
 
 # %% ../nbs/13_grpo.ipynb #3f488c28
-def nonfinite_what(res:dict)->str|None:
+def nonfinite_what(res: dict) -> str | None:
     "What of an update was not finite (`logprobs, ref_logprobs, loss, grad_norm`), or None when everything was."
-    what = [k for k, bad in (("logprobs", res["nonfinite_new"]), ("ref_logprobs", res["nonfinite_ref"]),
-                             ("loss", not math.isfinite(res["loss"])),
-                             ("grad_norm", not math.isfinite(res["grad_norm"]))) if bad]
+    what = [
+        k
+        for k, bad in (
+            ("logprobs", res["nonfinite_new"]),
+            ("ref_logprobs", res["nonfinite_ref"]),
+            ("loss", not math.isfinite(res["loss"])),
+            ("grad_norm", not math.isfinite(res["grad_norm"])),
+        )
+        if bad
+    ]
     return ", ".join(what) or None
 
 # %% ../nbs/13_grpo.ipynb #cdd8978b
-def guarded_step(optimizer, scheduler, params:list, max_grad_norm:float, res:dict):
+def guarded_step(optimizer, scheduler, params: list, max_grad_norm: float, res: dict):
     "Clip, then step optimizer and schedule; if something is not finite (`res['nonfinite']`), only drop the gradients."
     import torch
+
     res["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
     res["nonfinite"] = nonfinite_what(res)
-    if res["nonfinite"] is None: optimizer.step(); scheduler.step()
+    if res["nonfinite"] is None:
+        optimizer.step()
+        scheduler.step()
     optimizer.zero_grad(set_to_none=True)
 
 # %% ../nbs/13_grpo.ipynb #53df268b
-def _masks(batch:list, tokenizer, vocab:int):
+def _masks(batch: list, tokenizer, vocab: int):
     "Per sample: its packed allowed-token bitmasks (given, or replayed from its schema), or None when unconstrained."
-    if all(s.schema is None and s.masks is None for s in batch): return None
+    if all(s.schema is None and s.masks is None for s in batch):
+        return None
+
     def replay(s):
-        try: return constrained_masks(s.schema, tokenizer, s.completion_ids, vocab)
-        except ValueError as e:                     # never a silent re-mask: the sampler enforced another grammar
-            raise ValueError(f"{s.turn or 'a turn'}: its completion does not follow the grammar the trainer "
-                             f"replays ({e}); the sampler and the trainer must compile the same grammar "
-                             "(llm.grammar_text)") from None
+        try:
+            return constrained_masks(s.schema, tokenizer, s.completion_ids, vocab)
+        except ValueError as e:  # never a silent re-mask: the sampler enforced another grammar
+            raise ValueError(
+                f"{s.turn or 'a turn'}: its completion does not follow the grammar the trainer "
+                f"replays ({e}); the sampler and the trainer must compile the same grammar "
+                "(llm.grammar_text)"
+            ) from None
+
     return [s.masks if s.masks is not None else None if s.schema is None else replay(s) for s in batch]
 
 # %% ../nbs/13_grpo.ipynb #a27d85c6
-def allowed_bitmask(allowed:list, vocab:int):
+def allowed_bitmask(allowed: list, vocab: int):
     "Packed int32 bitmask `[T, ceil(vocab/32)]` (xgrammar's layout) allowing, at step t, the token ids in `allowed[t]`."
     import torch
+
     W = (vocab + 31) // 32
     m = np.zeros((len(allowed), W), dtype=np.uint32)
     for t, ids in enumerate(allowed):
-        for i in ids: m[t, i // 32] |= np.uint32(1 << (i % 32))
+        for i in ids:
+            m[t, i // 32] |= np.uint32(1 << (i % 32))
     return torch.from_numpy(m.view(np.int32).copy())
 
 # %% ../nbs/13_grpo.ipynb #d48a9b8e
-def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int, res:dict,
-                kept:dict, # this micro-batch's reference and rollout-weight log-probs, set by the first pass, reused
-                ):
+def _micro_step(
+    model,
+    mb: list,
+    cfg: GRPOConfig,
+    tokenizer,
+    share: int,
+    n_tok: int,
+    res: dict,
+    kept: dict,  # this micro-batch's reference and rollout-weight log-probs, set by the first pass, reused
+):
     "One micro-batch of one optimizer pass: the reference pass (first pass only), the policy pass, the loss's backward."
     import torch
+
     V, pad = vocab_size(model), tokenizer.pad_token_id or 0
     first = not kept
     batch = [s for p in mb for s in p.samples]
@@ -466,40 +572,54 @@ def _micro_step(model, mb:list, cfg:GRPOConfig, tokenizer, share:int, n_tok:int,
         res["train_tokens_shared"] += shared_tokens(mb, share)
         kept["ref"] = None
         if cfg.kl_coef:
-            model.eval()                                       # the reference pass: dropout off
+            model.eval()  # the reference pass: dropout off
             with torch.no_grad(), model.disable_adapter():
-                kept["ref"] = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad,
-                                            share_prefix=share, vocab=len(tokenizer))
-    model.train()                                          # the policy pass: train mode
+                kept["ref"] = span_logprobs(
+                    model,
+                    seqs,
+                    spans,
+                    masks,
+                    temperature=cfg.temperature,
+                    pad_id=pad,
+                    share_prefix=share,
+                    vocab=len(tokenizer),
+                )
+    model.train()  # the policy pass: train mode
     t1 = time.perf_counter()
-    new = span_logprobs(model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share,
-                        vocab=len(tokenizer))
+    new = span_logprobs(
+        model, seqs, spans, masks, temperature=cfg.temperature, pad_id=pad, share_prefix=share, vocab=len(tokenizer)
+    )
     if first:
         # the trainer under the rollout's weights: later passes' ratios start here
         kept["anchor"] = [n.detach() for n in new]
     _count_nonfinite(new, kept["ref"], res)
-    loss, st = grpo_loss(new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok,
-                         cfg, kept["anchor"])
+    loss, st = grpo_loss(
+        new, [s.old_logprobs for s in batch], kept["ref"], [s.advantage for s in batch], n_tok, cfg, kept["anchor"]
+    )
     loss.backward()
     res["ref_s"] += t1 - t0
     res["update_s"] += time.perf_counter() - t1
     res["loss"] += float(loss.detach())
-    for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"): res[k] += st.get(k, 0.0)
+    for k in ("kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"):
+        res[k] += st.get(k, 0.0)
     res["ratio_max"], res["gap_max"] = max(res["ratio_max"], st["ratio_max"]), max(res["gap_max"], st["gap_max"])
 
 # %% ../nbs/13_grpo.ipynb #bb2c357a
-def pass_shapes(mb:list, # a micro-batch: `Packed` or `Sample`
-                share:int=0, # `share_prefix` as the pass runs it
-                keep:bool=True, # the model computes logits only at the rows asked (`logits_to_keep`)
-               )->list:
+def pass_shapes(
+    mb: list,  # a micro-batch: `Packed` or `Sample`
+    share: int = 0,  # `share_prefix` as the pass runs it
+    keep: bool = True,  # the model computes logits only at the rows asked (`logits_to_keep`)
+) -> list:
     "`(sequences, query length, key length, logit rows)` of each forward `span_logprobs` runs on a micro-batch."
     S, SP = [_ids(x) for x in mb], [_spans(x) for x in mb]
     groups = prefix_groups(S, SP, share) if share else [(0, list(range(len(S))))]
     out, alone = [], [i for P, g in groups if not P for i in g]
-    def rows(items, L):                                    # logit rows: every row at each column a span reads
+
+    def rows(items, L):  # logit rows: every row at each column a span reads
         cols = {p - 1 - P for P, i in items for a, b in SP[i] for p in range(a, b)}
         return len(items) * (len(cols) if keep else L) if cols else 0
-    if alone and rows([(0, i) for i in alone], 1):                  # nothing scored: no forward
+
+    if alone and rows([(0, i) for i in alone], 1):  # nothing scored: no forward
         L = max(len(S[i]) for i in alone)
         out.append((len(alone), L, L, rows([(0, i) for i in alone], L)))
     shared = [(P, i) for P, g in groups if P for i in g]
@@ -511,26 +631,51 @@ def pass_shapes(mb:list, # a micro-batch: `Packed` or `Sample`
     return out
 
 # %% ../nbs/13_grpo.ipynb #81126565
-def activation_need(model, tokens:int, # the largest micro-batch, padding included
-                    margin:float=0.8, # the share of free memory activations may take (as `checkpointing_needed`)
-                   )->int|None:
+def activation_need(
+    model,
+    tokens: int,  # the largest micro-batch, padding included
+    margin: float = 0.8,  # the share of free memory activations may take (as `checkpointing_needed`)
+) -> int | None:
     "Bytes the update's largest micro-batch needs free, from the probe `checkpointing_plan` took (None: not measured)."
     per_token = model.__dict__.get("_fairneg_bytes_per_token")
     return None if per_token is None else int(per_token * tokens / margin)
 
 # %% ../nbs/13_grpo.ipynb #bb263e0c
-def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)->dict:
+def update(model, optimizer, scheduler, samples: list, cfg: GRPOConfig, tokenizer) -> dict:
     "`num_iterations` optimizer steps on the step's samples: returns loss, KL, drift, grad norm, clip counts, timings."
     import torch
-    n_tok = sum(len(s.completion_ids) for s in samples)      # the loss is a mean over every one of these tokens
-    res = dict(loss=0.0, kl_sum=0.0, drift_sum=0.0, clipped=0.0, ratio_max=0.0, ref_s=0.0, update_s=0.0, n_tokens=n_tok,
-               n_samples=len(samples), grad_norm=0.0, gap_sum=0.0, gap_max=0.0, tis_w_sum=0.0, tis_capped=0.0,
-               kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0),
-               nonfinite=None, nonfinite_tokens=0, nonfinite_new=0, nonfinite_ref=0, optimizer_steps=0,
-               micro_batches=0, micro_batch_tokens=[], train_flops=0, ref_flops=0)
+
+    n_tok = sum(len(s.completion_ids) for s in samples)  # the loss is a mean over every one of these tokens
+    res = dict(
+        loss=0.0,
+        kl_sum=0.0,
+        drift_sum=0.0,
+        clipped=0.0,
+        ratio_max=0.0,
+        ref_s=0.0,
+        update_s=0.0,
+        n_tokens=n_tok,
+        n_samples=len(samples),
+        grad_norm=0.0,
+        gap_sum=0.0,
+        gap_max=0.0,
+        tis_w_sum=0.0,
+        tis_capped=0.0,
+        kl_only_tokens=sum(len(s.completion_ids) for s in samples if s.advantage == 0),
+        nonfinite=None,
+        nonfinite_tokens=0,
+        nonfinite_new=0,
+        nonfinite_ref=0,
+        optimizer_steps=0,
+        micro_batches=0,
+        micro_batch_tokens=[],
+        train_flops=0,
+        ref_flops=0,
+    )
     packs = pack_samples(samples, cfg.pack)
     res.update(train_sequences=len(packs), train_tokens=sum(len(p.ids) for p in packs), train_tokens_shared=0)
-    if not samples: return res
+    if not samples:
+        return res
     # checkpointing drops a passed cache: run sequences whole
     share = 0 if is_checkpointing(model) else cfg.share_prefix
     mbs = list(micro_batches(packs, cfg.micro_batch, cfg.token_budget, share))
@@ -540,58 +685,77 @@ def update(model, optimizer, scheduler, samples:list, cfg:GRPOConfig, tokenizer)
     # the plan, and the FLOPs it counts (`pass_flops`): each micro-batch's forwards as `span_logprobs` runs them
     keep, coef, ckpt = _forward_params(type(_base(model)))[1], flop_coefficients(model), is_checkpointing(model)
     shapes = [pass_shapes(mb, share, keep) for mb in mbs]
-    res.update(micro_batches=len(mbs), micro_batch_tokens=[sum(B * L for B, L, _, _ in s) for s in shapes],
-               ref_flops=sum(pass_flops(coef, s, backward=False, adapter=False) for s in shapes) if cfg.kl_coef else 0)
+    res.update(
+        micro_batches=len(mbs),
+        micro_batch_tokens=[sum(B * L for B, L, _, _ in s) for s in shapes],
+        ref_flops=sum(pass_flops(coef, s, backward=False, adapter=False) for s in shapes) if cfg.kl_coef else 0,
+    )
     params = [p for p in model.parameters() if p.requires_grad]
     for it in range(cfg.num_iterations):
-        for mb, k in zip(mbs, kept): _micro_step(model, mb, cfg, tokenizer, share, n_tok, res, k)
+        for mb, k in zip(mbs, kept):
+            _micro_step(model, mb, cfg, tokenizer, share, n_tok, res, k)
         t1 = time.perf_counter()
         norm = res["grad_norm"]
         guarded_step(optimizer, scheduler, params, cfg.max_grad_norm, res)
-        if math.isfinite(res["grad_norm"]): res["grad_norm"] = max(norm, res["grad_norm"])   # the largest of the passes
+        if math.isfinite(res["grad_norm"]):
+            res["grad_norm"] = max(norm, res["grad_norm"])  # the largest of the passes
         res["update_s"] += time.perf_counter() - t1
-        if res["nonfinite"]: break                          # the rest of the passes would meet the same numbers
+        if res["nonfinite"]:
+            break  # the rest of the passes would meet the same numbers
         res["optimizer_steps"] += 1
     res["passes"] = passes = it + 1
-    res["train_flops"] = passes * sum(pass_flops(coef, s, recompute=ckpt) for s in shapes)   # every pass run
+    res["train_flops"] = passes * sum(pass_flops(coef, s, recompute=ckpt) for s in shapes)  # every pass run
     for k in ("loss", "kl_sum", "drift_sum", "clipped", "gap_sum", "tis_w_sum", "tis_capped"):
-        res[k] /= passes   # per pass
-    res["train_tokens"] -= res["train_tokens_shared"]        # what each pass computes
+        res[k] /= passes  # per pass
+    res["train_tokens"] -= res["train_tokens_shared"]  # what each pass computes
     model.eval()
     return res
 
 # %% ../nbs/13_grpo.ipynb #c0e96c5b
-def use_gradient_checkpointing(model, cfg:GRPOConfig)->tuple:
+def use_gradient_checkpointing(model, cfg: GRPOConfig) -> tuple:
     "Turn on gradient checkpointing when asked or (by default) when needed (`checkpointing_plan`); return `(on, why)`."
-    on, why = ((cfg.gradient_checkpointing, "asked") if cfg.gradient_checkpointing is not None
-               else checkpointing_plan(model, cfg.token_budget))
+    on, why = (
+        (cfg.gradient_checkpointing, "asked")
+        if cfg.gradient_checkpointing is not None
+        else checkpointing_plan(model, cfg.token_budget)
+    )
     if on:
         # transformers >= 5.2x; the old name is deprecated there
         if hasattr(model, "activation_checkpointing_enable"):
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return bool(on), why
 
 # %% ../nbs/13_grpo.ipynb #3e522536
-def make_optimizer(model, cfg:GRPOConfig)->tuple:
+def make_optimizer(model, cfg: GRPOConfig) -> tuple:
     "AdamW over the trainable (adapter) parameters and a linear-warm-up-then-constant schedule."
     import torch
     from transformers import get_constant_schedule_with_warmup
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
-                            weight_decay=cfg.weight_decay)
+
+    opt = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
+    )
     return opt, get_constant_schedule_with_warmup(opt, cfg.warmup_steps)
 
 # %% ../nbs/13_grpo.ipynb #5b8e8481
-def activation_bytes_per_token(model, n:int=64, # tokens of the probe sequence (every one scored)
-                               )->float:
+def activation_bytes_per_token(
+    model,
+    n: int = 64,  # tokens of the probe sequence (every one scored)
+) -> float:
     "Bytes autograd keeps per token for the policy pass's backward (parameters excluded), measured on a probe pass."
     import torch
+
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen, total = set(), [0]
+
     def pack(t):
         s = t.untyped_storage()
-        if s.data_ptr() not in params and s.data_ptr() not in seen: seen.add(s.data_ptr()); total[0] += s.nbytes()
+        if s.data_ptr() not in params and s.data_ptr() not in seen:
+            seen.add(s.data_ptr())
+            total[0] += s.nbytes()
         return t
+
     was = model.training
     model.train()
     ids = [(7 * i) % max(vocab_size(model) - 1, 1) + 1 for i in range(n)]
@@ -602,22 +766,29 @@ def activation_bytes_per_token(model, n:int=64, # tokens of the probe sequence (
     return total[0] / n
 
 # %% ../nbs/13_grpo.ipynb #6c8ba050
-def checkpointing_needed(bytes_per_token:float, token_budget:int, free_bytes:int,
-                         margin:float=0.8, # the share of free memory the activations may take
-                        )->tuple:
+def checkpointing_needed(
+    bytes_per_token: float,
+    token_budget: int,
+    free_bytes: int,
+    margin: float = 0.8,  # the share of free memory the activations may take
+) -> tuple:
     "`(on, why)`: checkpointing when a `token_budget` micro-batch's activations would pass `margin` of the free memory."
     need = bytes_per_token * token_budget
     on = need > margin * free_bytes
-    return on, (f"{'on' if on else 'off'}: {token_budget:,} tokens x {bytes_per_token / 2**20:.2f} MB = "
-                f"{need / 2**30:.1f} GB of "
-                f"activations {'>' if on else '<='} {margin:.0%} of {free_bytes / 2**30:.1f} GB free")
+    return on, (
+        f"{'on' if on else 'off'}: {token_budget:,} tokens x {bytes_per_token / 2**20:.2f} MB = "
+        f"{need / 2**30:.1f} GB of "
+        f"activations {'>' if on else '<='} {margin:.0%} of {free_bytes / 2**30:.1f} GB free"
+    )
 
 # %% ../nbs/13_grpo.ipynb #32874596
-def checkpointing_plan(model, token_budget:int)->tuple:
+def checkpointing_plan(model, token_budget: int) -> tuple:
     "`(on, why)` for this model and budget: off on a CPU; on a GPU, from the measured activations and its free memory."
     import torch
-    if next(model.parameters()).device.type != "cuda": return False, "off: on a CPU, activations live in host memory"
-    per_token = model.__dict__["_fairneg_bytes_per_token"] = activation_bytes_per_token(model)   # `activation_need`
+
+    if next(model.parameters()).device.type != "cuda":
+        return False, "off: on a CPU, activations live in host memory"
+    per_token = model.__dict__["_fairneg_bytes_per_token"] = activation_bytes_per_token(model)  # `activation_need`
     torch.cuda.empty_cache()
     return checkpointing_needed(per_token, token_budget, torch.cuda.mem_get_info()[0])
 
@@ -625,30 +796,43 @@ def checkpointing_plan(model, token_budget:int)->tuple:
 class CheckpointError(ReadError):
     "A checkpoint file refused on load: unreadable, or holding an object a checkpoint never holds (code could run)."
 
-TRAINING_STATE = "training_state.pt"   # a checkpoint's optimizer, scheduler and RNG states
+
+TRAINING_STATE = "training_state.pt"  # a checkpoint's optimizer, scheduler and RNG states
 # an earlier version's
 ACCELERATE_FILES = ("custom_checkpoint_0.pkl", "custom_checkpoint_1.pkl", "random_states_0.pkl")
 
-def _numpy_globals()->list:
+
+def _numpy_globals() -> list:
     "The numpy types an earlier version's RNG files name (array, dtype, the bytes codec): data, nothing that runs."
     import codecs
+
     core = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray
-    return [core._reconstruct, (core._reconstruct, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
-            type(np.dtype(np.uint32)), codecs.encode]
+    return [
+        core._reconstruct,
+        (core._reconstruct, "numpy.core.multiarray._reconstruct"),
+        np.ndarray,
+        np.dtype,
+        type(np.dtype(np.uint32)),
+        codecs.encode,
+    ]
 
 # %% ../nbs/13_grpo.ipynb #0419f822
-def safe_load(path, # a checkpoint file written by `torch.save`
-              keys:tuple=(), # the keys the dict it holds must have
-             ):
+def safe_load(
+    path,  # a checkpoint file written by `torch.save`
+    keys: tuple = (),  # the keys the dict it holds must have
+):
     "Load a checkpoint file with `weights_only=True`: tensors, numbers, strings, containers; else `CheckpointError`."
     import pickle, re, torch
+
     try:
         with torch.serialization.safe_globals(_numpy_globals()):
             st = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         m = re.search(r"GLOBAL (\S+)", str(e))
-        raise CheckpointError(f"{path}: refused, not loaded: it names {f'`{m[1]}`' if m else 'an object'}, which a "
-                              "checkpoint never holds (loading it could run code); nothing was restored") from None
+        raise CheckpointError(
+            f"{path}: refused, not loaded: it names {f'`{m[1]}`' if m else 'an object'}, which a "
+            "checkpoint never holds (loading it could run code); nothing was restored"
+        ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as e:
         raise CheckpointError(f"{path}: unreadable ({' '.join(str(e).split())[:200]})") from None
     if keys and (not isinstance(st, dict) or set(keys) - set(st)):
@@ -656,65 +840,102 @@ def safe_load(path, # a checkpoint file written by `torch.save`
     return st
 
 # %% ../nbs/13_grpo.ipynb #a5bb307e
-def rng_states()->dict:
+def rng_states() -> dict:
     "Every RNG's state (Python, numpy, torch, each CUDA device) as tensors, numbers and lists."
     import torch
+
     name, keys, pos, has_gauss, gauss = np.random.get_state()
-    return dict(python_rng=random.getstate(), numpy_rng=[name, keys.tolist(), pos, has_gauss, gauss],
-                torch_rng=torch.get_rng_state(),
-                cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])
+    return dict(
+        python_rng=random.getstate(),
+        numpy_rng=[name, keys.tolist(), pos, has_gauss, gauss],
+        torch_rng=torch.get_rng_state(),
+        cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    )
 
 # %% ../nbs/13_grpo.ipynb #450a92ff
-def restore_rng(st:dict, # `rng_states`' keys (numpy's state a list, or an earlier version's tuple with an array)
-               ):
+def restore_rng(
+    st: dict,  # `rng_states`' keys (numpy's state a list, or an earlier version's tuple with an array)
+):
     "Set every RNG to the states in `st`; CUDA devices this machine lacks are skipped."
     import torch
+
     random.setstate(tuple(st["python_rng"]))
     name, keys, pos, has_gauss, gauss = st["numpy_rng"]
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(st["torch_rng"])
     if torch.cuda.is_available():
-        for i, s in enumerate(st.get("cuda_rng", [])[:torch.cuda.device_count()]): torch.cuda.set_rng_state(s, i)
+        for i, s in enumerate(st.get("cuda_rng", [])[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(s, i)
 
 # %% ../nbs/13_grpo.ipynb #3ea86549
-def save_checkpoint(out, step:int, model, optimizer, scheduler, cfg:GRPOConfig, history:list,
-                    rid:str|None=None, # the run's wandb id (default: `run_id(cfg)`)
-                   )->Path:
+def save_checkpoint(
+    out,
+    step: int,
+    model,
+    optimizer,
+    scheduler,
+    cfg: GRPOConfig,
+    history: list,
+    rid: str | None = None,  # the run's wandb id (default: `run_id(cfg)`)
+) -> Path:
     "Write `OUT/checkpoint-STEP/`: the PEFT adapter; the optimizer, scheduler and RNG states; last, the trainer state."
     import torch
+
     with checkpoint_writer(out, step) as tmp:
         model.save_pretrained(tmp)
-        torch.save(dict(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), **rng_states()),
-                   tmp / TRAINING_STATE)
+        torch.save(
+            dict(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), **rng_states()),
+            tmp / TRAINING_STATE,
+        )
         # `trained_settings`: the game the arm learnt, which its eval cells play (SPEC §7, Same game)
-        (tmp / "trainer_state.json").write_text(json.dumps(dict(step=step, config=asdict(cfg),
-                                                                config_hash=config_hash(cfg),
-                                                                run_id=rid or run_id(cfg), history=history,
-                                                                trained_settings=game_settings(cfg.play, asdict(cfg))),
-                                                           indent=1, default=str))
+        (tmp / "trainer_state.json").write_text(
+            json.dumps(
+                dict(
+                    step=step,
+                    config=asdict(cfg),
+                    config_hash=config_hash(cfg),
+                    run_id=rid or run_id(cfg),
+                    history=history,
+                    trained_settings=game_settings(cfg.play, asdict(cfg)),
+                ),
+                indent=1,
+                default=str,
+            )
+        )
     return checkpoint_dir(out, step)
 
 # %% ../nbs/13_grpo.ipynb #68109299
-def read_training_state(ckpt)->dict:
+def read_training_state(ckpt) -> dict:
     "A checkpoint's optimizer, scheduler and RNG states (this version's file or `accelerate`'s), read by `safe_load`."
     ckpt = Path(ckpt)
-    if (ckpt / TRAINING_STATE).exists():                             # this version's, and the first version's
+    if (ckpt / TRAINING_STATE).exists():  # this version's, and the first version's
         f = ckpt / TRAINING_STATE
         st = safe_load(f, ("optimizer", "scheduler", "python_rng", "numpy_rng", "torch_rng"))
-    else:                                                            # what `accelerate`'s `save_state` wrote
+    else:  # what `accelerate`'s `save_state` wrote
         f = ckpt / ACCELERATE_FILES[0]
-        opt, sch, rng = (safe_load(ckpt / n, k) for n, k in
-                         zip(ACCELERATE_FILES, [(), (), ("random_state", "numpy_random_seed", "torch_manual_seed")]))
-        st = dict(optimizer=opt, scheduler=sch, python_rng=rng["random_state"], numpy_rng=rng["numpy_random_seed"],
-                  torch_rng=rng["torch_manual_seed"], cuda_rng=rng.get("torch_cuda_manual_seed", []))
+        opt, sch, rng = (
+            safe_load(ckpt / n, k)
+            for n, k in zip(ACCELERATE_FILES, [(), (), ("random_state", "numpy_random_seed", "torch_manual_seed")])
+        )
+        st = dict(
+            optimizer=opt,
+            scheduler=sch,
+            python_rng=rng["random_state"],
+            numpy_rng=rng["numpy_random_seed"],
+            torch_rng=rng["torch_manual_seed"],
+            cuda_rng=rng.get("torch_cuda_manual_seed", []),
+        )
     if not (isinstance(st["optimizer"], dict) and {"state", "param_groups"} <= set(st["optimizer"])):
         raise CheckpointError(f"{f}: not a training state (its optimizer state has no `state` and `param_groups`)")
     return st
 
 # %% ../nbs/13_grpo.ipynb #e5790a97
-def load_training_state(ckpt, optimizer, scheduler,
-                        st:dict|None=None, # its `read_training_state`, when read already
-                       )->dict:
+def load_training_state(
+    ckpt,
+    optimizer,
+    scheduler,
+    st: dict | None = None,  # its `read_training_state`, when read already
+) -> dict:
     "Restore optimizer, scheduler and RNG states from a checkpoint, running nothing in it; return its trainer state."
     ckpt = Path(ckpt)
     st = read_training_state(ckpt) if st is None else st
@@ -727,13 +948,14 @@ def load_training_state(ckpt, optimizer, scheduler,
     return read_json(ckpt / "trainer_state.json")
 
 # %% ../nbs/13_grpo.ipynb #0ac14c8f
-def logged_steps(path)->set:
+def logged_steps(path) -> set:
     "Steps already in a JSON Lines table; a torn last line (a kill mid-write) is cut off first."
     path = Path(path)
-    if not path.exists(): return set()
+    if not path.exists():
+        return set()
     raw = path.read_bytes()
     if raw and not raw.endswith(b"\n"):
-        keep = raw[:raw.rfind(b"\n") + 1]
+        keep = raw[: raw.rfind(b"\n") + 1]
         path.write_bytes(keep)
     return {r["step"] for r in read_jsonl(path)}
 
@@ -741,13 +963,15 @@ def logged_steps(path)->set:
 class ResumeMismatchError(RuntimeError):
     "A step computed again after a resume differs from its logged row: the run cannot continue as the same run."
 
-SUPERSEDED = "superseded_steps.jsonl"   # rows of steps a changed-config resume computed again
+
+SUPERSEDED = "superseded_steps.jsonl"  # rows of steps a changed-config resume computed again
 
 # %% ../nbs/13_grpo.ipynb #ef1cd0fa
-def supersede_steps(out, # the arm's folder
-                    after:int, # the step resumed from: rows of later steps are moved
-                    why:str="computed under the old config", # what the line says of the moved rows
-                   )->int:
+def supersede_steps(
+    out,  # the arm's folder
+    after: int,  # the step resumed from: rows of later steps are moved
+    why: str = "computed under the old config",  # what the line says of the moved rows
+) -> int:
     "Move the `training_steps.jsonl` rows after step `after` to `superseded_steps.jsonl`; how many moved."
     p = Path(out) / TRAINING_STEPS
     rows = read_jsonl(p) if p.is_file() else []
@@ -759,107 +983,141 @@ def supersede_steps(out, # the arm's folder
     return len(later)
 
 # %% ../nbs/13_grpo.ipynb #4493d690
-def check_recomputed(cfg:GRPOConfig, step:int, logged:dict, row:dict, start:int):
+def check_recomputed(cfg: GRPOConfig, step: int, logged: dict, row: dict, start: int):
     "Raise `ResumeMismatchError` when a step computed again after resuming from `start` differs from its logged row."
     diff = step_differences(logged, row)
-    if diff: raise ResumeMismatchError(
-        f"{cfg.arm}: step {step}, computed again after resuming from step {start}, differs from its row in "
-        f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): "
-        f"{'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
-        "The run stopped: it is not the run that was logged (another machine, library or code?); "
-        f"--recompute continues it, computing the steps after checkpoint-{start} again "
-        f"(their logged rows moved to {SUPERSEDED}); --force starts it over")
+    if diff:
+        raise ResumeMismatchError(
+            f"{cfg.arm}: step {step}, computed again after resuming from step {start}, differs from its row in "
+            f"{Path(cfg.out) / TRAINING_STEPS} in {len(diff)} field(s): "
+            f"{'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}. "
+            "The run stopped: it is not the run that was logged (another machine, library or code?); "
+            f"--recompute continues it, computing the steps after checkpoint-{start} again "
+            f"(their logged rows moved to {SUPERSEDED}); --force starts it over"
+        )
 
 # %% ../nbs/13_grpo.ipynb #55411423
-ADAPTER_WEIGHTS = "adapter_model.safetensors"   # the adapter's weights, as PEFT's `save_pretrained` writes them
+ADAPTER_WEIGHTS = "adapter_model.safetensors"  # the adapter's weights, as PEFT's `save_pretrained` writes them
 
-def check_checkpoint(ckpt)->dict:
+
+def check_checkpoint(ckpt) -> dict:
     "Load all a resume reads from a checkpoint, else `CheckpointError` naming the file and why; its states, as read."
     from safetensors import SafetensorError
     from safetensors.torch import load_file
+
     ckpt = Path(ckpt)
     ts = read_json(ckpt / "trainer_state.json", CheckpointError)
     missing = [k for k in ("step", "config", "history") if not isinstance(ts, dict) or k not in ts]
-    if missing: raise CheckpointError(f"{ckpt / 'trainer_state.json'}: not a trainer state (no {', '.join(missing)})")
+    if missing:
+        raise CheckpointError(f"{ckpt / 'trainer_state.json'}: not a trainer state (no {', '.join(missing)})")
     adapter_config(ckpt, CheckpointError)
     w = ckpt / ADAPTER_WEIGHTS
     if w.is_file():
-        try: load_file(w)
+        try:
+            load_file(w)
         except (SafetensorError, OSError, RuntimeError, ValueError) as e:
             raise CheckpointError(f"{w}: unreadable ({' '.join(str(e).split())[:200]})") from None
-    elif (ckpt / "adapter_model.bin").is_file(): safe_load(ckpt / "adapter_model.bin")   # an older PEFT's
-    else: raise CheckpointError(f"{w}: missing, so the checkpoint has no adapter weights")
+    elif (ckpt / "adapter_model.bin").is_file():
+        safe_load(ckpt / "adapter_model.bin")  # an older PEFT's
+    else:
+        raise CheckpointError(f"{w}: missing, so the checkpoint has no adapter weights")
     return dict(trainer=ts, training=read_training_state(ckpt))
 
 # %% ../nbs/13_grpo.ipynb #7e0442ed
-def resume_point(out, # the arm's folder
-                )->tuple|None:
+def resume_point(
+    out,  # the arm's folder
+) -> tuple | None:
     "The newest complete checkpoint that loads, newer ones skipped: (step, folder, `check_checkpoint`'s, the skipped)."
     skipped = []
     for step, path in reversed(checkpoints(out)):
-        try: read = check_checkpoint(path)
+        try:
+            read = check_checkpoint(path)
         except CheckpointError as e:
             skipped.append(dict(checkpoint=path.name, why=str(e)))
             continue
-        for s in skipped: print(f"resume: {s['why']}; {s['checkpoint']} skipped, resuming from {path.name} (recorded)")
+        for s in skipped:
+            print(f"resume: {s['why']}; {s['checkpoint']} skipped, resuming from {path.name} (recorded)")
         return step, path, read, skipped
-    if skipped: raise CheckpointError(f"{'; '.join(s['why'] for s in skipped)}; no checkpoint of {out} loads, so the "
-                                      "run cannot resume (nothing was changed; --force starts it over)")
+    if skipped:
+        raise CheckpointError(
+            f"{'; '.join(s['why'] for s in skipped)}; no checkpoint of {out} loads, so the "
+            "run cannot resume (nothing was changed; --force starts it over)"
+        )
     return None
 
 # %% ../nbs/13_grpo.ipynb #423114df
-def _resumed_id(state:dict, cfg:GRPOConfig)->str:
+def _resumed_id(state: dict, cfg: GRPOConfig) -> str:
     "The wandb id of a checkpoint's run: the one stored, or for older checkpoints the id they used (`arm-config_hash`)."
-    if state.get("run_id"): return state["run_id"]
-    return (f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}"
-            if state.get("config_hash") else run_id(cfg))
+    if state.get("run_id"):
+        return state["run_id"]
+    return (
+        f"{state.get('config', {}).get('arm', cfg.arm)}-{state['config_hash']}"
+        if state.get("config_hash")
+        else run_id(cfg)
+    )
 
 # %% ../nbs/13_grpo.ipynb #223fafd6
-def _resume_changes(was:dict, cfg:GRPOConfig)->list:
+def _resume_changes(was: dict, cfg: GRPOConfig) -> list:
     "`field old -> new` for `groups` and each field of the learning problem a resume changes."
-    return [f"{k} {was.get(k, _ADDED.get(k))!r} -> {v!r}" for k, v in asdict(cfg).items()
-            if (k == "groups" or k not in _VOLATILE) and was.get(k, _ADDED.get(k)) != v]
+    return [
+        f"{k} {was.get(k, _ADDED.get(k))!r} -> {v!r}"
+        for k, v in asdict(cfg).items()
+        if (k == "groups" or k not in _VOLATILE) and was.get(k, _ADDED.get(k)) != v
+    ]
 
 # %% ../nbs/13_grpo.ipynb #370c6c52
 class NonFiniteStepsError(FloatingPointError):
     "Too many GRPO steps in a row had a non-finite loss or gradient (their updates were skipped)."
 
 # %% ../nbs/13_grpo.ipynb #b2f5292d
-def trailing_nonfinite(path, upto:int)->int:
+def trailing_nonfinite(path, upto: int) -> int:
     "How many rows of a steps table, up to step `upto`, end it with a skipped (non-finite) update."
-    rows = sorted((r for r in read_jsonl(path) if r["step"] <= upto),
-                  key=lambda r: r["step"]) if Path(path).exists() else []
+    rows = (
+        sorted((r for r in read_jsonl(path) if r["step"] <= upto), key=lambda r: r["step"])
+        if Path(path).exists()
+        else []
+    )
     n = 0
     for r in reversed(rows):
-        if not r.get("nonfinite"): break
+        if not r.get("nonfinite"):
+            break
         n += 1
     return n
 
 # %% ../nbs/13_grpo.ipynb #ddc9ff74
-def _skipped_text(cfg:GRPOConfig, step:int, n:int, row:dict)->str:
-    return (f"{cfg.arm}: the updates of steps {step - n + 1}-{step} were all skipped (not finite: {row['nonfinite']}; "
-            f"{row['nonfinite_tokens']} tokens with a non-finite log-prob at step {step}); the weights are "
-            f"those of step {step - n}. See the nonfinite column of {Path(cfg.out) / TRAINING_STEPS}; a lower lr, "
-            "float32 or a smaller max_grad_norm may help (max_nonfinite_steps sets how many are allowed)")
+def _skipped_text(cfg: GRPOConfig, step: int, n: int, row: dict) -> str:
+    return (
+        f"{cfg.arm}: the updates of steps {step - n + 1}-{step} were all skipped (not finite: {row['nonfinite']}; "
+        f"{row['nonfinite_tokens']} tokens with a non-finite log-prob at step {step}); the weights are "
+        f"those of step {step - n}. See the nonfinite column of {Path(cfg.out) / TRAINING_STEPS}; a lower lr, "
+        "float32 or a smaller max_grad_norm may help (max_nonfinite_steps sets how many are allowed)"
+    )
 
 # %% ../nbs/13_grpo.ipynb #a57b4f47
-def check_inputs(cfg:GRPOConfig)->list:
+def check_inputs(cfg: GRPOConfig) -> list:
     "Check what a run reads (its bank, its model, its backend) before anything is removed or written; the bank's games."
     games = bank_games(cfg.bank)
-    if not games: raise ReadError(f"{cfg.bank}: no games in the training bank")
+    if not games:
+        raise ReadError(f"{cfg.bank}: no games in the training bank")
     check_base_model(cfg.model)
-    if cfg.backend == "vllm": require_vllm("--backend vllm")
+    if cfg.backend == "vllm":
+        require_vllm("--backend vllm")
     return games
 
 # %% ../nbs/13_grpo.ipynb #fbd55763
 class GRPOTrainer:
     "Symmetric self-play GRPO on a bank: rollouts, rewards, advantages, updates, checkpoints and telemetry."
-    def __init__(self, cfg:GRPOConfig, resume:bool=False, progress:bool=True,
-                 recompute:bool=False, # `--recompute`: redo the steps logged after the checkpoint, rows moved aside
-                ):
+
+    def __init__(
+        self,
+        cfg: GRPOConfig,
+        resume: bool = False,
+        progress: bool = True,
+        recompute: bool = False,  # `--recompute`: redo the steps logged after the checkpoint, rows moved aside
+    ):
         self.cfg, self.out, self.progress = cfg, Path(cfg.out), progress
-        check_run_folder(cfg)                          # never into a folder that holds other runs
-        self.games = check_inputs(cfg)                 # its bank, model and backend, before anything is written
+        check_run_folder(cfg)  # never into a folder that holds other runs
+        self.games = check_inputs(cfg)  # its bank, model and backend, before anything is written
         self.out.mkdir(parents=True, exist_ok=True)
         # the newest checkpoint that loads (newer ones skipped: said, recorded), before the model is loaded
         found, changed = resume_point(self.out) if resume else None, []
@@ -867,14 +1125,18 @@ class GRPOTrainer:
         self.start, self.history, self.skipped_checkpoints = 0, [], []
         if found:
             from peft import PeftModel
+
             step, path, read, self.skipped_checkpoints = found
-            with quiet_peft(): self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
+            with quiet_peft():
+                self.model = PeftModel.from_pretrained(base, str(path), is_trainable=True)
             self.opt, self.sch = make_optimizer(self.model, cfg)
             st = load_training_state(path, self.opt, self.sch, read["training"])
             self.start, self.history, self.run_id = st["step"], st["history"], _resumed_id(st, cfg)
             changed = _resume_changes(st["config"], cfg)
-            if changed: print(f"resume: {', '.join(changed)} (recorded)")
-            if changed: supersede_steps(self.out, self.start)
+            if changed:
+                print(f"resume: {', '.join(changed)} (recorded)")
+            if changed:
+                supersede_steps(self.out, self.start)
             elif recompute and supersede_steps(self.out, self.start, "to be computed again here (--recompute)"):
                 changed = [f"steps after {self.start} computed again (--recompute)"]
         else:
@@ -890,58 +1152,79 @@ class GRPOTrainer:
         self.logged_trans = logged_steps(self.trans_path)
         # a recomputed step is checked against its row
         self.logged_rows = {r["step"]: r for r in read_jsonl(self.rows_path)} if self.logged else {}
-        self.stopped = None                            # the step a warned run stopped after (`run(stop=...)`)
+        self.stopped = None  # the step a warned run stopped after (`run(stop=...)`)
         # skipped steps in a row, up to the resumed one
         self.skipped = trailing_nonfinite(self.rows_path, self.start)
         write_json(self.out / "config.json", asdict(cfg))
         # the last step done (a session's end) and what the resume changed
         self.done_step, self.changes = self.start, changed
-        self.wandb = wandb_run(cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out,
-                               self.run_id)
+        self.wandb = wandb_run(
+            cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out, self.run_id
+        )
 
 # %% ../nbs/13_grpo.ipynb #4f508aab
 @patch
-def _policy(self:GRPOTrainer):
+def _policy(self: GRPOTrainer):
     c = self.cfg
-    cons = default_constrain(c.model, c.constrain)       # from the model spec: the HF policy only sees a loaded model
+    cons = default_constrain(c.model, c.constrain)  # from the model spec: the HF policy only sees a loaded model
     if c.backend == "vllm":
-        return VLLMPolicy(resolve_model(c.model), name=POLICY, temperature=c.temperature,
-                          max_new_tokens=c.max_new_tokens,
-                          constrain=cons, thinking=c.thinking, max_lora_rank=max(c.lora_r, 16),
-                          scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
-                          gpu_memory=c.vllm_gpu_memory,
-                          **self._vllm_dtype())
-    return HFPolicy(self.model, self.tok, name=POLICY, temperature=c.temperature, max_new_tokens=c.max_new_tokens,
-                    batch_size=c.rollout_batch, thinking=c.thinking, scratchpad_chars=c.scratchpad_chars,
-                    message_chars=c.message_chars, constrain=cons, decode=c.decode)
+        return VLLMPolicy(
+            resolve_model(c.model),
+            name=POLICY,
+            temperature=c.temperature,
+            max_new_tokens=c.max_new_tokens,
+            constrain=cons,
+            thinking=c.thinking,
+            max_lora_rank=max(c.lora_r, 16),
+            scratchpad_chars=c.scratchpad_chars,
+            message_chars=c.message_chars,
+            gpu_memory=c.vllm_gpu_memory,
+            **self._vllm_dtype(),
+        )
+    return HFPolicy(
+        self.model,
+        self.tok,
+        name=POLICY,
+        temperature=c.temperature,
+        max_new_tokens=c.max_new_tokens,
+        batch_size=c.rollout_batch,
+        thinking=c.thinking,
+        scratchpad_chars=c.scratchpad_chars,
+        message_chars=c.message_chars,
+        constrain=cons,
+        decode=c.decode,
+    )
 
 # %% ../nbs/13_grpo.ipynb #4fffdd97
 @patch
-def _vllm_dtype(self:GRPOTrainer)->dict:
+def _vllm_dtype(self: GRPOTrainer) -> dict:
     "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
     c = self.cfg
     return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
 
 # %% ../nbs/13_grpo.ipynb #8c2b0181
 @patch
-def _sync_vllm(self:GRPOTrainer, step:int):
+def _sync_vllm(self: GRPOTrainer, step: int):
     "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
     import shutil
+
     root = self.out / "_vllm_adapters"
     path = root / f"step-{step}"
     self.model.save_pretrained(path)
     self.policy.set_adapter(path)
-    for old in root.glob("step-*"):       # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
-        if old != path: shutil.rmtree(old, ignore_errors=True)
+    for old in root.glob("step-*"):  # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
+        if old != path:
+            shutil.rmtree(old, ignore_errors=True)
 
 # %% ../nbs/13_grpo.ipynb #e33cd48c
 @patch
-def rollout(self:GRPOTrainer, step:int)->tuple:
+def rollout(self: GRPOTrainer, step: int) -> tuple:
     "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
     c = self.cfg
     plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
-    specs = [EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play)
-             for gi, seats, seeds in plan for s in seeds]
+    specs = [
+        EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play) for gi, seats, seeds in plan for s in seeds
+    ]
     pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
     eps = co_step(specs, pols, width=len(specs), progress=False)
     order = {(e.spec.game.name, e.spec.seed): e for e in eps}
@@ -950,7 +1233,7 @@ def rollout(self:GRPOTrainer, step:int)->tuple:
 
 # %% ../nbs/13_grpo.ipynb #fe745f28
 @patch
-def score(self:GRPOTrainer, plan:list, groups:list)->tuple:
+def score(self: GRPOTrainer, plan: list, groups: list) -> tuple:
     "A step's rewards and group advantages: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
     eps, advs, flats, Rs, flat = [], [], [], [], 0
     for (gi, seats, seeds), grp in zip(plan, groups):
@@ -965,29 +1248,48 @@ def score(self:GRPOTrainer, plan:list, groups:list)->tuple:
 
 # %% ../nbs/13_grpo.ipynb #53fc41ac
 @patch
-def update_policy(self:GRPOTrainer, samples:list)->dict:
+def update_policy(self: GRPOTrainer, samples: list) -> dict:
     "The step's optimizer update (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
     return update(self.model, self.opt, self.sch, samples, self.cfg, self.tok)
 
 # %% ../nbs/13_grpo.ipynb #b93dde85
-def _policy_turns(eps:list, flats:list)->dict:
+def _policy_turns(eps: list, flats: list) -> dict:
     "Step-row counts of the trained policy's turns: legality, lenient reads, tokens generated and those in flat groups."
-    pol = [(t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]])) for e, F in zip(eps, flats)
-           for t in e.state.turns if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY]
+    pol = [
+        (t, len(e.extras[t["turn_idx"]].get("completion_ids") or []), bool(F[t["seat"]]))
+        for e, F in zip(eps, flats)
+        for t in e.state.turns
+        if e.extras.get(t["turn_idx"], {}).get("policy") == POLICY
+    ]
     turns = [t for t, _, _ in pol]
-    return dict(fabrication=int(sum(t["legality"] == "fabrication" for t in turns)),
-                illegal=int(sum(t["legality"] == "illegal" for t in turns)),
-                parse_failures=int(sum(t["legality"] == "parse_error" for t in turns)),
-                # read only thanks to the parser's leniency
-                lenient_turns=int(sum(bool(t.get("lenient")) for t in turns)),
-                policy_turns=len(turns), tokens_generated=int(sum(n for _, n, _ in pol)),
-                flat_tokens=int(sum(n for _, n, f in pol if f)))
+    return dict(
+        fabrication=int(sum(t["legality"] == "fabrication" for t in turns)),
+        illegal=int(sum(t["legality"] == "illegal" for t in turns)),
+        parse_failures=int(sum(t["legality"] == "parse_error" for t in turns)),
+        # read only thanks to the parser's leniency
+        lenient_turns=int(sum(bool(t.get("lenient")) for t in turns)),
+        policy_turns=len(turns),
+        tokens_generated=int(sum(n for _, n, _ in pol)),
+        flat_tokens=int(sum(n for _, n, f in pol if f)),
+    )
 
 # %% ../nbs/13_grpo.ipynb #3ac1db66
 @patch
-def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll, t_total,
-         read:int, cached:int, # the rollout's prompt tokens, and those of them its engine's prefix cache served
-        )->dict:
+def _row(
+    self: GRPOTrainer,
+    step,
+    eps,
+    advs,
+    flats,
+    R,
+    flat,
+    samples,
+    up,
+    t_roll,
+    t_total,
+    read: int,
+    cached: int,  # the rollout's prompt tokens, and those of them its engine's prefix cache served
+) -> dict:
     c = self.cfg
     rows = [e.row for e in eps]
     pt = _policy_turns(eps, flats)
@@ -997,56 +1299,87 @@ def _row(self:GRPOTrainer, step, eps, advs, flats, R, flat, samples, up, t_roll,
     n_tok = max(up["n_tokens"], 1)
     trained = up["n_tokens"] > 0
     tis = trained and c.importance_correction == "tis"
-    return step_row(experiment_name=c.experiment_name, arm=c.arm, step=step, lam=c.lam, groups=c.groups, k=c.k,
-                episodes=len(rows), reward_mean=float(R.mean()), reward_std=float(R.std()),
-                    worst_off_g=float(np.mean(worst_g)),
-                deal_rate=float(np.mean([r["deal"] for r in rows])),
-                    walk_rate=float(np.mean([r["walk"] for r in rows])),
-                below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
-                nnw=float(np.mean([r["nnw"] for r in rows])),
-                    worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
-                adv_mean=float(A.mean()), adv_std=float(A.std()), adv_abs_mean=float(np.abs(A).mean()),
-                zero_spread_groups=flat, flat_groups=c.flat_groups, samples=len(samples),
-                tokens_trained=up["n_tokens"], kl_only_tokens=up["kl_only_tokens"],
-                train_sequences=up["train_sequences"], train_tokens=up["train_tokens"],
-                train_tokens_shared=up["train_tokens_shared"],
-                kl=up["kl_sum"] / n_tok, logprob_drift=up["drift_sum"] / n_tok, loss=up["loss"],
-                    grad_norm=up["grad_norm"],
-                nonfinite=up["nonfinite"], nonfinite_tokens=up["nonfinite_tokens"],
-                clipped_frac=up["clipped"] / n_tok, ratio_max=up["ratio_max"], lr=float(self.sch.get_last_lr()[0]),
-                optimizer_steps=up["optimizer_steps"],
-                sampler_gap=up["gap_sum"] / n_tok if trained else None, sampler_gap_max=up["gap_max"]
-                    if trained else None,
-                importance_correction=c.importance_correction,
-                tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None, tis_capped_frac=up["tis_capped"] / n_tok
-                    if tis else None,
-                **pt, prompt_tokens_read=int(read),                     # what the rollout's prompts hold
-                prompt_tokens_computed=int(read - cached),        # less what the prefix cache served
-                rollout_s=round(t_roll, 3), ref_s=round(up["ref_s"], 3), train_s=round(up["update_s"], 3),
-                    total_s=round(t_total, 3),
-                rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
-                train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1)
-                    if up["n_tokens"] else None,
-                **memory_reading(), config_hash=config_hash(c), code_version=code_version(),
-                    backend=c.backend, method="grpo",
-                base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."),
-                    gradient_checkpointing=self.checkpointing,
-                checkpointing_why=self.checkpointing_why, micro_batches=up["micro_batches"],
-                micro_batch_tokens=up["micro_batch_tokens"], **pass_rates(up))
+    return step_row(
+        experiment_name=c.experiment_name,
+        arm=c.arm,
+        step=step,
+        lam=c.lam,
+        groups=c.groups,
+        k=c.k,
+        episodes=len(rows),
+        reward_mean=float(R.mean()),
+        reward_std=float(R.std()),
+        worst_off_g=float(np.mean(worst_g)),
+        deal_rate=float(np.mean([r["deal"] for r in rows])),
+        walk_rate=float(np.mean([r["walk"] for r in rows])),
+        below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
+        nnw=float(np.mean([r["nnw"] for r in rows])),
+        worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
+        adv_mean=float(A.mean()),
+        adv_std=float(A.std()),
+        adv_abs_mean=float(np.abs(A).mean()),
+        zero_spread_groups=flat,
+        flat_groups=c.flat_groups,
+        samples=len(samples),
+        tokens_trained=up["n_tokens"],
+        kl_only_tokens=up["kl_only_tokens"],
+        train_sequences=up["train_sequences"],
+        train_tokens=up["train_tokens"],
+        train_tokens_shared=up["train_tokens_shared"],
+        kl=up["kl_sum"] / n_tok,
+        logprob_drift=up["drift_sum"] / n_tok,
+        loss=up["loss"],
+        grad_norm=up["grad_norm"],
+        nonfinite=up["nonfinite"],
+        nonfinite_tokens=up["nonfinite_tokens"],
+        clipped_frac=up["clipped"] / n_tok,
+        ratio_max=up["ratio_max"],
+        lr=float(self.sch.get_last_lr()[0]),
+        optimizer_steps=up["optimizer_steps"],
+        sampler_gap=up["gap_sum"] / n_tok if trained else None,
+        sampler_gap_max=up["gap_max"] if trained else None,
+        importance_correction=c.importance_correction,
+        tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None,
+        tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
+        **pt,
+        prompt_tokens_read=int(read),  # what the rollout's prompts hold
+        prompt_tokens_computed=int(read - cached),  # less what the prefix cache served
+        rollout_s=round(t_roll, 3),
+        ref_s=round(up["ref_s"], 3),
+        train_s=round(up["update_s"], 3),
+        total_s=round(t_total, 3),
+        rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
+        train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
+        **memory_reading(),
+        config_hash=config_hash(c),
+        code_version=code_version(),
+        backend=c.backend,
+        method="grpo",
+        base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."),
+        gradient_checkpointing=self.checkpointing,
+        checkpointing_why=self.checkpointing_why,
+        micro_batches=up["micro_batches"],
+        micro_batch_tokens=up["micro_batch_tokens"],
+        **pass_rates(up),
+    )
 
 # %% ../nbs/13_grpo.ipynb #c9910704
 @patch
-def step(self:GRPOTrainer, step:int)->dict:
+def step(self: GRPOTrainer, step: int) -> dict:
     "One GRPO step: `rollout`, `score` (advantages; a placebo permutes them), `update_policy`, `_row` (telemetry)."
     c, t0 = self.cfg, time.perf_counter()
-    if c.backend == "vllm": self._sync_vllm(step)
+    if c.backend == "vllm":
+        self._sync_vllm(step)
     before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
-    try: groups, plan = self.rollout(step)
-    except NonFiniteLogitsError as e: raise NonFiniteLogitsError(f"GRPO step {step}, rollout: {e}") from None
+    try:
+        groups, plan = self.rollout(step)
+    except NonFiniteLogitsError as e:
+        raise NonFiniteLogitsError(f"GRPO step {step}, rollout: {e}") from None
     t_roll = time.perf_counter() - t0
     read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
     eps, advs, flats, R, flat = self.score(plan, groups)
-    if c.placebo: advs = permute_advantages(advs, placebo_slots(plan, flats, c.k), _rng(c.seed, step, 13))
+    if c.placebo:
+        advs = permute_advantages(advs, placebo_slots(plan, flats, c.k), _rng(c.seed, step, 13))
     samples = collect_samples(eps, advs, flats, c.flat_groups)
     up = self.update_policy(samples)
     row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
@@ -1054,10 +1387,11 @@ def step(self:GRPOTrainer, step:int)->dict:
 
 # %% ../nbs/13_grpo.ipynb #512f9d20
 @patch
-def log_step(self:GRPOTrainer, step:int, row:dict, eps:list)->bool:
+def log_step(self: GRPOTrainer, step: int, row: dict, eps: list) -> bool:
     "Write a step's row (and wandb), its transcripts when due, and its checkpoint when due; whether the row was new."
     c, new = self.cfg, step not in self.logged
-    if not new and step in self.logged_rows: check_recomputed(c, step, self.logged_rows[step], row, self.start)
+    if not new and step in self.logged_rows:
+        check_recomputed(c, step, self.logged_rows[step], row, self.start)
     if new:
         append_jsonl([row], self.rows_path)
         self.logged.add(step)
@@ -1066,148 +1400,197 @@ def log_step(self:GRPOTrainer, step:int, row:dict, eps:list)->bool:
     if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
         append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
         self.logged_trans.add(step)
-    if step in c.checkpoint_steps or step == c.steps: self.save(step)
+    if step in c.checkpoint_steps or step == c.steps:
+        self.save(step)
     return new
 
 # %% ../nbs/13_grpo.ipynb #f8e42058
 @patch
-def save(self:GRPOTrainer, step:int)->Path:
+def save(self: GRPOTrainer, step: int) -> Path:
     "Write the checkpoint of `step` (the adapter, optimizer, scheduler and RNG states, the trainer state)."
     return save_checkpoint(self.out, step, self.model, self.opt, self.sch, self.cfg, self.history, self.run_id)
 
 # %% ../nbs/13_grpo.ipynb #caf80ed1
 @patch
-def stop_at(self:GRPOTrainer, step:int, # the last step done
-            why:str, # what asked the run to stop (a signal's name)
-           ):
+def stop_at(
+    self: GRPOTrainer,
+    step: int,  # the last step done
+    why: str,  # what asked the run to stop (a signal's name)
+):
     "Stop a warned run after `step`: its checkpoint written when it has none, so the run resumes from there."
-    if step > self.start and not checkpoint_dir(self.out, step).is_dir(): self.save(step)
+    if step > self.start and not checkpoint_dir(self.out, step).is_dir():
+        self.save(step)
     self.stopped = step
-    print(f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; "
-          "its checkpoint is complete", flush=True)
+    print(
+        f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; its checkpoint is complete", flush=True
+    )
 
 # %% ../nbs/13_grpo.ipynb #3ba96fba
 @patch
-def run(self:GRPOTrainer,
-        stop=None, # asked before each step (`fairneg.jobs.StopSignals`): once its `received` is set, the run stops
-       )->list:
+def run(
+    self: GRPOTrainer,
+    stop=None,  # asked before each step (`fairneg.jobs.StopSignals`): once its `received` is set, the run stops
+) -> list:
     "Train from the start (or resumed checkpoint) to `cfg.steps`; return the rows written; session in `segments.jsonl`."
     c = self.cfg
-    if self.start >= c.steps: return self.train_steps(stop)          # complete already: no session to record
-    self.segment = start_segment(self.out, self.start, self.changes,
-                                 dict(model=c.model, backend=c.backend, groups=c.groups, k=c.k, lr=c.lr, steps=c.steps,
-                                      # newer checkpoints that did not load: which, and why
-                                      skipped_checkpoints=self.skipped_checkpoints), code_version())
-    try: written = self.train_steps(stop)
+    if self.start >= c.steps:
+        return self.train_steps(stop)  # complete already: no session to record
+    self.segment = start_segment(
+        self.out,
+        self.start,
+        self.changes,
+        dict(
+            model=c.model,
+            backend=c.backend,
+            groups=c.groups,
+            k=c.k,
+            lr=c.lr,
+            steps=c.steps,
+            # newer checkpoints that did not load: which, and why
+            skipped_checkpoints=self.skipped_checkpoints,
+        ),
+        code_version(),
+    )
+    try:
+        written = self.train_steps(stop)
     except BaseException as e:
         end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}")
         raise
-    end_segment(self.out, self.segment, self.done_step, f"stopped on {stop.received}"
-                if self.stopped is not None else "complete")
+    end_segment(
+        self.out,
+        self.segment,
+        self.done_step,
+        f"stopped on {stop.received}" if self.stopped is not None else "complete",
+    )
     return written
 
 # %% ../nbs/13_grpo.ipynb #ef4e809f
 @patch
-def train_steps(self:GRPOTrainer, stop=None)->list:
+def train_steps(self: GRPOTrainer, stop=None) -> list:
     "The steps of `run`: from the start (or the resumed checkpoint) to `cfg.steps`, or to the stop asked for."
     from tqdm import tqdm
+
     c, written = self.cfg, []
     bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
     for step in bar:
-        if stop is not None and stop.received: self.stop_at(step - 1, stop.received); break
+        if stop is not None and stop.received:
+            self.stop_at(step - 1, stop.received)
+            break
         row, eps = self.step(step)
         self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
-        if self.log_step(step, row, eps): written.append(row)
+        if self.log_step(step, row, eps):
+            written.append(row)
         self.done_step = step
         bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
         self.skipped = self.skipped + 1 if row["nonfinite"] else 0
         if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps:
             raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))
-    if self.wandb is not None: self.wandb.finish()
+    if self.wandb is not None:
+        self.wandb.finish()
     return written
 
 # %% ../nbs/13_grpo.ipynb #55fd6b40
-def train(cfg:GRPOConfig, resume:bool=False, progress:bool=True,
-          recompute:bool=False, # with `resume`: compute the steps logged after the checkpoint again, not check them
-         )->list:
+def train(
+    cfg: GRPOConfig,
+    resume: bool = False,
+    progress: bool = True,
+    recompute: bool = False,  # with `resume`: compute the steps logged after the checkpoint again, not check them
+) -> list:
     "Run GRPO with `cfg` (continuing from the newest complete checkpoint when `resume`)."
     return GRPOTrainer(cfg, resume, progress, recompute).run()
 
 # %% ../nbs/13_grpo.ipynb #835d90cd
-def make_config(params:str|dict|None=None, **overrides)->GRPOConfig:
+def make_config(params: str | dict | None = None, **overrides) -> GRPOConfig:
     "A GRPOConfig from a parameter file's `train:` section (else the whole file) and overrides (None: not given)."
     cfg = load_config(GRPOConfig, params, "train", whole=True, what="training", **overrides)
     # a run made before this rule resumes where it is
     if overrides.get("out") is None and not holds_arm(cfg.out, cfg.arm):
-        cfg.out = str(Path(cfg.out) / cfg.arm)                                 # `<out>/lam05`: the pilot's convention
+        cfg.out = str(Path(cfg.out) / cfg.arm)  # `<out>/lam05`: the pilot's convention
     return cfg
 
 # %% ../nbs/13_grpo.ipynb #d8842e45
-def run_arms(out)->set:
+def run_arms(out) -> set:
     "The arms whose steps or checkpoints a folder holds (itself, not its subfolders)."
     out = Path(out)
     arms = {r.get("arm") for r in read_jsonl(out / TRAINING_STEPS)} if (out / TRAINING_STEPS).exists() else set()
-    return (arms | {read_json(p / "trainer_state.json").get("config", {}).get("arm")
-                    for _, p in checkpoints(out)}) - {None}
+    return (arms | {read_json(p / "trainer_state.json").get("config", {}).get("arm") for _, p in checkpoints(out)}) - {
+        None
+    }
 
 # %% ../nbs/13_grpo.ipynb #dca495b9
-def holds_arm(out, arm:str)->bool:
+def holds_arm(out, arm: str) -> bool:
     "Whether a folder holds a run of this arm."
     return Path(out).is_dir() and arm in run_arms(out)
 
 # %% ../nbs/13_grpo.ipynb #11f962ce
-def check_run_folder(cfg:GRPOConfig):
+def check_run_folder(cfg: GRPOConfig):
     "Refuse an output folder that holds other runs: arm folders of its own, or another arm's steps or checkpoints."
     out = Path(cfg.out)
-    if not out.is_dir(): return
+    if not out.is_dir():
+        return
     nested = sorted(p.parent.name for p in out.glob(f"*/{TRAINING_STEPS}"))
     if nested:
-        raise ReadError(f"{out}: holds other runs ({', '.join(nested)}): "
-                        f"give this run a folder of its own (--out {out / cfg.arm})")
+        raise ReadError(
+            f"{out}: holds other runs ({', '.join(nested)}): give this run a folder of its own (--out {out / cfg.arm})"
+        )
     other = sorted(run_arms(out) - {cfg.arm})
     if other:
-        raise ReadError(f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: "
-                        "give this run a folder of its own")
+        raise ReadError(
+            f"{out}: holds the run of arm {', '.join(other)}, not {cfg.arm}: give this run a folder of its own"
+        )
 
 # %% ../nbs/13_grpo.ipynb #668aa5c8
-JOBS = "jobs.jsonl"   # an arm's submitted jobs, one row per submission
-JOB_FIELDS = tuple(JobConfig.__dataclass_fields__)   # the job flags `fairneg train` takes beside the config's
+JOBS = "jobs.jsonl"  # an arm's submitted jobs, one row per submission
+JOB_FIELDS = tuple(JobConfig.__dataclass_fields__)  # the job flags `fairneg train` takes beside the config's
 
-def train_gpus(cfg:GRPOConfig)->int:
+
+def train_gpus(cfg: GRPOConfig) -> int:
     "GPUs a training job asks for unless `--gpus` says: none for the embedded small models (CPU training), else one."
     return int(needs_gpu(cfg.model))
 
 # %% ../nbs/13_grpo.ipynb #f057d2d0
-def train_job(cfg:GRPOConfig, recompute:bool=False)->str:
+def train_job(cfg: GRPOConfig, recompute: bool = False) -> str:
     "A submitted arm: train from its newest checkpoint; if the cluster warns, stop after the step, checkpoint, requeue."
     # the signals kept: a warning after the last step is logged, not a failed job
     with folder_lock(cfg.out, f"fairneg train job {cfg.arm}"), StopSignals(keep=True) as stop:
         t = GRPOTrainer(cfg, resume=True, progress=False, recompute=recompute)
-        print(f"{cfg.arm}: " + (f"resuming from checkpoint-{t.start}"
-                                if t.start else "starting at step 0") + f" of {cfg.steps}", file=sys.stderr, flush=True)
+        print(
+            f"{cfg.arm}: "
+            + (f"resuming from checkpoint-{t.start}" if t.start else "starting at step 0")
+            + f" of {cfg.steps}",
+            file=sys.stderr,
+            flush=True,
+        )
         rows = t.run(stop)
     if t.stopped is not None:
         # inside a job: ends this process
         end_job(f"{cfg.arm} stopped after step {t.stopped} on {stop.received}", stop.requeue)
         return f"{cfg.arm}: stopped after step {t.stopped} on {stop.received}; submit again to continue"
     done, n = [s for s, _ in checkpoints(cfg.out)], len(rows)
-    return (f"{cfg.arm}: trained to step {done[-1] if done else 0} ({n} new step{'' if n == 1 else 's'} in this job); "
-            f"checkpoints: {', '.join(map(str, done))}")
+    return (
+        f"{cfg.arm}: trained to step {done[-1] if done else 0} ({n} new step{'' if n == 1 else 's'} in this job); "
+        f"checkpoints: {', '.join(map(str, done))}"
+    )
 
 # %% ../nbs/13_grpo.ipynb #89de17f8
-def refuse_running(cfg:GRPOConfig):
+def refuse_running(cfg: GRPOConfig):
     "Refuse to train or submit an arm whose last Slurm job (in its `jobs.jsonl`) is still queued or running."
     running = running_jobs(Path(cfg.out) / JOBS, "arm")
     if cfg.arm in running:
         row, state = running[cfg.arm]
-        raise JobError(f"{cfg.out}: job {row['job_id']} of arm {cfg.arm} is still {state.lower()} (logs: "
-                       f"{row['log']}): not "
-                       f"started again, two runs would write one arm; wait for it, or `scancel {row['job_id']}` first")
+        raise JobError(
+            f"{cfg.out}: job {row['job_id']} of arm {cfg.arm} is still {state.lower()} (logs: "
+            f"{row['log']}): not "
+            f"started again, two runs would write one arm; wait for it, or `scancel {row['job_id']}` first"
+        )
 
 # %% ../nbs/13_grpo.ipynb #00a85768
-def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goes
-                 echo=print, recompute:bool=False, # `--recompute`, as `train` takes it
-                )->object|None:
+def submit_train(
+    cfg: GRPOConfig,
+    job: JobConfig,  # the arm, and where its job goes
+    echo=print,
+    recompute: bool = False,  # `--recompute`, as `train` takes it
+) -> object | None:
     "Submit the arm as one job (`train_job`), recorded in its `jobs.jsonl`; wait when asked; None when it is complete."
     out, done = Path(cfg.out), [s for s, _ in checkpoints(cfg.out)]
     if done and done[-1] >= cfg.steps:
@@ -1216,59 +1599,80 @@ def submit_train(cfg:GRPOConfig, job:JobConfig, # the arm, and where its job goe
     refuse_running(cfg)
     ex = submitit_module().AutoExecutor(folder=str(out / "submitit"), cluster=job.cluster)
     out.mkdir(parents=True, exist_ok=True)
-    params = dict(job_params(job, train_gpus(cfg), key_values(job.slurm, "--slurm", JobError)),
-                  name=f"fairneg_train_{cfg.arm}")
+    params = dict(
+        job_params(job, train_gpus(cfg), key_values(job.slurm, "--slurm", JobError)), name=f"fairneg_train_{cfg.arm}"
+    )
     j = submit_job(ex, cfg.arm, train_job, (cfg, recompute), out / JOBS, dict(arm=cfg.arm, out=str(out)), params, echo)
     if ex.cluster == "debug" or (job.wait if job.wait is not None else ex.cluster == "local"):
         _, failed = wait_jobs([(cfg.arm, j)], echo, slurm_states if ex.cluster == "slurm" else None)
-        if failed: raise JobError(failed[cfg.arm])
+        if failed:
+            raise JobError(failed[cfg.arm])
     return j
 
 # %% ../nbs/13_grpo.ipynb #f99ab862
-def continue_run(cfg:GRPOConfig, # the run asked for
-                 resume:bool=False, # `--resume`: continue the folder's run even with changes (recorded)
-                 force:bool=False, # `--force`: discard the folder's run and start over
-                )->tuple[bool, str|None]:
+def continue_run(
+    cfg: GRPOConfig,  # the run asked for
+    resume: bool = False,  # `--resume`: continue the folder's run even with changes (recorded)
+    force: bool = False,  # `--force`: discard the folder's run and start over
+) -> tuple[bool, str | None]:
     "Whether to resume the run in `cfg.out`, and why: the same run resumes by itself, another is refused."
     out = Path(cfg.out)
     if force and out.exists():
         check_replaceable(out, holds_arm(out, cfg.arm), f"a run of arm {cfg.arm}")
         shutil.rmtree(out)
         return False, f"{out}: --force: the run there was removed; training from step 0"
-    if resume or not holds_arm(out, cfg.arm): return resume, None
+    if resume or not holds_arm(out, cfg.arm):
+        return resume, None
     was = read_json(out / "config.json", ReadError) if (out / "config.json").is_file() else None
     changed = ["no config.json there"] if was is None else _resume_changes(was, cfg)
-    if not changed: return True, f"{out}: holds this run (the same config): resuming it"
-    raise ReadError(f"{out}: holds a run of arm {cfg.arm} with another config ({'; '.join(changed[:4])}): "
-                    "--resume to continue it with these changes (recorded), or --force to start over")
+    if not changed:
+        return True, f"{out}: holds this run (the same config): resuming it"
+    raise ReadError(
+        f"{out}: holds a run of arm {cfg.arm} with another config ({'; '.join(changed[:4])}): "
+        "--resume to continue it with these changes (recorded), or --force to start over"
+    )
 
 # %% ../nbs/13_grpo.ipynb #25552060
-def train_cmd(params:Path|None=None, resume:bool=False, force:bool=False, recompute:bool=False,
-              progress:bool=True, **fields):
+def train_cmd(
+    params: Path | None = None,
+    resume: bool = False,
+    force: bool = False,
+    recompute: bool = False,
+    progress: bool = True,
+    **fields,
+):
     "Train an arm by GRPO self-play, here or as a cluster job (--submit); checkpoints, step rows, transcripts in --out."
     job = JobConfig(**{k: v for k in JOB_FIELDS if (v := fields.pop(k, None)) is not None})
     if not job.submit and job != JobConfig():
         raise typer.BadParameter("job flags (--cluster, --timeout-min, --gpus, ...) go with --submit")
-    try: cfg = make_config(str(params) if params else None, **fields)
-    except ReadError: raise                     # a bad --params file: one line naming it (CliGroup), exit 2
-    except (ValueError, TypeError) as e: raise typer.BadParameter(str(e)) from None
-    if not cfg.bank: raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
+    try:
+        cfg = make_config(str(params) if params else None, **fields)
+    except ReadError:
+        raise  # a bad --params file: one line naming it (CliGroup), exit 2
+    except (ValueError, TypeError) as e:
+        raise typer.BadParameter(str(e)) from None
+    if not cfg.bank:
+        raise typer.BadParameter("no training bank: pass --bank or set train.bank in --params")
     out_folder(cfg.out, "run folder")
     with folder_lock(cfg.out, "fairneg train"):
         resume = _start_arm(cfg, resume, force)
-        if not job.submit: return _train_here(cfg, resume, progress, recompute)
-    submit_train(cfg, job, typer.echo, recompute)   # its job takes the folder's lock while it trains
+        if not job.submit:
+            return _train_here(cfg, resume, progress, recompute)
+    submit_train(cfg, job, typer.echo, recompute)  # its job takes the folder's lock while it trains
 
-def _start_arm(cfg:GRPOConfig, resume:bool, force:bool)->bool:
+
+def _start_arm(cfg: GRPOConfig, resume: bool, force: bool) -> bool:
     "Check the run folder and the inputs, then start over (`force`) or say how the run continues; whether it resumes."
     check_run_folder(cfg)
     refuse_running(cfg)
-    check_inputs(cfg)                           # before --force removes anything
+    check_inputs(cfg)  # before --force removes anything
     resume, line = continue_run(cfg, resume, force)
-    if line: typer.echo(line)
+    if line:
+        typer.echo(line)
     return resume
 
-def _train_here(cfg:GRPOConfig, resume:bool, progress:bool, recompute:bool):
+
+def _train_here(cfg: GRPOConfig, resume: bool, progress: bool, recompute: bool):
     "Train the arm in this process (under its folder's lock) and say what was written."
     t = GRPOTrainer(cfg, resume, progress, recompute)
     rows = t.run()
@@ -1277,19 +1681,42 @@ def _train_here(cfg:GRPOConfig, resume:bool, progress:bool, recompute:bool):
     if t.start >= cfg.steps:
         typer.echo(f"{cfg.arm}: complete already at step {t.start}; nothing trained")
     else:
-        typer.echo(f"{cfg.arm}: {n} step{'' if n == 1 else 's'} written to {cfg.out}/training_steps.jsonl"
-                   + (f" ({again} logged step{'' if again == 1 else 's'} computed again, as logged)" if again else "")
-                   + f"; checkpoints: {', '.join(map(str, done))}")
+        typer.echo(
+            f"{cfg.arm}: {n} step{'' if n == 1 else 's'} written to {cfg.out}/training_steps.jsonl"
+            + (f" ({again} logged step{'' if again == 1 else 's'} computed again, as logged)" if again else "")
+            + f"; checkpoints: {', '.join(map(str, done))}"
+        )
+
 
 app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
-app.command(cls=MultiValueCommand)(config_command(GRPOConfig, train_cmd, [
-    extra_option("params", Optional[Path], None,
-                 "YAML parameter set (its `train:` section); the flags given override it."),
-    extra_option("resume", bool, False,
-                 "Continue from the newest complete checkpoint that loads (a damaged newer one is skipped, "
-                 "named and recorded), even with a changed config (recorded)."),
-    extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
-    extra_option("recompute", bool, False,
-                 "Compute the steps logged after the newest checkpoint again (their rows moved to "
-                 "superseded_steps.jsonl) instead of checking them: a resume on another machine or library."),
-    extra_option("progress", bool, True, "Show a progress bar.")] + config_params(JobConfig)))
+app.command(cls=MultiValueCommand)(
+    config_command(
+        GRPOConfig,
+        train_cmd,
+        [
+            extra_option(
+                "params",
+                Optional[Path],
+                None,
+                "YAML parameter set (its `train:` section); the flags given override it.",
+            ),
+            extra_option(
+                "resume",
+                bool,
+                False,
+                "Continue from the newest complete checkpoint that loads (a damaged newer one is skipped, "
+                "named and recorded), even with a changed config (recorded).",
+            ),
+            extra_option("force", bool, False, "Discard the run in --out and train from step 0."),
+            extra_option(
+                "recompute",
+                bool,
+                False,
+                "Compute the steps logged after the newest checkpoint again (their rows moved to "
+                "superseded_steps.jsonl) instead of checking them: a resume on another machine or library.",
+            ),
+            extra_option("progress", bool, True, "Show a progress bar."),
+        ]
+        + config_params(JobConfig),
+    )
+)

@@ -25,7 +25,8 @@ class JobError(ValueError):
 # %% ../nbs/12_jobs.ipynb #f55e7c37
 def submitit_module():
     "The submitit module (imported only when a job is submitted), or a `JobError` saying how to install it."
-    try: import submitit
+    try:
+        import submitit
     except ImportError:
         raise JobError("--submit needs submitit (pip install submitit; it is in the llm extra)") from None
     return submitit
@@ -34,124 +35,173 @@ def submitit_module():
 @dataclass
 class JobConfig:
     "Where a command's work runs: here, or as submitit jobs (Slurm by default), and each job's resources."
-    submit: bool = False # submit jobs through submitit (Slurm by default) instead of running here
-    cluster: str|None = None # submitit cluster: slurm, local or debug (default: auto, slurm where sbatch exists)
-    timeout_min: int = 240 # job time limit, minutes
-    gpus: int|None = None # GPUs per job (default: 1 when the job runs a model on a GPU, else 0)
-    cpus: int = 8 # CPUs per job
-    mem_gb: int|None = None # memory per job, GB
-    slurm: list[str] = field(default_factory=list) # KEY=VALUE Slurm parameters (e.g. partition=gpu, account=...)
-    signal_s: int = 120 # Slurm's USR1 warning, seconds before the time limit: a training job checkpoints and requeues
-    wait: bool|None = None # wait for submitted jobs (default: for local and debug)
+
+    submit: bool = False  # submit jobs through submitit (Slurm by default) instead of running here
+    cluster: str | None = None  # submitit cluster: slurm, local or debug (default: auto, slurm where sbatch exists)
+    timeout_min: int = 240  # job time limit, minutes
+    gpus: int | None = None  # GPUs per job (default: 1 when the job runs a model on a GPU, else 0)
+    cpus: int = 8  # CPUs per job
+    mem_gb: int | None = None  # memory per job, GB
+    slurm: list[str] = field(default_factory=list)  # KEY=VALUE Slurm parameters (e.g. partition=gpu, account=...)
+    signal_s: int = 120  # Slurm's USR1 warning, seconds before the time limit: a training job checkpoints and requeues
+    wait: bool | None = None  # wait for submitted jobs (default: for local and debug)
 
 # %% ../nbs/12_jobs.ipynb #bdec2dad
-def job_params(c:JobConfig, # the submission's options
-               gpus:int, # GPUs per job when `c.gpus` is not given
-               slurm:dict|None=None, # `c.slurm` read as a mapping (`KEY=VALUE` items parsed by the caller)
-              )->dict:
+def job_params(
+    c: JobConfig,  # the submission's options
+    gpus: int,  # GPUs per job when `c.gpus` is not given
+    slurm: dict | None = None,  # `c.slurm` read as a mapping (`KEY=VALUE` items parsed by the caller)
+) -> dict:
     "submitit parameters: generic ones, the Slurm warning, and every Slurm parameter as `slurm_KEY`."
-    p = dict(timeout_min=c.timeout_min, gpus_per_node=gpus if c.gpus is None else c.gpus, cpus_per_task=c.cpus,
-             slurm_signal_delay_s=c.signal_s)
-    if c.mem_gb: p["mem_gb"] = c.mem_gb
-    for k, v in (slurm or {}).items(): p[k if k.startswith("slurm_") else f"slurm_{k}"] = v
+    p = dict(
+        timeout_min=c.timeout_min,
+        gpus_per_node=gpus if c.gpus is None else c.gpus,
+        cpus_per_task=c.cpus,
+        slurm_signal_delay_s=c.signal_s,
+    )
+    if c.mem_gb:
+        p["mem_gb"] = c.mem_gb
+    for k, v in (slurm or {}).items():
+        p[k if k.startswith("slurm_") else f"slurm_{k}"] = v
     return p
 
 # %% ../nbs/12_jobs.ipynb #b33da148
 # squeue states of a job not ended
-SLURM_ALIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "REQUEUED", "REQUEUE_HOLD",
-               "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")
+SLURM_ALIVE = (
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "STOPPED",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "RESV_DEL_HOLD",
+)
 
-def read_squeue(text:str)->dict:
+
+def read_squeue(text: str) -> dict:
     "`{job_id: state}` from the lines of `squeue -h -o '%i %T'`."
     return dict(l.split()[:2] for l in text.splitlines() if len(l.split()) >= 2)
 
 # %% ../nbs/12_jobs.ipynb #38b79dd3
-def slurm_states(job_ids:Iterable, # Slurm job ids
-                 squeue:str="squeue", # the command
-                 )->dict|None:
+def slurm_states(
+    job_ids: Iterable,  # Slurm job ids
+    squeue: str = "squeue",  # the command
+) -> dict | None:
     "Each job's state while slurmctld knows it (ended jobs drop out after MinJobAge); None when squeue cannot answer."
     ids = sorted({str(j) for j in job_ids})
-    if not ids: return {}
+    if not ids:
+        return {}
     try:
-        p = subprocess.run([squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True,
-                           text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired): return None
-    if p.returncode: return {} if "Invalid job id" in p.stderr else None   # one id, forgotten already
+        p = subprocess.run(
+            [squeue, "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode:
+        return {} if "Invalid job id" in p.stderr else None  # one id, forgotten already
     return read_squeue(p.stdout)
 
 # %% ../nbs/12_jobs.ipynb #7981424c
-def last_jobs(record, # a JSON Lines job record (`launch.jsonl`, `jobs.jsonl`)
-              key:str, # the field that names what a job works on (`cell`, `arm`)
-             )->dict:
+def last_jobs(
+    record,  # a JSON Lines job record (`launch.jsonl`, `jobs.jsonl`)
+    key: str,  # the field that names what a job works on (`cell`, `arm`)
+) -> dict:
     "The last row of `record` for each value of `key` ({} when there is no record)."
     p = Path(record)
     return {r[key]: r for r in read_jsonl(p)} if p.is_file() else {}
 
 # %% ../nbs/12_jobs.ipynb #ec9889d4
-def running_jobs(record, key:str, # as `last_jobs`
-                 states:Callable=slurm_states, # job ids -> {job id: state}
-                 )->dict:
+def running_jobs(
+    record,
+    key: str,  # as `last_jobs`
+    states: Callable = slurm_states,  # job ids -> {job id: state}
+) -> dict:
     "`{name: (row, state)}` of the names whose last Slurm job in `record` is still queued or running."
     last = {c: r for c, r in last_jobs(record, key).items() if r.get("executor") == "slurm"}
     now = states([r["job_id"] for r in last.values()]) if last else {}
     # fail closed: a second job beside a running one would write beside it
     if now is None:
-        raise JobError(f"{record} lists {len(last)} Slurm job(s), but squeue did not answer, so whether they still run "
-                       f"is unknown: nothing submitted; submit again when squeue answers")
+        raise JobError(
+            f"{record} lists {len(last)} Slurm job(s), but squeue did not answer, so whether they still run "
+            f"is unknown: nothing submitted; submit again when squeue answers"
+        )
     return {c: (r, now[r["job_id"]]) for c, r in last.items() if now.get(r["job_id"]) in SLURM_ALIVE}
 
 # %% ../nbs/12_jobs.ipynb #5ba2796d
-def submit_job(ex, # the submitit executor
-               name:str, # what the job works on (a cell, an arm), as the lines name it
-               fn:Callable, args:tuple, # the call the job makes: `fn(*args)`
-               record, # the JSON Lines record the submission is appended to
-               fields:dict, # the record row's own fields (the `cell` or `arm`, its folder, ...)
-               params:dict, # executor parameters (`job_params`), the job's name among them
-               echo:Callable=print, # where the line goes
-               before:str="", # added to a refusal (what was already submitted)
-              )->object:
+def submit_job(
+    ex,  # the submitit executor
+    name: str,  # what the job works on (a cell, an arm), as the lines name it
+    fn: Callable,
+    args: tuple,  # the call the job makes: `fn(*args)`
+    record,  # the JSON Lines record the submission is appended to
+    fields: dict,  # the record row's own fields (the `cell` or `arm`, its folder, ...)
+    params: dict,  # executor parameters (`job_params`), the job's name among them
+    echo: Callable = print,  # where the line goes
+    before: str = "",  # added to a refusal (what was already submitted)
+) -> object:
     "Submit `fn(*args)` as one job and record it; sbatch refusing it is a `JobError` in its own words."
     submitit = submitit_module()
     ex.update_parameters(**params)
-    try: j = ex.submit(fn, *args)
+    try:
+        j = ex.submit(fn, *args)
     # sbatch refused it: its words
     except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError, OSError) as e:
         why = "; ".join(l.strip() for l in str(e).strip().splitlines() if l.strip()) or type(e).__name__
         raise JobError(f"[{name}] could not be submitted ({ex.cluster}): {why}{before}") from None
-    append_jsonl([dict(fields, job_id=str(j.job_id), executor=ex.cluster, folder=str(ex.folder),
-                       log=str(j.paths.stderr),
-                       command=shlex.join(sys.argv),
-                       submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))],
-                 Path(record))
+    append_jsonl(
+        [
+            dict(
+                fields,
+                job_id=str(j.job_id),
+                executor=ex.cluster,
+                folder=str(ex.folder),
+                log=str(j.paths.stderr),
+                command=shlex.join(sys.argv),
+                submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
+        ],
+        Path(record),
+    )
     echo(f"[{name}] submitted job {j.job_id} ({ex.cluster}; logs: {j.paths.stderr})")
     return j
 
 # %% ../nbs/12_jobs.ipynb #c3291cac
-def job_error(e:BaseException)->str:
+def job_error(e: BaseException) -> str:
     "The line of a submitit job error that says what went wrong: the traceback's last line, else the message's start."
     parts = re.split(r"\n-{10,}\n", str(e).strip())
-    if len(parts) >= 3:                             # FailedJobError: message, ----, traceback, ----, where the logs are
+    if len(parts) >= 3:  # FailedJobError: message, ----, traceback, ----, where the logs are
         lines = [l.strip() for l in parts[1].splitlines() if l.strip()]
-        if lines: return lines[-1]
+        if lines:
+            return lines[-1]
     return " ".join(l.strip() for l in parts[0].splitlines() if l.strip()) or type(e).__name__
 
 # %% ../nbs/12_jobs.ipynb #d258eee9
-def wait_jobs(jobs:list, # (name, submitit job) pairs
-              echo:Callable=print, # where the outcome lines go
-              states:Callable|None=None, # job ids -> {id: state} (`slurm_states`): notices jobs ended without a result
-              grace:float=15, # seconds a job that left the queue has to show its result file
-              poll:float=1.0, # seconds before the first check; the wait grows by half each check, up to `max_poll`
-              max_poll:float=30.0, # the longest wait between checks (one squeue call each: gentle on a shared cluster)
-              )->tuple[dict, dict]:
+def wait_jobs(
+    jobs: list,  # (name, submitit job) pairs
+    echo: Callable = print,  # where the outcome lines go
+    states: Callable | None = None,  # job ids -> {id: state} (`slurm_states`): notices jobs ended without a result
+    grace: float = 15,  # seconds a job that left the queue has to show its result file
+    poll: float = 1.0,  # seconds before the first check; the wait grows by half each check, up to `max_poll`
+    max_poll: float = 30.0,  # the longest wait between checks (one squeue call each: gentle on a shared cluster)
+) -> tuple[dict, dict]:
     "Wait for every job: `({name: summary}, {name: failure line})`, each echoed as it comes, a failure with its log."
     pending, results, failed, gone, waiting = dict(jobs), {}, {}, {}, object()
+
     def fail(name, j, why):
         failed[name] = f"[{name}] job {j.job_id} failed: {why} (logs: {j.paths.stderr})"
         echo(failed[name])
+
     while pending:
         now = states([j.job_id for j in pending.values()]) if states else None
         for name, j in list(pending.items()):
-            try: res = j.result() if j.done() else waiting     # a debug job runs (and may raise) inside done()
+            try:
+                res = j.result() if j.done() else waiting  # a debug job runs (and may raise) inside done()
             except Exception as e:
                 del pending[name]
                 fail(name, j, job_error(e))
@@ -163,110 +213,146 @@ def wait_jobs(jobs:list, # (name, submitit job) pairs
             elif now is not None and now.get(str(j.job_id)) not in SLURM_ALIVE:
                 if time.monotonic() - gone.setdefault(name, time.monotonic()) >= grace:
                     del pending[name]
-                    fail(name, j,
-                         f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
-                                  f"out of time or killed)")
-            else: gone.pop(name, None)
-        if pending: time.sleep(poll); poll = min(poll * 1.5, max_poll)
+                    fail(
+                        name,
+                        j,
+                        f"it ended without a result ({now.get(str(j.job_id), 'no longer queued')}: cancelled, "
+                        f"out of time or killed)",
+                    )
+            else:
+                gone.pop(name, None)
+        if pending:
+            time.sleep(poll)
+            poll = min(poll * 1.5, max_poll)
     return results, failed
 
 # %% ../nbs/12_jobs.ipynb #f2602337
-def still_alive(name:str, # what the job works on, as the lines name it
-                row:dict, state:str, # its record row and the state Slurm gives it (`running_jobs`)
-                echo:Callable=print, # where the line goes
-                folder=None, # submitit's folder when the row does not name one (rows of early launches)
-               )->object:
+def still_alive(
+    name: str,  # what the job works on, as the lines name it
+    row: dict,
+    state: str,  # its record row and the state Slurm gives it (`running_jobs`)
+    echo: Callable = print,  # where the line goes
+    folder=None,  # submitit's folder when the row does not name one (rows of early launches)
+) -> object:
     "The submitit handle of a recorded Slurm job that has not ended, said: it is waited for, never submitted again."
     j = submitit_module().SlurmJob(folder=row.get("folder") or folder, job_id=row["job_id"])
     echo(f"[{name}] job {j.job_id} still {state.lower()}: not submitted again (logs: {j.paths.stderr})")
     return j
 
-
 # %% ../nbs/12_jobs.ipynb #1e76c571
-def live_job(record, key:str, name:str, # as `running_jobs`: the record, its key field, the name looked for
-             echo:Callable=print, # where the line that it is waited for goes
-             states:Callable=slurm_states, # job ids -> {job id: state}
-            )->object|None:
+def live_job(
+    record,
+    key: str,
+    name: str,  # as `running_jobs`: the record, its key field, the name looked for
+    echo: Callable = print,  # where the line that it is waited for goes
+    states: Callable = slurm_states,  # job ids -> {job id: state}
+) -> object | None:
     "The submitit handle of `name`'s last Slurm job in `record` while it is queued or running (said), else None."
     running = running_jobs(record, key, states)
     return still_alive(name, *running[name], echo) if name in running else None
 
 # %% ../nbs/12_jobs.ipynb #357bb252
-def slurm_watch(jobs:list)->Callable|None:
+def slurm_watch(jobs: list) -> Callable | None:
     "`slurm_states` where one of the (name, job) pairs is a Slurm job, else None: what `wait_jobs` asks."
     slurm = submitit_module().SlurmJob
     return slurm_states if any(isinstance(j, slurm) for _, j in jobs) else None
 
 # %% ../nbs/12_jobs.ipynb #58ee0180
-def run_as_job(name:str, # what the job does: its lines, its row's `name` in `record`, its Slurm job name
-               fn:Callable, # the work, called with no argument inside the job
-               record, # the JSON Lines record of the submissions (submitit's files go beside it, in `submitit/`)
-               job:JobConfig, # where it runs
-               gpus:int, # GPUs unless `job.gpus` says
-               slurm:dict|None=None, # `job.slurm` read as a mapping
-               echo:Callable=print, # where the lines go
-              )->object:
+def run_as_job(
+    name: str,  # what the job does: its lines, its row's `name` in `record`, its Slurm job name
+    fn: Callable,  # the work, called with no argument inside the job
+    record,  # the JSON Lines record of the submissions (submitit's files go beside it, in `submitit/`)
+    job: JobConfig,  # where it runs
+    gpus: int,  # GPUs unless `job.gpus` says
+    slurm: dict | None = None,  # `job.slurm` read as a mapping
+    echo: Callable = print,  # where the lines go
+) -> object:
     "Run `fn()` as one job and wait for it (or for its job still queued or running); its result, or a `JobError`."
     j = live_job(record, "name", name, echo)
     if j is None:
         ex = submitit_module().AutoExecutor(folder=str(Path(record).parent / "submitit"), cluster=job.cluster)
-        j = submit_job(ex, name, fn, (), record, dict(name=name),
-                       dict(job_params(job, gpus, slurm), name=f"fairneg_{name}"), echo)
+        j = submit_job(
+            ex, name, fn, (), record, dict(name=name), dict(job_params(job, gpus, slurm), name=f"fairneg_{name}"), echo
+        )
     res, failed = wait_jobs([(name, j)], echo, slurm_watch([(name, j)]))
-    if failed: raise JobError(failed[name])
+    if failed:
+        raise JobError(failed[name])
     return res[name]
 
 # %% ../nbs/12_jobs.ipynb #5a12cbd2
 class StopSignals:
     "A block in which USR1 and SIGTERM are noted, not obeyed: the work asks `received` at each safe point."
+
     SIGNALS = ("SIGUSR1", "SIGTERM")
-    def __init__(self, echo:Callable|None=None, # where the note of a signal goes (default: stderr, the job's log)
-                 keep:bool=False, # after the block, go on noting (a job's work that ends with it): nothing to stop
-                ):
+
+    def __init__(
+        self,
+        echo: Callable | None = None,  # where the note of a signal goes (default: stderr, the job's log)
+        keep: bool = False,  # after the block, go on noting (a job's work that ends with it): nothing to stop
+    ):
         self.received, self.keep, self.ended, self._old = None, keep, False, {}
         self.echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
+
     def _note(self, signum, frame):
         name = signal.Signals(signum).name
-        if self.ended: return self.echo(f"received {name} after the work ended: nothing to stop")
-        self.echo(f"received {name}: stopping at the next safe point" + (f" (first: {self.received})"
-                                                                         if self.received else ""))
+        if self.ended:
+            return self.echo(f"received {name} after the work ended: nothing to stop")
+        self.echo(
+            f"received {name}: stopping at the next safe point"
+            + (f" (first: {self.received})" if self.received else "")
+        )
         self.received = self.received or name
+
     def _ignore(self):
-        for s in self.SIGNALS: signal.signal(getattr(signal, s), signal.SIG_IGN)
+        for s in self.SIGNALS:
+            signal.signal(getattr(signal, s), signal.SIG_IGN)
+
     @property
-    def requeue(self)->bool:
+    def requeue(self) -> bool:
         "Whether the job should put itself back in the queue: after USR1, the warning it asked for (not after SIGTERM)."
         return self.received == "SIGUSR1"
+
     def __enter__(self):
         # Python lets only the main thread set handlers
         self.watching = threading.current_thread() is threading.main_thread()
         if self.watching:
-            for s in self.SIGNALS: self._old[s] = signal.signal(getattr(signal, s), self._note)
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(getattr(signal, s), self._note)
         return self
+
     def __exit__(self, *exc):
         self.ended = True
         if self.keep:
-            if self.watching: atexit.register(self._ignore)   # Python's shutdown would restore the killing default
+            if self.watching:
+                atexit.register(self._ignore)  # Python's shutdown would restore the killing default
             return
         for s, h in self._old.items():
-            if h is not None: signal.signal(getattr(signal, s), h)   # None: a handler set outside Python, left as it is
+            if h is not None:
+                signal.signal(getattr(signal, s), h)  # None: a handler set outside Python, left as it is
 
 # %% ../nbs/12_jobs.ipynb #df565bc0
-def end_job(reason:str, # what the log says
-            requeue:bool, # put the job back in the queue first (after USR1, not after SIGTERM)
-           )->bool:
+def end_job(
+    reason: str,  # what the log says
+    requeue: bool,  # put the job back in the queue first (after USR1, not after SIGTERM)
+) -> bool:
     "End this submitit job without a result, requeued first when asked; False when not inside a submitit job."
     try:
         import submitit
+
         env = submitit.JobEnvironment()
-        if env.cluster not in ("slurm", "local"): return False
-    except Exception: return False                  # not inside a submitit job
+        if env.cluster not in ("slurm", "local"):
+            return False
+    except Exception:
+        return False  # not inside a submitit job
     print(f"{'requeuing' if requeue else 'ending'} job {env.job_id} ({reason})", file=sys.stderr, flush=True)
     if requeue:
         try:
             # what submitit's own handler calls: slurm `scontrol requeue`; local exits 144
             env._requeue(1)
         except (subprocess.CalledProcessError, OSError) as e:
-            print(f"job {env.job_id} could not be requeued ({e}): submit it again to continue",
-                  file=sys.stderr, flush=True)
-    sys.exit(-1)                                    # no result file: a requeued job gives the result
+            print(
+                f"job {env.job_id} could not be requeued ({e}): submit it again to continue",
+                file=sys.stderr,
+                flush=True,
+            )
+    sys.exit(-1)  # no result file: a requeued job gives the result

@@ -13,7 +13,7 @@ __all__ = ['NOT_LOCKED', 'LOCKS', 'normalize', 'LockError', 'read_lock', 'instal
            'file_sha256', 'lock_record', 'check', 'main']
 
 # %% ../nbs/00_lockfile.ipynb #d59fa2ca
-def normalize(name:str)->str:
+def normalize(name: str) -> str:
     "A distribution's name as PEP 503 compares it: lowercase, runs of `-`, `_`, `.` as one `-`."
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -21,86 +21,115 @@ def normalize(name:str)->str:
 class LockError(ValueError):
     "A lock file that cannot be read: the file and the problem."
 
+
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
 
-def read_lock(path)->dict[str, str]:
+
+def read_lock(path) -> dict[str, str]:
     "The pins of a lock file: normalized name -> version."
     path = Path(path)
-    try: text = path.read_text()
-    except OSError as e: raise LockError(f"{path}: cannot read the lock ({e.strerror or e})") from None
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise LockError(f"{path}: cannot read the lock ({e.strerror or e})") from None
     pins = {}
     for i, line in enumerate(text.splitlines(), 1):
-        if not (m := _PIN.match(line)): continue
+        if not (m := _PIN.match(line)):
+            continue
         name = normalize(m[1])
-        if name in pins: raise LockError(f"{path}:{i}: `{name}` is pinned twice")
+        if name in pins:
+            raise LockError(f"{path}:{i}: `{name}` is pinned twice")
         pins[name] = m[2]
-    if not pins: raise LockError(f"{path}: no `name==version` line, so not a lock file")
+    if not pins:
+        raise LockError(f"{path}: no `name==version` line, so not a lock file")
     return pins
 
 # %% ../nbs/00_lockfile.ipynb #5892a2d4
-NOT_LOCKED = ("fairneg", "pip")   # in every venv, never in the lock: the project (editable) and the venv's own pip
+NOT_LOCKED = ("fairneg", "pip")  # in every venv, never in the lock: the project (editable) and the venv's own pip
 
-def installed()->dict[str, str]:
+
+def installed() -> dict[str, str]:
     "Distributions installed in the running interpreter's environment (its site-packages): normalized name -> version."
     paths = list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
     return {normalize(d.metadata["Name"]): d.version for d in md.distributions(path=paths) if d.metadata["Name"]}
 
 # %% ../nbs/00_lockfile.ipynb #8ca92bc5
-def lock_drift(lock:dict, # pins, from `read_lock`
-               have:dict, # installed distributions, from `installed`
-              )->dict:
+def lock_drift(
+    lock: dict,  # pins, from `read_lock`
+    have: dict,  # installed distributions, from `installed`
+) -> dict:
     "`missing`, `changed` (name, locked, installed) and `extra` distributions of `have` against `lock`."
     have = {k: v for k, v in have.items() if k not in NOT_LOCKED}
-    return dict(missing=sorted(set(lock) - set(have)),
-                changed=sorted((k, lock[k], have[k]) for k in set(lock) & set(have) if lock[k] != have[k]),
-                extra=sorted(set(have) - set(lock)))
+    return dict(
+        missing=sorted(set(lock) - set(have)),
+        changed=sorted((k, lock[k], have[k]) for k in set(lock) & set(have) if lock[k] != have[k]),
+        extra=sorted(set(have) - set(lock)),
+    )
 
 # %% ../nbs/00_lockfile.ipynb #dac2f7ec
-def drift_text(drift:dict, # from `lock_drift`
-               lock:str="the lock", # how the lock is named in the text
-               limit:int=8, # names shown per kind
-              )->str:
+def drift_text(
+    drift: dict,  # from `lock_drift`
+    lock: str = "the lock",  # how the lock is named in the text
+    limit: int = 8,  # names shown per kind
+) -> str:
     "What drifted, one line per kind; empty when nothing did."
-    def names(xs): return ", ".join(xs[:limit]) + (f" and {len(xs) - limit} more" if len(xs) > limit else "")
+
+    def names(xs):
+        return ", ".join(xs[:limit]) + (f" and {len(xs) - limit} more" if len(xs) > limit else "")
+
     out = []
     if drift["changed"]:
         out.append(f"  other version than {lock}: " + names([f"{n} {h} (locked {w})" for n, w, h in drift["changed"]]))
-    if drift["missing"]: out.append(f"  locked but not installed: {names(drift['missing'])}")
-    if drift["extra"]: out.append(f"  installed but not locked: {names(drift['extra'])}")
+    if drift["missing"]:
+        out.append(f"  locked but not installed: {names(drift['missing'])}")
+    if drift["extra"]:
+        out.append(f"  installed but not locked: {names(drift['extra'])}")
     return "\n".join(out)
 
 # %% ../nbs/00_lockfile.ipynb #41f04586
-LOCKS = ("locks/cpu.txt", "locks/gpu.txt")   # relative to the checkout: the CPU venv's lock, a GPU node's beside it
+LOCKS = ("locks/cpu.txt", "locks/gpu.txt")  # relative to the checkout: the CPU venv's lock, a GPU node's beside it
 
-def project_root()->Path|None:
+
+def project_root() -> Path | None:
     "The checkout the package runs from (the folder holding `pyproject.toml` and `locks/`), or None."
     import importlib.resources
+
     root = Path(str(importlib.resources.files("fairneg"))).resolve().parent
     return root if (root / "pyproject.toml").is_file() and (root / "locks").is_dir() else None
 
 # %% ../nbs/00_lockfile.ipynb #244cc44b
-def file_sha256(path, chunk:int=1 << 20)->str:
+def file_sha256(path, chunk: int = 1 << 20) -> str:
     "The sha256 hex digest of a file's bytes, read `chunk` bytes at a time."
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while b := f.read(chunk): h.update(b)
+        while b := f.read(chunk):
+            h.update(b)
     return h.hexdigest()
 
 # %% ../nbs/00_lockfile.ipynb #d66f0108
-def _record_of(path:Path, name:str, have:dict)->dict:
+def _record_of(path: Path, name: str, have: dict) -> dict:
     "The record of one lock against the installed distributions."
     d = lock_drift(read_lock(path), have)
-    return dict(lock=name, lock_sha256=file_sha256(path), matches=not any(d.values()),
-                drift={k: len(v) for k, v in d.items()}, drift_text=drift_text(d, name) or None)
+    return dict(
+        lock=name,
+        lock_sha256=file_sha256(path),
+        matches=not any(d.values()),
+        drift={k: len(v) for k, v in d.items()},
+        drift_text=drift_text(d, name) or None,
+    )
+
 
 @functools.cache
-def lock_record(locks:tuple=LOCKS, # candidate locks, relative to the checkout
-                root:Path|None=None, # the checkout (default: `project_root()`)
-               )->dict:
+def lock_record(
+    locks: tuple = LOCKS,  # candidate locks, relative to the checkout
+    root: Path | None = None,  # the checkout (default: `project_root()`)
+) -> dict:
     "Which lock the running interpreter matches (best), its sha256 and what drifted; cached per process."
     import os
+
     root = root or project_root()
-    if root is None: return dict(lock=None, lock_sha256=None, matches=None, note="no checkout beside the package")
+    if root is None:
+        return dict(lock=None, lock_sha256=None, matches=None, note="no checkout beside the package")
     have = installed()
     want = os.environ.get("FAIRNEG_LOCK")
     cands = [want] if want else [p for p in locks if (root / p).is_file()]
@@ -108,17 +137,23 @@ def lock_record(locks:tuple=LOCKS, # candidate locks, relative to the checkout
     return min(recs, key=lambda r: sum(r["drift"].values()))
 
 # %% ../nbs/00_lockfile.ipynb #c47533da
-def check(lock, # the lock file
-          have:dict|None=None, # installed distributions (default: this interpreter's)
-         )->int:
+def check(
+    lock,  # the lock file
+    have: dict | None = None,  # installed distributions (default: this interpreter's)
+) -> int:
     "Print what drifted from `lock` (nothing when nothing did); 0 when the interpreter is exactly the lock, else 1."
-    try: d = lock_drift(read_lock(lock), installed() if have is None else have)
-    except LockError as e: print(f"error: {e}", file=sys.stderr); return 2
-    if not any(d.values()): return 0
+    try:
+        d = lock_drift(read_lock(lock), installed() if have is None else have)
+    except LockError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not any(d.values()):
+        return 0
     print(f"the venv has drifted from {lock}:\n{drift_text(d, str(lock))}")
     return 1
 
-def main(argv:list|None=None)->int:
+
+def main(argv: list | None = None) -> int:
     "`check LOCK`: the command line of this module."
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] != "check":
@@ -127,4 +162,5 @@ def main(argv:list|None=None)->int:
     return check(argv[1])
 
 # %% ../nbs/00_lockfile.ipynb #3b4d3ab6
-if __name__ == "__main__" and "ipykernel" not in sys.modules: sys.exit(main())
+if __name__ == "__main__" and "ipykernel" not in sys.modules:
+    sys.exit(main())

@@ -15,28 +15,57 @@ __all__ = ['METRIC_NAMES', 'UNCONDITIONAL', 'CLOSURE_CONDITIONAL', 'GOOD_DIRECTI
            'summarize_metrics']
 
 # %% ../nbs/03_metrics.ipynb #496d6b14
-METRIC_NAMES = ("deal", "walk", "below_threshold", "nnw", "nnw_rel", "worst_off_z", "mean_z", "gini", "max_share",
-                "dist_nbs", "dist_ks")
+METRIC_NAMES = (
+    "deal",
+    "walk",
+    "below_threshold",
+    "nnw",
+    "nnw_rel",
+    "worst_off_z",
+    "mean_z",
+    "gini",
+    "max_share",
+    "dist_nbs",
+    "dist_ks",
+)
 UNCONDITIONAL = ("deal", "walk")
 CLOSURE_CONDITIONAL = tuple(k for k in METRIC_NAMES if k not in UNCONDITIONAL)
-_GOOD = dict(deal=+1, walk=-1, below_threshold=-1, nnw=+1, nnw_rel=+1, worst_off_z=+1, mean_z=+1, gini=-1,
-             max_share=-1, dist_nbs=-1, dist_ks=-1)
+_GOOD = dict(
+    deal=+1,
+    walk=-1,
+    below_threshold=-1,
+    nnw=+1,
+    nnw_rel=+1,
+    worst_off_z=+1,
+    mean_z=+1,
+    gini=-1,
+    max_share=-1,
+    dist_nbs=-1,
+    dist_ks=-1,
+)
 GOOD_DIRECTION = {**_GOOD, **{f"{k}_given_deal": _GOOD[k] for k in CLOSURE_CONDITIONAL}}
 
-def good_direction(name:str)->int:
+
+def good_direction(name: str) -> int:
     "The good direction (+1 / -1) of an endpoint or of its `*_given_deal` form."
-    if name not in GOOD_DIRECTION: raise KeyError(f"unknown endpoint `{name}` (known: {', '.join(GOOD_DIRECTION)})")
+    if name not in GOOD_DIRECTION:
+        raise KeyError(f"unknown endpoint `{name}` (known: {', '.join(GOOD_DIRECTION)})")
     return GOOD_DIRECTION[name]
 
 # %% ../nbs/03_metrics.ipynb #0f056bcf
-def outcome_deal(g:Game, outcome:dict)->tuple|None:
+def outcome_deal(g: Game, outcome: dict) -> tuple | None:
     "The outcome's deal as a tuple of option indices (None: no deal), checked against the game."
-    if "deal" not in outcome: raise ValueError("an outcome needs a `deal` key (option indices, or None for no deal)")
+    if "deal" not in outcome:
+        raise ValueError("an outcome needs a `deal` key (option indices, or None for no deal)")
     d = outcome["deal"]
-    if d is None: return None
-    try: d = tuple(int(o) for o in d)
-    except (TypeError, ValueError): raise ValueError(f"deal {d!r} is not a sequence of option indices") from None
-    if len(d) != g.m: raise ValueError(f"deal {d} has {len(d)} options for the {g.m} issues of {g.name}")
+    if d is None:
+        return None
+    try:
+        d = tuple(int(o) for o in d)
+    except (TypeError, ValueError):
+        raise ValueError(f"deal {d!r} is not a sequence of option indices") from None
+    if len(d) != g.m:
+        raise ValueError(f"deal {d} has {len(d)} options for the {g.m} issues of {g.name}")
     for k, (o, no) in enumerate(zip(d, g.n_options)):
         if not 0 <= o < no:
             raise ValueError(f"deal {d}: option {o} of issue {k} does not exist in {g.name} ({no} options)")
@@ -45,107 +74,136 @@ def outcome_deal(g:Game, outcome:dict)->tuple|None:
     return d
 
 # %% ../nbs/03_metrics.ipynb #8b829deb
-def _bonus_paid(g:Game, outcome:dict, deal)->bool:
+def _bonus_paid(g: Game, outcome: dict, deal) -> bool:
     return deal is not None and bool(outcome.get("unanimous", False)) and g.unanimity_bonus != 0
 
 # %% ../nbs/03_metrics.ipynb #7155ba49
-def _paid(g:Game, outcome:dict, deal)->np.ndarray:
+def _paid(g: Game, outcome: dict, deal) -> np.ndarray:
     "Paid utilities of a checked deal (None: no deal)."
-    if deal is None: return np.asarray(g.thresholds, float).copy()
+    if deal is None:
+        return np.asarray(g.thresholds, float).copy()
     u = utility(g, deal)
-    if _bonus_paid(g, outcome, deal): u[g.chair] += g.unanimity_bonus
+    if _bonus_paid(g, outcome, deal):
+        u[g.chair] += g.unanimity_bonus
     return u
 
 # %% ../nbs/03_metrics.ipynb #78fdd703
-def outcome_utilities(g:Game, outcome:dict)->np.ndarray:
+def outcome_utilities(g: Game, outcome: dict) -> np.ndarray:
     "What each party is paid: `u_i(d)` plus p1's unanimity bonus on a unanimous close; `tau_i` when no deal closed."
     return _paid(g, outcome, outcome_deal(g, outcome))
 
 # %% ../nbs/03_metrics.ipynb #16d2a827
-def outcome_z(g:Game, outcome:dict)->np.ndarray:
+def outcome_z(g: Game, outcome: dict) -> np.ndarray:
     "Normalized surplus `z_i = (u_i - tau_i) / c_i` of the paid utilities; exactly 0 for every party if no deal closed."
     d = outcome_deal(g, outcome)
-    if d is None: return np.zeros(g.n)
+    if d is None:
+        return np.zeros(g.n)
     tau = np.asarray(g.thresholds, float)
     return (_paid(g, outcome, d) - tau) / (g.ideal - tau)
 
 # %% ../nbs/03_metrics.ipynb #41020edb
-def gini(s)->float|None:
+def gini(s) -> float | None:
     "Population Gini coefficient `sum_ij |s_i - s_j| / (2 n sum s)` of non-negative values; None when they sum to 0."
     s = np.asarray(s, float)
-    if np.any(s < 0): raise ValueError(f"gini needs non-negative values, got {s.tolist()}")
+    if np.any(s < 0):
+        raise ValueError(f"gini needs non-negative values, got {s.tolist()}")
     tot = s.sum()
-    if tot <= 0: return None
+    if tot <= 0:
+        return None
     return float(np.abs(s[:, None] - s[None, :]).sum() / (2 * len(s) * tot))
 
 # %% ../nbs/03_metrics.ipynb #176746da
-def check_geometry(g:Game, geo:Geometry):
+def check_geometry(g: Game, geo: Geometry):
     "Raise `ValueError` unless `geo` is the geometry of `g` (same sheets, thresholds, pie and strictness)."
-    if geo.game is g: return
-    if geo.game.scores != g.scores or [float(t) for t in geo.game.thresholds] != [float(t) for t in g.thresholds] \
-       or geo.game.pie != g.pie or geo.game.strict != g.strict:
+    if geo.game is g:
+        return
+    if (
+        geo.game.scores != g.scores
+        or [float(t) for t in geo.game.thresholds] != [float(t) for t in g.thresholds]
+        or geo.game.pie != g.pie
+        or geo.game.strict != g.strict
+    ):
         raise ValueError(f"the geometry passed is of game {geo.game.name}, not of {g.name}")
 
 # %% ../nbs/03_metrics.ipynb #f8d95ad9
-def _dist(z:np.ndarray, geo:Geometry, pos)->float|None:
-    if pos is None: return None
+def _dist(z: np.ndarray, geo: Geometry, pos) -> float | None:
+    if pos is None:
+        return None
     return float(np.linalg.norm(z - geo.Z[:, pos]) / math.sqrt(len(z)))
 
 # %% ../nbs/03_metrics.ipynb #5fb3f021
-def episode_metrics(g:Game, outcome:dict, geo:Geometry|None=None)->dict:
+def episode_metrics(g: Game, outcome: dict, geo: Geometry | None = None) -> dict:
     "SPEC §3 metrics of one episode from its outcome `{deal, walk, unanimous}`; pass `geo=solve(g)` to reuse it."
-    if geo is None: geo = solve(g)
-    else: check_geometry(g, geo)
+    if geo is None:
+        geo = solve(g)
+    else:
+        check_geometry(g, geo)
     d = outcome_deal(g, outcome)
     closed = d is not None
     tau = geo.tau
     if closed:
         pos = geo.position(d)
         u = geo.U[:, pos].copy()
-        if _bonus_paid(g, outcome, d): u[g.chair] += g.unanimity_bonus
+        if _bonus_paid(g, outcome, d):
+            u[g.chair] += g.unanimity_bonus
         z = (u - tau) / geo.c
-    else: u, z = tau.copy(), np.zeros(g.n)
+    else:
+        u, z = tau.copy(), np.zeros(g.n)
     acc = accepts(u, tau, g.strict)
     s = np.maximum(u - tau, 0) if closed else np.zeros(g.n)
     nnw = float(nnw_from_z(z[:, None])[0])
     ref = None if geo.nbs is None else float(geo.nnw[geo.nbs])
     tot = float(s.sum())
-    return dict(deal=closed, walk=bool(outcome.get("walk", False)), below_threshold=bool(closed and not acc.all()),
-                nnw=nnw, nnw_rel=(nnw / ref) if ref else None, worst_off_z=float(z.min()), mean_z=float(z.mean()),
-                gini=gini(s), max_share=float(s.max() / tot) if tot > 0 else None,
-                dist_nbs=_dist(z, geo, geo.nbs), dist_ks=_dist(z, geo, geo.ks),
-                z=[float(x) for x in z], u=[float(x) for x in u])
+    return dict(
+        deal=closed,
+        walk=bool(outcome.get("walk", False)),
+        below_threshold=bool(closed and not acc.all()),
+        nnw=nnw,
+        nnw_rel=(nnw / ref) if ref else None,
+        worst_off_z=float(z.min()),
+        mean_z=float(z.mean()),
+        gini=gini(s),
+        max_share=float(s.max() / tot) if tot > 0 else None,
+        dist_nbs=_dist(z, geo, geo.nbs),
+        dist_ks=_dist(z, geo, geo.ks),
+        z=[float(x) for x in z],
+        u=[float(x) for x in u],
+    )
 
 # %% ../nbs/03_metrics.ipynb #ab4bf573
-def _mean(vals)->tuple[float|None, int]:
+def _mean(vals) -> tuple[float | None, int]:
     xs = [float(v) for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return (float(np.mean(xs)) if xs else None), len(xs)
 
 # %% ../nbs/03_metrics.ipynb #3ec44bb5
-def closed_deals(rows:list[dict])->list[dict]:
+def closed_deals(rows: list[dict]) -> list[dict]:
     "The episodes that closed a deal."
     return [r for r in rows if r["deal"]]
 
 # %% ../nbs/03_metrics.ipynb #8be7016b
-def given_deal(rows:list[dict], with_counts:bool=False)->dict:
+def given_deal(rows: list[dict], with_counts: bool = False) -> dict:
     "Closure-conditional means `X_given_deal` over the closed deals, for every endpoint but `deal` and `walk`."
     closed = closed_deals(rows)
     res = {f"{k}_given_deal": _mean(r[k] for r in closed) for k in CLOSURE_CONDITIONAL}
     out = {k: v for k, (v, _) in res.items()}
-    if with_counts: out["counts"] = {k: c for k, (_, c) in res.items()}
+    if with_counts:
+        out["counts"] = {k: c for k, (_, c) in res.items()}
     return out
 
 # %% ../nbs/03_metrics.ipynb #f61c49de
-def summarize_metrics(rows:list[dict])->dict:
+def summarize_metrics(rows: list[dict]) -> dict:
     "Means of every endpoint over all episodes and `X_given_deal` means over closed deals, with counts."
     rows = list(rows)
     for j, r in enumerate(rows):
         missing = [k for k in METRIC_NAMES if k not in r]
-        if missing: raise ValueError(f"row {j} lacks {', '.join(missing)}: pass `episode_metrics` dicts")
-    out = dict(n_episodes=len(rows), n_deals=sum(bool(r["deal"]) for r in rows),
-               n_walks=sum(bool(r["walk"]) for r in rows))
+        if missing:
+            raise ValueError(f"row {j} lacks {', '.join(missing)}: pass `episode_metrics` dicts")
+    out = dict(
+        n_episodes=len(rows), n_deals=sum(bool(r["deal"]) for r in rows), n_walks=sum(bool(r["walk"]) for r in rows)
+    )
     counts = {}
-    for k in METRIC_NAMES: out[k], counts[k] = _mean(r[k] for r in rows)
+    for k in METRIC_NAMES:
+        out[k], counts[k] = _mean(r[k] for r in rows)
     gd = given_deal(rows, with_counts=True)
     counts.update(gd.pop("counts"))
     out.update(gd)

@@ -13,115 +13,147 @@ __all__ = ['PIN_THREADS', 'PINS', 'MODES', 'numpy_dispatch', 'numerics_mode', 'p
            'run_pinned', 'main', 'cpu_model', 'numerics_record', 'provenance']
 
 # %% ../nbs/01_numerics.ipynb #45f7a677
-PIN_THREADS = 2   # torch's and MKL's threads: fixed, so a parallel reduction splits the same way on every machine
+PIN_THREADS = 2  # torch's and MKL's threads: fixed, so a parallel reduction splits the same way on every machine
 
 PINS = {
-    "ATEN_CPU_CAPABILITY": "default",   # torch's kernels: the baseline build every x86-64 CPU runs
-    "MKL_CBWR": "COMPATIBLE,STRICT",    # MKL's SSE2 branch on Intel and AMD alike; its reductions in a fixed order
-    "ONEDNN_MAX_CPU_ISA": "SSE41",      # oneDNN's generated kernels: the lowest ISA it generates
-    "OPENBLAS_CORETYPE": "Katmai",      # numpy's OpenBLAS: its generic SSE kernels, whatever the CPU
+    "ATEN_CPU_CAPABILITY": "default",  # torch's kernels: the baseline build every x86-64 CPU runs
+    "MKL_CBWR": "COMPATIBLE,STRICT",  # MKL's SSE2 branch on Intel and AMD alike; its reductions in a fixed order
+    "ONEDNN_MAX_CPU_ISA": "SSE41",  # oneDNN's generated kernels: the lowest ISA it generates
+    "OPENBLAS_CORETYPE": "Katmai",  # numpy's OpenBLAS: its generic SSE kernels, whatever the CPU
     # glibc's libm: the generic exp, log, pow, sin, ..., not the FMA or AVX2 variants it picks on newer CPUs
     "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-FMA4",
-    "OMP_NUM_THREADS": str(PIN_THREADS), "MKL_NUM_THREADS": str(PIN_THREADS),
-    "OPENBLAS_NUM_THREADS": "1",        # numpy's products are small; one thread, one order
-    "OMP_DYNAMIC": "FALSE", "MKL_DYNAMIC": "FALSE",   # the thread counts as asked, never fewer
-    "OMP_WAIT_POLICY": "PASSIVE",       # speed only: OpenMP's spinning waits cost 10-30x on 2 shared cores
-    "PYTHONHASHSEED": "0",              # set iteration order
-    "TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1",   # the BPE trainer, single-threaded
+    "OMP_NUM_THREADS": str(PIN_THREADS),
+    "MKL_NUM_THREADS": str(PIN_THREADS),
+    "OPENBLAS_NUM_THREADS": "1",  # numpy's products are small; one thread, one order
+    "OMP_DYNAMIC": "FALSE",
+    "MKL_DYNAMIC": "FALSE",  # the thread counts as asked, never fewer
+    "OMP_WAIT_POLICY": "PASSIVE",  # speed only: OpenMP's spinning waits cost 10-30x on 2 shared cores
+    "PYTHONHASHSEED": "0",  # set iteration order
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAYON_NUM_THREADS": "1",  # the BPE trainer, single-threaded
 }
 
 # %% ../nbs/01_numerics.ipynb #6d09225c
 @functools.cache
-def numpy_dispatch()->str:
+def numpy_dispatch() -> str:
     "numpy's dispatchable SIMD features, space-separated: what `NPY_DISABLE_CPU_FEATURES` turns off."
     from numpy._core import _multiarray_umath as m
+
     return " ".join(m.__cpu_dispatch__)
 
 # %% ../nbs/01_numerics.ipynb #fd17e622
 MODES = ("pinned", "native")
 
-def numerics_mode(env=None)->str:
+
+def numerics_mode(env=None) -> str:
     "`pinned` (the default) or `native`, from `FAIRNEG_NUMERICS`; anything else is a `ValueError` naming it."
     m = (os.environ if env is None else env).get("FAIRNEG_NUMERICS", "pinned") or "pinned"
-    if m not in MODES: raise ValueError(f"FAIRNEG_NUMERICS must be pinned or native, got {m!r}")
+    if m not in MODES:
+        raise ValueError(f"FAIRNEG_NUMERICS must be pinned or native, got {m!r}")
     return m
 
 # %% ../nbs/01_numerics.ipynb #11d93d8d
-def pinned_env(env=None)->dict:
+def pinned_env(env=None) -> dict:
     "A copy of `env` (default: this process's) with every pin set."
     return {**(os.environ if env is None else env), **PINS, "NPY_DISABLE_CPU_FEATURES": numpy_dispatch()}
 
 # %% ../nbs/01_numerics.ipynb #70eb83d9
-def is_pinned(env=None)->bool:
+def is_pinned(env=None) -> bool:
     "Does `env` (default: this process's) hold every pin?"
     env = os.environ if env is None else env
     return all(env.get(k) == v for k, v in pinned_env({}).items())
 
 # %% ../nbs/01_numerics.ipynb #02951205
-def pin_process(argv:list|None=None, # the command line to run again (default: this process's, `sys.orig_argv`)
-               )->None:
+def pin_process(
+    argv: list | None = None,  # the command line to run again (default: this process's, `sys.orig_argv`)
+) -> None:
     "Make this process run pinned: re-execute it under `pinned_env()` unless it is pinned already or mode is native."
-    if numerics_mode() == "native" or is_pinned(): return
+    if numerics_mode() == "native" or is_pinned():
+        return
     if os.environ.get("FAIRNEG_PIN_EXEC"):
         raise RuntimeError("fairneg: the pinned environment did not hold after re-executing this command")
-    sys.stdout.flush(); sys.stderr.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
     argv = list(sys.orig_argv if argv is None else argv)
     os.execve(sys.executable, [sys.executable, *argv[1:]], {**pinned_env(), "FAIRNEG_PIN_EXEC": "1"})
 
 # %% ../nbs/01_numerics.ipynb #8fdd8149
-def run_pinned(cmd:list, # the command line
-               **kw, # passed to `subprocess.run` (an `env` given is pinned too)
-              )->subprocess.CompletedProcess:
+def run_pinned(
+    cmd: list,  # the command line
+    **kw,  # passed to `subprocess.run` (an `env` given is pinned too)
+) -> subprocess.CompletedProcess:
     "`subprocess.run(cmd)` under the pinned environment (native mode: the environment as it is)."
     env = kw.pop("env", None) or dict(os.environ)
     return subprocess.run(cmd, env=env if numerics_mode(env) == "native" else pinned_env(env), **kw)
 
 # %% ../nbs/01_numerics.ipynb #d0ca6439
-def main(argv:list|None=None)->int:
+def main(argv: list | None = None) -> int:
     "`python -m fairneg.numerics [COMMAND ...]`: run COMMAND pinned (replacing this process), or print the record."
     import json
+
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(json.dumps(provenance(), indent=1))
         return 0
-    sys.stdout.flush(); sys.stderr.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
     env = dict(os.environ) if numerics_mode() == "native" else pinned_env()
-    try: os.execvpe(argv[0], argv, env)
-    except OSError as e: print(f"error: {argv[0]}: {e.strerror}", file=sys.stderr); return 2
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as e:
+        print(f"error: {argv[0]}: {e.strerror}", file=sys.stderr)
+        return 2
 
 # %% ../nbs/01_numerics.ipynb #5403789a
-def cpu_model()->str:
+def cpu_model() -> str:
     "The CPU's model name (Linux: /proc/cpuinfo), else the platform's processor string."
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"): return line.split(":", 1)[1].strip()
-    except OSError: pass
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
     return platform.processor() or platform.machine()
 
 # %% ../nbs/01_numerics.ipynb #83eaf9f5
-def _torch_reading()->dict:
+def _torch_reading() -> dict:
     "torch's kernel level and threads, where torch is loaded (never loaded for this)."
     torch = sys.modules.get("torch")
-    if torch is None: return {}
+    if torch is None:
+        return {}
     return dict(torch_capability=torch.backends.cpu.get_cpu_capability(), torch_threads=torch.get_num_threads())
 
-def _blas_reading()->list:
+
+def _blas_reading() -> list:
     "Each loaded BLAS library: its API, implementation, kernel set and threads (threadpoolctl)."
     from threadpoolctl import threadpool_info
-    return [{k: i.get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
-            for i in threadpool_info() if i.get("user_api") == "blas"]
 
-def numerics_record()->dict:
+    return [
+        {k: i.get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+
+
+def numerics_record() -> dict:
     "How this process computes: mode, whether pinned (else the pins that differ), CPU, torch's kernels, BLAS paths."
     miss = {k: os.environ.get(k) for k, v in pinned_env({}).items() if os.environ.get(k) != v}
-    return dict(mode=numerics_mode(), pinned=not miss, unpinned=miss or None, cpu=cpu_model(),
-                machine=platform.machine(), python=platform.python_version(), **_torch_reading(),
-                blas=_blas_reading())
+    return dict(
+        mode=numerics_mode(),
+        pinned=not miss,
+        unpinned=miss or None,
+        cpu=cpu_model(),
+        machine=platform.machine(),
+        python=platform.python_version(),
+        **_torch_reading(),
+        blas=_blas_reading(),
+    )
 
 # %% ../nbs/01_numerics.ipynb #e13019a9
-def provenance()->dict:
+def provenance() -> dict:
     "What a run records about how it computed: the lock (`lock_record`) and the numerics (`numerics_record`)."
     return dict(lock=lock_record(), numerics=numerics_record())
 
 # %% ../nbs/01_numerics.ipynb #a7ce78dd
-if __name__ == "__main__" and "ipykernel" not in sys.modules: sys.exit(main())
+if __name__ == "__main__" and "ipykernel" not in sys.modules:
+    sys.exit(main())

@@ -11,13 +11,13 @@ import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
 from .reward import EPS, g_smooth, table_reward
-from .protocol import (Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point,
-                              game_sha, check_poolable, PoolingError,
-                              DecisionPoint, Offer, field_names, read_decision_point, version_context)
+from .protocol import Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point
+from .protocol import game_sha, check_poolable, PoolingError, DecisionPoint, Offer, field_names
+from .protocol import read_decision_point, version_context
 from .protocol import row_decision_point
 from .prompts import render_prompt, render_conversation
-from .agents import (get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief,
-                            rational_rule, label_index)
+from .agents import get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief
+from .agents import rational_rule, label_index
 from .rollout import view_ref, llm_seats
 from .llm import chat_text
 from .bank import bank_games
@@ -44,21 +44,22 @@ class ReplayError(RuntimeError):
 class PackageError(ValueError):
     "Logged episodes or rows that cannot be annotated or packaged as they are (duplicates, another schema)."
 
-from .agents import _LRU   # the agents' small least-recently-used cache
+
+from .agents import _LRU  # the agents' small least-recently-used cache
 
 _GAMES = _LRU(256)
 
 # %% ../nbs/13_pairs.ipynb #2173b426
-def line_game(line:dict)->Game:
+def line_game(line: dict) -> Game:
     "The game of a `states.jsonl` line (built once per game fingerprint)."
     st = line["state"]
     return _GAMES.get_or(st["game_sha"], lambda: game_from_dict(st["game"], f"state of {st['episode_id']}"))
 
 # %% ../nbs/13_pairs.ipynb #f9168861
-def read_states(paths)->list:
+def read_states(paths) -> list:
     "`states.jsonl` lines from cell folders or files, sorted by (instance_id, episode_seed, episode_id)."
     lines = []
-    for p in ([paths] if isinstance(paths, (str, Path)) else paths):
+    for p in [paths] if isinstance(paths, (str, Path)) else paths:
         p = Path(p)
         f = p / STATES if p.is_dir() else p
         if not f.is_file():
@@ -67,60 +68,78 @@ def read_states(paths)->list:
     return sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
 
 # %% ../nbs/13_pairs.ipynb #d92c65fe
-def replay_answer(t:dict):
+def replay_answer(t: dict):
     "What `apply_action` needs to replay a logged turn: its parsed action, message and scratchpad, else its raw text."
     if t["action"] is not None:
         return {"action": t["action"], "message": t["message"], "scratchpad": t.get("scratchpad")}
     return t["raw"]
 
+
 _SAME = ("seat", "phase", "round", "legality", "applied", "forced_pass")
 
 # %% ../nbs/13_pairs.ipynb #d1eab8ae
-def replay(line:dict, # a `states.jsonl` line
-           seats=None, # the seats whose decision points to return (default: the line's LLM seats)
-          )->list:
+def replay(
+    line: dict,  # a `states.jsonl` line
+    seats=None,  # the seats whose decision points to return (default: the line's LLM seats)
+) -> list:
     "`(turn record, decision point)` for every logged turn of `seats`, rebuilt by replaying the episode."
     st, g = line["state"], line_game(line)
     proto = Protocol(**st["protocol"])
     want = set(line.get("llm_seats", llm_seats(line["seats"])) if seats is None else seats)
-    s = new_episode(g, st["seed"], info_mode=st["info_mode"], max_turns=deadline_turns(proto.kind, proto.max_turns),
-                    episode_id=st["episode_id"])
+    s = new_episode(
+        g,
+        st["seed"],
+        info_mode=st["info_mode"],
+        max_turns=deadline_turns(proto.kind, proto.max_turns),
+        episode_id=st["episode_id"],
+    )
     s.protocol = proto
     out = []
     for t in st["turns"]:
         dp = decision_point(s, t["seat"]) if t["seat"] in want else None
         rec = apply_action(s, t["seat"], replay_answer(t))
         bad = [k for k in _SAME if rec[k] != t[k]]
-        if bad: raise ReplayError(f"{st['episode_id']} turn {t['turn_idx']}: replay differs in {', '.join(bad)} "
-                                  f"(logged {[t[k] for k in bad]}, replayed {[rec[k] for k in bad]})")
-        if dp is not None: out.append((t, dp))
-    if s.result != st["result"]: raise ReplayError(f"{st['episode_id']}: replay ends {s.result}, logged {st['result']}")
+        if bad:
+            raise ReplayError(
+                f"{st['episode_id']} turn {t['turn_idx']}: replay differs in {', '.join(bad)} "
+                f"(logged {[t[k] for k in bad]}, replayed {[rec[k] for k in bad]})"
+            )
+        if dp is not None:
+            out.append((t, dp))
+    if s.result != st["result"]:
+        raise ReplayError(f"{st['episode_id']}: replay ends {s.result}, logged {st['result']}")
     return out
 
 # %% ../nbs/13_pairs.ipynb #4b999c1c
 ACTION_FIELDS = ("atype", "offer_id", "deal", "vote")
 
-def structured(a:dict|None)->dict|None:
+
+def structured(a: dict | None) -> dict | None:
     "An action as the four structured fields (None stays None)."
     return None if a is None else {k: a.get(k) for k in ACTION_FIELDS}
 
 # %% ../nbs/13_pairs.ipynb #3ee5c28f
-def rejected_action(t:dict)->dict|None:
+def rejected_action(t: dict) -> dict | None:
     "The LLM's action at a logged turn: as applied when legal, as written when not, None when it did not parse."
-    if t["legality"] != "ok": return structured(t["action"])
+    if t["legality"] != "ok":
+        return structured(t["action"])
     a = structured(t["applied"])
     if a["atype"] in ("propose", "demand"):
-        a["offer_id"] = None   # the id the engine gave the new offer is not part of the answer
+        a["offer_id"] = None  # the id the engine gave the new offer is not part of the answer
     return a
 
 # %% ../nbs/13_pairs.ipynb #855a4579
-def action_key(a:dict|None)->tuple|None:
+def action_key(a: dict | None) -> tuple | None:
     "What identifies an action: atype plus deal, offer, or ballot and vote."
-    if a is None: return None
+    if a is None:
+        return None
     at = a.get("atype")
-    if at in ("propose", "demand"): return (at, deal_key(a.get("deal")))
-    if at == "accept": return (at, a.get("offer_id"))
-    if at == "vote": return (at, a.get("offer_id"), a.get("vote"))
+    if at in ("propose", "demand"):
+        return (at, deal_key(a.get("deal")))
+    if at == "accept":
+        return (at, a.get("offer_id"))
+    if at == "vote":
+        return (at, a.get("offer_id"), a.get("vote"))
     return (at,)
 
 # %% ../nbs/13_pairs.ipynb #b37758fe
@@ -128,10 +147,11 @@ def _offer_deal(dp, oid):
     return next((o.deal for o in dp.offers if o.offer_id == oid), None)
 
 # %% ../nbs/13_pairs.ipynb #c2949dcc
-def endorsed_deal(a:dict, dp:DecisionPoint)->tuple:
+def endorsed_deal(a: dict, dp: DecisionPoint) -> tuple:
     "`(deal label or None, basis)`: the deal an action endorses at a decision point (basis None: no price)."
     at = a.get("atype")
-    if at == "propose": return a.get("deal"), "proposed"
+    if at == "propose":
+        return a.get("deal"), "proposed"
     if at == "accept":
         oid = a.get("offer_id") or (dp.offers[-1].offer_id if dp.phase == "respond" and dp.offers else None)
         d = _offer_deal(dp, oid)
@@ -141,13 +161,15 @@ def endorsed_deal(a:dict, dp:DecisionPoint)->tuple:
     if at == "pass":
         sid = dp.standing_offer_id
         return (_offer_deal(dp, sid), "standing") if sid else (None, "no_deal")
-    if at in ("walk", "reject"): return None, "no_deal"
+    if at in ("walk", "reject"):
+        return None, "no_deal"
     return None, None
 
 # %% ../nbs/13_pairs.ipynb #81279215
 class TableValues:
     "The true `nnw` of every deal of a game (row-major deal index), the table optimum, and any deal's per-party `z`."
-    def __init__(self, g:Game):
+
+    def __init__(self, g: Game):
         geo = solve(g)
         self.n_options = tuple(g.n_options)
         self.nnw = np.zeros(g.n_deals)
@@ -155,51 +177,60 @@ class TableValues:
         self.optimum = float(geo.nnw[geo.passable].max()) if geo.passable.any() else 0.0
         self.scores, self.tau = g.scores, np.asarray(g.thresholds, float)
         self.span = np.asarray(g.ideal, float) - self.tau
-    def value(self, label:str|None)->float:
+
+    def value(self, label: str | None) -> float:
         "`nnw` of a deal label (0 for no deal)."
         return 0.0 if label is None else float(self.nnw[label_index(label, self.n_options)])
-    def z(self, label:str|None)->list:
+
+    def z(self, label: str | None) -> list:
         "Every party's true normalized surplus `z` of a deal label (no deal: all 0)."
-        if label is None: return [0.0] * len(self.tau)
+        if label is None:
+            return [0.0] * len(self.tau)
         opts = label_options(label)
         u = np.array([sum(sheet[k][o] for k, o in opts) for sheet in self.scores], float)
         return ((u - self.tau) / self.span).tolist()
 
+
 _VALUES = _LRU(256)
 
 # %% ../nbs/13_pairs.ipynb #48121f4e
-def table_values(g:Game, key:str|None=None)->TableValues:
+def table_values(g: Game, key: str | None = None) -> TableValues:
     "`TableValues` of a game, cached by fingerprint."
     return _VALUES.get_or(key or game_sha(g), lambda: TableValues(g))
 
 # %% ../nbs/13_pairs.ipynb #f141fc3c
-def action_value(a:dict|None, dp:DecisionPoint, vals:TableValues)->float|None:
+def action_value(a: dict | None, dp: DecisionPoint, vals: TableValues) -> float | None:
     "The full-information table value of an action (see the table above); None when it has no price."
-    if a is None: return None
+    if a is None:
+        return None
     label, basis = endorsed_deal(a, dp)
     return None if basis is None else vals.value(label)
 
 # %% ../nbs/13_pairs.ipynb #9b199860
-def action_z(a:dict|None, dp:DecisionPoint, vals:TableValues)->list|None:
+def action_z(a: dict | None, dp: DecisionPoint, vals: TableValues) -> list | None:
     "Every party's true `z` of the deal an action endorses (no deal: all 0); None when it has no price."
-    if a is None: return None
+    if a is None:
+        return None
     label, basis = endorsed_deal(a, dp)
     return None if basis is None else vals.z(label)
 
 # %% ../nbs/13_pairs.ipynb #53109fc9
 _AGENTS = {}
 
-def _agent(name:str, prior_seed:int=0):
+
+def _agent(name: str, prior_seed: int = 0):
     k = (name, prior_seed)
-    if k not in _AGENTS: _AGENTS[k] = get_agent(name, prior_seed)
+    if k not in _AGENTS:
+        _AGENTS[k] = get_agent(name, prior_seed)
     return _AGENTS[k]
 
 # %% ../nbs/13_pairs.ipynb #af8c6752
-def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that must act
-                           game:Game, # its game (the leaky types read every sheet)
-                           types=COUNTERFACTUAL_TYPES, # counterfactual types (agent names)
-                           prior_seed:int=0, # prior seed of the private agents
-                          )->dict:
+def counterfactual_actions(
+    dp: DecisionPoint,  # a decision point of a seat that must act
+    game: Game,  # its game (the leaky types read every sheet)
+    types=COUNTERFACTUAL_TYPES,  # counterfactual types (agent names)
+    prior_seed: int = 0,  # prior seed of the private agents
+) -> dict:
     "type -> the action that agent takes at `dp` (beliefs shared between types with the same information)."
     out, bel = {}, {}
     for name in types:
@@ -209,38 +240,86 @@ def counterfactual_actions(dp:DecisionPoint, # a decision point of a seat that m
             continue
         leaky = ag.information_leaky
         if leaky not in bel:
-            strict = game.strict if leaky else False   # a decision point does not carry the game's acceptance rule
+            strict = game.strict if leaky else False  # a decision point does not carry the game's acceptance rule
             own = own_view(dp, strict)
             sha = dp.game_ref["game_sha"]
-            if leaky: b = truth_belief(own, game.scores, game.thresholds, sha)
-            elif dp.sheets is not None: b = truth_belief(own, dp.sheets, dp.thresholds, sha)
+            if leaky:
+                b = truth_belief(own, game.scores, game.thresholds, sha)
+            elif dp.sheets is not None:
+                b = truth_belief(own, dp.sheets, dp.thresholds, sha)
             else:
-                need_r = any(_agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky
-                             for t in types)
+                need_r = any(
+                    _agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky
+                    for t in types
+                )
                 b = private_belief(dp, own, prior_seed, need_r)
             bel[leaky] = (own, b)
         own, b = bel[leaky]
         a, _ = rational_rule(dp, own, b, ag.objective)
-        if a["atype"] not in dp.legal: raise RuntimeError(f"{name} chose `{a['atype']}`, not legal in phase {dp.phase}")
+        if a["atype"] not in dp.legal:
+            raise RuntimeError(f"{name} chose `{a['atype']}`, not legal in phase {dp.phase}")
         out[name] = a
     return out
 
 # %% ../nbs/13_pairs.ipynb #c400316d
 STATE_FIELDS = ("issues", "own_sheet", "offers", "standing_offer_id", "round", "min_accept", "deadline", "n_parties")
-VIEW_FIELDS = ("party", "role", "parties", "roles", "own_threshold", "sheets", "thresholds", "veto", "pie",
-               "active", "ballot",
-               "history", "legal", "acceptable", "retry_error", "protocol", "info_mode", "game_ref", "has_prose")
-ID_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id", "episode_seed",
-             "seat", "phase",
-             "policy", "model_thinking", "truncated", "protocol_version", "turn_token_budget")
-PAIR_FIELDS = ("rejected_action", "rejected_legality", "chosen_action", "diverges", "information_leaky", "objective",
-               "counterfactual_value", "rejected_value", "table_optimum", "chosen_z", "rejected_z", "view_ref")
+VIEW_FIELDS = (
+    "party",
+    "role",
+    "parties",
+    "roles",
+    "own_threshold",
+    "sheets",
+    "thresholds",
+    "veto",
+    "pie",
+    "active",
+    "ballot",
+    "history",
+    "legal",
+    "acceptable",
+    "retry_error",
+    "protocol",
+    "info_mode",
+    "game_ref",
+    "has_prose",
+)
+ID_FIELDS = (
+    "experiment_name",
+    "episode_id",
+    "turn_idx",
+    "counterfactual_type",
+    "instance_id",
+    "episode_seed",
+    "seat",
+    "phase",
+    "policy",
+    "model_thinking",
+    "truncated",
+    "protocol_version",
+    "turn_token_budget",
+)
+PAIR_FIELDS = (
+    "rejected_action",
+    "rejected_legality",
+    "chosen_action",
+    "diverges",
+    "information_leaky",
+    "objective",
+    "counterfactual_value",
+    "rejected_value",
+    "table_optimum",
+    "chosen_z",
+    "rejected_z",
+    "view_ref",
+)
 ROW_FIELDS = ID_FIELDS + PAIR_FIELDS + STATE_FIELDS + VIEW_FIELDS
 _EVENT_KEYS = ("round", "seat", "atype", "offer_id", "deal", "vote", "message", "forced")
 # a row's ids a decision point holds
 DP_ROW_IDS = ("instance_id", "episode_id", "episode_seed", "seat", "phase", "protocol_version", "turn_token_budget")
 
-def state_fields(dp:DecisionPoint)->dict:
+
+def state_fields(dp: DecisionPoint) -> dict:
     "The state-complete fields of a decision point (history events and offers with fixed keys, for columnar files)."
     d = {k: getattr(dp, k) for k in STATE_FIELDS + VIEW_FIELDS}
     d["offers"] = [o.to_dict() for o in dp.offers]
@@ -248,37 +327,50 @@ def state_fields(dp:DecisionPoint)->dict:
     return d
 
 # %% ../nbs/13_pairs.ipynb #60363462
-def _dump(r:dict)->str: return json.dumps(r, ensure_ascii=False, separators=(",", ":"))
+def _dump(r: dict) -> str:
+    return json.dumps(r, ensure_ascii=False, separators=(",", ":"))
 
 # %% ../nbs/13_pairs.ipynb #a733f178
-def _framing(ref:str|None)->str: return ref.split(":", 1)[0] if ref and ":" in ref else "table"
+def _framing(ref: str | None) -> str:
+    return ref.split(":", 1)[0] if ref and ":" in ref else "table"
 
 # %% ../nbs/13_pairs.ipynb #adba416d
-def _row_ids(line:dict, t:dict, thinking, extras:dict, cap)->dict:
+def _row_ids(line: dict, t: dict, thinking, extras: dict, cap) -> dict:
     "A row's ids: episode, turn, the seat's policy, and the turn-token budget that applied (the cell's cap if lower)."
     budget = t["turn_token_budget"] if not cap else min(t["turn_token_budget"], cap)
-    return dict(experiment_name=line["experiment_name"], episode_id=line["episode_id"], turn_idx=t["turn_idx"],
-                instance_id=line["instance_id"], episode_seed=line["episode_seed"], seat=t["seat"], phase=t["phase"],
-                policy=line["seats"][t["seat"]], model_thinking=thinking,
-                truncated=extras.get(t["turn_idx"], {}).get("truncated"), protocol_version=t["protocol_version"],
-                turn_token_budget=budget)
+    return dict(
+        experiment_name=line["experiment_name"],
+        episode_id=line["episode_id"],
+        turn_idx=t["turn_idx"],
+        instance_id=line["instance_id"],
+        episode_seed=line["episode_seed"],
+        seat=t["seat"],
+        phase=t["phase"],
+        policy=line["seats"][t["seat"]],
+        model_thinking=thinking,
+        truncated=extras.get(t["turn_idx"], {}).get("truncated"),
+        protocol_version=t["protocol_version"],
+        turn_token_budget=budget,
+    )
 
 # %% ../nbs/13_pairs.ipynb #27cdb2aa
-def _turn_view(dp:DecisionPoint, t:dict, framing:str, g, chats:dict|None)->list:
+def _turn_view(dp: DecisionPoint, t: dict, framing: str, g, chats: dict | None) -> list:
     "The seat's prompt: its decision point rendered or, with `chats`, its chat so far (which then grows by its answer)."
-    if chats is None: return render_prompt(dp, framing, g)
+    if chats is None:
+        return render_prompt(dp, framing, g)
     view = render_conversation(dp, framing, g, chats.get(t["seat"]))
     chats[t["seat"]] = view + [{"role": "assistant", "content": t["raw"] or ""}]
     return view
 
 # %% ../nbs/13_pairs.ipynb #16f9617b
-def annotate_line(line:dict, # a `states.jsonl` line
-                  types=COUNTERFACTUAL_TYPES, # counterfactual types
-                  include_views:bool=False, # embed the rendered prompt messages as `view`
-                  stats:Counter|None=None, # counters to update (decision points, view mismatches)
-                  limit:int|None=None, # score only the first `limit` LLM decision points (the whole episode replayed)
-                  as_json:bool=False, # return JSON lines (the shared state fields serialized once per decision point)
-                 )->list:
+def annotate_line(
+    line: dict,  # a `states.jsonl` line
+    types=COUNTERFACTUAL_TYPES,  # counterfactual types
+    include_views: bool = False,  # embed the rendered prompt messages as `view`
+    stats: Counter | None = None,  # counters to update (decision points, view mismatches)
+    limit: int | None = None,  # score only the first `limit` LLM decision points (the whole episode replayed)
+    as_json: bool = False,  # return JSON lines (the shared state fields serialized once per decision point)
+) -> list:
     "The rows of one logged episode: one per (LLM turn, counterfactual type)."
     g = line_game(line)
     vals = table_values(g, line["state"]["game_sha"])
@@ -288,7 +380,7 @@ def annotate_line(line:dict, # a `states.jsonl` line
     leak = {t: _agent(t).information_leaky for t in types}
     obj = {t: _agent(t).objective for t in types}
     conv = version_context(line["protocol_version"]) == "conversation"
-    chats = {} if conv else None    # a conversation: each seat's chat so far
+    chats = {} if conv else None  # a conversation: each seat's chat so far
     rows = []
     for t, dp in replay(line)[:limit]:
         rej = rejected_action(t)
@@ -303,95 +395,123 @@ def annotate_line(line:dict, # a `states.jsonl` line
             stats["view_mismatch"] += bool(logged and logged != ref)
             stats["views_logged"] += bool(logged)
         head = _row_ids(line, t, thinking, extras, cap)
-        base = dict(rejected_action=rej, rejected_legality=t["legality"], rejected_value=rval,
-                    rejected_z=action_z(rej, dp, vals) if t["legality"] == "ok" else None, table_optimum=vals.optimum,
-                    view_ref=logged or ref, **state_fields(dp))
-        if include_views or conv: base["view"] = view           # a conversation's prompt is not rebuilt from its state
+        base = dict(
+            rejected_action=rej,
+            rejected_legality=t["legality"],
+            rejected_value=rval,
+            rejected_z=action_z(rej, dp, vals) if t["legality"] == "ok" else None,
+            table_optimum=vals.optimum,
+            view_ref=logged or ref,
+            **state_fields(dp),
+        )
+        if include_views or conv:
+            base["view"] = view  # a conversation's prompt is not rebuilt from its state
         tail = "," + _dump(base)[1:] if as_json else None
         for ty in types:
             c = structured(chosen[ty])
-            r = dict(head, counterfactual_type=ty, chosen_action=c, diverges=None
-                     if rej is None else action_key(c) != rk,
-                     information_leaky=leak[ty], objective=obj[ty], counterfactual_value=action_value(c, dp, vals),
-                     chosen_z=action_z(c, dp, vals))
+            r = dict(
+                head,
+                counterfactual_type=ty,
+                chosen_action=c,
+                diverges=None if rej is None else action_key(c) != rk,
+                information_leaky=leak[ty],
+                objective=obj[ty],
+                counterfactual_value=action_value(c, dp, vals),
+                chosen_z=action_z(c, dp, vals),
+            )
             rows.append(_dump(r)[:-1] + tail if as_json else dict(r, **base))
     return rows
 
 # %% ../nbs/13_pairs.ipynb #c42e65e8
 _WORK = {}
 
-def _annotate_chunk(args)->tuple:
+
+def _annotate_chunk(args) -> tuple:
     i, lo, hi, part = args
     lines, types, views, limits = _WORK["lines"], _WORK["types"], _WORK["views"], _WORK["limits"]
     st, n, cpu = Counter(), 0, time.process_time()
     with open(part, "w") as f:
         for j in range(lo, hi):
             js = annotate_line(lines[j], types, views, st, limits.get(j), as_json=True)
-            if js: f.write("\n".join(js) + "\n"); n += len(js)
+            if js:
+                f.write("\n".join(js) + "\n")
+                n += len(js)
     st["cpu_ms"] += round((time.process_time() - cpu) * 1e3)
     return i, n, dict(st)
 
 # %% ../nbs/13_pairs.ipynb #40405c86
-def _llm_turns(line)->int:
+def _llm_turns(line) -> int:
     llm = set(line.get("llm_seats", llm_seats(line["seats"])))
     return sum(t["seat"] in llm for t in line["state"]["turns"])
 
 # %% ../nbs/13_pairs.ipynb #c8f6d498
-def _cap_points(lines:list, max_points:int|None)->tuple:
+def _cap_points(lines: list, max_points: int | None) -> tuple:
     "Episodes holding the first `max_points` LLM decision points, and the last one's limit: `(lines, {index: limit})`."
     limits = {}
-    if max_points is None: return lines, limits
+    if max_points is None:
+        return lines, limits
     keep, n = [], 0
     for l in lines:
-        if n >= max_points: break
+        if n >= max_points:
+            break
         keep.append(l)
         k = _llm_turns(l)
-        if n + k > max_points: limits[len(keep) - 1] = max_points - n
+        if n + k > max_points:
+            limits[len(keep) - 1] = max_points - n
         n += k
     return keep, limits
 
 # %% ../nbs/13_pairs.ipynb #4e86faa1
-def _annotate_to_file(lines:list, types, include_views:bool, limits:dict, out, workers:int, st:Counter)->int:
+def _annotate_to_file(lines: list, types, include_views: bool, limits: dict, out, workers: int, st: Counter) -> int:
     "Annotate contiguous chunks (forked workers if asked); append their rows to `out` in order; return the row count."
     out = writable_file(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     n, cost = len(lines), np.cumsum([_llm_turns(l) for l in lines])
-    k = max(1, min(n, workers * 4))   # contiguous chunks of about equal numbers of decision points
+    k = max(1, min(n, workers * 4))  # contiguous chunks of about equal numbers of decision points
     cuts = sorted({0, n, *(int(np.searchsorted(cost, cost[-1] * j / k, side="right")) for j in range(1, k) if n)})
     jobs = [(i, lo, hi, f"{out}.part{i}") for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])) if hi > lo]
     _WORK.update(lines=lines, types=tuple(types), views=include_views, limits=limits)
     try:
         if workers > 1 and len(jobs) > 1:
             import multiprocessing as mp
-            with mp.get_context("fork").Pool(workers) as pool: done = pool.map(_annotate_chunk, jobs, chunksize=1)
-        else: done = [_annotate_chunk(j) for j in jobs]
-    finally: _WORK.clear()
+
+            with mp.get_context("fork").Pool(workers) as pool:
+                done = pool.map(_annotate_chunk, jobs, chunksize=1)
+        else:
+            done = [_annotate_chunk(j) for j in jobs]
+    finally:
+        _WORK.clear()
     n = 0
     with open(out, "a") as f:
         for (i, ni, s), (_, _, _, part) in zip(sorted(done), jobs):
             n += ni
             st.update(s)
-            with open(part) as p: f.write(p.read())
+            with open(part) as p:
+                f.write(p.read())
             os.remove(part)
     return n
 
 # %% ../nbs/13_pairs.ipynb #4cc0333c
-def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
-             types=COUNTERFACTUAL_TYPES, # counterfactual types
-             include_views:bool=False, # embed the rendered prompts
-             out=None, # a JSON Lines file to append the rows to (None: return them)
-             workers:int=1, # processes (forked)
-             max_points:int|None=None, # stop after this many decision points (pipeline gate or benchmark, not a sample)
-            )->dict:
+def annotate(
+    lines: list,  # `states.jsonl` lines (see `read_states`)
+    types=COUNTERFACTUAL_TYPES,  # counterfactual types
+    include_views: bool = False,  # embed the rendered prompts
+    out=None,  # a JSON Lines file to append the rows to (None: return them)
+    workers: int = 1,  # processes (forked)
+    max_points: int | None = None,  # stop after this many decision points (pipeline gate or benchmark, not a sample)
+) -> dict:
     "Annotate logged episodes: `{rows (when out is None), n_rows, decision_points, view_mismatch, seconds}`."
     lines = sorted(lines, key=lambda l: (l["instance_id"], l["episode_seed"], l["episode_id"]))
     dup = [k for k, c in Counter(l["episode_id"] for l in lines).items() if c > 1]
     if dup:
-        raise PackageError(f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` "
-                           "merges chunks and refuses duplicates")
+        raise PackageError(
+            f"{len(dup)} episodes are logged more than once (e.g. {dup[0]}); `fairneg play merge` "
+            "merges chunks and refuses duplicates"
+        )
     lines, limits = _cap_points(lines, max_points)
     bad = [t for t in types if t not in COUNTERFACTUAL_TYPES]
-    if bad: raise BadValue(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
+    if bad:
+        raise BadValue(f"unknown counterfactual type {', '.join(bad)} (known: {', '.join(COUNTERFACTUAL_TYPES)})")
     t0, st = time.perf_counter(), Counter()
     if out is None and workers <= 1:
         rows = [r for j, l in enumerate(lines) for r in annotate_line(l, types, include_views, st, limits.get(j))]
@@ -399,18 +519,23 @@ def annotate(lines:list, # `states.jsonl` lines (see `read_states`)
     return dict(n_rows=_annotate_to_file(lines, types, include_views, limits, out, workers, st), **_report(st, t0))
 
 # %% ../nbs/13_pairs.ipynb #67c860d7
-def _report(st:Counter, t0:float)->dict:
-    return dict(decision_points=st["decision_points"], views_logged=st["views_logged"],
-                view_mismatch=st["view_mismatch"],
-                seconds=time.perf_counter() - t0, worker_cpu_seconds=st["cpu_ms"] / 1e3 if "cpu_ms" in st else None)
+def _report(st: Counter, t0: float) -> dict:
+    return dict(
+        decision_points=st["decision_points"],
+        views_logged=st["views_logged"],
+        view_mismatch=st["view_mismatch"],
+        seconds=time.perf_counter() - t0,
+        worker_cpu_seconds=st["cpu_ms"] / 1e3 if "cpu_ms" in st else None,
+    )
 
 # %% ../nbs/13_pairs.ipynb #105c5401
 def _frame(rows):
     import pandas as pd
+
     return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
 
 # %% ../nbs/13_pairs.ipynb #b80e1cf8
-def divergence_table(rows, by=("experiment_name", "counterfactual_type"), override:bool=False):
+def divergence_table(rows, by=("experiment_name", "counterfactual_type"), override: bool = False):
     "Per group: rows, excluded non-action rows, action rows, divergent rows, divergence rate (divergent / action rows)."
     df = _frame(rows)
     by = list(by)
@@ -419,41 +544,59 @@ def divergence_table(rows, by=("experiment_name", "counterfactual_type"), overri
         check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]], override)
         act = grp["rejected_action"].notna()
         dv = int(grp.loc[act, "diverges"].astype(bool).sum())
-        out.append(dict(zip(by, key if isinstance(key, tuple) else (key,)), rows=len(grp), non_action=int((~act).sum()),
-                        action_rows=int(act.sum()), divergent=dv, divergence_rate=dv / act.sum()
-                        if act.sum() else float("nan")))
+        out.append(
+            dict(
+                zip(by, key if isinstance(key, tuple) else (key,)),
+                rows=len(grp),
+                non_action=int((~act).sum()),
+                action_rows=int(act.sum()),
+                divergent=dv,
+                divergence_rate=dv / act.sum() if act.sum() else float("nan"),
+            )
+        )
     import pandas as pd
+
     return pd.DataFrame(out)
 
 # %% ../nbs/13_pairs.ipynb #87d4ed9f
-def row_conventions(rows, best_response:str="rational_private", override:bool=False):
+def row_conventions(rows, best_response: str = "rational_private", override: bool = False):
     "Per experiment: decision points, rows, scored best-response turns and divergence pairs (the p4_pairs count)."
     import pandas as pd
+
     df = _frame(rows)
     out = []
     for name, grp in df.groupby("experiment_name", sort=True):
         check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]], override)
         br = grp[(grp["counterfactual_type"] == best_response) & (grp["rejected_legality"] == "ok")]
         pairs = int(br["diverges"].astype(bool).sum())
-        out.append(dict(experiment_name=name,
-                        decision_points=grp[["episode_id", "turn_idx"]].drop_duplicates().shape[0],
-                        rows=len(grp), scored_turns=len(br), divergence_pairs=pairs,
-                        pair_rate=pairs / len(br) if len(br) else float("nan")))
+        out.append(
+            dict(
+                experiment_name=name,
+                decision_points=grp[["episode_id", "turn_idx"]].drop_duplicates().shape[0],
+                rows=len(grp),
+                scored_turns=len(br),
+                divergence_pairs=pairs,
+                pair_rate=pairs / len(br) if len(br) else float("nan"),
+            )
+        )
     return pd.DataFrame(out)
 
 # %% ../nbs/13_pairs.ipynb #7e19a0f6
-def own_value(a:dict|None, dp:DecisionPoint)->float|None:
+def own_value(a: dict | None, dp: DecisionPoint) -> float | None:
     "The acting seat's true normalized surplus `z` of the deal an action endorses (no deal: 0; None: no price)."
-    if a is None: return None
+    if a is None:
+        return None
     label, basis = endorsed_deal(a, dp)
-    if basis is None: return None
-    if label is None: return 0.0
+    if basis is None:
+        return None
+    if label is None:
+        return 0.0
     sheet, tau = dp.own_sheet, float(dp.own_threshold)
     u = sum(sheet[k][o] for k, o in label_options(label))
     return (u - tau) / (sum(map(max, sheet)) - tau)
 
 # %% ../nbs/13_pairs.ipynb #0ec0f0f4
-def regret(row:dict)->float|None:
+def regret(row: dict) -> float | None:
     "How much better the chosen action is than the LLM's on the type's own objective, on the truth."
     if row["objective"] == "table":
         c, r = row["counterfactual_value"], row["rejected_value"]
@@ -467,19 +610,23 @@ class DPOError(ValueError):
     "A DPO export that the defaults refuse."
 
 # %% ../nbs/13_pairs.ipynb #2dae4257
-def _has_z(row:dict)->bool:
+def _has_z(row: dict) -> bool:
     "Can `regret_g` price the row? Own-objective rows always; table rows once annotated with `chosen_z`/`rejected_z`."
     return row["objective"] != "table" or ("chosen_z" in row and "rejected_z" in row)
 
-def regret_g(row:dict, # an annotated row (of a table type: with `chosen_z` and `rejected_z`)
-             g_floor:float|None=None, # the reward floor of the run (None: no floor)
-             eps:float=EPS, # the reward's start of the linear continuation
-            )->float|None:
+
+def regret_g(
+    row: dict,  # an annotated row (of a table type: with `chosen_z` and `rejected_z`)
+    g_floor: float | None = None,  # the reward floor of the run (None: no floor)
+    eps: float = EPS,  # the reward's start of the linear continuation
+) -> float | None:
     "The regret on GRPO's smoothed objective: the change in `R_table` (table types) or in the seat's `g(z)`."
     if not _has_z(row):
-        raise DPOError(f"{row.get('experiment_name')} {row.get('episode_id')} turn {row.get('turn_idx')} "
-                       f"({row.get('counterfactual_type')}): no `chosen_z`/`rejected_z` (annotated by an older "
-                       "fairneg), so regret_g cannot price it: annotate the episodes again (`fairneg pairs annotate`)")
+        raise DPOError(
+            f"{row.get('experiment_name')} {row.get('episode_id')} turn {row.get('turn_idx')} "
+            f"({row.get('counterfactual_type')}): no `chosen_z`/`rejected_z` (annotated by an older "
+            "fairneg), so regret_g cannot price it: annotate the episodes again (`fairneg pairs annotate`)"
+        )
     if row["objective"] == "table":
         c, r = row["chosen_z"], row["rejected_z"]
         f = lambda z: float(table_reward(np.asarray(z, float), eps, g_floor))
@@ -490,120 +637,177 @@ def regret_g(row:dict, # an annotated row (of a table type: with `chosen_z` and 
     return None if c is None or r is None else f(c) - f(r)
 
 # %% ../nbs/13_pairs.ipynb #65ae7568
-def _dpo_rows(rows:list, ctype:str, policy_experiment:str|None, all_experiments:bool, allow_leaky:bool,
-              override:bool)->list:
+def _dpo_rows(
+    rows: list, ctype: str, policy_experiment: str | None, all_experiments: bool, allow_leaky: bool, override: bool
+) -> list:
     "`ctype` rows a DPO export may use: on-policy for one experiment unless told, of an imitable type, of one protocol."
     ag = get_agent(ctype)
     if ag.information_leaky and not allow_leaky:
-        raise DPOError(f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass "
-                       "allow_leaky to export anyway")
+        raise DPOError(
+            f"{ctype} is information-leaky (it reads every sheet): a model cannot honestly imitate it; pass "
+            "allow_leaky to export anyway"
+        )
     if policy_experiment is None and not all_experiments:
-        raise DPOError("name the experiment whose model the pairs are on-policy for (policy_experiment), "
-                       "or pass all_experiments")
-    sel = [r for r in rows
-           if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)]
+        raise DPOError(
+            "name the experiment whose model the pairs are on-policy for (policy_experiment), or pass all_experiments"
+        )
+    sel = [
+        r
+        for r in rows
+        if r["counterfactual_type"] == ctype and (all_experiments or r["experiment_name"] == policy_experiment)
+    ]
     if not sel:
         raise DPOError(f"no {ctype} rows" + (f" of experiment {policy_experiment}" if not all_experiments else ""))
     check_poolable(sel, override)
     return sel
 
 # %% ../nbs/13_pairs.ipynb #3b8b544f
-def _dpo_prompt(r:dict, framing:str|None, games)->list:
+def _dpo_prompt(r: dict, framing: str | None, games) -> list:
     "A pair's prompt messages: the row's decision point re-rendered, or in a conversation the seat's logged chat."
     if version_context(r["protocol_version"]) == "conversation":
         if not r.get("view"):
-            raise DPOError(f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
-                           "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again")
+            raise DPOError(
+                f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
+                "`view` (the seat's chat, which `annotate` keeps): annotate the episodes again"
+            )
         return r["view"]
     dp = row_decision_point(r)
     fr = framing or _framing(r["view_ref"])
     return render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
 
 # %% ../nbs/13_pairs.ipynb #d5ca8796
-WEIGHTINGS = ("regret", "regret_g", "uniform")   # what prices a pair's draw weight
+WEIGHTINGS = ("regret", "regret_g", "uniform")  # what prices a pair's draw weight
 
-def dpo_pairs(rows:list, # annotated rows
-              ctype:str="rational_private", # the counterfactual type whose actions are `chosen`
-              policy_experiment:str|None=None, # keep only rows of this experiment (on-policy for its model)
-              all_experiments:bool=False, # allow rows of every experiment (off-policy for all but one model)
-              allow_leaky:bool=False, # allow an information-leaky type
-              override:bool=False, # pool rows of different protocols
-              framing:str|None=None, # prompt framing (default: the one logged in `view_ref`)
-              games=None, # games by name (the prose framing needs them)
-              tokenizer=None, thinking:bool=False, # a chat template to apply (string prompts)
-              min_regret:float|None=None, # drop pairs below this regret (the one that prices the weight)
-              weighting:str="regret", # what prices `weight`: `regret`, `regret_g` or `uniform` (priced as `regret`)
-              g_floor:float|None=None, eps:float=EPS, # the reward's floor and eps, for `regret_g`
-             )->list:
+
+def dpo_pairs(
+    rows: list,  # annotated rows
+    ctype: str = "rational_private",  # the counterfactual type whose actions are `chosen`
+    policy_experiment: str | None = None,  # keep only rows of this experiment (on-policy for its model)
+    all_experiments: bool = False,  # allow rows of every experiment (off-policy for all but one model)
+    allow_leaky: bool = False,  # allow an information-leaky type
+    override: bool = False,  # pool rows of different protocols
+    framing: str | None = None,  # prompt framing (default: the one logged in `view_ref`)
+    games=None,  # games by name (the prose framing needs them)
+    tokenizer=None,
+    thinking: bool = False,  # a chat template to apply (string prompts)
+    min_regret: float | None = None,  # drop pairs below this regret (the one that prices the weight)
+    weighting: str = "regret",  # what prices `weight`: `regret`, `regret_g` or `uniform` (priced as `regret`)
+    g_floor: float | None = None,
+    eps: float = EPS,  # the reward's floor and eps, for `regret_g`
+) -> list:
     "One regret-weighted DPO pair per divergence turn of `ctype` against a legal LLM action."
     if weighting not in WEIGHTINGS:
         raise DPOError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     out = []
     for r in _dpo_rows(rows, ctype, policy_experiment, all_experiments, allow_leaky, override):
-        if not r["diverges"] or r["rejected_legality"] != "ok": continue
+        if not r["diverges"] or r["rejected_legality"] != "ok":
+            continue
         rg = regret(r)
         rgg = regret_g(r, g_floor, eps) if weighting == "regret_g" or _has_z(r) else None
         price = rgg if weighting == "regret_g" else rg
-        if min_regret is not None and (price is None or price < min_regret): continue
+        if min_regret is not None and (price is None or price < min_regret):
+            continue
         msgs = _dpo_prompt(r, framing, games)
         ch, rj = answer_text(r["chosen_action"]), answer_text(r["rejected_action"])
         if tokenizer is not None:
             rec = dict(prompt=chat_text(tokenizer, msgs, thinking), chosen=ch, rejected=rj)
         else:
-            rec = dict(prompt=msgs, chosen=[{"role": "assistant", "content": ch}],
-                       rejected=[{"role": "assistant", "content": rj}])
-        rec.update(regret=rg, regret_g=rgg, weight=max(price, 0.0) if price is not None else 0.0,
-                   **{k: r[k] for k in ("experiment_name", "episode_id", "turn_idx",
-                                        "counterfactual_type", "instance_id",
-                                        "episode_seed", "seat", "phase", "policy", "protocol_version",
-                                        "turn_token_budget", "view_ref")})
+            rec = dict(
+                prompt=msgs,
+                chosen=[{"role": "assistant", "content": ch}],
+                rejected=[{"role": "assistant", "content": rj}],
+            )
+        rec.update(
+            regret=rg,
+            regret_g=rgg,
+            weight=max(price, 0.0) if price is not None else 0.0,
+            **{
+                k: r[k]
+                for k in (
+                    "experiment_name",
+                    "episode_id",
+                    "turn_idx",
+                    "counterfactual_type",
+                    "instance_id",
+                    "episode_seed",
+                    "seat",
+                    "phase",
+                    "policy",
+                    "protocol_version",
+                    "turn_token_budget",
+                    "view_ref",
+                )
+            },
+        )
         out.append(rec)
     return out
 
 # %% ../nbs/13_pairs.ipynb #65a52804
-REQUIRED_FIELDS = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type", "instance_id",
-                   "episode_seed", "seat",
-                   "phase", "chosen_action", "rejected_action", "diverges", "information_leaky", "counterfactual_value",
-                   "table_optimum", "protocol_version", "turn_token_budget", "view_ref") + STATE_FIELDS
+REQUIRED_FIELDS = (
+    "experiment_name",
+    "episode_id",
+    "turn_idx",
+    "counterfactual_type",
+    "instance_id",
+    "episode_seed",
+    "seat",
+    "phase",
+    "chosen_action",
+    "rejected_action",
+    "diverges",
+    "information_leaky",
+    "counterfactual_value",
+    "table_optimum",
+    "protocol_version",
+    "turn_token_budget",
+    "view_ref",
+) + STATE_FIELDS
 _KEY = ("experiment_name", "episode_id", "turn_idx", "counterfactual_type")
 
-def pairs_path(d, annotations_dirname:str="pairs")->Path:
+
+def pairs_path(d, annotations_dirname: str = "pairs") -> Path:
     "The pairs table in `DIR` (`DIR/pairs.jsonl`, `DIR/<annotations_dirname>/pairs.jsonl`) or `DIR` itself if a file."
     d = Path(d)
     for f in (d, d / "pairs.jsonl", d / annotations_dirname / "pairs.jsonl"):
-        if f.is_file(): return f
+        if f.is_file():
+            return f
     raise MissingInput(f"{d}: no pairs.jsonl (annotate the cell with `fairneg pairs annotate`)")
 
 # %% ../nbs/13_pairs.ipynb #fbaa4e1e
-def load_pairs(d, annotations_dirname:str="pairs")->list:
+def load_pairs(d, annotations_dirname: str = "pairs") -> list:
     "The rows of an annotation folder's pairs table (`pairs_path`)."
     return read_jsonl(pairs_path(d, annotations_dirname))
 
 # %% ../nbs/13_pairs.ipynb #7735282a
-def check_rows(rows:list, source:str="rows"):
+def check_rows(rows: list, source: str = "rows"):
     "Refuse rows that miss a required field or repeat a key."
     for i, r in enumerate(rows):
         miss = [k for k in REQUIRED_FIELDS if k not in r]
-        if miss: raise PackageError(f"{source}: row {i} misses {', '.join(miss)} (not a counterfactual-pairs row)")
+        if miss:
+            raise PackageError(f"{source}: row {i} misses {', '.join(miss)} (not a counterfactual-pairs row)")
     keys = Counter(tuple(r[k] for k in _KEY) for r in rows)
     dup = [k for k, n in keys.items() if n > 1]
     if dup:
-        raise PackageError(f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, "
-                           f"counterfactual_type) keys, e.g. {dup[0]}")
+        raise PackageError(
+            f"{source}: {len(dup)} duplicate (experiment_name, episode_id, turn_idx, "
+            f"counterfactual_type) keys, e.g. {dup[0]}"
+        )
 
 # %% ../nbs/13_pairs.ipynb #f8dd43f2
-def package(runs:dict, # experiment name -> annotation folder
-            out, # dataset folder
-            allow_mixed_protocols:bool=False, # pool rows of different protocols (the card warns)
-            title:str="fairneg counterfactual pairs", # card title
-            annotations_dirname:str="pairs",
-           )->dict:
+def package(
+    runs: dict,  # experiment name -> annotation folder
+    out,  # dataset folder
+    allow_mixed_protocols: bool = False,  # pool rows of different protocols (the card warns)
+    title: str = "fairneg counterfactual pairs",  # card title
+    annotations_dirname: str = "pairs",
+) -> dict:
     "Append annotation runs to a dataset folder; write its parquet file and dataset card; returns the card's numbers."
     out = Path(out)
     new = []
     for name, d in runs.items():
         rs = load_pairs(d, annotations_dirname)
-        if not rs: raise PackageError(f"run {name}: {d} has no rows")
+        if not rs:
+            raise PackageError(f"run {name}: {d} has no rows")
         new += [dict(r, experiment_name=name) for r in rs]
     old = read_jsonl(out / "pairs.jsonl") if (out / "pairs.jsonl").is_file() else []
     held = {json.dumps(r, sort_keys=True) for r in old}
@@ -615,100 +819,152 @@ def package(runs:dict, # experiment name -> annotation folder
     pool = check_poolable(allrows, allow_mixed_protocols)
     append_jsonl(new, out / "pairs.jsonl")
     import warnings
-    with warnings.catch_warnings():   # tqdm.auto warns about notebook widgets on import
+
+    with warnings.catch_warnings():  # tqdm.auto warns about notebook widgets on import
         warnings.simplefilter("ignore")
         import datasets
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     (out / "data").mkdir(parents=True, exist_ok=True)
-    for f in (out / "data").glob("*.parquet"): f.unlink()
-    cols = list(dict.fromkeys(k for r in allrows for k in r))   # every column, also those only some rows have (`view`)
+    for f in (out / "data").glob("*.parquet"):
+        f.unlink()
+    cols = list(dict.fromkeys(k for r in allrows for k in r))  # every column, also those only some rows have (`view`)
     try:
-        datasets.Dataset.from_dict({k: [r.get(k) for r in allrows]
-                                    for k in cols}).to_parquet(str(out / "data" / "train-00000-of-00001.parquet"))
+        datasets.Dataset.from_dict({k: [r.get(k) for r in allrows] for k in cols}).to_parquet(
+            str(out / "data" / "train-00000-of-00001.parquet")
+        )
     finally:
-        if bars: datasets.enable_progress_bars()
+        if bars:
+            datasets.enable_progress_bars()
     stats = card_stats(allrows, pool)
     (out / "README.md").write_text(dataset_card(stats, title))
     write_json(out / "card_stats.json", stats)
     return stats
 
 # %% ../nbs/13_pairs.ipynb #a4729b6a
-def _card_tables(df)->tuple:
+def _card_tables(df) -> tuple:
     "The card's per-experiment, per-type and per-protocol tables."
-    exp = df.groupby("experiment_name").agg(
-        rows=("episode_id", "size"),
-        policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
-        thinking=("model_thinking", lambda s: ", ".join(sorted({"unknown" if x is None else str(x) for x in s}))),
-        protocol_version=("protocol_version", lambda s: ", ".join(sorted(set(s)))),
-        budgets=("turn_token_budget", lambda s: ", ".join(f"{b:,}" for b in sorted(set(s))))).reset_index()
-    types = df.groupby("counterfactual_type").agg(rows=("episode_id", "size"),
-                                                  information_leaky=("information_leaky", "first"),
-                                                  objective=("objective", "first")).reset_index()
-    proto = df.groupby(["protocol_version", "turn_token_budget"]).agg(
-        rows=("episode_id", "size"), experiments=("experiment_name", lambda s: ", ".join(sorted(set(s))))).reset_index()
+    exp = (
+        df.groupby("experiment_name")
+        .agg(
+            rows=("episode_id", "size"),
+            policy=("policy", lambda s: ", ".join(sorted(set(map(str, s))))),
+            thinking=("model_thinking", lambda s: ", ".join(sorted({"unknown" if x is None else str(x) for x in s}))),
+            protocol_version=("protocol_version", lambda s: ", ".join(sorted(set(s)))),
+            budgets=("turn_token_budget", lambda s: ", ".join(f"{b:,}" for b in sorted(set(s)))),
+        )
+        .reset_index()
+    )
+    types = (
+        df.groupby("counterfactual_type")
+        .agg(
+            rows=("episode_id", "size"),
+            information_leaky=("information_leaky", "first"),
+            objective=("objective", "first"),
+        )
+        .reset_index()
+    )
+    proto = (
+        df.groupby(["protocol_version", "turn_token_budget"])
+        .agg(rows=("episode_id", "size"), experiments=("experiment_name", lambda s: ", ".join(sorted(set(s)))))
+        .reset_index()
+    )
     return exp, types, proto
 
 # %% ../nbs/13_pairs.ipynb #8e9b4ab9
-def _protocol_groups(df)->list:
+def _protocol_groups(df) -> list:
     "Per protocol version: its rows, action rows, and divergent rows (None when its turn budgets do not pool)."
     groups = []
     for key, grp in df.groupby(["protocol_version"]):
         ok = True
-        try: check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]])
-        except PoolingError: ok = False
+        try:
+            check_poolable(grp[["protocol_version", "phase", "turn_token_budget"]])
+        except PoolingError:
+            ok = False
         a = grp["rejected_action"].notna()
-        groups.append(dict(protocol_version=key[0] if isinstance(key, tuple) else key, rows=len(grp),
-                           action_rows=int(a.sum()),
-                           divergent=int(grp.loc[a, "diverges"].astype(bool).sum()) if ok else None, poolable=ok))
+        groups.append(
+            dict(
+                protocol_version=key[0] if isinstance(key, tuple) else key,
+                rows=len(grp),
+                action_rows=int(a.sum()),
+                divergent=int(grp.loc[a, "diverges"].astype(bool).sum()) if ok else None,
+                poolable=ok,
+            )
+        )
     return groups
 
 # %% ../nbs/13_pairs.ipynb #d30dfb08
-def _card_hazards(df, types, pool:dict, div)->list:
+def _card_hazards(df, types, pool: dict, div) -> list:
     "The (name, text) of every hazard present in the rows."
     hz = []
     pols = sorted(set(map(str, df["policy"])))
     if len(pols) > 1:
-        hz.append(("Off-policy rows",
-                   f"These rows come from {len(pols)} policies ({', '.join(pols)}). `rejected_action` is what "
-                   "that row's policy did, so the rows of one policy are off-policy for every other model: training "
-                   "another model on them teaches it to move away from behaviour it never produces. Filter to the "
-                   "experiment of the model you train (`fairneg pairs dpo --policy-experiment`), or re-render the "
-                   "state-complete decision points and re-sample them on-policy. Do not mix policies without "
-                   "labelling them."))
+        hz.append(
+            (
+                "Off-policy rows",
+                f"These rows come from {len(pols)} policies ({', '.join(pols)}). `rejected_action` is what "
+                "that row's policy did, so the rows of one policy are off-policy for every other model: training "
+                "another model on them teaches it to move away from behaviour it never produces. Filter to the "
+                "experiment of the model you train (`fairneg pairs dpo --policy-experiment`), or re-render the "
+                "state-complete decision points and re-sample them on-policy. Do not mix policies without "
+                "labelling them.",
+            )
+        )
     leaky = sorted(types.loc[types["information_leaky"], "counterfactual_type"])
     if leaky:
-        hz.append(("Information-leaky types",
-                   f"{', '.join(leaky)} read every party's hidden score sheet. The acting model's "
-                   "prompt does not contain those sheets, so a model trained to reproduce these actions is trained "
-                   "to act on information it does not have. Filter on `information_leaky` unless you want that."))
+        hz.append(
+            (
+                "Information-leaky types",
+                f"{', '.join(leaky)} read every party's hidden score sheet. The acting model's "
+                "prompt does not contain those sheets, so a model trained to reproduce these actions is trained "
+                "to act on information it does not have. Filter on `information_leaky` unless you want that.",
+            )
+        )
     if not pool["poolable"]:
-        hz.append(("Mixed protocols",
-                   "This dataset holds rows of more than one protocol version or turn-token budget: " +
-                   "; ".join(f"{v} ({n:,} rows)" for v, n in pool["protocol_versions"].items()) + "; budgets " +
-                   "; ".join(f"{c} turns: " + ", ".join(f"{b:,} ({n:,})" for b, n in d.items())
-                             for c, d in pool["turn_token_budgets"].items()) +
-                   ". Rows of different (`protocol_version`, `turn_token_budget`) do not pool: a raised cap "
-                   "changes how much of each turn survives, so a contrast across them differences a cap change. "
-                   "Filter to one before differencing anything."))
+        hz.append(
+            (
+                "Mixed protocols",
+                "This dataset holds rows of more than one protocol version or turn-token budget: "
+                + "; ".join(f"{v} ({n:,} rows)" for v, n in pool["protocol_versions"].items())
+                + "; budgets "
+                + "; ".join(
+                    f"{c} turns: " + ", ".join(f"{b:,} ({n:,})" for b, n in d.items())
+                    for c, d in pool["turn_token_budgets"].items()
+                )
+                + ". Rows of different (`protocol_version`, `turn_token_budget`) do not pool: a raised cap "
+                "changes how much of each turn survives, so a contrast across them differences a cap change. "
+                "Filter to one before differencing anything.",
+            )
+        )
     excl = div.groupby("experiment_name").agg(non_action=("non_action", "sum"), rows=("rows", "sum")).reset_index()
     excl["rate"] = excl["non_action"] / excl["rows"]
     if (excl["non_action"] > 0).any():
-        hz.append(("Non-action rows",
-                   "Turns whose answer did not parse carry no `rejected_action`; every divergence rate "
-                   "excludes them, so the exclusion rate is part of the estimand. Per experiment: " +
-                   "; ".join(f"{r.experiment_name} {r.non_action:,} of {r.rows:,} ({r.rate:.1%})"
-                             for r in excl.itertuples()) + "."))
+        hz.append(
+            (
+                "Non-action rows",
+                "Turns whose answer did not parse carry no `rejected_action`; every divergence rate "
+                "excludes them, so the exclusion rate is part of the estimand. Per experiment: "
+                + "; ".join(
+                    f"{r.experiment_name} {r.non_action:,} of {r.rows:,} ({r.rate:.1%})" for r in excl.itertuples()
+                )
+                + ".",
+            )
+        )
     th = df.groupby("experiment_name")["model_thinking"].agg(lambda s: tuple(sorted({str(x) for x in s})))
     if len(set(th.values)) > 1:
-        hz.append(("Thinking modes differ", "Experiments ran with different thinking modes (" +
-                   ", ".join(f"{k}: {'/'.join(v)}"
-                             for k, v in th.items()) + "); a cross-experiment divergence gap confounds "
-                   "the model with its thinking mode."))
+        hz.append(
+            (
+                "Thinking modes differ",
+                "Experiments ran with different thinking modes ("
+                + ", ".join(f"{k}: {'/'.join(v)}" for k, v in th.items())
+                + "); a cross-experiment divergence gap confounds "
+                "the model with its thinking mode.",
+            )
+        )
     return hz
 
 # %% ../nbs/13_pairs.ipynb #1872caab
-def card_stats(rows:list, pool:dict|None=None)->dict:
+def card_stats(rows: list, pool: dict | None = None) -> dict:
     "The numbers the card reports (counts, rates with denominators, both conventions, hazards)."
     df = _frame(rows)
     pool = pool or check_poolable(rows, override=True)
@@ -718,91 +974,139 @@ def card_stats(rows:list, pool:dict|None=None)->dict:
     div = divergence_table(df, override=override)
     conv = row_conventions(df, override=override)
     act = df["rejected_action"].notna()
-    return dict(n_rows=len(df), decision_points=int(df[["experiment_name", "episode_id",
-                                                        "turn_idx"]].drop_duplicates().shape[0]),
-                action_rows=int(act.sum()), pool=pool, experiments=exp.to_dict("records"),
-                types=types.to_dict("records"),
-                protocols=proto.to_dict("records"), divergence=div.to_dict("records"),
-                conventions=conv.to_dict("records"),
-                protocol_groups=_protocol_groups(df), hazards=_card_hazards(df, types, pool, div))
+    return dict(
+        n_rows=len(df),
+        decision_points=int(df[["experiment_name", "episode_id", "turn_idx"]].drop_duplicates().shape[0]),
+        action_rows=int(act.sum()),
+        pool=pool,
+        experiments=exp.to_dict("records"),
+        types=types.to_dict("records"),
+        protocols=proto.to_dict("records"),
+        divergence=div.to_dict("records"),
+        conventions=conv.to_dict("records"),
+        protocol_groups=_protocol_groups(df),
+        hazards=_card_hazards(df, types, pool, div),
+    )
 
 # %% ../nbs/13_pairs.ipynb #7a12be3e
-def _md_table(records:list, cols:list, fmt:dict|None=None)->str:
+def _md_table(records: list, cols: list, fmt: dict | None = None) -> str:
     "A Markdown table of `records`' `cols`, every value as text (`md_text`): ints with thousands, else `fmt` or str."
     fmt = fmt or {}
     plain = lambda v: f"{v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else str(v)
     L = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in records: L.append("| " + " | ".join(md_text(fmt.get(c, plain)(r[c])) for c in cols) + " |")
+    for r in records:
+        L.append("| " + " | ".join(md_text(fmt.get(c, plain)(r[c])) for c in cols) + " |")
     return "\n".join(L)
 
 # %% ../nbs/13_pairs.ipynb #a1894285
-_CARD_YAML = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n"
-              "tags:\n- negotiation\n- counterfactual\n- preference-pairs\n---\n\n")
+_CARD_YAML = (
+    "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n"
+    "tags:\n- negotiation\n- counterfactual\n- preference-pairs\n---\n\n"
+)
 
-def _pct(v)->str:
+
+def _pct(v) -> str:
     "A rate as a percentage (— when there is none)."
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
 
 # %% ../nbs/13_pairs.ipynb #2f844531
-def _card_summary(stats:dict, title:str)->list:
+def _card_summary(stats: dict, title: str) -> list:
     "The card's opening lines: what a row is, the counts, the divergence per protocol version, the hazard warnings."
-    L = [f"# {md_text(title)}", "",
-         "Action-level contrastive pairs from multi-party negotiations: at every turn an LLM took, what a computable "
-         "ideal agent would have done at that same decision point. Each row is one (episode, turn, "
-         "counterfactual_type); `rejected_action` is what the LLM did, `chosen_action` the counterfactual agent's "
-         "action, both structured (`{atype, offer_id, deal, vote}`), never prose. There is no rationale field, by "
-         "construction.", "",
-         f"**{stats['n_rows']:,} rows** on **{stats['decision_points']:,} decision points**; "
-         f"{stats['action_rows']:,} rows have an LLM action "
-         "(the others are non-action rows: the answer did not parse)."]
+    L = [
+        f"# {md_text(title)}",
+        "",
+        "Action-level contrastive pairs from multi-party negotiations: at every turn an LLM took, what a computable "
+        "ideal agent would have done at that same decision point. Each row is one (episode, turn, "
+        "counterfactual_type); `rejected_action` is what the LLM did, `chosen_action` the counterfactual agent's "
+        "action, both structured (`{atype, offer_id, deal, vote}`), never prose. There is no rationale field, by "
+        "construction.",
+        "",
+        f"**{stats['n_rows']:,} rows** on **{stats['decision_points']:,} decision points**; "
+        f"{stats['action_rows']:,} rows have an LLM action "
+        "(the others are non-action rows: the answer did not parse).",
+    ]
     for g in stats["protocol_groups"]:
         if g["divergent"] is not None:
-            L.append(f"- {md_code(g['protocol_version'])}: {g['divergent']:,} of {g['action_rows']:,} action rows "
-                     f"divergent ({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)}).")
+            L.append(
+                f"- {md_code(g['protocol_version'])}: {g['divergent']:,} of {g['action_rows']:,} action rows "
+                f"divergent ({_pct(g['divergent'] / g['action_rows'] if g['action_rows'] else None)})."
+            )
         else:
-            L.append(f"- {md_code(g['protocol_version'])}: {g['rows']:,} rows under more than one turn-token budget; "
-                     "no pooled rate.")
+            L.append(
+                f"- {md_code(g['protocol_version'])}: {g['rows']:,} rows under more than one turn-token budget; "
+                "no pooled rate."
+            )
     L.append("")
-    for name, text in stats["hazards"]: L += [f"> ⚠ **{md_text(name)}.** {md_text(text)}", ""]
+    for name, text in stats["hazards"]:
+        L += [f"> ⚠ **{md_text(name)}.** {md_text(text)}", ""]
     return L
 
 # %% ../nbs/13_pairs.ipynb #d53b771b
-def _card_sections(stats:dict)->list:
+def _card_sections(stats: dict) -> list:
     "The card's table sections: both row conventions, experiments, counterfactual types, protocols, divergence rates."
-    return ["## What counts as a row — read this before comparing the number to any other pair count", "",
-            "A row is one (decision point, counterfactual type), not one training pair: each decision point "
-            "contributes one row per type, and selecting one `counterfactual_type` gives one row per decision "
-            "point. The DPO export (`fairneg pairs dpo`, the `p4_pairs` convention) emits one regret-weighted pair "
-            "per turn at which the best response (`rational_private`) diverges from a legal LLM action, a smaller "
-            "number over a narrower set of turns. Both conventions, side by side:", "",
-            _md_table(stats["conventions"], ["experiment_name", "decision_points", "rows", "scored_turns",
-                                       "divergence_pairs", "pair_rate"],
-                {"pair_rate": _pct}), "",
-            "## Experiments", "",
-            "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that "
-            "model's own action at that decision point. For preference learning on one model, filter to its "
-            "experiment.", "",
-            _md_table(stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version",
-                                       "budgets"]), "",
-            "## Counterfactual types", "",
-            "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from "
-            "their private counterparts only in information (they read every sheet).", "",
-            _md_table(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]), "",
-            "## Protocol versions and turn-token budgets", "",
-            "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match "
-            "(per phase: the action turns and the forced-final vote of one protocol have their own caps).", "",
-            _md_table(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]), "",
-            "## Divergence rates, with their denominators", "",
-            "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded "
-            "and counted.", "",
-            _md_table(stats["divergence"],
-                      ["experiment_name", "counterfactual_type", "rows", "non_action", "action_rows",
-                                      "divergent", "divergence_rate"],
-                {"divergence_rate": _pct}), ""]
+    return [
+        "## What counts as a row — read this before comparing the number to any other pair count",
+        "",
+        "A row is one (decision point, counterfactual type), not one training pair: each decision point "
+        "contributes one row per type, and selecting one `counterfactual_type` gives one row per decision "
+        "point. The DPO export (`fairneg pairs dpo`, the `p4_pairs` convention) emits one regret-weighted pair "
+        "per turn at which the best response (`rational_private`) diverges from a legal LLM action, a smaller "
+        "number over a narrower set of turns. Both conventions, side by side:",
+        "",
+        _md_table(
+            stats["conventions"],
+            ["experiment_name", "decision_points", "rows", "scored_turns", "divergence_pairs", "pair_rate"],
+            {"pair_rate": _pct},
+        ),
+        "",
+        "## Experiments",
+        "",
+        "Rows are on-policy only for the policy that produced them (`policy`): `rejected_action` is that "
+        "model's own action at that decision point. For preference learning on one model, filter to its "
+        "experiment.",
+        "",
+        _md_table(
+            stats["experiments"], ["experiment_name", "rows", "policy", "thinking", "protocol_version", "budgets"]
+        ),
+        "",
+        "## Counterfactual types",
+        "",
+        "`rational_private` and `fairness_private` differ only in objective; the `*_oracle` types differ from "
+        "their private counterparts only in information (they read every sheet).",
+        "",
+        _md_table(stats["types"], ["counterfactual_type", "rows", "information_leaky", "objective"]),
+        "",
+        "## Protocol versions and turn-token budgets",
+        "",
+        "`protocol_version` and `turn_token_budget` are filtering keys: rows pool only when both match "
+        "(per phase: the action turns and the forced-final vote of one protocol have their own caps).",
+        "",
+        _md_table(stats["protocols"], ["protocol_version", "turn_token_budget", "rows", "experiments"]),
+        "",
+        "## Divergence rates, with their denominators",
+        "",
+        "`divergence_rate = divergent / action_rows`; `non_action` rows (no parsed action) are excluded and counted.",
+        "",
+        _md_table(
+            stats["divergence"],
+            [
+                "experiment_name",
+                "counterfactual_type",
+                "rows",
+                "non_action",
+                "action_rows",
+                "divergent",
+                "divergence_rate",
+            ],
+            {"divergence_rate": _pct},
+        ),
+        "",
+    ]
 
 # %% ../nbs/13_pairs.ipynb #3b53b173
 _CARD_FIELDS = [
-    "## Fields", "",
+    "## Fields",
+    "",
     "- ids: `experiment_name`, `episode_id`, `turn_idx`, `counterfactual_type`, `instance_id`, `episode_seed`, "
     "`seat`, `phase`, `policy` (the seat's policy), `model_thinking`, `truncated` (the answer hit the token cap).",
     "- `rejected_action` (the LLM's action: as applied when legal, as written when not, null when it did not parse), "
@@ -821,10 +1125,13 @@ _CARD_FIELDS = [
     "`retry_error`, ...): enough to re-render the decision point into any model's prompt "
     "(`fairneg.protocol.row_decision_point` + `fairneg.prompts.render_prompt`).",
     "- `view_ref`: `<framing>:<hash>` of the prompt the model was shown; `view` (the messages) only when built with "
-    "`--include-views`.", "",
-    "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate."]
+    "`--include-views`.",
+    "",
+    "Non-divergent rows are kept deliberately: their base rate is the denominator of every divergence rate.",
+]
 
-def dataset_card(stats:dict, title:str="fairneg counterfactual pairs")->str:
+
+def dataset_card(stats: dict, title: str = "fairneg counterfactual pairs") -> str:
     "The README.md of the dataset, from `card_stats`."
     return _CARD_YAML + "\n".join(_card_summary(stats, title) + _card_sections(stats) + _CARD_FIELDS) + "\n"
 
@@ -836,25 +1143,29 @@ from .commands import CliGroup, MultiValueCommand, user_error
 for _e in (PoolingError, PackageError, DPOError, ReplayError):
     user_error(_e)
 
-app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False,
-                  help="Counterfactual pairs: annotate logged LLM turns, package the dataset, export DPO pairs.")
+app = typer.Typer(
+    cls=CliGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Counterfactual pairs: annotate logged LLM turns, package the dataset, export DPO pairs.",
+)
 
-_ANNOTATION_ARGS = ("episodes", "types", "include_views", "max_points")   # what makes an annotation the same one again
+_ANNOTATION_ARGS = ("episodes", "types", "include_views", "max_points")  # what makes an annotation the same one again
+
 
 @app.command("annotate", cls=MultiValueCommand)
-def annotate_cmd(episodes:Annotated[list[Path],
-                                    typer.Option(help="Cell folders (with states.jsonl) or states.jsonl files.")],
-                 out:Annotated[Path,
-                               typer.Option(help="Folder: pairs.jsonl is appended, annotation_report.json written.")],
-                 types:Annotated[list[str],
-                                 typer.Option(help="Counterfactual types, e.g. `--types rational_private "
-                                                   "fairness_private`.")]=list(COUNTERFACTUAL_TYPES),
-                 include_views:Annotated[bool,
-                                         typer.Option(help="Embed the rendered prompt messages as `view`.")]=False,
-                 workers:Annotated[int, typer.Option(help="Processes.")]=2,
-                 max_points:Annotated[int|None,
-                                      typer.Option(help="Stop after about this many decision points "
-                                                        "(a pipeline gate).")]=None):
+def annotate_cmd(
+    episodes: Annotated[list[Path], typer.Option(help="Cell folders (with states.jsonl) or states.jsonl files.")],
+    out: Annotated[Path, typer.Option(help="Folder: pairs.jsonl is appended, annotation_report.json written.")],
+    types: Annotated[
+        list[str], typer.Option(help="Counterfactual types, e.g. `--types rational_private fairness_private`.")
+    ] = list(COUNTERFACTUAL_TYPES),
+    include_views: Annotated[bool, typer.Option(help="Embed the rendered prompt messages as `view`.")] = False,
+    workers: Annotated[int, typer.Option(help="Processes.")] = 2,
+    max_points: Annotated[
+        int | None, typer.Option(help="Stop after about this many decision points (a pipeline gate).")
+    ] = None,
+):
     "Re-score every LLM turn of logged episodes with each counterfactual type: one row per (episode, turn, type)."
     lines = read_states(episodes)
     with folder_lock(out, "fairneg pairs annotate"):
@@ -862,71 +1173,101 @@ def annotate_cmd(episodes:Annotated[list[Path],
         if f.is_file():
             have = {(l["episode_id"]) for l in lines}
             clash = sum(1 for _, r in json_lines(f, PackageError) if r.get("episode_id") in have)
-            rep0 = read_json(out / "annotation_report.json",
-                             PackageError) if (out / "annotation_report.json").is_file() else {}
-            same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(episodes=[str(e) for e in episodes],
-                                                                      types=list(types),
-                                                                       include_views=include_views,
-                                                                      max_points=max_points)
+            rep0 = (
+                read_json(out / "annotation_report.json", PackageError)
+                if (out / "annotation_report.json").is_file()
+                else {}
+            )
+            same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(
+                episodes=[str(e) for e in episodes],
+                types=list(types),
+                include_views=include_views,
+                max_points=max_points,
+            )
             # the same annotation of the same episodes (none added since)
             if clash and same and rep0.get("n_episodes") == len(lines):
                 typer.echo(f"{f}: already holds the rows of this annotation ({clash}); nothing annotated")
                 return
-            if clash: raise PackageError(f"{f} already holds {clash} rows of these episodes "
-                                         "(rows are appended, never rewritten): "
-                                         "give another --out for another annotation of them")
+            if clash:
+                raise PackageError(
+                    f"{f} already holds {clash} rows of these episodes "
+                    "(rows are appended, never rewritten): "
+                    "give another --out for another annotation of them"
+                )
         rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
-        rep.update(episodes=[str(e) for e in episodes], types=list(types), include_views=include_views,
-                   max_points=max_points, n_episodes=len(lines))
+        rep.update(
+            episodes=[str(e) for e in episodes],
+            types=list(types),
+            include_views=include_views,
+            max_points=max_points,
+            n_episodes=len(lines),
+        )
         write_json(out / "annotation_report.json", rep)
-        typer.echo(f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in "
-                   f"{rep['seconds']:.1f} s "
-                   f"(view mismatches {rep['view_mismatch']}) -> {f}")
+        typer.echo(
+            f"{rep['decision_points']:,} decision points × {len(types)} types = {rep['n_rows']:,} rows in "
+            f"{rep['seconds']:.1f} s "
+            f"(view mismatches {rep['view_mismatch']}) -> {f}"
+        )
 
 # %% ../nbs/13_pairs.ipynb #8cb55393
 @app.command("package", cls=MultiValueCommand)
-def package_cmd(run:Annotated[list[str],
-                              typer.Option(help="NAME=DIR of an annotation folder; repeat, "
-                                                "or several after one flag.")],
-                out:Annotated[Path, typer.Option(help="The dataset folder.")],
-                allow_mixed_protocols:Annotated[bool,
-                    typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")]=False,
-                title:Annotated[str, typer.Option(help="Card title.")]="fairneg counterfactual pairs",
-                annotations_dirname:Annotated[str,
-                                              typer.Option(help="Sub-folder of a run folder "
-                                                                "holding pairs.jsonl.")]="pairs"):
+def package_cmd(
+    run: Annotated[
+        list[str], typer.Option(help="NAME=DIR of an annotation folder; repeat, or several after one flag.")
+    ],
+    out: Annotated[Path, typer.Option(help="The dataset folder.")],
+    allow_mixed_protocols: Annotated[
+        bool, typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")
+    ] = False,
+    title: Annotated[str, typer.Option(help="Card title.")] = "fairneg counterfactual pairs",
+    annotations_dirname: Annotated[str, typer.Option(help="Sub-folder of a run folder holding pairs.jsonl.")] = "pairs",
+):
     "Combine annotation runs into one dataset: pairs.jsonl, data/*.parquet and a generated README.md card."
     runs = {}
     for spec in run:
-        if "=" not in spec: raise typer.BadParameter(f"`{spec}`: expected NAME=DIR", param_hint="--run")
+        if "=" not in spec:
+            raise typer.BadParameter(f"`{spec}`: expected NAME=DIR", param_hint="--run")
         k, v = spec.split("=", 1)
-        if k in runs: raise typer.BadParameter(f"run name `{k}` given more than once", param_hint="--run")
+        if k in runs:
+            raise typer.BadParameter(f"run name `{k}` given more than once", param_hint="--run")
         runs[k] = Path(v)
     with folder_lock(out, "fairneg pairs package"):
         st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
-    if st.get("already"): typer.echo(f"{out}: already holds every row of these runs; nothing packaged"); return
-    typer.echo(f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, "
-               f"{len(st['hazards'])} hazard warnings -> {out}")
+    if st.get("already"):
+        typer.echo(f"{out}: already holds every row of these runs; nothing packaged")
+        return
+    typer.echo(
+        f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, "
+        f"{len(st['hazards'])} hazard warnings -> {out}"
+    )
 
 # %% ../nbs/13_pairs.ipynb #69336243
 @app.command("dpo", cls=MultiValueCommand)
-def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation folder (pairs.jsonl).")],
-            out:Annotated[Path, typer.Option(help="JSON Lines file of prompt/chosen/rejected pairs.")],
-            type_:Annotated[str, typer.Option("--type", help="Counterfactual type of `chosen`.")]="rational_private",
-            policy_experiment:Annotated[str|None,
-                                        typer.Option(help="Experiment whose model the pairs are on-policy for.")]=None,
-            all_experiments:Annotated[bool, typer.Option(help="Use rows of every experiment (off-policy).")]=False,
-            allow_leaky:Annotated[bool, typer.Option(help="Allow an information-leaky type.")]=False,
-            allow_mixed_protocols:Annotated[bool, typer.Option(help="Pool rows of different protocols.")]=False,
-            framing:Annotated[str|None, typer.Option(help="Prompt framing (default: the logged one).")]=None,
-            instances:Annotated[Path|None, typer.Option(help="The games (needed for the prose framing).")]=None,
-            model:Annotated[str|None, typer.Option(help="Apply this model's chat template (string prompts).")]=None,
-            model_thinking:Annotated[str, typer.Option(help="Thinking mode of the chat template: on or off.")]="off",
-            min_regret:Annotated[float|None, typer.Option(help="Drop pairs below this regret.")]=None,
-            weighting:Annotated[str, typer.Option(help="What prices a pair's weight: regret (nnw or own z), regret_g "
-                                                       "(the smoothed objective GRPO trains on) or uniform.")]="regret",
-            g_floor:Annotated[float|None, typer.Option(help="regret_g: the reward floor (e.g. -17.5).")]=None,
-            eps:Annotated[float, typer.Option(help="regret_g: the reward's eps.")]=EPS):
+def dpo_cmd(
+    pairs: Annotated[Path, typer.Option(help="A dataset or annotation folder (pairs.jsonl).")],
+    out: Annotated[Path, typer.Option(help="JSON Lines file of prompt/chosen/rejected pairs.")],
+    type_: Annotated[str, typer.Option("--type", help="Counterfactual type of `chosen`.")] = "rational_private",
+    policy_experiment: Annotated[
+        str | None, typer.Option(help="Experiment whose model the pairs are on-policy for.")
+    ] = None,
+    all_experiments: Annotated[bool, typer.Option(help="Use rows of every experiment (off-policy).")] = False,
+    allow_leaky: Annotated[bool, typer.Option(help="Allow an information-leaky type.")] = False,
+    allow_mixed_protocols: Annotated[bool, typer.Option(help="Pool rows of different protocols.")] = False,
+    framing: Annotated[str | None, typer.Option(help="Prompt framing (default: the logged one).")] = None,
+    instances: Annotated[Path | None, typer.Option(help="The games (needed for the prose framing).")] = None,
+    model: Annotated[str | None, typer.Option(help="Apply this model's chat template (string prompts).")] = None,
+    model_thinking: Annotated[str, typer.Option(help="Thinking mode of the chat template: on or off.")] = "off",
+    min_regret: Annotated[float | None, typer.Option(help="Drop pairs below this regret.")] = None,
+    weighting: Annotated[
+        str,
+        typer.Option(
+            help="What prices a pair's weight: regret (nnw or own z), regret_g "
+            "(the smoothed objective GRPO trains on) or uniform."
+        ),
+    ] = "regret",
+    g_floor: Annotated[float | None, typer.Option(help="regret_g: the reward floor (e.g. -17.5).")] = None,
+    eps: Annotated[float, typer.Option(help="regret_g: the reward's eps.")] = EPS,
+):
     "Export regret-weighted DPO pairs (TRL conversational prompt/chosen/rejected) for one counterfactual type."
     rows = load_pairs(pairs)
     games = None
@@ -935,12 +1276,31 @@ def dpo_cmd(pairs:Annotated[Path, typer.Option(help="A dataset or annotation fol
     tok = None
     if model is not None:
         from transformers import AutoTokenizer
+
         tok = AutoTokenizer.from_pretrained(resolve_model(model))
-    try: res = dpo_pairs(rows, type_, policy_experiment, all_experiments, allow_leaky, allow_mixed_protocols,
-                         framing, games, tok, model_thinking == "on", min_regret, weighting, g_floor, eps)
-    except DPOError as e: raise DPOError(f"{pairs_path(pairs)}: {e}") from None
+    try:
+        res = dpo_pairs(
+            rows,
+            type_,
+            policy_experiment,
+            all_experiments,
+            allow_leaky,
+            allow_mixed_protocols,
+            framing,
+            games,
+            tok,
+            model_thinking == "on",
+            min_regret,
+            weighting,
+            g_floor,
+            eps,
+        )
+    except DPOError as e:
+        raise DPOError(f"{pairs_path(pairs)}: {e}") from None
     writable_file(out).parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:
-        for r in res: f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    typer.echo(f"{len(res):,} pairs ({type_}, "
-               f"mean weight {np.mean([r['weight'] for r in res]) if res else 0:.3f}) -> {out}")
+        for r in res:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    typer.echo(
+        f"{len(res):,} pairs ({type_}, mean weight {np.mean([r['weight'] for r in res]) if res else 0:.3f}) -> {out}"
+    )

@@ -17,8 +17,8 @@ from .rollout import run_cell, run_tournament, soundness, code_version
 from .settings import PlaySettings, game_settings
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS, check_inputs
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
-from .eval import (MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells,
-    discover_cells, write_eval, load_prereg, evaluate_gate, gate_text, too_few_pairs)
+from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells
+from .eval import discover_cells, write_eval, load_prereg, evaluate_gate, gate_text, too_few_pairs
 from .pairs import annotate, load_pairs
 from .eval.validity import payoff_sensitivity, validity_sentence
 from .dpo import DPOTrainConfig, DPOTrainError, train_dpo, checkpoint_effective_pairs
@@ -50,43 +50,68 @@ class PilotStopped(RuntimeError):
     "A gate the pilot must pass did not pass; the message says which and where its numbers are."
 
 # %% ../nbs/16_pilot.ipynb #b56a4146
-PARAM_KEYS = {   # the pilot's own sections and their keys (train, dpo and eval are the configs of their chapters)
+PARAM_KEYS = {  # the pilot's own sections and their keys (train, dpo and eval are the configs of their chapters)
     "bank.train": ("n_games", "seed_offset", "modes", "out"),
     "bank.eval": ("n", "first_seed", "min_spread", "modes", "max_candidates", "known_banks", "out"),
-    "geometry": ("out",), "soundness": ("games", "seeds", "required"), "analysis": ("B", "min_games"),
-    "gate": ("prereg",), "report": ("out", "title"),
-    "pilot": ("run_dir", "lams", "seeds", "placebo_seeds", "placebo_lam", "ladder_seeds", "condition_seeds",
-              "replicate_conditions", "dpo_types", "ladder_conditions", "pairs_games", "pairs_seeds", "pinned_model"),
+    "geometry": ("out",),
+    "soundness": ("games", "seeds", "required"),
+    "analysis": ("B", "min_games"),
+    "gate": ("prereg",),
+    "report": ("out", "title"),
+    "pilot": (
+        "run_dir",
+        "lams",
+        "seeds",
+        "placebo_seeds",
+        "placebo_lam",
+        "ladder_seeds",
+        "condition_seeds",
+        "replicate_conditions",
+        "dpo_types",
+        "ladder_conditions",
+        "pairs_games",
+        "pairs_seeds",
+        "pinned_model",
+    ),
 }
 CONFIG_SECTIONS = {"train": GRPOConfig, "dpo": DPOTrainConfig, "eval": LaunchConfig}
 
-def check_params(p:dict, src:str):
+
+def check_params(p: dict, src: str):
     "Refuse an unknown section or key (naming the nearest known one) and a config value of the wrong type."
     tops = sorted({k.split(".")[0] for k in PARAM_KEYS} | set(CONFIG_SECTIONS))
-    if (bad := sorted(set(p) - set(tops))): raise ParamsError(f"{src}: {unknown_names(bad, tops, 'section')}")
+    if bad := sorted(set(p) - set(tops)):
+        raise ParamsError(f"{src}: {unknown_names(bad, tops, 'section')}")
     for sec, cls in CONFIG_SECTIONS.items():
-        if sec in p: config_section(p, sec, cls, src, ParamsError)
+        if sec in p:
+            config_section(p, sec, cls, src, ParamsError)
     if "bank" in p:
-        if not isinstance(p["bank"], dict): raise ParamsError(f"{src}: `bank:` must be a mapping (train:, eval:)")
-        if (bad := sorted(set(p["bank"]) - {"train", "eval"})):
+        if not isinstance(p["bank"], dict):
+            raise ParamsError(f"{src}: `bank:` must be a mapping (train:, eval:)")
+        if bad := sorted(set(p["bank"]) - {"train", "eval"}):
             raise ParamsError(f"{src}: bank: {unknown_names(bad, ['train', 'eval'], 'section')}")
     for where, keys in PARAM_KEYS.items():
         d = p
-        for part in where.split("."): d = d.get(part) if isinstance(d, dict) else None
-        if d is None: continue
-        if not isinstance(d, dict): raise ParamsError(f"{src}: `{where}:` must be a mapping")
-        if (bad := sorted(set(d) - set(keys))): raise ParamsError(f"{src}: {where}: {unknown_names(bad, keys)}")
+        for part in where.split("."):
+            d = d.get(part) if isinstance(d, dict) else None
+        if d is None:
+            continue
+        if not isinstance(d, dict):
+            raise ParamsError(f"{src}: `{where}:` must be a mapping")
+        if bad := sorted(set(d) - set(keys)):
+            raise ParamsError(f"{src}: {where}: {unknown_names(bad, keys)}")
 
 # %% ../nbs/16_pilot.ipynb #ddcb1658
-def load_params(path)->dict:
+def load_params(path) -> dict:
     "Read a YAML parameters file, checked (`check_params`); remember where it came from under `_source`."
     p = read_params(path, ParamsError)
-    if not isinstance(p, dict): raise ParamsError(f"{path}: must hold a mapping of sections")
+    if not isinstance(p, dict):
+        raise ParamsError(f"{path}: must hold a mapping of sections")
     check_params(p, str(path))
     return {**p, "_source": str(path)}
 
 # %% ../nbs/16_pilot.ipynb #67108824
-def need(params:dict, key:str):
+def need(params: dict, key: str):
     "The value at a dotted key such as `bank.train.n_games`, or a `ParamsError` naming the file and key."
     cur = params
     for part in key.split("."):
@@ -96,55 +121,84 @@ def need(params:dict, key:str):
     return cur
 
 # %% ../nbs/16_pilot.ipynb #e17aa3c2
-def get(params:dict, key:str, default=None):
+def get(params: dict, key: str, default=None):
     "The value at a dotted key, or `default`."
-    try: return need(params, key)
-    except ParamsError: return default
+    try:
+        return need(params, key)
+    except ParamsError:
+        return default
 
 # %% ../nbs/16_pilot.ipynb #46ebcb7d
-def log(msg:str): print(msg, flush=True)
+def log(msg: str):
+    print(msg, flush=True)
 
 # %% ../nbs/16_pilot.ipynb #f4b078dc
-def stage_due(name:str, output, force:bool=False, only:list|None=None)->bool:
+def stage_due(name: str, output, force: bool = False, only: list | None = None) -> bool:
     "Whether a stage is to run: selected, and its output missing or `force` (a skipped stage says so)."
-    if only and name not in only: return False
-    if Path(output).exists() and not force: log(f"[{name}] skipped: {output} exists"); return False
+    if only and name not in only:
+        return False
+    if Path(output).exists() and not force:
+        log(f"[{name}] skipped: {output} exists")
+        return False
     return True
 
 # %% ../nbs/16_pilot.ipynb #98fe05df
-def run_stage(name:str, # shown in the log
-              output, # the file whose existence means the stage is done
-              fn:Callable, # does the work; must write `output` last
-              force:bool=False, # run even if the output exists
-              only:list|None=None, # when given, run only stages named here
-              )->bool:
+def run_stage(
+    name: str,  # shown in the log
+    output,  # the file whose existence means the stage is done
+    fn: Callable,  # does the work; must write `output` last
+    force: bool = False,  # run even if the output exists
+    only: list | None = None,  # when given, run only stages named here
+) -> bool:
     "Run `fn()` unless `output` exists (or the stage is not selected); return whether it ran."
     output = Path(output)
-    if not stage_due(name, output, force, only): return False
+    if not stage_due(name, output, force, only):
+        return False
     t0 = time.time()
     log(f"[{name}] running -> {output}")
     fn()
-    if not output.exists(): raise RuntimeError(f"stage {name} did not write {output}")
+    if not output.exists():
+        raise RuntimeError(f"stage {name} did not write {output}")
     log(f"[{name}] done in {time.time() - t0:.0f} s")
     return True
 
 # %% ../nbs/16_pilot.ipynb #ee068306
-def stage_banks(params:dict, run:Path, force:bool, only, progress:bool)->tuple:
+def stage_banks(params: dict, run: Path, force: bool, only, progress: bool) -> tuple:
     "The training bank and the guarded, screened held-out bank."
     tr, ev = (lambda k: need(params, f"bank.train.{k}")), (lambda k: need(params, f"bank.eval.{k}"))
     train, evalb = Path(tr("out")), Path(ev("out"))
     known = [str(k) for k in ev("known_banks")]
-    if not any(Path(k) == train for k in known): known.append(str(train))
-    run_stage("train-bank", train / MANIFEST,
-              lambda: generate_bank(tr("n_games"), tr("seed_offset"), tr("modes"), train,
-                                                                    progress=progress, force=force), force, only)
-    run_stage("eval-bank", evalb / MANIFEST,
-              lambda: make_eval_bank(evalb, ev("n"), ev("first_seed"), known, ev("min_spread"),
-              ev("modes"), ev("max_candidates"), progress=progress, verbose=False, force=force), force, only)
+    if not any(Path(k) == train for k in known):
+        known.append(str(train))
+    run_stage(
+        "train-bank",
+        train / MANIFEST,
+        lambda: generate_bank(tr("n_games"), tr("seed_offset"), tr("modes"), train, progress=progress, force=force),
+        force,
+        only,
+    )
+    run_stage(
+        "eval-bank",
+        evalb / MANIFEST,
+        lambda: make_eval_bank(
+            evalb,
+            ev("n"),
+            ev("first_seed"),
+            known,
+            ev("min_spread"),
+            ev("modes"),
+            ev("max_candidates"),
+            progress=progress,
+            verbose=False,
+            force=force,
+        ),
+        force,
+        only,
+    )
     return train, evalb
 
 # %% ../nbs/16_pilot.ipynb #6f94558a
-def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
+def stage_geometry(params: dict, run: Path, force: bool, only) -> Path:
     "The geometry of the six LLM-Deliberation games."
     out = Path(get(params, "geometry.out", run / "llmdel-geometry.jsonl"))
     rows = lambda: [geometry_summary(solve(load_game(p))) for p in sorted(llmdel_games_dir().iterdir()) if p.is_dir()]
@@ -152,149 +206,224 @@ def stage_geometry(params:dict, run:Path, force:bool, only)->Path:
     return out
 
 # %% ../nbs/16_pilot.ipynb #6c8fa668
-def check_model(record:dict, # the pilot's `model.json`
-                required:bool=True, # stop the pilot when the model is not the pinned build (`pilot.pinned_model`)
-               ):
+def check_model(
+    record: dict,  # the pilot's `model.json`
+    required: bool = True,  # stop the pilot when the model is not the pinned build (`pilot.pinned_model`)
+):
     "Stop the pilot (`PilotStopped`) when an embedded model's stage hashes differ from its pinned build's."
     diff = record.get("pinned_differences")
-    if not diff: return
-    msg = (f"the model `{record['spec']}` ({record['path']}) is not the pinned build: {'; '.join(diff)}. Its numbers "
-           "would not be the ones another machine gets from this commit (`fairneg provenance` shows how this one "
-           "computes; a new recipe needs its PINNED_BUILDS entry)")
-    if required: raise PilotStopped(msg + "; pilot.pinned_model: false goes on anyway")
+    if not diff:
+        return
+    msg = (
+        f"the model `{record['spec']}` ({record['path']}) is not the pinned build: {'; '.join(diff)}. Its numbers "
+        "would not be the ones another machine gets from this commit (`fairneg provenance` shows how this one "
+        "computes; a new recipe needs its PINNED_BUILDS entry)"
+    )
+    if required:
+        raise PilotStopped(msg + "; pilot.pinned_model: false goes on anyway")
     log(f"[model] warning: {msg}")
 
 # %% ../nbs/16_pilot.ipynb #80dda098
-def stage_model(params:dict, run:Path, force:bool, only)->str:
+def stage_model(params: dict, run: Path, force: bool, only) -> str:
     "Install (or reuse) the model; record it, its weights' sha256 and the pinned build's; stop when they differ."
     spec = need(params, "train.model")
+
     def build():
         path = resolve_model(spec)
         rep = Path(path) / "build_report.json"
-        weights = {f.name: file_sha256(f) for f in sorted(Path(path).glob("*.safetensors"))}   # {} for a hub id
+        weights = {f.name: file_sha256(f) for f in sorted(Path(path).glob("*.safetensors"))}  # {} for a hub id
         report, pin = read_json(rep, ParamsError) if rep.exists() else None, embedded_pin(spec)
-        write_json(run / "model.json", dict(spec=spec, path=path, weights_sha256=weights, build_report=report,
-                                            pinned=pin, pinned_differences=None if pin is None
-                                            else build_differences(report or {}, pin)))
+        write_json(
+            run / "model.json",
+            dict(
+                spec=spec,
+                path=path,
+                weights_sha256=weights,
+                build_report=report,
+                pinned=pin,
+                pinned_differences=None if pin is None else build_differences(report or {}, pin),
+            ),
+        )
+
     run_stage("model", run / "model.json", build, force, only)
-    if (run / "model.json").exists():           # not yet, where `--only` leaves the stage out
+    if (run / "model.json").exists():  # not yet, where `--only` leaves the stage out
         check_model(read_json(run / "model.json", ParamsError), get(params, "pilot.pinned_model", True))
     return spec
 
 # %% ../nbs/16_pilot.ipynb #b218edb4
-def on_cluster(name:str, # the stage
-               fn:Callable, # its work (writes the stage's output)
-               run:Path, # the run folder: the record is its `jobs.jsonl`
-               job:JobConfig|None, # `--submit`'s options (None, or not submitting: `fn` runs here)
-               model:str, # the model the work runs (a GPU job unless it is an embedded small model)
-              )->Callable:
+def on_cluster(
+    name: str,  # the stage
+    fn: Callable,  # its work (writes the stage's output)
+    run: Path,  # the run folder: the record is its `jobs.jsonl`
+    job: JobConfig | None,  # `--submit`'s options (None, or not submitting: `fn` runs here)
+    model: str,  # the model the work runs (a GPU job unless it is an embedded small model)
+) -> Callable:
     "`fn` itself, or with `--submit` a call that runs it as one cluster job and waits for it."
-    if job is None or not job.submit: return fn
+    if job is None or not job.submit:
+        return fn
     slurm = key_values(job.slurm, "--slurm", ParamsError)
     return lambda: run_as_job(name, fn, run / JOBS, job, int(needs_gpu(model)), slurm, log)
 
 # %% ../nbs/16_pilot.ipynb #d4aa55d5
-def _model_kw(params:dict)->dict:
+def _model_kw(params: dict) -> dict:
     "The model's answer caps and thinking mode as in the arms' training: the `train:` section's, else `GRPOConfig`'s."
     c = make_config(params, lam=0.0)
-    return dict(max_new_tokens=c.max_new_tokens, scratchpad_chars=c.scratchpad_chars, message_chars=c.message_chars,
-                # off is the policies' default (and what cell records hold)
-                **({"thinking": True} if c.thinking else {}))
+    return dict(
+        max_new_tokens=c.max_new_tokens,
+        scratchpad_chars=c.scratchpad_chars,
+        message_chars=c.message_chars,
+        # off is the policies' default (and what cell records hold)
+        **({"thinking": True} if c.thinking else {}),
+    )
 
 # %% ../nbs/16_pilot.ipynb #5d54b845
-def _train_play(params:dict)->PlaySettings:
+def _train_play(params: dict) -> PlaySettings:
     "How the arms' episodes are played (the `train:` section's context, framing, deadline): the untrained model's too."
     return make_config(params, lam=0.0).play
 
 # %% ../nbs/16_pilot.ipynb #0cedf8fc
-def _train_settings(params:dict)->dict:
+def _train_settings(params: dict) -> dict:
     "The game the arms are trained on (`fairneg.settings.game_settings`): play settings, answer caps, thinking mode."
     c = make_config(params, lam=0.0)
     return game_settings(c.play, dataclasses.asdict(c))
 
 # %% ../nbs/16_pilot.ipynb #3a77939d
-def stage_soundness(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
-                    job:JobConfig|None=None, # `--submit`: the campaigns run as one job
-                   )->Path:
+def stage_soundness(
+    params: dict,
+    run: Path,
+    train_bank: Path,
+    model: str,
+    force: bool,
+    only,
+    progress: bool,
+    job: JobConfig | None = None,  # `--submit`: the campaigns run as one job
+) -> Path:
     "Play rational and all-LLM campaigns on training games and judge them on the arms' reward (its floor too)."
     out = run / "reward_soundness.json"
+
     def play_and_judge():
         # an interrupted (or forced) stage starts over: cells are never doubled
         shutil.rmtree(run / "soundness", ignore_errors=True)
         n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
         games = load_bank(train_bank)[:n]
         kw = dict(play=_train_play(params), progress=progress)
-        rat = run_tournament(games, "bayes_rational", seeds, out=run / "soundness" / "rational",
-                             experiment_name="pilot_soundness_rational", **kw)
+        rat = run_tournament(
+            games,
+            "bayes_rational",
+            seeds,
+            out=run / "soundness" / "rational",
+            experiment_name="pilot_soundness_rational",
+            **kw,
+        )
         pol = make_policy(model, name="llm", **_model_kw(params))
-        llm = run_tournament(games, "llm", seeds, out=run / "soundness" / "llm", experiment_name="pilot_soundness_llm",
-                             extra_policies={"llm": pol}, **kw)
-        res = soundness({"rational control": rat["rows"], "all-LLM": llm["rows"]}, ["rational control>all-LLM"],
-                        B=get(params, "analysis.B", 10_000), g_floor=make_config(params, lam=0.0).g_floor)
+        llm = run_tournament(
+            games,
+            "llm",
+            seeds,
+            out=run / "soundness" / "llm",
+            experiment_name="pilot_soundness_llm",
+            extra_policies={"llm": pol},
+            **kw,
+        )
+        res = soundness(
+            {"rational control": rat["rows"], "all-LLM": llm["rows"]},
+            ["rational control>all-LLM"],
+            B=get(params, "analysis.B", 10_000),
+            g_floor=make_config(params, lam=0.0).g_floor,
+        )
         for nm, s in res["campaigns"].items():
-            log(f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] "
-                f"({s['n_episodes']} episodes)")
+            log(
+                f"  {nm:>16}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}] "
+                f"({s['n_episodes']} episodes)"
+            )
         write_json(out, res)
+
     run_stage("soundness", out, on_cluster("soundness", play_and_judge, run, job, model), force, only)
     res = read_json(out, ParamsError) if out.exists() else None
     if res is not None and not res["passed"] and get(params, "soundness.required", True):
         c = res["campaigns"]
-        raise PilotStopped(f"the reward soundness gate failed ({out}): rational tables R_table "
-                           f"{c['rational control']['mean_r_table']:+.3f} "
-                           f"[{c['rational control']['lo']:+.3f}, {c['rational control']['hi']:+.3f}] vs all-LLM "
-                           f"{c['all-LLM']['mean_r_table']:+.3f} [{c['all-LLM']['lo']:+.3f}, "
-                           f"{c['all-LLM']['hi']:+.3f}]: the intervals "
-                           "overlap, so the pilot does not train on this reward (more soundness games or seeds "
-                           "narrow them; soundness.required: false goes on anyway)")
+        raise PilotStopped(
+            f"the reward soundness gate failed ({out}): rational tables R_table "
+            f"{c['rational control']['mean_r_table']:+.3f} "
+            f"[{c['rational control']['lo']:+.3f}, {c['rational control']['hi']:+.3f}] vs all-LLM "
+            f"{c['all-LLM']['mean_r_table']:+.3f} [{c['all-LLM']['lo']:+.3f}, "
+            f"{c['all-LLM']['hi']:+.3f}]: the intervals "
+            "overlap, so the pilot does not train on this reward (more soundness games or seeds "
+            "narrow them; soundness.required: false goes on anyway)"
+        )
     return out
 
 # %% ../nbs/16_pilot.ipynb #a1f51df9
 @dataclasses.dataclass(frozen=True)
 class Arm:
     "A GRPO arm of the pilot."
-    lam: float                          # its λ (a placebo's: the rewards it permutes)
-    seed: int | None                    # its training seed (None: the `train:` section's, not in the name)
-    index: int                          # which of its family's seeds it is (0, 1, ...)
-    placebo: bool                       # advantages permuted within each step (SPEC §7)
-    name: str                           # `lam1_s2`, `placebo_s0`; `lam1` when the file names no seeds
 
-def arms(params:dict)->list:
+    lam: float  # its λ (a placebo's: the rewards it permutes)
+    seed: int | None  # its training seed (None: the `train:` section's, not in the name)
+    index: int  # which of its family's seeds it is (0, 1, ...)
+    placebo: bool  # advantages permuted within each step (SPEC §7)
+    name: str  # `lam1_s2`, `placebo_s0`; `lam1` when the file names no seeds
+
+
+def arms(params: dict) -> list:
     "The pilot's GRPO arms: each λ under its seeds (`pilot.seeds`, in `lams` order), then the placebo's seeds."
     lams, seeds = [float(l) for l in get(params, "pilot.lams", [0.0, 1.0])], get(params, "pilot.seeds", None)
     first = int(get(params, "train.seed", 0))
-    if seeds is None: out = [Arm(l, None, 0, False, grpo_arm(l)) for l in lams]
+    if seeds is None:
+        out = [Arm(l, None, 0, False, grpo_arm(l)) for l in lams]
     else:
         if len(seeds) != len(lams) or any(int(n) < 1 for n in seeds):
-            raise ParamsError(f"{params.get('_source', '<params>')}: pilot.seeds {seeds}: one count of at least 1 per "
-                              f"λ of pilot.lams {lams}")
+            raise ParamsError(
+                f"{params.get('_source', '<params>')}: pilot.seeds {seeds}: one count of at least 1 per "
+                f"λ of pilot.lams {lams}"
+            )
         out = [Arm(l, first + i, i, False, grpo_arm(l, first + i)) for l, n in zip(lams, seeds) for i in range(int(n))]
     pl = float(get(params, "pilot.placebo_lam", 0.5))
-    return out + [Arm(pl, first + i, i, True, grpo_arm(pl, first + i, placebo=True))
-                  for i in range(int(get(params, "pilot.placebo_seeds", 0) or 0))]
+    return out + [
+        Arm(pl, first + i, i, True, grpo_arm(pl, first + i, placebo=True))
+        for i in range(int(get(params, "pilot.placebo_seeds", 0) or 0))
+    ]
 
 # %% ../nbs/16_pilot.ipynb #8505805f
-def arm_configs(params:dict, run:Path, train_bank:Path)->list:
+def arm_configs(params: dict, run: Path, train_bank: Path) -> list:
     "Each GRPO arm's config: the file's `train:` section with its λ (seed, placebo), the bank and `RUN/train/<arm>`."
-    return [make_config(params, lam=a.lam, bank=str(train_bank), out=str(run / "train" / a.name), arm=a.name,
-                        placebo=a.placebo, experiment_name=f"fairness_grpo_{a.name}",
-                        **({} if a.seed is None else {"seed": a.seed}))
-            for a in arms(params)]
+    return [
+        make_config(
+            params,
+            lam=a.lam,
+            bank=str(train_bank),
+            out=str(run / "train" / a.name),
+            arm=a.name,
+            placebo=a.placebo,
+            experiment_name=f"fairness_grpo_{a.name}",
+            **({} if a.seed is None else {"seed": a.seed}),
+        )
+        for a in arms(params)
+    ]
 
 # %% ../nbs/16_pilot.ipynb #63a850b3
-def train_arm(cfg:GRPOConfig, force:bool, progress:bool):
+def train_arm(cfg: GRPOConfig, force: bool, progress: bool):
     "Train a GRPO arm: interrupted, it resumes from its newest checkpoint; forced, it starts over in an empty folder."
     if force:
-        check_inputs(cfg)                            # a bad bank or model removes nothing (#50)
-        shutil.rmtree(cfg.out, ignore_errors=True)   # else `train` would resume from the last checkpoint: nothing to do
+        check_inputs(cfg)  # a bad bank or model removes nothing (#50)
+        shutil.rmtree(cfg.out, ignore_errors=True)  # else `train` would resume from the last checkpoint: nothing to do
     train(cfg, resume=True, progress=progress)
 
 # %% ../nbs/16_pilot.ipynb #c06f6292
-def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progress:bool,
-                job:JobConfig|None=None, # `--submit`: the arms go as jobs, all at once
-               )->dict:
+def stage_train(
+    params: dict,
+    run: Path,
+    train_bank: Path,
+    force: bool,
+    only,
+    progress: bool,
+    job: JobConfig | None = None,  # `--submit`: the arms go as jobs, all at once
+) -> dict:
     "One GRPO arm per λ (each resumes from its newest checkpoint by itself; `--force` trains it again from the start)."
-    cfgs, done = (arm_configs(params, run, train_bank),
-                  lambda cfg: checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json")
+    cfgs, done = (
+        arm_configs(params, run, train_bank),
+        lambda cfg: checkpoint_dir(cfg.out, cfg.steps) / "trainer_state.json",
+    )
     if job is not None and job.submit:
         train_arms_as_jobs([c for c in cfgs if stage_due(f"train-{c.arm}", done(c), force, only)], job, force)
     else:
@@ -303,113 +432,162 @@ def stage_train(params:dict, run:Path, train_bank:Path, force:bool, only, progre
     return {checkpoint_name(cfg.arm, cfg.steps): str(checkpoint_dir(cfg.out, cfg.steps)) for cfg in cfgs}
 
 # %% ../nbs/16_pilot.ipynb #9a4dcea8
-def ladder_rungs(params:dict, run:Path, train_bank:Path)->dict:
+def ladder_rungs(params: dict, run: Path, train_bank: Path) -> dict:
     "The earlier checkpoints (`checkpoint_steps` below the last) of each arm's first `pilot.ladder_seeds` seeds."
     out, n = {}, get(params, "pilot.ladder_seeds", None)
     for a, cfg in zip(arms(params), arm_configs(params, run, train_bank)):
-        if n is not None and a.index >= int(n): continue
-        out.update({checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s))
-                    for s in sorted(set(cfg.checkpoint_steps)) if s < cfg.steps})
+        if n is not None and a.index >= int(n):
+            continue
+        out.update(
+            {
+                checkpoint_name(cfg.arm, s): str(checkpoint_dir(cfg.out, s))
+                for s in sorted(set(cfg.checkpoint_steps))
+                if s < cfg.steps
+            }
+        )
     return out
 
 # %% ../nbs/16_pilot.ipynb #ebec3f9a
-def split_finals(params:dict, finals:dict)->tuple:
+def split_finals(params: dict, finals: dict) -> tuple:
     "The arms' last checkpoints: those of the first `pilot.condition_seeds` seeds (every condition), then the rest."
     n, idx = get(params, "pilot.condition_seeds", None), {a.name: a.index for a in arms(params)}
     first = {k: v for k, v in finals.items() if n is None or idx.get(arm_step(k)[0], 0) < int(n)}
     return first, {k: v for k, v in finals.items() if k not in first}
 
 # %% ../nbs/16_pilot.ipynb #a9852ad3
-def gate_checkpoints(params:dict, finals:Iterable[str])->list:
+def gate_checkpoints(params: dict, finals: Iterable[str]) -> list:
     "What the gate judges: each λ family's pooled last checkpoint where it has seeds, else its one arm's; no placebo."
     fams = defaultdict(list)
     for k in finals:
         arm, step = arm_step(k)
-        if not is_placebo_arm(arm): fams[(arm_family(arm), step)].append(k)
+        if not is_placebo_arm(arm):
+            fams[(arm_family(arm), step)].append(k)
     return [checkpoint_name(f, s) if len(ks) > 1 else ks[0] for (f, s), ks in fams.items()]
 
 # %% ../nbs/16_pilot.ipynb #1b4b2a16
-def train_arms_as_jobs(cfgs:list, # the arms to train
-                       job:JobConfig, # where the jobs go
-                       force:bool, # start every arm over
-                      ):
+def train_arms_as_jobs(
+    cfgs: list,  # the arms to train
+    job: JobConfig,  # where the jobs go
+    force: bool,  # start every arm over
+):
     "Submit every arm as a job (or wait for its running one), wait for all; a failed or unfinished arm stops the pilot."
     jobs = []
     for cfg in cfgs:
-        if force: shutil.rmtree(cfg.out, ignore_errors=True)
-        j = (live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log)
-             or submit_train(cfg, dataclasses.replace(job, wait=False), log))
-        if j is not None: jobs.append((cfg.arm, j))
+        if force:
+            shutil.rmtree(cfg.out, ignore_errors=True)
+        j = live_job(Path(cfg.out) / JOBS, "arm", cfg.arm, log) or submit_train(
+            cfg, dataclasses.replace(job, wait=False), log
+        )
+        if j is not None:
+            jobs.append((cfg.arm, j))
     _, failed = wait_jobs(jobs, log, slurm_watch(jobs))
-    if failed: raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
+    if failed:
+        raise PilotStopped(f"{len(failed)} training job(s) failed: {'; '.join(failed.values())}")
     short = [c.arm for c in cfgs if not (checkpoint_dir(c.out, c.steps) / "trainer_state.json").exists()]
     if short:
-        raise PilotStopped(f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): "
-                           "run the pilot again")
+        raise PilotStopped(
+            f"arm(s) {', '.join(short)} ended without their last checkpoint (see their jobs.jsonl): run the pilot again"
+        )
 
 # %% ../nbs/16_pilot.ipynb #a6c7f6ee
-def dpo_arms(params:dict)->list:
+def dpo_arms(params: dict) -> list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
     return [(t, dpo_arm(t)) for t in get(params, "pilot.dpo_types", [])]
 
 # %% ../nbs/16_pilot.ipynb #d87c9b2b
-def _min_effective_pairs(params:dict)->float|None:
+def _min_effective_pairs(params: dict) -> float | None:
     "The preregistered minimum of effective pairs a DPO arm needs (`analysis.min_effective_pairs`; None: none)."
     pre = get(params, "gate.prereg", None)
     return load_prereg(pre)["analysis"].get("min_effective_pairs") if pre and Path(pre).exists() else None
 
 # %% ../nbs/16_pilot.ipynb #bb50602e
-def stage_pairs(params:dict, run:Path, train_bank:Path, model:str, force:bool, only, progress:bool,
-                job:JobConfig|None=None, # `--submit`: the episodes are played in one job
-               )->Path|None:
+def stage_pairs(
+    params: dict,
+    run: Path,
+    train_bank: Path,
+    model: str,
+    force: bool,
+    only,
+    progress: bool,
+    job: JobConfig | None = None,  # `--submit`: the episodes are played in one job
+) -> Path | None:
     "The untrained model's episodes on private-information training games, annotated with each DPO arm's type."
     types = [t for t, _ in dpo_arms(params)]
-    if not types: return None
+    if not types:
+        return None
     out = run / "pairs"
+
     def annotate_pairs():
-        shutil.rmtree(out, ignore_errors=True)             # an interrupted stage starts over (cell tables are appended)
-        games = [g for g in load_bank(train_bank) if g.info_mode == "private"][:get(params, "pilot.pairs_games", 12)]
+        shutil.rmtree(out, ignore_errors=True)  # an interrupted stage starts over (cell tables are appended)
+        games = [g for g in load_bank(train_bank) if g.info_mode == "private"][: get(params, "pilot.pairs_games", 12)]
         if not games:
-            raise ParamsError(f"{train_bank}: no private-information game for the DPO pairs "
-                              "(add `private` to bank.train.modes)")
+            raise ParamsError(
+                f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)"
+            )
         kw = _model_kw(params)
-        played = run_cell(games, ["llm"], range(get(params, "pilot.pairs_seeds", 2)), out=out / "episodes",
-                          experiment_name="pilot_pairs_base",
-                          extra_policies={"llm": make_policy(model, name="llm", **kw)},
-                          progress=progress,
-                          cell=dict(model=model, model_thinking="on" if kw.get("thinking") else "off",
-                                    max_new_tokens=kw["max_new_tokens"]),
-                          play=_train_play(params))
+        played = run_cell(
+            games,
+            ["llm"],
+            range(get(params, "pilot.pairs_seeds", 2)),
+            out=out / "episodes",
+            experiment_name="pilot_pairs_base",
+            extra_policies={"llm": make_policy(model, name="llm", **kw)},
+            progress=progress,
+            cell=dict(
+                model=model, model_thinking="on" if kw.get("thinking") else "off", max_new_tokens=kw["max_new_tokens"]
+            ),
+            play=_train_play(params),
+        )
         ann = annotate(played["states"], types)
         log(f"  {len(played['episodes'])} episodes, {ann['decision_points']} decision points, {ann['n_rows']} rows")
         # the game the episodes were played under: each DPO arm records it as what it was trained under
         write_json(out / "settings.json", _train_settings(params))
         write_jsonl(out / "pairs.jsonl", ann["rows"])
+
     run_stage("pairs", out / "pairs.jsonl", on_cluster("pairs", annotate_pairs, run, job, model), force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #ba4c2910
-def stage_validity(params:dict, run:Path, pairs:Path|None, force:bool, only)->Path|None:
+def stage_validity(params: dict, run: Path, pairs: Path | None, force: bool, only) -> Path | None:
     "The validity check before any verdict: how much the untrained model's yes/no choices follow its own payoff."
-    if pairs is None: return None
+    if pairs is None:
+        return None
     out = run / "validity.json"
+
     def check():
         res = payoff_sensitivity(load_pairs(pairs), B=get(params, "analysis.B", 10_000))
         log(f"  {validity_sentence(res)}")
         write_json(out, res)
+
     run_stage("validity", out, check, force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #efd1652e
-def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, only, progress:bool,
-              job:JobConfig|None=None, # `--submit`: each arm trains in a job of its own, one after the other
-             )->dict:
+def stage_dpo(
+    params: dict,
+    run: Path,
+    pairs: Path | None,
+    model: str,
+    force: bool,
+    only,
+    progress: bool,
+    job: JobConfig | None = None,  # `--submit`: each arm trains in a job of its own, one after the other
+) -> dict:
     "One DPO arm per type; `outcome.json` says whether it trained (its checkpoint) or why not."
     ckpts = {}
     for t, arm in dpo_arms(params):
-        cfg = load_config(DPOTrainConfig, params, "dpo", error=ParamsError, pairs=str(pairs), type=t, model=model,
-                          out=str(run / "dpo" / arm))
+        cfg = load_config(
+            DPOTrainConfig,
+            params,
+            "dpo",
+            error=ParamsError,
+            pairs=str(pairs),
+            type=t,
+            model=model,
+            out=str(run / "dpo" / arm),
+        )
         marker = Path(cfg.out) / "outcome.json"
+
         def train_or_record(cfg=cfg, marker=marker):
             # no outcome yet: an interrupted (or forced) arm starts over
             shutil.rmtree(cfg.out, ignore_errors=True)
@@ -417,89 +595,146 @@ def stage_dpo(params:dict, run:Path, pairs:Path|None, model:str, force:bool, onl
                 train_dpo(cfg, progress)
                 ck = checkpoint_dir(cfg.out, cfg.steps)
                 eff, least = checkpoint_effective_pairs(ck), _min_effective_pairs(params)
-                write_json(marker, dict(arm=cfg.arm, trained=True, checkpoint=str(ck), weighting=cfg.weighting,
-                                        effective_pairs=eff, min_effective_pairs=least,
-                                        too_few_pairs=too_few_pairs(eff, least)))
+                write_json(
+                    marker,
+                    dict(
+                        arm=cfg.arm,
+                        trained=True,
+                        checkpoint=str(ck),
+                        weighting=cfg.weighting,
+                        effective_pairs=eff,
+                        min_effective_pairs=least,
+                        too_few_pairs=too_few_pairs(eff, least),
+                    ),
+                )
             except DPOTrainError as e:
                 log(f"  {cfg.arm} not trained: {e}")
                 write_json(marker, dict(arm=cfg.arm, trained=False, reason=str(e)))
+
         run_stage(f"dpo-{arm}", marker, on_cluster(f"dpo-{arm}", train_or_record, run, job, model), force, only)
         o = read_json(marker, ParamsError) if marker.exists() else {}
-        if o.get("trained"): ckpts[checkpoint_name(arm, cfg.steps)] = o["checkpoint"]
+        if o.get("trained"):
+            ckpts[checkpoint_name(arm, cfg.steps)] = o["checkpoint"]
     return ckpts
 
 # %% ../nbs/16_pilot.ipynb #acf2f99b
-def stage_eval(params:dict, run:Path, eval_bank:Path, model:str, ckpts:dict, force:bool, only, progress:bool,
-               rungs:dict|None=None, # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
-               job:JobConfig|None=None, # `--submit`: one job per cell, waited for
-               replicas:dict|None=None, # later seeds' last checkpoints, evaluated on `pilot.replicate_conditions` only
-               )->Path:
+def stage_eval(
+    params: dict,
+    run: Path,
+    eval_bank: Path,
+    model: str,
+    ckpts: dict,
+    force: bool,
+    only,
+    progress: bool,
+    rungs: dict | None = None,  # earlier checkpoints, evaluated on `pilot.ladder_conditions` only
+    job: JobConfig | None = None,  # `--submit`: one job per cell, waited for
+    replicas: dict | None = None,  # later seeds' last checkpoints, evaluated on `pilot.replicate_conditions` only
+) -> Path:
     "Every (checkpoint, condition) cell and ladder rung against the untrained base; complete sides kept unless forced."
     out = run / "eval" / "done.json"
-    def plan(cks:dict, **kw):
-        lc = launch_config(params, checkpoint=[f"{k}={v}" for k, v in cks.items()], out_dir=run / "eval",
-                           # the file's `eval:` section: cells, episodes, ...
-                           model=model, bank=str(eval_bank), progress=progress,
-                           context=None
-                           # as trained
-                           if get(params, "eval.context", None) else get(params, "train.context", None), **kw)
+
+    def plan(cks: dict, **kw):
+        lc = launch_config(
+            params,
+            checkpoint=[f"{k}={v}" for k, v in cks.items()],
+            out_dir=run / "eval",
+            # the file's `eval:` section: cells, episodes, ...
+            model=model,
+            bank=str(eval_bank),
+            progress=progress,
+            context=None
+            # as trained
+            if get(params, "eval.context", None)
+            else get(params, "train.context", None),
+            **kw,
+        )
         return plan_launch(lc, llm_kw=_model_kw(params))
+
     def play_cells():
         if force:
             # retrained checkpoints keep their paths: never reuse their old sides
             shutil.rmtree(run / "eval", ignore_errors=True)
         ladder = list(get(params, "pilot.ladder_conditions", []) or [])
         again = list(get(params, "pilot.replicate_conditions", ["primary"]))
-        cells = (plan(ckpts) + (plan(replicas, cells=again) if replicas else [])
-                 + (plan(rungs, cells=ladder) if rungs and ladder else []))
+        cells = (
+            plan(ckpts)
+            + (plan(replicas, cells=again) if replicas else [])
+            + (plan(rungs, cells=ladder) if rungs and ladder else [])
+        )
         sub = job is not None and job.submit
-        res = launch(cells, submit=sub, cluster=job.cluster if sub else None, wait=True, echo=log,
-                     params=executor_params(cells, job, key_values(job.slurm, "--slurm", ParamsError)) if sub else None)
+        res = launch(
+            cells,
+            submit=sub,
+            cluster=job.cluster if sub else None,
+            wait=True,
+            echo=log,
+            params=executor_params(cells, job, key_values(job.slurm, "--slurm", ParamsError)) if sub else None,
+        )
         write_json(out, dict(cells=[c.name for c in cells], results=res))
+
     run_stage("eval", out, play_cells, force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #422cd36b
-def stage_analyze(params:dict, run:Path, force:bool, only)->Path:
+def stage_analyze(params: dict, run: Path, force: bool, only) -> Path:
     "Paired game-cluster contrasts of every cell, each arm's seeds pooled, and arms against each other."
     out = run / "eval.json"
+
     def analyze():
         # the rows of this analysis (a fresh pilot run appends anew)
         (run / "eval_contrasts.jsonl").unlink(missing_ok=True)
         cells = discover_cells(run / "eval")
-        write_eval(analyze_cells(cells, B=get(params, "analysis.B", 10_000),
-                                 min_games=get(params, "analysis.min_games", MIN_GAMES),
-                                 **replicate_design(cells)), out)
+        write_eval(
+            analyze_cells(
+                cells,
+                B=get(params, "analysis.B", 10_000),
+                min_games=get(params, "analysis.min_games", MIN_GAMES),
+                **replicate_design(cells),
+            ),
+            out,
+        )
+
     run_stage("analyze", out, analyze, force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #3ccf2220
-def gated(result:dict, checkpoints:Iterable[str])->dict:
+def gated(result: dict, checkpoints: Iterable[str]) -> dict:
     "The eval results of these checkpoints only (cells, pooled seeds or versus cells): what the gate judges."
     keep, every = set(checkpoints), {**result["cells"], **result.get("pooled", {}), **result.get("versus", {})}
     return {**result, "cells": {n: c for n, c in every.items() if c["checkpoint"] in keep}}
 
 # %% ../nbs/16_pilot.ipynb #e6c02130
-def stage_gate(params:dict, run:Path, force:bool, only,
-               checkpoints:Iterable[str]|None=None, # the checkpoints the gate judges (default: every one evaluated)
-               )->Path:
+def stage_gate(
+    params: dict,
+    run: Path,
+    force: bool,
+    only,
+    checkpoints: Iterable[str] | None = None,  # the checkpoints the gate judges (default: every one evaluated)
+) -> Path:
     "The preregistered gate, evaluated by the code on the GRPO arms' last checkpoints (not ladder rungs or DPO arms)."
     out = run / "gate.json"
+
     def judge_gate():
         res = read_json(run / "eval.json", ParamsError)
-        g = evaluate_gate(load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")),
-                          gated(res, checkpoints) if checkpoints is not None else res)
+        g = evaluate_gate(
+            load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")),
+            gated(res, checkpoints) if checkpoints is not None else res,
+        )
         log(gate_text(g))
         write_json(out, g)
+
     run_stage("gate", out, judge_gate, force, only)
     return out
 
 # %% ../nbs/16_pilot.ipynb #89e06d2c
-def stage_report(params:dict, run:Path, force:bool, only)->Path:
+def stage_report(params: dict, run: Path, force: bool, only) -> Path:
     "The research-note report of the run."
     out = Path(get(params, "report.out", "reports/pilot.html"))
+
     def render():
         render_report(run, out, title=get(params, "report.title", "fairneg CPU pilot"))
+
     run_stage("report", out, render, force, only)
     return out
 
@@ -507,42 +742,70 @@ def stage_report(params:dict, run:Path, force:bool, only)->Path:
 # one row per pilot session: when, the code, the parameters file, the lock, the numerics
 PROVENANCE = "provenance.jsonl"
 
-def record_session(run:Path, # the run folder
-                   params:dict, # the parameters, as read by `load_params` (`_source` names their file)
-                  )->dict:
+
+def record_session(
+    run: Path,  # the run folder
+    params: dict,  # the parameters, as read by `load_params` (`_source` names their file)
+) -> dict:
     "Append this session's provenance (code, parameters file's sha256, lock, numerics) to `RUN/provenance.jsonl`."
-    with contextlib.suppress(ImportError): import torch  # noqa: F401  (so that the record names its kernels)
+    with contextlib.suppress(ImportError):
+        import torch  # noqa: F401  (so that the record names its kernels)
     src = params.get("_source")
-    row = dict(at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code_version=code_version(), params=src,
-               params_sha256=file_sha256(src) if src and Path(src).is_file() else None, **provenance())
+    row = dict(
+        at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        code_version=code_version(),
+        params=src,
+        params_sha256=file_sha256(src) if src and Path(src).is_file() else None,
+        **provenance(),
+    )
     append_jsonl([row], Path(run) / PROVENANCE)
     return row
 
 # %% ../nbs/16_pilot.ipynb #adda5c66
-STAGES = ("train-bank", "eval-bank", "llmdel-geometry", "model", "soundness", "train", "pairs", "validity", "dpo",
-          "eval", "analyze", "gate", "report")
+STAGES = (
+    "train-bank",
+    "eval-bank",
+    "llmdel-geometry",
+    "model",
+    "soundness",
+    "train",
+    "pairs",
+    "validity",
+    "dpo",
+    "eval",
+    "analyze",
+    "gate",
+    "report",
+)
 
-def run_pilot(params:dict, # parameters, as read by `load_params`
-              force:bool=False, # redo every stage
-              progress:bool=True, # progress bars
-              only:list|None=None, # run only these stages (see STAGES; `train` is every GRPO arm, `dpo` every DPO arm)
-              job:JobConfig|None=None, # `--submit`: model stages (soundness, arms, pairs, DPO, eval) as cluster jobs
-              )->dict:
+
+def run_pilot(
+    params: dict,  # parameters, as read by `load_params`
+    force: bool = False,  # redo every stage
+    progress: bool = True,  # progress bars
+    only: list | None = None,  # run only these stages (see STAGES; `train` is every GRPO arm, `dpo` every DPO arm)
+    job: JobConfig | None = None,  # `--submit`: model stages (soundness, arms, pairs, DPO, eval) as cluster jobs
+) -> dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
-    run, only = Path(get(params, "pilot.run_dir", "runs/pilot")), only_stages(params, only)   # checked before writing
-    with folder_lock(run, "fairneg pilot"): return _run_pilot(params, run, force, progress, only, job)
+    run, only = Path(get(params, "pilot.run_dir", "runs/pilot")), only_stages(params, only)  # checked before writing
+    with folder_lock(run, "fairneg pilot"):
+        return _run_pilot(params, run, force, progress, only, job)
 
-def only_stages(params:dict, only:list|None)->list|None:
+
+def only_stages(params: dict, only: list | None) -> list | None:
     "The stages `--only` names, `train` and `dpo` expanded to every arm's; an unknown one is a `ParamsError`."
-    if not only: return only
+    if not only:
+        return only
     grpo_stages, dpo_stages = [f"train-{a.name}" for a in arms(params)], [f"dpo-{a}" for _, a in dpo_arms(params)]
     bad = [s for s in only if s not in STAGES and s not in grpo_stages + dpo_stages]
     if bad:
-        raise ParamsError(f"unknown stage(s) {', '.join(bad)} "
-                          f"(stages: {', '.join(STAGES + tuple(grpo_stages + dpo_stages))})")
+        raise ParamsError(
+            f"unknown stage(s) {', '.join(bad)} (stages: {', '.join(STAGES + tuple(grpo_stages + dpo_stages))})"
+        )
     return list(only) + (grpo_stages if "train" in only else []) + (dpo_stages if "dpo" in only else [])
 
-def _run_pilot(params:dict, run:Path, force:bool, progress:bool, only:list|None, job:JobConfig|None)->dict:
+
+def _run_pilot(params: dict, run: Path, force: bool, progress: bool, only: list | None, job: JobConfig | None) -> dict:
     "`run_pilot` under the run folder's writer lock."
     t0 = time.time()
     run.mkdir(parents=True, exist_ok=True)
@@ -550,7 +813,8 @@ def _run_pilot(params:dict, run:Path, force:bool, progress:bool, only:list|None,
     arm_stages = [f"train-{a.name}" for a in arms(params)] + [f"dpo-{a}" for _, a in dpo_arms(params)]
     train_bank, eval_bank = stage_banks(params, run, force, only, progress)
     res = dict(train_bank=train_bank, eval_bank=eval_bank, geometry=stage_geometry(params, run, force, only))
-    if only and not set(only) & (set(STAGES[3:]) | set(arm_stages)): return res
+    if only and not set(only) & (set(STAGES[3:]) | set(arm_stages)):
+        return res
     model = stage_model(params, run, force, only)
     res["soundness"] = stage_soundness(params, run, train_bank, model, force, only, progress, job)
     ckpts = stage_train(params, run, train_bank, force, only, progress, job)
@@ -559,8 +823,19 @@ def _run_pilot(params:dict, run:Path, force:bool, progress:bool, only:list|None,
     res["validity"] = stage_validity(params, run, pairs, force, only)
     first, replicas = split_finals(params, ckpts)
     first.update(stage_dpo(params, run, pairs, model, force, only, progress, job))
-    res["eval"] = stage_eval(params, run, eval_bank, model, first, force, only, progress,
-                             ladder_rungs(params, run, train_bank), job, replicas)
+    res["eval"] = stage_eval(
+        params,
+        run,
+        eval_bank,
+        model,
+        first,
+        force,
+        only,
+        progress,
+        ladder_rungs(params, run, train_bank),
+        job,
+        replicas,
+    )
     res["analysis"] = stage_analyze(params, run, force, only)
     res["gate"] = stage_gate(params, run, force, only, gate_checkpoints(params, finals))
     res["report"] = stage_report(params, run, force, only)
@@ -572,16 +847,32 @@ import typer
 from typing import Annotated, Optional
 from .commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
 
-for _e in (ParamsError, PilotStopped):   # a bad parameters file, a failed gate: one line, exit code 2
+for _e in (ParamsError, PilotStopped):  # a bad parameters file, a failed gate: one line, exit code 2
     user_error(_e)
 app = typer.Typer(cls=CliGroup, add_completion=False, help="The CPU pilot.")
 
-def pilot(params:Path=Path("params/pilot-cpu.yaml"), force:bool=False, only:list|None=None, progress:bool=True, **job):
+
+def pilot(
+    params: Path = Path("params/pilot-cpu.yaml"),
+    force: bool = False,
+    only: list | None = None,
+    progress: bool = True,
+    **job,
+):
     "Run the CPU pilot, skipping stages whose output exists (reruns continue); --submit: model stages as cluster jobs."
     run_pilot(load_params(params), force, progress, only, JobConfig(**{k: v for k, v in job.items() if v is not None}))
 
-app.command("pilot", cls=MultiValueCommand)(config_command(JobConfig, pilot, skip=("wait",), extra=[
-    extra_option("params", Path, Path("params/pilot-cpu.yaml"), "The YAML parameters file."),
-    extra_option("force", bool, False, "Redo every stage, even those whose output exists."),
-    extra_option("only", Optional[list[str]], None, f"Run only these stages ({', '.join(STAGES)})."),
-    extra_option("progress", bool, True, "Show progress bars.")]))
+
+app.command("pilot", cls=MultiValueCommand)(
+    config_command(
+        JobConfig,
+        pilot,
+        skip=("wait",),
+        extra=[
+            extra_option("params", Path, Path("params/pilot-cpu.yaml"), "The YAML parameters file."),
+            extra_option("force", bool, False, "Redo every stage, even those whose output exists."),
+            extra_option("only", Optional[list[str]], None, f"Run only these stages ({', '.join(STAGES)})."),
+            extra_option("progress", bool, True, "Show progress bars."),
+        ],
+    )
+)

@@ -12,9 +12,9 @@ import typer
 from .agents import AGENT_NAMES, AGENT_ALIASES
 from .commands import BadValue, CliGroup, MultiValueCommand, config_command, extra_option, user_error
 from .bank import adapter_config, bank_games
-from .rollout import (RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names,
-                             max_budget, run_cell, summary_table, quality_report, merge_cmd,
-                             cell_identity, held_episodes, missing_runs)
+from .rollout import RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names
+from .rollout import max_budget, run_cell, summary_table, quality_report, merge_cmd, cell_identity, held_episodes
+from .rollout import missing_runs
 from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .game import INFO_MODES
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
@@ -29,348 +29,465 @@ __all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_
            'model_spec', 'seat_policies', 'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
 
 # %% ../nbs/11_policies.ipynb #b7479128
-def is_llm_seat(name:str)->bool:
+def is_llm_seat(name: str) -> bool:
     "Whether a seat name means a language model (`tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`)."
     return name in EMBEDDED or name.startswith(("hf:", "vllm:"))
 
 # %% ../nbs/11_policies.ipynb #a49b1c39
-def resolve_model(spec, # `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder or a hub id
-                  build:bool=True, # build an embedded model that is not cached yet (False: only say where it goes)
-                 )->str:
+def resolve_model(
+    spec,  # `tiny`, `tiny-test`, `hf:PATH`, `vllm:PATH`, a folder or a hub id
+    build: bool = True,  # build an embedded model that is not cached yet (False: only say where it goes)
+) -> str:
     "The folder or hub id a model spec loads."
     # `hf:`/`vllm:` dropped first: `vllm:tiny` is the embedded model too
     path = model_path(spec)
     return str((tiny_path if build else tiny_folder)(EMBEDDED[path])) if path in EMBEDDED else path
 
 # %% ../nbs/11_policies.ipynb #1b861a2f
-def default_constrain(spec, constrain=None)->str:
+def default_constrain(spec, constrain=None) -> str:
     "`constrain` if given, else `legal` for the embedded models (`tiny`, `tiny-test`) and `none` for real models."
-    if constrain in (None, "auto"): return "legal" if model_path(spec) in EMBEDDED else "none"
+    if constrain in (None, "auto"):
+        return "legal" if model_path(spec) in EMBEDDED else "none"
     return constrain_mode(constrain)
 
 # %% ../nbs/11_policies.ipynb #0aae1050
-def needs_gpu(model:str)->bool:
+def needs_gpu(model: str) -> bool:
     "Whether a job running this model asks for a GPU by default: all but the small embedded models (they run on CPUs)."
     return model_path(model) not in EMBEDDED
 
 # %% ../nbs/11_policies.ipynb #8fc78514
-def make_policy(spec:str, # a model spec (see `resolve_model`)
-                **kw, # `HFPolicy` / `VLLMPolicy` options (name, constrain, adapter, max_new_tokens, ...)
-               ):
+def make_policy(
+    spec: str,  # a model spec (see `resolve_model`)
+    **kw,  # `HFPolicy` / `VLLMPolicy` options (name, constrain, adapter, max_new_tokens, ...)
+):
     "A model policy for a `--model` spec: `vllm:PATH` on vLLM, else an `HFPolicy`."
     spec = str(spec)
     kw = dict(kw, name=kw.get("name") or spec, constrain=default_constrain(spec, kw.get("constrain")))
     return (VLLMPolicy if spec.startswith("vllm:") else HFPolicy)(resolve_model(spec), **kw)
 
-
 # %% ../nbs/11_policies.ipynb #3c013bd6
 class PolicyError(ValueError):
     "A policy spec that names no policy, or one that cannot be built; the message says which and why."
 
-user_error(PolicyError)   # commands print it as one line, exit 2
+
+user_error(PolicyError)  # commands print it as one line, exit 2
 
 # %% ../nbs/11_policies.ipynb #a7f22f9c
 @dataclass(frozen=True)
 class PolicySpec:
     "How to build one policy: a computable agent, a factory, a model, or a model plus an adapter."
-    kind: str                 # `agent`, `random`, `py`, `model` or `adapter`
-    target: str               # agent name, `module:factory`, model id, or adapter folder
+
+    kind: str  # `agent`, `random`, `py`, `model` or `adapter`
+    target: str  # agent name, `module:factory`, model id, or adapter folder
     model: str | None = None  # the base model of an adapter
-    def __str__(self): return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
+
+    def __str__(self):
+        return self.target if self.kind == "adapter" else f"{self.kind}:{self.target}"
+
     @property
-    def needs_gpu(self)->bool:
+    def needs_gpu(self) -> bool:
         "Whether a job playing this policy asks for a GPU: a model's, or an adapter's base model's, unless embedded."
-        return self.kind in ("model", "adapter") and needs_gpu(self.target
-                                                               if self.kind == "model" else self.model or "")
+        return self.kind in ("model", "adapter") and needs_gpu(
+            self.target if self.kind == "model" else self.model or ""
+        )
 
 # %% ../nbs/11_policies.ipynb #00f8eb0f
-def parse_policy(spec:str, # a seat name or spec: agent, `random-legal`, model, `py:<module>:<factory>`, adapter folder
-                 model:str|None=None, # the base model of an adapter (default: its adapter_config.json)
-                 )->PolicySpec:
+def parse_policy(
+    spec: str,  # a seat name or spec: agent, `random-legal`, model, `py:<module>:<factory>`, adapter folder
+    model: str | None = None,  # the base model of an adapter (default: its adapter_config.json)
+) -> PolicySpec:
     "Read a policy spec (see the table above)."
     s = str(spec).strip()
     kind, _, rest = s.partition(":")
-    if is_agent_seat(s): return PolicySpec("agent", s)
-    if s == RANDOM_LEGAL: return PolicySpec("random", s)
-    if is_llm_seat(s): return PolicySpec("model", s)
+    if is_agent_seat(s):
+        return PolicySpec("agent", s)
+    if s == RANDOM_LEGAL:
+        return PolicySpec("random", s)
+    if is_llm_seat(s):
+        return PolicySpec("model", s)
     if kind == "agent":
         if not is_agent_seat(rest):
-            raise PolicyError(f"`{s}`: no computable agent `{rest}` (known: "
-                              f"{', '.join((*AGENT_NAMES, *AGENT_ALIASES))})")
+            raise PolicyError(
+                f"`{s}`: no computable agent `{rest}` (known: {', '.join((*AGENT_NAMES, *AGENT_ALIASES))})"
+            )
         return PolicySpec("agent", rest)
     if kind == "py":
-        if rest.count(":") != 1 or not all(rest.split(":")): raise PolicyError(f"`{s}`: expected py:<module>:<factory>")
+        if rest.count(":") != 1 or not all(rest.split(":")):
+            raise PolicyError(f"`{s}`: expected py:<module>:<factory>")
         return PolicySpec("py", rest)
     if kind == "model":
-        if not rest: raise PolicyError(f"`{s}`: expected model:<model id or folder>")
+        if not rest:
+            raise PolicyError(f"`{s}`: expected model:<model id or folder>")
         return PolicySpec("model", rest)
     return _adapter_spec(Path(s), model)
 
 # %% ../nbs/11_policies.ipynb #39d36c58
-def _adapter_spec(p:Path, model:str|None)->PolicySpec:
+def _adapter_spec(p: Path, model: str | None) -> PolicySpec:
     "An adapter folder's spec, its base model from `model` or its adapter_config.json."
     if (p / "adapter_config.json").is_file():
         cfg_base = adapter_config(p, PolicyError).get("base_model_name_or_path")
         if model and cfg_base and Path(resolve_model(model, build=False)).name != Path(cfg_base).name:
             warnings.warn(f"{p}: adapter trained on {cfg_base}, evaluated on --model {model}")
         base = model or cfg_base
-        if not base: raise PolicyError(f"{p}: adapter_config.json names no base model; pass --model")
+        if not base:
+            raise PolicyError(f"{p}: adapter_config.json names no base model; pass --model")
         return PolicySpec("adapter", str(p), base)
-    if p.is_dir(): raise PolicyError(f"{p}: a folder without adapter_config.json, so not a PEFT adapter")
-    raise PolicyError(f"unknown seat policy {p} (computable agents: {', '.join(AGENT_NAMES)}; or random-legal, tiny, "
-                      "tiny-test, hf:PATH, vllm:PATH, model:<id>, py:<module>:<factory>, an adapter folder)")
+    if p.is_dir():
+        raise PolicyError(f"{p}: a folder without adapter_config.json, so not a PEFT adapter")
+    raise PolicyError(
+        f"unknown seat policy {p} (computable agents: {', '.join(AGENT_NAMES)}; or random-legal, tiny, "
+        "tiny-test, hf:PATH, vllm:PATH, model:<id>, py:<module>:<factory>, an adapter folder)"
+    )
 
 # %% ../nbs/11_policies.ipynb #00fc5a46
-def policy_label(spec:PolicySpec)->str:
+def policy_label(spec: PolicySpec) -> str:
     "The seat name a spec plays under in episode rows."
     return Path(spec.target).name if spec.kind == "adapter" else spec.target
 
 # %% ../nbs/11_policies.ipynb #dc53b252
-def engine_key(spec:PolicySpec, llm_kw:dict)->tuple|None:
+def engine_key(spec: PolicySpec, llm_kw: dict) -> tuple | None:
     "The vLLM engine a model or adapter spec runs on (its base model and LLM options), or None when it needs none."
-    if spec.kind not in ("model", "adapter"): return None
+    if spec.kind not in ("model", "adapter"):
+        return None
     model = str(spec.model if spec.kind == "adapter" else spec.target)
     return (model, json.dumps(llm_kw, sort_keys=True, default=str)) if model.startswith("vllm:") else None
 
 # %% ../nbs/11_policies.ipynb #6d22f006
-def build_policy(spec:PolicySpec, # what to build
-                 name:str|None=None, # the policy's name (model and adapter specs)
-                 engines:dict|None=None, # vLLM engines to share, by base model (a `run_eval_cell` keeps one per cell)
-                 **llm_kw, # passed to `make_policy` (model and adapter specs only)
-                 ):
+def build_policy(
+    spec: PolicySpec,  # what to build
+    name: str | None = None,  # the policy's name (model and adapter specs)
+    engines: dict | None = None,  # vLLM engines to share, by base model (a `run_eval_cell` keeps one per cell)
+    **llm_kw,  # passed to `make_policy` (model and adapter specs only)
+):
     "A policy (anything with `act_batch`) for a spec."
-    if spec.kind == "agent": return AgentPolicy(spec.target)
-    if spec.kind == "random": return RandomLegalPolicy()
+    if spec.kind == "agent":
+        return AgentPolicy(spec.target)
+    if spec.kind == "random":
+        return RandomLegalPolicy()
     if spec.kind == "py":
         mod, attr = spec.target.split(":")
-        try: factory = getattr(importlib.import_module(mod), attr)
+        try:
+            factory = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
             raise PolicyError(f"`{spec}`: cannot import the factory ({e})") from None
         return factory()
     model, adapter = (spec.model, spec.target) if spec.kind == "adapter" else (spec.target, None)
     key = engine_key(spec, llm_kw)
-    if engines is not None and key is not None:                   # one engine, the adapter as a LoRA request
-        if key not in engines: engines[key] = make_policy(model, **llm_kw)
+    if engines is not None and key is not None:  # one engine, the adapter as a LoRA request
+        if key not in engines:
+            engines[key] = make_policy(model, **llm_kw)
         return engines[key].view(name, adapter)
     kw = {**({"name": name} if name else {}), **llm_kw}
     return make_policy(model, adapter=adapter, **kw) if adapter else make_policy(model, **kw)
 
 # %% ../nbs/11_policies.ipynb #d5dc01be
-def model_spec(name:str)->PolicySpec:
+def model_spec(name: str) -> PolicySpec:
     "A `--model`'s spec: the name's own spec where it has one, else a model (any folder or hub id)."
-    try: return parse_policy(name)
-    except PolicyError: return PolicySpec("model", name)
+    try:
+        return parse_policy(name)
+    except PolicyError:
+        return PolicySpec("model", name)
 
 # %% ../nbs/11_policies.ipynb #c18bd076
-def seat_policies(names, # seat policy names
-                  model:str|None=None, # the `--model` spec (the seats named after it are that model)
-                  thinking:bool=False, # thinking mode of model policies
-                  max_new_tokens:int|None=None, # cap of new tokens of model policies
-                  extra:dict|None=None, # ready policies by name (tests, notebooks)
-                  constrain:str|None=None, # `legal` or `none` (default: legal for embedded models, none for real ones)
-                 )->dict:
+def seat_policies(
+    names,  # seat policy names
+    model: str | None = None,  # the `--model` spec (the seats named after it are that model)
+    thinking: bool = False,  # thinking mode of model policies
+    max_new_tokens: int | None = None,  # cap of new tokens of model policies
+    extra: dict | None = None,  # ready policies by name (tests, notebooks)
+    constrain: str | None = None,  # `legal` or `none` (default: legal for embedded models, none for real ones)
+) -> dict:
     "Policies of the seats among `names` that are not computable agents: `extra`, else the policy each name specifies."
     out = dict(extra or {})
-    kw = dict(thinking=thinking, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}),
-              **({"constrain": constrain} if constrain else {}))
+    kw = dict(
+        thinking=thinking,
+        **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}),
+        **({"constrain": constrain} if constrain else {}),
+    )
     for n in dict.fromkeys(names):
-        if n in out or is_agent_seat(n): continue
+        if n in out or is_agent_seat(n):
+            continue
         out[n] = build_policy(model_spec(n) if n == model else parse_policy(n), n, **kw)
     return out
 
 # %% ../nbs/11_policies.ipynb #9fbe8f83
 class PlayGroup(CliGroup):
     "`fairneg play`: `merge` is a subcommand; anything else goes to the default command `run`."
+
     default_cmd = "run"
+
     def parse_args(self, ctx, args):
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = [self.default_cmd, *args]
         return super().parse_args(ctx, args)
 
 # %% ../nbs/11_policies.ipynb #10640fa6
-def _play_seats(seats:str|None, model:str|None, games:list)->list[str]:
+def _play_seats(seats: str | None, model: str | None, games: list) -> list[str]:
     "The seat names of `--seats`/`--model`, checked against the games and the policy registry before any model loads."
     try:
         names = resolve_seats(seats, model)
         seat_names(names, games)
         for n in dict.fromkeys(names):
-            if n != model and not is_agent_seat(n): parse_policy(n)
-    except (ValueError, PolicyError) as e: raise typer.BadParameter(str(e), param_hint="--seats") from None
+            if n != model and not is_agent_seat(n):
+                parse_policy(n)
+    except (ValueError, PolicyError) as e:
+        raise typer.BadParameter(str(e), param_hint="--seats") from None
     return names
 
 # %% ../nbs/11_policies.ipynb #870eb9f9
-def _play_line(q:dict, out:Path)->str:
+def _play_line(q: dict, out: Path) -> str:
     "The closing line of `fairneg play`: the folder's episodes, parse and legality counts, unique keys, protocols."
-    return (f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read "
-            f"leniently), fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, "
-            f"unique keys {q['unique_keys']}, protocol {', '.join(q['protocol_versions'])} -> {out}")
+    return (
+        f"{q['episodes_done']} episodes, parse_ok {q['parse_ok_rate']:.3f} ({q['lenient_attempts']} read "
+        f"leniently), fabrication {q['fabrication']}, illegal {q['illegal']}, retried {q['retried_turns']}, "
+        f"unique keys {q['unique_keys']}, protocol {', '.join(q['protocol_versions'])} -> {out}"
+    )
 
 # %% ../nbs/11_policies.ipynb #ee399fe0
 @dataclass
 class PlayConfig:
     "What `fairneg play run` plays: a bank and its seats and seeds, where the tables go, and how the LLM seats decode."
-    bank: Path|None = field(default=None, metadata=dict(flags=("--bank", "--instances")))   # a bank or game JSON folder
-    seats: str|None = None            # one policy for all seats or one per seat (comma list); `llm`/`model` use --model
-    out: Path|None = None             # folder the tables are appended to (default: runs/<experiment name>)
-    seeds: list[int] = field(default_factory=lambda: [0])   # episode seeds, e.g. `--seeds 0 1 2`
+
+    # a bank or game JSON folder
+    bank: Path | None = field(default=None, metadata=dict(flags=("--bank", "--instances")))
+    seats: str | None = None  # one policy for all seats or one per seat (comma list); `llm`/`model` use --model
+    out: Path | None = None  # folder the tables are appended to (default: runs/<experiment name>)
+    seeds: list[int] = field(default_factory=lambda: [0])  # episode seeds, e.g. `--seeds 0 1 2`
     # `experiment_name` of every row (default: play__<seats>)
     experiment_name: str = field(default="", metadata=dict(flags=("--experiment-name", "--run-name")))
     # episodes live at once (the co-stepping wave width, the memory knob)
     width: int = field(default=64, metadata=dict(flags=("--width", "--instance-batch")))
-    model: str|None = None            # LLM seats' policy: folder, hub id, hf:PATH, vllm:PATH, tiny(-test), random-legal
-    model_thinking: str = "off"       # thinking mode of --model: on or off
-    constrain: str|None = None        # constrained decoding: legal or none (default: legal for tiny models, else none)
-    turn_max_tokens: int|None = None  # raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`)
+    model: str | None = None  # LLM seats' policy: folder, hub id, hf:PATH, vllm:PATH, tiny(-test), random-legal
+    model_thinking: str = "off"  # thinking mode of --model: on or off
+    constrain: str | None = None  # constrained decoding: legal or none (default: legal for tiny models, else none)
+    turn_max_tokens: int | None = None  # raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`)
     framing: str = PlaySettings.framing  # prompt framing: table or prose
-    info_mode: str|None = None        # override the games' information mode (full or private)
-    max_turns: int|None = None        # override the deadline (turns after the opening)
+    info_mode: str | None = None  # override the games' information mode (full or private)
+    max_turns: int | None = None  # override the deadline (turns after the opening)
     context: str = PlaySettings.context  # `window` (fresh prompt per turn) or `conversation` (one chat; `...-conv-v1`)
-    progress: bool = True             # show a progress bar
+    progress: bool = True  # show a progress bar
 
-    def __post_init__(self): _check_play_config(self)
+    def __post_init__(self):
+        _check_play_config(self)
 
     @property
-    def play(self)->PlaySettings:
+    def play(self) -> PlaySettings:
         "How the cell's episodes are played and shown (checked)."
-        return PlaySettings(context=self.context, framing=self.framing, info_mode=self.info_mode,
-                            max_turns=self.max_turns,
-                            turn_max_tokens=self.turn_max_tokens)
+        return PlaySettings(
+            context=self.context,
+            framing=self.framing,
+            info_mode=self.info_mode,
+            max_turns=self.max_turns,
+            turn_max_tokens=self.turn_max_tokens,
+        )
 
 # %% ../nbs/11_policies.ipynb #74bcb672
-def _check_play_config(c:PlayConfig):
+def _check_play_config(c: PlayConfig):
     "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
-    if c.bank is None: raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
+    if c.bank is None:
+        raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
     if c.model_thinking not in ("on", "off"):
         raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
     if c.constrain not in (None, *CONSTRAIN):
         raise ValueError(f"constrain must be {' or '.join(CONSTRAIN)}, got {c.constrain!r}")
-    c.play                                                  # context, framing, info_mode, max_turns and turn_max_tokens
-    if c.width < 1: raise ValueError(f"width must be at least 1, got {c.width}")
+    c.play  # context, framing, info_mode, max_turns and turn_max_tokens
+    if c.width < 1:
+        raise ValueError(f"width must be at least 1, got {c.width}")
     twice = sorted({s for s in c.seeds if c.seeds.count(s) > 1})
     if twice:
-        raise ValueError(f"seeds {', '.join(map(str, twice))} given more than once: "
-                         "each (game, seed) episode is played once")
+        raise ValueError(
+            f"seeds {', '.join(map(str, twice))} given more than once: each (game, seed) episode is played once"
+        )
 
 # %% ../nbs/11_policies.ipynb #b23e430d
-play_app = typer.Typer(cls=PlayGroup, add_completion=False, help=
-    "Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the "
-    "default command); merge chunks of a cell (`fairneg play merge`).")
+play_app = typer.Typer(
+    cls=PlayGroup,
+    add_completion=False,
+    help="Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the "
+    "default command); merge chunks of a cell (`fairneg play merge`).",
+)
 
-TABLE_LEVEL_NOTE = ("  deal_rate, mean_nnw, below_threshold_rate and worst_off_z are the table's, the same for every "
-                    "seat of a mixed table; own_z is the policy's own seats'")
+TABLE_LEVEL_NOTE = (
+    "  deal_rate, mean_nnw, below_threshold_rate and worst_off_z are the table's, the same for every "
+    "seat of a mixed table; own_z is the policy's own seats'"
+)
 
-def _plan_line(out:Path, wanted:set, held:set, force:bool)->str|None:
+
+def _plan_line(out: Path, wanted: set, held: set, force: bool) -> str | None:
     "What a run into `out` will do: start over, resume, or nothing (None: a new cell)."
     if force:
         return f"{out}: --force: playing all {len(wanted)} episodes into a new folder that replaces it when complete"
     have = len(wanted & held)
     if have == len(wanted):
         return f"{out}: already holds all {len(wanted)} episodes of this cell; nothing played (--force plays it again)"
-    return (f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}"
-            if held else None)
+    return (
+        f"{out}: holds {have} of these {len(wanted)} episodes; playing the other {len(wanted) - have}" if held else None
+    )
 
 # %% ../nbs/11_policies.ipynb #3d34fc9c
-def _play_blocks(force:bool, c, games, names, out, identity)->tuple[list, str|None]:
+def _play_blocks(force: bool, c, games, names, out, identity) -> tuple[list, str | None]:
     "The (games, seeds) blocks to play into `out` and the line that says so (refusing a folder of another cell)."
     wanted = {(g.name, s) for g in games for s in c.seeds}
-    if force: check_replaceable(out, (out / CELL).is_file(), "a campaign cell")
+    if force:
+        check_replaceable(out, (out / CELL).is_file(), "a campaign cell")
     held = set() if force else held_episodes(out, identity, games)
     blocks = [(games, list(c.seeds))] if force else missing_runs(games, c.seeds, held)
     return blocks, _plan_line(out, wanted, held, force)
 
 # %% ../nbs/11_policies.ipynb #6d49cda8
-def play(force:bool=False, **kw):
+def play(force: bool = False, **kw):
     "Play a campaign cell into its folder: what the folder lacks, nothing when it is complete, all again with --force."
-    try: c = PlayConfig(**{k: v for k, v in kw.items() if v is not None})
-    except ValueError as e: raise typer.BadParameter(str(e)) from None
+    try:
+        c = PlayConfig(**{k: v for k, v in kw.items() if v is not None})
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     games = bank_games(c.bank)
     names = _play_seats(c.seats, c.model, games)
     experiment_name = c.experiment_name or f"play__{','.join(names)}"
     out = out_folder(c.out or Path("runs") / experiment_name, "cell folder")
-    with folder_lock(out, "fairneg play"): _play_cell(force, c, games, names, experiment_name, out)
+    with folder_lock(out, "fairneg play"):
+        _play_cell(force, c, games, names, experiment_name, out)
 
-def _play_cell(force:bool, c:PlayConfig, games:list, names:list, experiment_name:str, out:Path):
+
+def _play_cell(force: bool, c: PlayConfig, games: list, names: list, experiment_name: str, out: Path):
     "Play what the cell folder `out` lacks (all of it with `force`) and print its summary (under its writer lock)."
     cap = max_budget(games, c.play)
     llm = any(not is_agent_seat(n) for n in names)
-    cell = dict(model=c.model, model_thinking=c.model_thinking if llm else None, constrain=c.constrain,
-                turn_max_tokens=c.turn_max_tokens, max_new_tokens=cap if llm else None, bank=str(c.bank))
-    blocks, line = _play_blocks(force, c, games, names, out,
-                                cell_identity({**asdict(c.play), **cell, "experiment_name": experiment_name,
-                                                                                 "seats": names}))
-    if line: typer.echo(line)
+    cell = dict(
+        model=c.model,
+        model_thinking=c.model_thinking if llm else None,
+        constrain=c.constrain,
+        turn_max_tokens=c.turn_max_tokens,
+        max_new_tokens=cap if llm else None,
+        bank=str(c.bank),
+    )
+    blocks, line = _play_blocks(
+        force,
+        c,
+        games,
+        names,
+        out,
+        cell_identity({**asdict(c.play), **cell, "experiment_name": experiment_name, "seats": names}),
+    )
+    if line:
+        typer.echo(line)
     if blocks:
-        check_writable(out, "cell folder")          # a folder it cannot write is refused before the model loads
+        check_writable(out, "cell folder")  # a folder it cannot write is refused before the model loads
         # only now: a model loads
         pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)
-        run = lambda d, gs, ss: run_cell(gs, names, ss, out=d, experiment_name=experiment_name,
-                                         width=c.width, play=c.play,
-                                         extra_policies=pols, progress=c.progress, cell=cell, cell_games=games)
+        run = lambda d, gs, ss: run_cell(
+            gs,
+            names,
+            ss,
+            out=d,
+            experiment_name=experiment_name,
+            width=c.width,
+            play=c.play,
+            extra_policies=pols,
+            progress=c.progress,
+            cell=cell,
+            cell_games=games,
+        )
         if force:
-            with fresh_folder(out) as new: run(new, games, list(c.seeds))
+            with fresh_folder(out) as new:
+                run(new, games, list(c.seeds))
         else:
-            for gs, ss in blocks: run(out, gs, ss)
+            for gs, ss in blocks:
+                run(out, gs, ss)
     wanted = {(g.name, s) for g in games for s in c.seeds}
     rows = [r for r in episode_rows(out / EPISODES) if (r["instance_id"], r["episode_seed"]) in wanted]
     typer.echo(summary_table(rows).to_string())
-    if len(set(names)) > 1: typer.echo(TABLE_LEVEL_NOTE)
+    if len(set(names)) > 1:
+        typer.echo(TABLE_LEVEL_NOTE)
     typer.echo(_play_line(read_json(out / QUALITY), out))
 
-play_app.command("run", cls=MultiValueCommand)(config_command(PlayConfig, play, extra=[extra_option(
-    "force", bool, False,
-    "Start the cell over: play every episode into a new folder that replaces --out when complete.")]))
+
+play_app.command("run", cls=MultiValueCommand)(
+    config_command(
+        PlayConfig,
+        play,
+        extra=[
+            extra_option(
+                "force",
+                bool,
+                False,
+                "Start the cell over: play every episode into a new folder that replaces --out when complete.",
+            )
+        ],
+    )
+)
 play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
 # %% ../nbs/11_policies.ipynb #555254b1
-def eval_cmd(model:Annotated[str,
-                             typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` "
-                                               "or `vllm:PATH`.")],
-             bank:Annotated[Path,
-                            typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
-             constrain:Annotated[str,
-                                 typer.Option(help="`legal` (decode only legal actions), `none`, "
-                                                   "or `auto` (legal for tiny only).")]="auto",
-             episodes:Annotated[Optional[int], typer.Option(help="Episodes to play (default: one per game).")]=None,
-             out:Annotated[Optional[Path],
-                           typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")]=None,
-             adapter:Annotated[Optional[Path], typer.Option(help="A PEFT (LoRA) adapter folder.")]=None,
-             max_new_tokens:Annotated[int, typer.Option(help="Cap of new tokens per turn.")]=512,
-             batch_size:Annotated[int, typer.Option(help="Rows per decoding batch.")]=16,
-             width:Annotated[int, typer.Option(help="Episodes live at once.")]=16,
-             temperature:Annotated[float, typer.Option(help="Sampling temperature.")]=1.0,
-             max_turns:Annotated[Optional[int],
-                                 typer.Option(help="Table protocol: turns after the opening (default 4n).")]=None,
-             framing:Annotated[str, typer.Option(help="Prompt framing: table or prose.")]=PlaySettings.framing,
-             agents:Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")]="all",
-             context:Annotated[str,
-                               typer.Option(help="The seats' context: `window` (a fresh prompt per turn) "
-                                                 "or `conversation`.")]=PlaySettings.context):
+def eval_cmd(
+    model: Annotated[
+        str, typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`.")
+    ],
+    bank: Annotated[Path, typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
+    constrain: Annotated[
+        str, typer.Option(help="`legal` (decode only legal actions), `none`, or `auto` (legal for tiny only).")
+    ] = "auto",
+    episodes: Annotated[Optional[int], typer.Option(help="Episodes to play (default: one per game).")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")
+    ] = None,
+    adapter: Annotated[Optional[Path], typer.Option(help="A PEFT (LoRA) adapter folder.")] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="Cap of new tokens per turn.")] = 512,
+    batch_size: Annotated[int, typer.Option(help="Rows per decoding batch.")] = 16,
+    width: Annotated[int, typer.Option(help="Episodes live at once.")] = 16,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
+    max_turns: Annotated[
+        Optional[int], typer.Option(help="Table protocol: turns after the opening (default 4n).")
+    ] = None,
+    framing: Annotated[str, typer.Option(help="Prompt framing: table or prose.")] = PlaySettings.framing,
+    agents: Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")] = "all",
+    context: Annotated[
+        str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")
+    ] = PlaySettings.context,
+):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
-    games = bank_games(bank)                       # a bad bank or value is refused before the model loads
-    for flag, v in (("--episodes", episodes if episodes is not None else 1), ("--width", width),
-                    ("--batch-size", batch_size),
-                    ("--max-new-tokens", max_new_tokens)):
-        if v < 1: raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
+    games = bank_games(bank)  # a bad bank or value is refused before the model loads
+    for flag, v in (
+        ("--episodes", episodes if episodes is not None else 1),
+        ("--width", width),
+        ("--batch-size", batch_size),
+        ("--max-new-tokens", max_new_tokens),
+    ):
+        if v < 1:
+            raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
     if constrain not in ("auto", *CONSTRAIN):
         raise typer.BadParameter(f"`{constrain}`, not {' or '.join(('auto', *CONSTRAIN))}", param_hint="--constrain")
-    try: play = play_settings(framing=framing, context=context, max_turns=max_turns)
-    except BadValue as e: raise typer.BadParameter(str(e)) from None
+    try:
+        play = play_settings(framing=framing, context=context, max_turns=max_turns)
+    except BadValue as e:
+        raise typer.BadParameter(str(e)) from None
     kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
-    if not model.startswith("vllm:"): kw["batch_size"] = batch_size
-    if adapter is not None: kw["adapter"] = adapter
+    if not model.startswith("vllm:"):
+        kw["batch_size"] = batch_size
+    if adapter is not None:
+        kw["adapter"] = adapter
     pol = make_policy(model, **kw)
     names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
     res = evaluate_model(pol, games, episodes, names, width=width, play=play)
-    res.update(bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing,
-               max_turns=max_turns)
+    res.update(
+        bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns
+    )
     if out is None:
-        out = Path("runs/model_eval") / (f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
-                                         + ("-conversation" if context == "conversation" else "") + ".json")
+        out = Path("runs/model_eval") / (
+            f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
+            + ("-conversation" if context == "conversation" else "")
+            + ".json"
+        )
     write_json(out, res)
     typer.echo(eval_text(res))
     typer.echo(f"-> {out}")
 
-model_app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
-    "Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.")
+
+model_app = typer.Typer(
+    cls=CliGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.",
+)
 model_app.command("build-tiny")(build_tiny_cmd)
 model_app.command("eval")(eval_cmd)

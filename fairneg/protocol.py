@@ -9,9 +9,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
 from typing import Callable
 from fastcore.basics import patch
-from .game import (
-    PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label, parse_deal_label, utility,
-    game_to_dict, game_from_dict)
+from .game import PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label
+from .game import parse_deal_label, utility, game_to_dict, game_from_dict
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 from .commands import BadValue
 from .settings import CONTEXTS, PlaySettings, play_settings
@@ -29,9 +28,17 @@ __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES',
 # %% ../nbs/05_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
 PHASES = ("open", "turn", "vote", "propose", "respond", "demand", "done")
-ACTION_TOKENS, VOTE_TOKENS = 2048, 2560     # per-phase caps of the seed's five-seat scenario
-LEGAL_ATYPES = {"open": ("propose",), "turn": ("propose", "accept", "pass", "walk"), "vote": ("vote",),
-                "propose": ("propose",), "respond": ("accept", "reject"), "demand": ("demand",), "done": ()}
+ACTION_TOKENS, VOTE_TOKENS = 2048, 2560  # per-phase caps of the seed's five-seat scenario
+LEGAL_ATYPES = {
+    "open": ("propose",),
+    "turn": ("propose", "accept", "pass", "walk"),
+    "vote": ("vote",),
+    "propose": ("propose",),
+    "respond": ("accept", "reject"),
+    "demand": ("demand",),
+    "done": (),
+}
+
 
 class ProtocolError(RuntimeError):
     "A caller error (acting out of turn, after walking or after the end); a model's illegal action is recorded instead."
@@ -40,62 +47,74 @@ class ProtocolError(RuntimeError):
 @dataclass(frozen=True)
 class ProtocolKind:
     "One kind of game: what its rules do differently, declared once and registered by name (`register_kind`)."
-    name: str                    # the name games give in their `protocol` field
-    opening: str                 # the phase an episode opens in (one of `PHASES`)
-    parties: int|None = None     # the number of parties it needs (None: any)
-    simultaneous: bool = False   # every seat moves at once, resolved when all have moved
-    own_issue: bool = False      # a move claims an option of the seat's own issue (one per party), not a whole deal
-    responds: bool = False       # a proposal goes to the other seat, whose answer ends the episode
-    deadline: bool = False       # played `max_turns` turns after the opening (default 4 per party; a run may set it)
-    vote: bool = False           # ends, unless signed first, in a forced-final vote with its own token cap
-    closes_as: str = "signed"    # the end reason when an offer gathers its quorum
-    complement: bool = False     # two parties split one issue: their sheets sum to 100 (a private seat knows it)
-    version_base:Callable|None = None  # (n parties, info mode) -> (base, opening base) of its versions (default: name)
+
+    name: str  # the name games give in their `protocol` field
+    opening: str  # the phase an episode opens in (one of `PHASES`)
+    parties: int | None = None  # the number of parties it needs (None: any)
+    simultaneous: bool = False  # every seat moves at once, resolved when all have moved
+    own_issue: bool = False  # a move claims an option of the seat's own issue (one per party), not a whole deal
+    responds: bool = False  # a proposal goes to the other seat, whose answer ends the episode
+    deadline: bool = False  # played `max_turns` turns after the opening (default 4 per party; a run may set it)
+    vote: bool = False  # ends, unless signed first, in a forced-final vote with its own token cap
+    closes_as: str = "signed"  # the end reason when an offer gathers its quorum
+    complement: bool = False  # two parties split one issue: their sheets sum to 100 (a private seat knows it)
+    # (n parties, info mode) -> (base, opening base) of its versions (default: name)
+    version_base: Callable | None = None
 
     @property
-    def signs(self)->bool:
+    def signs(self) -> bool:
         "Seats post and sign offers on a table: neither one answer to one proposal nor simultaneous claims."
         return not (self.responds or self.simultaneous)
 
-    def problem(self, game:Game)->str|None:
+    def problem(self, game: Game) -> str | None:
         "Why `game` cannot be played as this kind; None when it can."
         if self.parties is not None and game.n != self.parties:
             return f"{self.name} needs {self.parties} parties, {game.name} has {game.n}"
-        if self.own_issue and game.m != game.n: return f"{self.name} needs one issue per party ({game.name})"
+        if self.own_issue and game.m != game.n:
+            return f"{self.name} needs one issue per party ({game.name})"
 
 # %% ../nbs/05_protocol.ipynb #38711ff2
-KINDS: dict = {}   # name -> ProtocolKind: every kind of game the engine plays
+KINDS: dict = {}  # name -> ProtocolKind: every kind of game the engine plays
 
-def register_kind(kind:ProtocolKind)->ProtocolKind:
+
+def register_kind(kind: ProtocolKind) -> ProtocolKind:
     "Declare a kind of game: games may name it in `protocol`, and the engine plays it by its declaration."
     if kind.opening not in PHASES:
         raise ValueError(f"kind {kind.name}: opening phase `{kind.opening}` is not one of {', '.join(PHASES)}")
     KINDS[kind.name] = kind
-    if kind.name not in PROTOCOLS: PROTOCOLS.append(kind.name)      # so a game file may name it
+    if kind.name not in PROTOCOLS:
+        PROTOCOLS.append(kind.name)  # so a game file may name it
     return kind
 
 # %% ../nbs/05_protocol.ipynb #38fb6226
-def protocol_kind(name:str)->ProtocolKind:
+def protocol_kind(name: str) -> ProtocolKind:
     "The declaration of the kind a game's `protocol` names."
-    try: return KINDS[name]
-    except KeyError: raise BadValue(f"unknown protocol `{name}` (known: {', '.join(KINDS)})") from None
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise BadValue(f"unknown protocol `{name}` (known: {', '.join(KINDS)})") from None
 
 # %% ../nbs/05_protocol.ipynb #d0670448
-def _table_names(n:int, info:str)->tuple:
+def _table_names(n: int, info: str) -> tuple:
     "The seed's names for a table's versions: `six-party`, `five-seat-private` (opening `five-seat`), else `table`."
-    if n == 6: return "six-party", "six-party"
-    if n == 5 and info == "private": return "five-seat-private", "five-seat"
+    if n == 6:
+        return "six-party", "six-party"
+    if n == 5 and info == "private":
+        return "five-seat-private", "five-seat"
     return "table", "table"
 
+
 TABLE = register_kind(ProtocolKind("table", "open", deadline=True, vote=True, version_base=_table_names))
-ULTIMATUM = register_kind(ProtocolKind("ultimatum", "propose", parties=2, responds=True, closes_as="accepted",
-                                       complement=True))
+ULTIMATUM = register_kind(
+    ProtocolKind("ultimatum", "propose", parties=2, responds=True, closes_as="accepted", complement=True)
+)
 DIVIDE_DOLLAR = register_kind(ProtocolKind("divide-dollar", "demand", simultaneous=True, own_issue=True))
 
 # %% ../nbs/05_protocol.ipynb #4b46c49f
-def deadline_turns(protocol:str, # a game's `protocol`
-                   max_turns:int|None, # a deadline asked for a whole run (or None)
-                  )->int|None:
+def deadline_turns(
+    protocol: str,  # a game's `protocol`
+    max_turns: int | None,  # a deadline asked for a whole run (or None)
+) -> int | None:
     "`max_turns` where the kind is played to a deadline, else None: a run's `--max-turns` applies to the games it can."
     return max_turns if protocol_kind(protocol).deadline else None
 
@@ -103,46 +122,60 @@ def deadline_turns(protocol:str, # a game's `protocol`
 @dataclass
 class Protocol:
     "The exact protocol of an episode: kind, version string, deadline and per-phase token caps."
-    kind: str          # `table`, `ultimatum` or `divide-dollar`
-    version: str       # the `protocol_version` recorded on every turn
-    max_turns: int     # turns after the opening where the kind has a deadline; 0 for the other kinds
-    turn_tokens: int   # generation cap of an action turn
-    vote_tokens: int   # generation cap of a forced-final vote turn
-    context: str = PlaySettings.context   # `window` (a fresh prompt per turn) or `conversation` (one growing chat)
+
+    kind: str  # `table`, `ultimatum` or `divide-dollar`
+    version: str  # the `protocol_version` recorded on every turn
+    max_turns: int  # turns after the opening where the kind has a deadline; 0 for the other kinds
+    turn_tokens: int  # generation cap of an action turn
+    vote_tokens: int  # generation cap of a forced-final vote turn
+    context: str = PlaySettings.context  # `window` (a fresh prompt per turn) or `conversation` (one growing chat)
 
 # %% ../nbs/05_protocol.ipynb #53c849a8
-def version_context(version:str)->str:
+def version_context(version: str) -> str:
     "The context a `protocol_version` names: `conversation` for the `…-conv-v1` versions, else `window`."
     return "conversation" if "conv" in str(version).split("-") else "window"
 
 # %% ../nbs/05_protocol.ipynb #66e8546c
-def protocol_for(game:Game, info_mode:str|None=None, max_turns:int|None=None, turn_max_tokens:int|None=None,
-                 context:str|None=None, # `window` (default) or `conversation`: the seat's context (its own version)
-                )->Protocol:
+def protocol_for(
+    game: Game,
+    info_mode: str | None = None,
+    max_turns: int | None = None,
+    turn_max_tokens: int | None = None,
+    context: str | None = None,  # `window` (default) or `conversation`: the seat's context (its own version)
+) -> Protocol:
     "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
     # checks them
     play = play_settings(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens, context=context)
     k, info, n, context = protocol_kind(game.protocol), play.info_mode or game.info_mode, game.n, play.context
     if k.deadline:
         default_t = 4 * n
-        if max_turns is None: max_turns = default_t
+        if max_turns is None:
+            max_turns = default_t
     else:
-        if max_turns not in (None, 0): raise BadValue(f"max_turns does not apply to the {k.name} protocol")
+        if max_turns not in (None, 0):
+            raise BadValue(f"max_turns does not apply to the {k.name} protocol")
         default_t = max_turns = 0
     base, open_base = k.version_base(n, info) if k.version_base else (k.name, k.name)
     parts = [open_base, f"uncapped-turn{turn_max_tokens}"] if turn_max_tokens else [base]
-    if max_turns != default_t: parts.append(f"turns{max_turns}")
-    if context == "conversation": parts.append("conv")
-    return Protocol(k.name, "-".join(parts + ["v1"]), max_turns,
-                    turn_max_tokens or ACTION_TOKENS,
-                    turn_max_tokens or (VOTE_TOKENS if k.vote else ACTION_TOKENS), context)
+    if max_turns != default_t:
+        parts.append(f"turns{max_turns}")
+    if context == "conversation":
+        parts.append("conv")
+    return Protocol(
+        k.name,
+        "-".join(parts + ["v1"]),
+        max_turns,
+        turn_max_tokens or ACTION_TOKENS,
+        turn_max_tokens or (VOTE_TOKENS if k.vote else ACTION_TOKENS),
+        context,
+    )
 
 # %% ../nbs/05_protocol.ipynb #2337c9af
 class PoolingError(ValueError):
     "Rows from different protocol versions or turn-token budgets, combined without an explicit override."
 
 # %% ../nbs/05_protocol.ipynb #be5d384e
-def budget_items(r:dict)->list:
+def budget_items(r: dict) -> list:
     "`(phase class, budget)` pairs a row met: `action` and `vote` (episode rows: min and max of `turn_token_budgets`)."
     if "turn_token_budget" in r and r["turn_token_budget"] is not None:
         return [("vote" if r.get("phase") == "vote" else "action", int(r["turn_token_budget"]))]
@@ -150,78 +183,102 @@ def budget_items(r:dict)->list:
     return ([("action", b[0])] if b else []) + ([("vote", b[-1])] if len(b) > 1 else [])
 
 # %% ../nbs/05_protocol.ipynb #f98add2f
-def _mixed_text(ver:Counter, bud:dict, unrecorded:int)->str:
+def _mixed_text(ver: Counter, bud: dict, unrecorded: int) -> str:
     parts = []
-    if len(ver) > 1: parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
+    if len(ver) > 1:
+        parts.append("protocol_version " + ", ".join(f"{v} ({n:,} rows)" for v, n in ver.most_common()))
     for cls, c in bud.items():
         if len(c) > 1:
-            parts.append(f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)"
-                                                                      for b, n in c.most_common()))
-    if unrecorded and bud: parts.append(f"no turn_token_budget recorded ({unrecorded:,} rows)")
+            parts.append(
+                f"{cls}-turn turn_token_budget " + ", ".join(f"{b:,} ({n:,} rows)" for b, n in c.most_common())
+            )
+    if unrecorded and bud:
+        parts.append(f"no turn_token_budget recorded ({unrecorded:,} rows)")
     return "; ".join(parts)
 
 # %% ../nbs/05_protocol.ipynb #686670bb
-def check_poolable(rows, # dicts or a DataFrame with `protocol_version` and `turn_token_budget` or `turn_token_budgets`
-                   override:bool=False, # pool anyway (the caller takes responsibility; the summary still says what met)
-                  )->dict:
+def check_poolable(
+    rows,  # dicts or a DataFrame with `protocol_version` and `turn_token_budget` or `turn_token_budgets`
+    override: bool = False,  # pool anyway (the caller takes responsibility; the summary still says what met)
+) -> dict:
     "Refuse to combine rows that differ in protocol_version or turn_token_budget (per phase class) unless `override`."
-    if hasattr(rows, "to_dict"): rows = rows.to_dict("records")
+    if hasattr(rows, "to_dict"):
+        rows = rows.to_dict("records")
     ver, bud, unrecorded = Counter(), defaultdict(Counter), 0
     for r in rows:
         ver[r.get("protocol_version")] += 1
         items = budget_items(r)
         unrecorded += not items
-        for cls, b in items: bud[cls][b] += 1
+        for cls, b in items:
+            bud[cls][b] += 1
     mixed = len(ver) > 1 or any(len(c) > 1 for c in bud.values()) or bool(unrecorded and bud)
-    summary = dict(rows=len(rows), protocol_versions=dict(ver), turn_token_budgets={k: dict(v) for k, v in bud.items()},
-                   poolable=not mixed, override=bool(override and mixed))
+    summary = dict(
+        rows=len(rows),
+        protocol_versions=dict(ver),
+        turn_token_budgets={k: dict(v) for k, v in bud.items()},
+        poolable=not mixed,
+        override=bool(override and mixed),
+    )
     if mixed and not override:
-        raise PoolingError(f"refusing to pool rows from different protocols: {_mixed_text(ver, bud, unrecorded)}. "
-                           "Filter to one protocol_version and turn_token_budget, or pass an explicit override.")
+        raise PoolingError(
+            f"refusing to pool rows from different protocols: {_mixed_text(ver, bud, unrecorded)}. "
+            "Filter to one protocol_version and turn_token_budget, or pass an explicit override."
+        )
     return summary
 
 # %% ../nbs/05_protocol.ipynb #13008349
-def field_names(schema)->tuple:
+def field_names(schema) -> tuple:
     "The fields a record schema (`Offer`, `DecisionPoint`) declares, in order."
     return tuple(f.name for f in fields(schema))
 
 # %% ../nbs/05_protocol.ipynb #bffd6086
-def read_record(schema, d:dict)->dict:
+def read_record(schema, d: dict) -> dict:
     "`d` as a `schema` record's fields, in order; a field unknown or missing is a `ValueError` naming it."
     names = field_names(schema)
     bad, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
-    if bad or missing: raise ValueError(f"not a valid {schema.__name__}: " + "; ".join(
-        ([f"unknown field(s) {', '.join(bad)}"] if bad else []) + ([f"missing {', '.join(missing)}"]
-                                                                   if missing else [])))
+    if bad or missing:
+        raise ValueError(
+            f"not a valid {schema.__name__}: "
+            + "; ".join(
+                ([f"unknown field(s) {', '.join(bad)}"] if bad else [])
+                + ([f"missing {', '.join(missing)}"] if missing else [])
+            )
+        )
     return {k: d[k] for k in names}
 
 # %% ../nbs/05_protocol.ipynb #570453d7
 class Record:
     "What the engine's record dataclasses share: their JSON form, reading it back, and a pointer for item access."
+
     __slots__ = ()
-    def to_dict(self)->dict:
+
+    def to_dict(self) -> dict:
         "The JSON form: each field in declared order (shallow: lists are the record's own)."
         return {k: getattr(self, k) for k in self.__match_args__}
+
     @classmethod
-    def from_dict(cls, d:dict):
+    def from_dict(cls, d: dict):
         "The record a JSON form holds; a field unknown or missing is a `ValueError` naming it."
         return cls(**read_record(cls, d))
+
     def __getitem__(self, k):
-        raise TypeError(f"{type(self).__name__} is a dataclass: read .{k}, not [{k!r}] "
-                        "(.to_dict() gives its JSON form)")
+        raise TypeError(
+            f"{type(self).__name__} is a dataclass: read .{k}, not [{k!r}] (.to_dict() gives its JSON form)"
+        )
 
 # %% ../nbs/05_protocol.ipynb #afd2ebd3
 @dataclass(slots=True)
 class Offer(Record):
     "An offer on the table: the engine's record of it and, as a `snapshot`, what a seat sees."
-    offer_id: str   # `o1`, `o2`, ... in the order proposed
-    proposer: int   # the seat that proposed it
-    deal: str       # its canonical deal label (`A1 B2 ...`)
-    signers: list   # seats that have signed it, the proposer first
-    status: str     # live, withdrawn, or agreed (the deal that closed)
-    round: int      # the round it was proposed in
 
-    def snapshot(self)->Offer:
+    offer_id: str  # `o1`, `o2`, ... in the order proposed
+    proposer: int  # the seat that proposed it
+    deal: str  # its canonical deal label (`A1 B2 ...`)
+    signers: list  # seats that have signed it, the proposer first
+    status: str  # live, withdrawn, or agreed (the deal that closed)
+    round: int  # the round it was proposed in
+
+    def snapshot(self) -> Offer:
         "A copy that the engine's later signatures and withdrawals leave alone."
         return Offer(self.offer_id, self.proposer, self.deal, list(self.signers), self.status, self.round)
 
@@ -229,38 +286,41 @@ class Offer(Record):
 # per seat and per episode
 COUNTERS = ("attempts", "illegal", "fabrication", "parse_error", "forced_passes", "spoiled_ballots")
 
-def _new_stats(): return dict.fromkeys(("turns",) + COUNTERS, 0)
+
+def _new_stats():
+    return dict.fromkeys(("turns",) + COUNTERS, 0)
 
 # %% ../nbs/05_protocol.ipynb #7824ae03
 @dataclass
 class State:
     "The complete engine-side state of one episode; round-trips through JSON with `state_to_dict`/`state_from_dict`."
-    game: Game             # the game (every sheet)
-    protocol: Protocol     # exact protocol and token caps
-    seed: int              # episode seed (drives the turn order)
-    episode_id: str        # episode id
-    info_mode: str         # `full` or `private`
-    game_sha: str          # fingerprint of the game's JSON, for re-scoring
-    phase: str             # one of PHASES
-    round: int             # 0 opening, 1..deadline turns, deadline+1 forced-final vote
-    active: list           # per seat: still at the table
-    queue: list            # seats still to act in this cycle / vote / demand phase (queue[0] next)
-    cycle: int             # cycles drawn so far
-    last_actor: int|None   # seat of the last completed turn
-    offers: list           # every `Offer` ever made, in order (offer_id `o<k>` is offers[k-1])
-    ballot: str|None       # offer under the forced-final vote
-    votes: list            # per seat: None, `yes`, `no` or `abstain`
-    demands: list          # divide-dollar: per seat: hidden demand label, `pass` or None
-    pending: list          # per seat: error of a first bad attempt awaiting its retry
-    scratch: list          # per seat: its latest private scratchpad
-    history: list          # public events
-    turns: list            # every attempt, as turn records
+
+    game: Game  # the game (every sheet)
+    protocol: Protocol  # exact protocol and token caps
+    seed: int  # episode seed (drives the turn order)
+    episode_id: str  # episode id
+    info_mode: str  # `full` or `private`
+    game_sha: str  # fingerprint of the game's JSON, for re-scoring
+    phase: str  # one of PHASES
+    round: int  # 0 opening, 1..deadline turns, deadline+1 forced-final vote
+    active: list  # per seat: still at the table
+    queue: list  # seats still to act in this cycle / vote / demand phase (queue[0] next)
+    cycle: int  # cycles drawn so far
+    last_actor: int | None  # seat of the last completed turn
+    offers: list  # every `Offer` ever made, in order (offer_id `o<k>` is offers[k-1])
+    ballot: str | None  # offer under the forced-final vote
+    votes: list  # per seat: None, `yes`, `no` or `abstain`
+    demands: list  # divide-dollar: per seat: hidden demand label, `pass` or None
+    pending: list  # per seat: error of a first bad attempt awaiting its retry
+    scratch: list  # per seat: its latest private scratchpad
+    history: list  # public events
+    turns: list  # every attempt, as turn records
     # per seat counters (turns, attempts, illegal, fabrication, parse_error, forced_passes, spoiled_ballots)
     stats: list
-    result: dict|None      # how it ended, once done
+    result: dict | None  # how it ended, once done
 
 # %% ../nbs/05_protocol.ipynb #38ac6f9d
-def game_sha(g:Game)->str:
+def game_sha(g: Game) -> str:
     "Fingerprint of a game's full JSON (16 hex digits); the same as hashing `game_to_dict(g)`, without its deep copy."
     d = {f.name: getattr(g, f.name) for f in fields(g)}
     return hashlib.sha256(json.dumps(d, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
@@ -270,7 +330,7 @@ def _cycle_ok(perm, last, chair):
     return (len(perm) < 2 or perm[0] != last) and (len(perm) < 3 or perm[-1] != chair)
 
 # %% ../nbs/05_protocol.ipynb #d080216c
-def _draw_cycle(s:State)->list:
+def _draw_cycle(s: State) -> list:
     "Next turn-order cycle: a seeded permutation of the seats at the table (p1 never last, no seat twice in a row)."
     seats = [i for i, a in enumerate(s.active) if a]
     rng = random.Random(f"{s.seed}:{s.cycle}")
@@ -278,59 +338,89 @@ def _draw_cycle(s:State)->list:
     chair = s.game.chair
     for _ in range(32):
         rng.shuffle(seats)
-        if _cycle_ok(seats, s.last_actor, chair): return seats
+        if _cycle_ok(seats, s.last_actor, chair):
+            return seats
     return list(next(p for p in itertools.permutations(seats) if _cycle_ok(p, s.last_actor, chair)))
 
 # %% ../nbs/05_protocol.ipynb #9a1bfc62
-def kind_of(s:State)->ProtocolKind:
+def kind_of(s: State) -> ProtocolKind:
     "The declaration of the kind an episode is played as."
     return protocol_kind(s.protocol.kind)
 
 # %% ../nbs/05_protocol.ipynb #96a4b5c8
-def new_episode(game:Game, seed:int=0, info_mode:str|None=None, max_turns:int|None=None,
-                turn_max_tokens:int|None=None, episode_id:str|None=None, context:str|None=None)->State:
+def new_episode(
+    game: Game,
+    seed: int = 0,
+    info_mode: str | None = None,
+    max_turns: int | None = None,
+    turn_max_tokens: int | None = None,
+    episode_id: str | None = None,
+    context: str | None = None,
+) -> State:
     "A fresh episode of `game` under its protocol; the turn order is a pure function of `seed`."
     proto = protocol_for(game, info_mode, max_turns, turn_max_tokens, context)
     n, info = game.n, info_mode or game.info_mode
     k = protocol_kind(proto.kind)
-    if (why := k.problem(game)): raise ValueError(why)
+    if why := k.problem(game):
+        raise ValueError(why)
     phase, queue = k.opening, list(range(n)) if k.simultaneous else [game.chair]
-    return State(game=game, protocol=proto, seed=int(seed),
-                 episode_id=episode_id or f"{game.name}:{proto.version}:{seed}",
-                 info_mode=info, game_sha=game_sha(game), phase=phase, round=0, active=[True] * n, queue=queue,
-                 cycle=0, last_actor=None, offers=[], ballot=None, votes=[None] * n, demands=[None] * n,
-                 pending=[None] * n, scratch=[None] * n, history=[], turns=[], stats=[_new_stats() for _ in range(n)],
-                 result=None)
+    return State(
+        game=game,
+        protocol=proto,
+        seed=int(seed),
+        episode_id=episode_id or f"{game.name}:{proto.version}:{seed}",
+        info_mode=info,
+        game_sha=game_sha(game),
+        phase=phase,
+        round=0,
+        active=[True] * n,
+        queue=queue,
+        cycle=0,
+        last_actor=None,
+        offers=[],
+        ballot=None,
+        votes=[None] * n,
+        demands=[None] * n,
+        pending=[None] * n,
+        scratch=[None] * n,
+        history=[],
+        turns=[],
+        stats=[_new_stats() for _ in range(n)],
+        result=None,
+    )
 
 # %% ../nbs/05_protocol.ipynb #364c9bf8
-def is_done(s:State)->bool: return s.phase == "done"
+def is_done(s: State) -> bool:
+    return s.phase == "done"
 
 # %% ../nbs/05_protocol.ipynb #055bae54
-def current_seats(s:State)->list:
+def current_seats(s: State) -> list:
     "Seats that must act now: one seat, or every seat yet to demand in divide-the-dollar; [] when done."
-    if s.phase == "done": return []
+    if s.phase == "done":
+        return []
     return list(s.queue) if kind_of(s).simultaneous else [s.queue[0]]
 
 # %% ../nbs/05_protocol.ipynb #c22d9cee
-def turn_token_budget(s:State)->int:
+def turn_token_budget(s: State) -> int:
     "Generation cap of the current phase."
     return s.protocol.vote_tokens if s.phase == "vote" else s.protocol.turn_tokens
 
 # %% ../nbs/05_protocol.ipynb #b6afe143
-def most_signed(offers:list)->str|None:
+def most_signed(offers: list) -> str | None:
     "The standing offer among `Offer`s in the order made: the live one most signed, ties the newest."
     best, nb = None, -1
-    for o in offers:   # one loop, no generator: it runs on every decision point (bench_rollout)
-        if o.status == "live" and len(o.signers) >= nb: best, nb = o.offer_id, len(o.signers)
+    for o in offers:  # one loop, no generator: it runs on every decision point (bench_rollout)
+        if o.status == "live" and len(o.signers) >= nb:
+            best, nb = o.offer_id, len(o.signers)
     return best
 
 # %% ../nbs/05_protocol.ipynb #1189db02
-def standing_offer_id(s:State)->str|None:
+def standing_offer_id(s: State) -> str | None:
     "The live offer with the most signatures (ties: the newest), or None (SPEC §5)."
     return most_signed(s.offers)
 
 # %% ../nbs/05_protocol.ipynb #015e6100
-def find_offer(s:State, oid):
+def find_offer(s: State, oid):
     m = re.fullmatch(r"o(\d+)", oid) if isinstance(oid, str) else None
     k = int(m[1]) - 1 if m else -1
     return s.offers[k] if 0 <= k < len(s.offers) else None
@@ -339,29 +429,36 @@ def find_offer(s:State, oid):
 _TOK = re.compile(r"[A-Z]+\d*|\d+")
 _LABEL = re.compile(r"([A-Z])(\d{1,9})")
 
-def check_deal(game:Game, text)->tuple:
+
+def check_deal(game: Game, text) -> tuple:
     "Classify a deal label: `('ok', None, deal)`, or `('illegal'|'fabrication', error, None)`."
-    if not isinstance(text, str) or not text.strip(): return "illegal", "a deal is needed, like `A1 B2 C1`", None
+    if not isinstance(text, str) or not text.strip():
+        return "illegal", "a deal is needed, like `A1 B2 C1`", None
     toks, nopt, m = _TOK.findall(text.upper()), game.n_options, game.m
     labels = [(t, _LABEL.fullmatch(t)) for t in toks]
     for t, mt in labels:
-        if mt is None: continue
+        if mt is None:
+            continue
         k, o = issue_index(mt[1]), int(mt[2]) - 1
-        if k >= m: return "fabrication", f"issue {mt[1]} does not exist (issues are A-{issue_letter(m - 1)})", None
+        if k >= m:
+            return "fabrication", f"issue {mt[1]} does not exist (issues are A-{issue_letter(m - 1)})", None
         if not 0 <= o < nopt[k]:
             return "fabrication", f"option {t} does not exist (issue {mt[1]} has {mt[1]}1-{mt[1]}{nopt[k]})", None
     deal = [None] * m
     for t, mt in labels:
-        if mt is None: return "illegal", f"`{t}` is not an option label like A1", None
+        if mt is None:
+            return "illegal", f"`{t}` is not an option label like A1", None
         k, o = issue_index(mt[1]), int(mt[2]) - 1
-        if deal[k] is not None: return "illegal", f"issue {mt[1]} appears twice", None
+        if deal[k] is not None:
+            return "illegal", f"issue {mt[1]} appears twice", None
         deal[k] = o
     missing = [issue_letter(k) for k, o in enumerate(deal) if o is None]
-    if missing: return "illegal", f"a deal needs one option for every issue; missing {', '.join(missing)}", None
+    if missing:
+        return "illegal", f"a deal needs one option for every issue; missing {', '.join(missing)}", None
     return "ok", None, tuple(deal)
 
 # %% ../nbs/05_protocol.ipynb #4263491f
-def _check_demand(game:Game, seat:int, text)->tuple:
+def _check_demand(game: Game, seat: int, text) -> tuple:
     "Divide-the-dollar: a demand is one option of the seat's own issue."
     mine = issue_letter(seat)
     if not isinstance(text, str) or not text.strip():
@@ -373,15 +470,19 @@ def _check_demand(game:Game, seat:int, text)->tuple:
         if k is not None and (k >= game.m or not 0 <= o < nopt[k]):
             return "fabrication", f"option {t} does not exist (your issue {mine} has {mine}1-{mine}{nopt[seat]})", None
     if len(toks) != 1 or not _LABEL.fullmatch(toks[0]) or toks[0][0] != mine:
-        return "illegal", (f"demand exactly one option of your own issue {mine} "
-                           f"({mine}1-{mine}{nopt[seat]}), not `{text}`"), None
+        return (
+            "illegal",
+            (f"demand exactly one option of your own issue {mine} ({mine}1-{mine}{nopt[seat]}), not `{text}`"),
+            None,
+        )
     return "ok", None, (label_option(toks[0])[1],)
 
 # %% ../nbs/05_protocol.ipynb #9ea872dd
-def vote_form(b): return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
+def vote_form(b):
+    return f'{{"atype": "vote", "offer_id": "{b}", "vote": "yes"}} (or "no")'
 
 # %% ../nbs/05_protocol.ipynb #234facf0
-def check_action(s:State, seat:int, a:dict)->tuple:
+def check_action(s: State, seat: int, a: dict) -> tuple:
     "Legality of action `a` by `seat` now: `(legality, error, canonical)` with `canonical` the parsed deal or offer."
     at, ph = a.get("atype"), s.phase
     legal = LEGAL_ATYPES[ph]
@@ -394,109 +495,149 @@ def check_action(s:State, seat:int, a:dict)->tuple:
     if at in ("propose", "demand"):
         dd = at == "demand" and kind_of(s).own_issue
         lg, err, canon = _check_demand(s.game, seat, a.get("deal")) if dd else check_deal(s.game, a.get("deal"))
-        if lg == "fabrication": return lg, err, None
+        if lg == "fabrication":
+            return lg, err, None
     if at not in legal:
         if ph == "vote":
-            return "illegal", (f"this is the forced-final vote on {s.ballot}: "
-                               f"the only legal answer is {vote_form(s.ballot)}"), None
+            return (
+                "illegal",
+                (f"this is the forced-final vote on {s.ballot}: the only legal answer is {vote_form(s.ballot)}"),
+                None,
+            )
         what = f"unknown atype `{at}`" if at not in ATYPES else f"`{at}` is not legal now"
         return "illegal", f"{what}; legal now: {', '.join(legal)}", None
     if at in ("propose", "demand"):
         return ("ok", None, canon) if lg == "ok" else (lg, err, None)
     if at == "accept":
-        if off is None and ph == "respond" and s.offers: off = s.offers[-1]
-        if off is None: return "illegal", "accept needs the offer_id of a live offer", None
-        if off.status != "live": return "illegal", f"offer {off.offer_id} is {off.status}, not live", None
+        if off is None and ph == "respond" and s.offers:
+            off = s.offers[-1]
+        if off is None:
+            return "illegal", "accept needs the offer_id of a live offer", None
+        if off.status != "live":
+            return "illegal", f"offer {off.offer_id} is {off.status}, not live", None
         if seat in off.signers:
             own = " (it is your own offer)" if off.proposer == seat else ""
             return "illegal", f"you already signed {off.offer_id}{own}", None
         return "ok", None, off
     if at == "vote":
         if off is not None and off.offer_id != s.ballot:
-            return "illegal", (f"the ballot is {s.ballot}; "
-                               f"you can only vote yes or no on {s.ballot}, not on {off.offer_id}"), None
-        if a.get("vote") not in ("yes", "no"): return "illegal", f"a vote is yes or no: {vote_form(s.ballot)}", None
+            return (
+                "illegal",
+                (f"the ballot is {s.ballot}; you can only vote yes or no on {s.ballot}, not on {off.offer_id}"),
+                None,
+            )
+        if a.get("vote") not in ("yes", "no"):
+            return "illegal", f"a vote is yes or no: {vote_form(s.ballot)}", None
         return "ok", None, find_offer(s, s.ballot)
     return "ok", None, None
 
 # %% ../nbs/05_protocol.ipynb #ee8bab88
-def lenient_readings(s:State, seat:int, p:dict, canon=None)->dict:
+def lenient_readings(s: State, seat: int, p: dict, canon=None) -> dict:
     "The lenient readings behind parse result `p` of `seat` now (`canon`: from `check_action`), in `LENIENT` order."
     a = p["action"]
-    if a is None: return {}
+    if a is None:
+        return {}
     how, at = dict(p.get("lenient") or {}), a["atype"]
-    if at == "vote" and s.phase == "vote" and a["offer_id"] is None: how["vote_ballot_implied"] = 1
+    if at == "vote" and s.phase == "vote" and a["offer_id"] is None:
+        how["vote_ballot_implied"] = 1
     if at == "accept" and s.phase == "respond" and a["offer_id"] is None and s.offers:
         how["accept_last_offer_implied"] = 1
     if at in ("propose", "demand") and isinstance(canon, tuple):
         label = option_label(seat, canon[0]) if at == "demand" and kind_of(s).own_issue else deal_label(canon)
-        if a["deal"] != label: how["deal_normalised"] = 1
+        if a["deal"] != label:
+            how["deal_normalised"] = 1
     return lenient_record(how)
 
 # %% ../nbs/05_protocol.ipynb #43361068
-def _end(s:State, reason:str, offer:Offer|None=None, signers=None, walk:bool=False, deal:str|None=None):
-    if offer is not None: offer.status, deal = "agreed", offer.deal
+def _end(s: State, reason: str, offer: Offer | None = None, signers=None, walk: bool = False, deal: str | None = None):
+    if offer is not None:
+        offer.status, deal = "agreed", offer.deal
     signers = sorted(signers) if signers is not None else []
-    s.result = dict(end_reason=reason, offer_id=offer.offer_id if offer else None, deal=deal, signers=signers,
-                    walk=walk, unanimous=deal is not None and len(signers) == s.game.n)
+    s.result = dict(
+        end_reason=reason,
+        offer_id=offer.offer_id if offer else None,
+        deal=deal,
+        signers=signers,
+        walk=walk,
+        unanimous=deal is not None and len(signers) == s.game.n,
+    )
     s.phase, s.queue = "done", []
 
 # %% ../nbs/05_protocol.ipynb #12d20b3e
-def _maybe_close(s:State, off:Offer):
+def _maybe_close(s: State, off: Offer):
     sig = off.signers
     if len(sig) >= s.game.quorum and all(v in sig for v in s.game.veto):
         _end(s, kind_of(s).closes_as, off, sig)
 
 # %% ../nbs/05_protocol.ipynb #f793a27e
-def _start_vote(s:State):
+def _start_vote(s: State):
     s.ballot = standing_offer_id(s)
-    if s.ballot is None: return _end(s, "no_ballot")
+    if s.ballot is None:
+        return _end(s, "no_ballot")
     s.phase, s.round = "vote", s.protocol.max_turns + 1
     s.queue = [i for i, a in enumerate(s.active) if a]
 
 # %% ../nbs/05_protocol.ipynb #fd9e1ec2
-def _resolve_vote(s:State):
+def _resolve_vote(s: State):
     yes = [i for i, v in enumerate(s.votes) if v == "yes"]
     if len(yes) >= s.game.quorum and all(v in yes for v in s.game.veto):
         _end(s, "vote_passed", find_offer(s, s.ballot), yes)
-    else: _end(s, "vote_failed")
+    else:
+        _end(s, "vote_failed")
 
 # %% ../nbs/05_protocol.ipynb #9f36d050
-def _resolve_demands(s:State):
+def _resolve_demands(s: State):
     g = s.game
     for i, d in enumerate(s.demands):
-        s.history.append({"round": s.round, "seat": i, "atype": "demand" if d != "pass" else "pass", "deal": d
-                          if d != "pass" else None})
-    if "pass" in s.demands: return _end(s, "missing_demand")
+        s.history.append(
+            {
+                "round": s.round,
+                "seat": i,
+                "atype": "demand" if d != "pass" else "pass",
+                "deal": d if d != "pass" else None,
+            }
+        )
+    if "pass" in s.demands:
+        return _end(s, "missing_demand")
     deal = tuple(label_option(d)[1] for d in s.demands)
-    if g.pie is not None and float(utility(g, deal).sum()) > g.pie: return _end(s, "demands_exceed")
+    if g.pie is not None and float(utility(g, deal).sum()) > g.pie:
+        return _end(s, "demands_exceed")
     _end(s, "demands_fit", signers=range(g.n), deal=deal_label(deal))
 
 # %% ../nbs/05_protocol.ipynb #13ced4b0
-def _advance(s:State, seat:int):
+def _advance(s: State, seat: int):
     "Move on after a completed turn of `seat`."
     s.last_actor = seat
-    if s.phase == "done": return
+    if s.phase == "done":
+        return
     k = kind_of(s)
     if k.simultaneous:
         s.queue.remove(seat)
-        if not s.queue: _resolve_demands(s)
+        if not s.queue:
+            _resolve_demands(s)
         return
-    if s.queue and s.queue[0] == seat: s.queue.pop(0)
-    if k.responds: return
+    if s.queue and s.queue[0] == seat:
+        s.queue.pop(0)
+    if k.responds:
+        return
     if s.phase == "vote":
-        if not s.queue: _resolve_vote(s)
+        if not s.queue:
+            _resolve_vote(s)
         return
-    if s.phase == "open": s.phase = "turn"
-    if s.round >= s.protocol.max_turns: return _start_vote(s)
+    if s.phase == "open":
+        s.phase = "turn"
+    if s.round >= s.protocol.max_turns:
+        return _start_vote(s)
     s.round += 1
-    if not s.queue: s.queue = _draw_cycle(s)
+    if not s.queue:
+        s.queue = _draw_cycle(s)
 
 # %% ../nbs/05_protocol.ipynb #2f471021
-def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+def _do_propose(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
     "Withdraw the seat's live offer, post the new one (in the ultimatum the other seat responds); close it if signed."
     for o in s.offers:
-        if o.proposer == seat and o.status == "live": o.status = "withdrawn"
+        if o.proposer == seat and o.status == "live":
+            o.status = "withdrawn"
     off = Offer(f"o{len(s.offers) + 1}", seat, deal_label(canon), [seat], "live", s.round)
     s.offers.append(off)
     applied["offer_id"] = ev["offer_id"] = off.offer_id
@@ -506,91 +647,123 @@ def _do_propose(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
     _maybe_close(s, off)
 
 # %% ../nbs/05_protocol.ipynb #9c93ea59
-def _do_accept(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+def _do_accept(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
     "Sign the offer; close it once the quorum and every veto holder have signed."
     canon.signers.append(seat)
     applied["offer_id"] = ev["offer_id"] = canon.offer_id
     _maybe_close(s, canon)
 
 # %% ../nbs/05_protocol.ipynb #16660947
-def _do_walk(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+def _do_walk(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
     "Leave the table and withdraw the seat's signatures; a veto holder's walk or one below the quorum ends the episode."
     s.active[seat] = False
     for o in s.offers:
-        if o.status == "live" and seat in o.signers: o.signers.remove(seat)
+        if o.status == "live" and seat in o.signers:
+            o.signers.remove(seat)
     s.queue = [x for x in s.queue if x != seat]
-    if seat in s.game.veto: _end(s, "veto_walk", walk=True)
-    elif sum(s.active) < s.game.quorum: _end(s, "quorum_walk", walk=True)
+    if seat in s.game.veto:
+        _end(s, "veto_walk", walk=True)
+    elif sum(s.active) < s.game.quorum:
+        _end(s, "quorum_walk", walk=True)
 
 # %% ../nbs/05_protocol.ipynb #7d425272
-def _do_vote(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+def _do_vote(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
     "Cast the seat's vote on the ballot."
     s.votes[seat] = applied["vote"] = ev["vote"] = a["vote"]
     applied["offer_id"] = ev["offer_id"] = s.ballot
 
 # %% ../nbs/05_protocol.ipynb #184c591d
-def _do_reject(s:State, seat:int, a:dict, canon, ev:dict, applied:dict):
+def _do_reject(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
     "The ultimatum's responder rejects: the episode ends."
     _end(s, "rejected")
 
 # %% ../nbs/05_protocol.ipynb #407e0b47
-def _do_demand(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
+def _do_demand(s: State, seat: int, a: dict, canon, ev: dict, applied: dict) -> bool:
     "Record the seat's demand, hidden until every seat has demanded."
     s.demands[seat] = applied["deal"] = option_label(seat, canon[0])
     return True
 
 # %% ../nbs/05_protocol.ipynb #9901e72a
-def _do_forced_pass(s:State, seat:int, a:dict, canon, ev:dict, applied:dict)->bool:
+def _do_forced_pass(s: State, seat: int, a: dict, canon, ev: dict, applied: dict) -> bool:
     "A second bad answer: an abstention in the vote, the end of an ultimatum phase, a missing demand."
     ev["forced"] = applied["forced"] = True
     if s.phase == "vote":
         s.votes[seat] = "abstain"
         ev.update(atype="vote", offer_id=s.ballot, vote="abstain")
         applied.update(atype="vote", offer_id=s.ballot, vote="abstain")
-    elif s.phase == "propose": _end(s, "no_offer")
-    elif s.phase == "respond": _end(s, "no_response")
-    elif s.phase == "demand": s.demands[seat] = "pass"; return True
+    elif s.phase == "propose":
+        _end(s, "no_offer")
+    elif s.phase == "respond":
+        _end(s, "no_response")
+    elif s.phase == "demand":
+        s.demands[seat] = "pass"
+        return True
 
-_APPLY = dict(propose=_do_propose, accept=_do_accept, walk=_do_walk, vote=_do_vote, reject=_do_reject,
-              demand=_do_demand)
+
+_APPLY = dict(
+    propose=_do_propose, accept=_do_accept, walk=_do_walk, vote=_do_vote, reject=_do_reject, demand=_do_demand
+)
 
 # %% ../nbs/05_protocol.ipynb #3ef8f94c
-def _apply(s:State, seat:int, a:dict, canon, msg)->dict:
+def _apply(s: State, seat: int, a: dict, canon, msg) -> dict:
     "Apply a legal action (or a forced pass) of `seat`; return the action as applied."
     at = a["atype"]
     ev = {"round": s.round, "seat": seat, "atype": at}
     applied = {"atype": at, "offer_id": None, "deal": None, "vote": None}
     do = _do_forced_pass if at == "pass" and a.get("forced") else _APPLY.get(at)
     hidden = bool(do(s, seat, a, canon, ev, applied)) if do is not None else False
-    if msg: ev["message"] = msg
-    if not hidden: s.history.append(ev)
+    if msg:
+        ev["message"] = msg
+    if not hidden:
+        s.history.append(ev)
     _advance(s, seat)
     return applied
 
 # %% ../nbs/05_protocol.ipynb #1c6861f1
 _FORCED = {"atype": "pass", "forced": True}
 
-def apply_action(s:State, seat:int, answer)->dict:
+
+def apply_action(s: State, seat: int, answer) -> dict:
     "Parse, check and apply one answer of `seat` (raw text, answer dict or action dict); return its turn record."
-    if s.phase == "done": raise ProtocolError(f"episode {s.episode_id} is over")
+    if s.phase == "done":
+        raise ProtocolError(f"episode {s.episode_id} is over")
     if seat not in current_seats(s):
         why = "has walked" if 0 <= seat < len(s.active) and not s.active[seat] else "is not to act now"
         raise ProtocolError(f"seat {seat} {why} (to act: {current_seats(s)})")
     raw = answer if isinstance(answer, str) else None
-    if isinstance(answer, dict): p = parse_answer(answer)
-    elif answer is None: p = {"action": None, "message": None, "scratchpad": None, "error": "empty answer"}
-    else: p = parse_action(answer)
+    if isinstance(answer, dict):
+        p = parse_answer(answer)
+    elif answer is None:
+        p = {"action": None, "message": None, "scratchpad": None, "error": "empty answer"}
+    else:
+        p = parse_action(answer)
     a = p["action"]
     lg, err, canon = check_action(s, seat, a) if a is not None else ("parse_error", p["error"], None)
     st, retry = s.stats[seat], s.pending[seat] is not None
     st["attempts"] += 1
-    rec = {"turn_idx": len(s.turns), "seat": seat, "party": s.game.parties[seat], "phase": s.phase, "round": s.round,
-           "protocol_version": s.protocol.version, "turn_token_budget": turn_token_budget(s), "raw": raw, "action": a,
-           "lenient": lenient_readings(s, seat, p, canon), "legality": lg, "error": err, "retry": retry,
-           "applied": None,
-           "forced_pass": False, "spoiled_ballot": False, "message": p["message"], "scratchpad": p["scratchpad"]}
+    rec = {
+        "turn_idx": len(s.turns),
+        "seat": seat,
+        "party": s.game.parties[seat],
+        "phase": s.phase,
+        "round": s.round,
+        "protocol_version": s.protocol.version,
+        "turn_token_budget": turn_token_budget(s),
+        "raw": raw,
+        "action": a,
+        "lenient": lenient_readings(s, seat, p, canon),
+        "legality": lg,
+        "error": err,
+        "retry": retry,
+        "applied": None,
+        "forced_pass": False,
+        "spoiled_ballot": False,
+        "message": p["message"],
+        "scratchpad": p["scratchpad"],
+    }
     s.turns.append(rec)
-    if p["scratchpad"] is not None: s.scratch[seat] = p["scratchpad"]
+    if p["scratchpad"] is not None:
+        s.scratch[seat] = p["scratchpad"]
     if lg == "ok":
         s.pending[seat] = None
     else:
@@ -601,16 +774,19 @@ def apply_action(s:State, seat:int, answer)->dict:
         s.pending[seat] = None
         st["forced_passes"] += 1
         rec["forced_pass"] = True
-        if s.phase == "vote": st["spoiled_ballots"] += 1; rec["spoiled_ballot"] = True
+        if s.phase == "vote":
+            st["spoiled_ballots"] += 1
+            rec["spoiled_ballot"] = True
         a, canon = _FORCED, None
     rec["applied"] = _apply(s, seat, a, canon, p["message"])
     st["turns"] += 1
     return rec
 
 # %% ../nbs/05_protocol.ipynb #61610690
-LENIENT_FIELDS = tuple(f"lenient_{k}" for k in LENIENT) + ("lenient_attempts", "lenient_ok")   # episode-row fields
+LENIENT_FIELDS = tuple(f"lenient_{k}" for k in LENIENT) + ("lenient_attempts", "lenient_ok")  # episode-row fields
 
-def lenient_totals(turns:list, seat:int|None=None)->dict:
+
+def lenient_totals(turns: list, seat: int | None = None) -> dict:
     "The `LENIENT_FIELDS` totals over turn records or transcript rows (of one seat, or all)."
     ts = [t for t in turns if seat is None or t["seat"] == seat]
     out = {f"lenient_{k}": sum(t["lenient"].get(k, 0) for t in ts) for k in LENIENT}
@@ -619,90 +795,121 @@ def lenient_totals(turns:list, seat:int|None=None)->dict:
     return out
 
 # %% ../nbs/05_protocol.ipynb #369f6388
-def outcome(s:State)->dict:
+def outcome(s: State) -> dict:
     "How a finished episode ended: deal (option indices) or None, walk, unanimous, signers, counters and warnings."
-    if s.result is None: raise ProtocolError(f"episode {s.episode_id} is not over")
+    if s.result is None:
+        raise ProtocolError(f"episode {s.episode_id} is not over")
     r, g = s.result, s.game
-    out = dict(deal=parse_deal_label(r["deal"], g.n_options) if r["deal"] else None, deal_label=r["deal"],
-               offer_id=r["offer_id"], walk=r["walk"], unanimous=r["unanimous"], signers=list(r["signers"]),
-               end_reason=r["end_reason"], n_turns=sum(x["turns"] for x in s.stats))
-    for c in COUNTERS: out[c] = sum(x[c] for x in s.stats)
+    out = dict(
+        deal=parse_deal_label(r["deal"], g.n_options) if r["deal"] else None,
+        deal_label=r["deal"],
+        offer_id=r["offer_id"],
+        walk=r["walk"],
+        unanimous=r["unanimous"],
+        signers=list(r["signers"]),
+        end_reason=r["end_reason"],
+        n_turns=sum(x["turns"] for x in s.stats),
+    )
+    for c in COUNTERS:
+        out[c] = sum(x[c] for x in s.stats)
     out["warnings"] = [
-        (f"spoiled ballot: {t['party']} (seat {t['seat']}) gave two invalid answers in the forced-final vote "
-         f"on {s.ballot} and was recorded as abstaining; last error: {t['error']}") if t["spoiled_ballot"] else
-        f"forced pass: {t['party']} (seat {t['seat']}) gave two invalid answers in round {t['round']} ({t['phase']}); "
+        (
+            f"spoiled ballot: {t['party']} (seat {t['seat']}) gave two invalid answers in the forced-final vote "
+            f"on {s.ballot} and was recorded as abstaining; last error: {t['error']}"
+        )
+        if t["spoiled_ballot"]
+        else f"forced pass: {t['party']} (seat {t['seat']}) gave two invalid answers in round {t['round']} ({t['phase']}); "
         f"last error: {t['error']}"
-        for t in s.turns if t["forced_pass"]]
+        for t in s.turns
+        if t["forced_pass"]
+    ]
     return out
 
 # %% ../nbs/05_protocol.ipynb #056eed6d
-def episode_record(s:State)->dict:
+def episode_record(s: State) -> dict:
     "JSON-able record of an episode: ids, protocol, outcome, lenient totals, per-seat counters and every turn record."
     o = outcome(s)
     o["deal"] = list(o["deal"]) if o["deal"] is not None else None
-    seat_stats = [{**x, "lenient_attempts": lenient_totals(s.turns, i)["lenient_attempts"]}
-                  for i, x in enumerate(s.stats)]
-    return dict(episode_id=s.episode_id, instance_id=s.game.name, game_sha=s.game_sha, episode_seed=s.seed,
-                protocol_version=s.protocol.version, info_mode=s.info_mode, n_parties=s.game.n,
-                outcome=o, lenient=lenient_totals(s.turns), seat_stats=seat_stats, turns=s.turns)
+    seat_stats = [
+        {**x, "lenient_attempts": lenient_totals(s.turns, i)["lenient_attempts"]} for i, x in enumerate(s.stats)
+    ]
+    return dict(
+        episode_id=s.episode_id,
+        instance_id=s.game.name,
+        game_sha=s.game_sha,
+        episode_seed=s.seed,
+        protocol_version=s.protocol.version,
+        info_mode=s.info_mode,
+        n_parties=s.game.n,
+        outcome=o,
+        lenient=lenient_totals(s.turns),
+        seat_stats=seat_stats,
+        turns=s.turns,
+    )
 
 # %% ../nbs/05_protocol.ipynb #c272cf4e
-def state_to_dict(s:State)->dict:
+def state_to_dict(s: State) -> dict:
     "A JSON-able copy of the state (the game as its JSON dict)."
     d = {f.name: getattr(s, f.name) for f in fields(s)}
     d["game"], d["protocol"], d["offers"] = game_to_dict(s.game), asdict(s.protocol), [o.to_dict() for o in s.offers]
     return json.loads(json.dumps(d))
 
 # %% ../nbs/05_protocol.ipynb #f3889a55
-def state_from_dict(d:dict)->State:
+def state_from_dict(d: dict) -> State:
     "Rebuild a state from `state_to_dict` output (the game is validated again, each offer read against `Offer`)."
-    return State(**{**d, "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"),
-                    "protocol": Protocol(**d["protocol"]),
-                    "offers": [Offer.from_dict(o) for o in d["offers"]]})
+    return State(
+        **{
+            **d,
+            "game": game_from_dict(d["game"], f"state {d.get('episode_id')}"),
+            "protocol": Protocol(**d["protocol"]),
+            "offers": [Offer.from_dict(o) for o in d["offers"]],
+        }
+    )
 
 # %% ../nbs/05_protocol.ipynb #afa3db80
 @dataclass(slots=True)
 class DecisionPoint(Record):
     "What one seat may see when it is asked to act, plus the game reference that re-scoring needs."
-    instance_id: str        # the game's name
-    game_ref: dict          # {instance_id, game_sha}: the truth, by reference (`resolve_game`)
-    episode_id: str         # the episode
-    episode_seed: int       # its seed
-    protocol: str           # table, ultimatum or divide-dollar
-    protocol_version: str   # the protocol's version (SPEC §5; runs pool only within one)
+
+    instance_id: str  # the game's name
+    game_ref: dict  # {instance_id, game_sha}: the truth, by reference (`resolve_game`)
+    episode_id: str  # the episode
+    episode_seed: int  # its seed
+    protocol: str  # table, ultimatum or divide-dollar
+    protocol_version: str  # the protocol's version (SPEC §5; runs pool only within one)
     turn_token_budget: int  # the token cap of this turn
-    info_mode: str          # full or private
-    seat: int               # the seat asked
-    party: str              # its party
-    role: str               # its role
-    n_parties: int          # how many seats
-    parties: list           # every seat's party
-    roles: list             # every seat's role
-    active: list            # the seats still at the table
-    issues: list            # [{name, options}] per issue
-    own_sheet: list         # the seat's scores, per issue and option
-    own_threshold: float    # the seat's threshold
-    sheets: list|None       # every sheet in full information, else None
-    thresholds: list|None   # every threshold in full information, else None
-    min_accept: int         # the quorum
-    veto: list              # the veto parties
-    pie: object             # the divide-the-dollar pie (None elsewhere)
-    offers: list            # the `Offer`s so far
-    standing_offer_id: str|None  # the offer with the most signatures (`most_signed`)
-    ballot: str|None        # the offer on the ballot in the vote phase
-    phase: str              # open, turn, vote, propose, respond, demand or done
-    round: int              # the round
-    deadline: int           # the last round
-    history: list           # the public events so far
-    legal: list             # the action types the seat may take now ([] when it is not its turn)
-    acceptable: list        # the offers it may accept (or vote on)
-    retry_error: str|None   # why its previous answer was refused, when this is a retry
-    own_scratchpad: str|None  # its latest scratchpad (None before its first turn)
-    has_prose: bool         # whether the game has a prose framing
+    info_mode: str  # full or private
+    seat: int  # the seat asked
+    party: str  # its party
+    role: str  # its role
+    n_parties: int  # how many seats
+    parties: list  # every seat's party
+    roles: list  # every seat's role
+    active: list  # the seats still at the table
+    issues: list  # [{name, options}] per issue
+    own_sheet: list  # the seat's scores, per issue and option
+    own_threshold: float  # the seat's threshold
+    sheets: list | None  # every sheet in full information, else None
+    thresholds: list | None  # every threshold in full information, else None
+    min_accept: int  # the quorum
+    veto: list  # the veto parties
+    pie: object  # the divide-the-dollar pie (None elsewhere)
+    offers: list  # the `Offer`s so far
+    standing_offer_id: str | None  # the offer with the most signatures (`most_signed`)
+    ballot: str | None  # the offer on the ballot in the vote phase
+    phase: str  # open, turn, vote, propose, respond, demand or done
+    round: int  # the round
+    deadline: int  # the last round
+    history: list  # the public events so far
+    legal: list  # the action types the seat may take now ([] when it is not its turn)
+    acceptable: list  # the offers it may accept (or vote on)
+    retry_error: str | None  # why its previous answer was refused, when this is a retry
+    own_scratchpad: str | None  # its latest scratchpad (None before its first turn)
+    has_prose: bool  # whether the game has a prose framing
 
 # %% ../nbs/05_protocol.ipynb #5e5bc337
 @patch
-def to_dict(self:DecisionPoint)->dict:
+def to_dict(self: DecisionPoint) -> dict:
     "The JSON form, its offers as theirs (shallow otherwise: the lists are the decision point's own)."
     d = Record.to_dict(self)
     d["offers"] = [o.to_dict() for o in self.offers]
@@ -710,48 +917,56 @@ def to_dict(self:DecisionPoint)->dict:
 
 # %% ../nbs/05_protocol.ipynb #4900f2f4
 @patch(cls_method=True)
-def from_dict(cls:DecisionPoint, d:dict)->DecisionPoint:
+def from_dict(cls: DecisionPoint, d: dict) -> DecisionPoint:
     "The decision point a JSON form holds, each offer read too; a field unknown or missing is a `ValueError` naming it."
     r = read_record(cls, d)
     return cls(**{**r, "offers": [Offer.from_dict(o) for o in r["offers"]]})
 
 # %% ../nbs/05_protocol.ipynb #ba3e163c
-def read_decision_point(d:dict)->DecisionPoint:
+def read_decision_point(d: dict) -> DecisionPoint:
     "A decision point read from its JSON form (a pairs row's fields, an env observation): `DecisionPoint.from_dict`."
     return DecisionPoint.from_dict(d)
 
 # %% ../nbs/05_protocol.ipynb #4e12dca4
-def row_decision_point(row:dict, # a flat row holding every field of a decision point (a pairs row), and others
-                      )->DecisionPoint:
+def row_decision_point(
+    row: dict,  # a flat row holding every field of a decision point (a pairs row), and others
+) -> DecisionPoint:
     "The decision point whose fields a row holds (other keys ignored; no row keeps the seat's own scratchpad)."
-    return read_decision_point({**{k: row[k] for k in field_names(DecisionPoint) if k != "own_scratchpad"},
-                                "own_scratchpad": None})
+    return read_decision_point(
+        {**{k: row[k] for k in field_names(DecisionPoint) if k != "own_scratchpad"}, "own_scratchpad": None}
+    )
 
 # %% ../nbs/05_protocol.ipynb #9073f630
-def as_decision_point(dp:DecisionPoint|dict)->DecisionPoint:
+def as_decision_point(dp: DecisionPoint | dict) -> DecisionPoint:
     "A decision point as it is, or read from its JSON form (a logged one), for readers that take either."
     return dp if isinstance(dp, DecisionPoint) else DecisionPoint.from_dict(dp)
 
 # %% ../nbs/05_protocol.ipynb #a324f0cd
 _ISSUES = {}
 
-def _issue_view(s:State)->list:
+
+def _issue_view(s: State) -> list:
     "The game's issues and options as a seat sees them (one list per game, shared by its decision points)."
     v = _ISSUES.get(s.game_sha)
     if v is None:
-        if len(_ISSUES) > 4096: _ISSUES.clear()
+        if len(_ISSUES) > 4096:
+            _ISSUES.clear()
         v = _ISSUES[s.game_sha] = [{"name": nm, "options": list(op)} for nm, op in zip(s.game.issues, s.game.options)]
     return v
 
 # %% ../nbs/05_protocol.ipynb #6d7deed8
-def decision_point(s:State, seat:int)->DecisionPoint:
+def decision_point(s: State, seat: int) -> DecisionPoint:
     "What `seat` may see now (its information mode), plus the game reference that re-scoring needs."
     g, full, ph = s.game, s.info_mode == "full", s.phase
     acting = seat in current_seats(s)
-    if ph == "vote": acceptable = [s.ballot]
+    if ph == "vote":
+        acceptable = [s.ballot]
     elif ph in ("turn", "respond"):
         acceptable = [o.offer_id for o in s.offers if o.status == "live" and seat not in o.signers]
-    else: acceptable = []
+    else:
+        acceptable = []
+    # by position, each line's fields named in its comment (the test below reads them): ruff leaves it as written
+    # fmt: off
     return DecisionPoint(   # by position; each line's comment names its fields
         g.name, {"instance_id": g.name, "game_sha": s.game_sha},      # instance_id game_ref
         s.episode_id, s.seed,                                         # episode_id episode_seed
@@ -769,12 +984,13 @@ def decision_point(s:State, seat:int)->DecisionPoint:
         list(LEGAL_ATYPES[ph]) if acting else [],                     # legal
         acceptable, s.pending[seat],                                  # acceptable retry_error
         s.scratch[seat], bool(g.prose))                               # own_scratchpad has_prose
+    # fmt: on
 
 # %% ../nbs/05_protocol.ipynb #45eee7e9
-def resolve_game(dp:DecisionPoint|dict, games)->Game:
+def resolve_game(dp: DecisionPoint | dict, games) -> Game:
     "The game of a decision point (or of a record's `game_ref` or `instance_id` and `game_sha`), fingerprint checked."
     ref = dp.game_ref if isinstance(dp, DecisionPoint) else dp.get("game_ref", dp)
-    for g in (games.values() if isinstance(games, dict) else games):
+    for g in games.values() if isinstance(games, dict) else games:
         if g.name == ref["instance_id"]:
             if game_sha(g) != ref["game_sha"]:
                 raise ValueError(f"game {g.name} differs from the one played (fingerprint mismatch)")

@@ -18,142 +18,215 @@ __all__ = ['EPS', 'G_FLOOR', 'g_smooth', 'g_floor_crossing', 'table_reward', 'se
 EPS = 0.01
 G_FLOOR = -17.5  # the floor of seed 001's v2 campaign; pass it explicitly, the SPEC default is no floor
 
-def g_smooth(z, eps:float=EPS, g_floor:float|None=None):
+
+def g_smooth(z, eps: float = EPS, g_floor: float | None = None):
     "`log z` for `z >= eps`, its tangent `log(eps) + (z - eps)/eps` below, then `max(., g_floor)`; elementwise."
-    if not eps > 0: raise ValueError(f"eps must be positive, got {eps}")
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps}")
     z = np.asarray(z, dtype=float)
-    if np.isnan(z).any(): raise ValueError("z contains NaN: an outcome the engine could not score")
+    if np.isnan(z).any():
+        raise ValueError("z contains NaN: an outcome the engine could not score")
     out = np.where(z >= eps, np.log(np.maximum(z, eps)), math.log(eps) + (z - eps) / eps)
-    if g_floor is not None: out = np.maximum(out, g_floor)
+    if g_floor is not None:
+        out = np.maximum(out, g_floor)
     return out[()] if out.ndim == 0 else out
 
 # %% ../nbs/03_reward.ipynb #4978f223
-def g_floor_crossing(g_floor:float=G_FLOOR, eps:float=EPS)->float:
+def g_floor_crossing(g_floor: float = G_FLOOR, eps: float = EPS) -> float:
     "The `z` below which `g_floor` binds (where the linear branch reaches it)."
     return eps * (g_floor - math.log(eps)) + eps
 
 # %% ../nbs/03_reward.ipynb #c6b39b56
-def table_reward(z, eps:float=EPS, g_floor:float|None=None):
+def table_reward(z, eps: float = EPS, g_floor: float | None = None):
     "`R_table = mean_i g(z_i)` over the last axis (the parties)."
     return np.mean(g_smooth(z, eps, g_floor), axis=-1)[()]
 
 # %% ../nbs/03_reward.ipynb #8c9179c0
 def _check_lam(lam):
-    if not 0 <= lam <= 1: raise ValueError(f"lam must lie in [0, 1], got {lam}")
+    if not 0 <= lam <= 1:
+        raise ValueError(f"lam must lie in [0, 1], got {lam}")
 
 # %% ../nbs/03_reward.ipynb #9d0730ec
-def seat_rewards(z, lam:float, eps:float=EPS, g_floor:float|None=None)->np.ndarray:
+def seat_rewards(z, lam: float, eps: float = EPS, g_floor: float | None = None) -> np.ndarray:
     "`R_i(lam) = (1 - lam) g(z_i) + lam R_table` for every seat (last axis)."
     _check_lam(lam)
     gz = np.asarray(g_smooth(z, eps, g_floor), dtype=float)
     return (1 - lam) * gz + lam * gz.mean(axis=-1, keepdims=True)
 
 # %% ../nbs/03_reward.ipynb #a2c3591a
-def format_shaping(illegal, turns, shaping_weight:float)->np.ndarray:
+def format_shaping(illegal, turns, shaping_weight: float) -> np.ndarray:
     "Per-seat shaping `- shaping_weight * illegal_i / turns_i` (0 for a seat with no turns)."
     if shaping_weight < 0:
-        raise ValueError(f"shaping_weight must be >= 0, got {shaping_weight} "
-                         "(a negative weight pays for illegal turns)")
+        raise ValueError(
+            f"shaping_weight must be >= 0, got {shaping_weight} (a negative weight pays for illegal turns)"
+        )
     il, tu = np.asarray(illegal, dtype=float), np.asarray(turns, dtype=float)
-    if il.shape != tu.shape: raise ValueError(f"illegal {il.shape} and turns {tu.shape} must have the same shape")
-    if (il < 0).any() or (tu < 0).any(): raise ValueError("turn counts must be non-negative")
-    if (il > tu).any(): raise ValueError(f"more illegal turns than turns: illegal {il.tolist()}, turns {tu.tolist()}")
+    if il.shape != tu.shape:
+        raise ValueError(f"illegal {il.shape} and turns {tu.shape} must have the same shape")
+    if (il < 0).any() or (tu < 0).any():
+        raise ValueError("turn counts must be non-negative")
+    if (il > tu).any():
+        raise ValueError(f"more illegal turns than turns: illegal {il.tolist()}, turns {tu.tolist()}")
     frac = np.divide(il, tu, out=np.zeros_like(il), where=tu > 0)
     return -shaping_weight * frac
 
 # %% ../nbs/03_reward.ipynb #4f74acd3
-def rewards_from_z(z, # per-seat normalized surplus of the outcome (`outcome_z`)
-                   lam:float, eps:float=EPS, g_floor:float|None=None, shaping_weight:float=0.0,
-                   illegal=None, turns=None, # per-seat counts, needed when `shaping_weight > 0`
-                  )->np.ndarray:
+def rewards_from_z(
+    z,  # per-seat normalized surplus of the outcome (`outcome_z`)
+    lam: float,
+    eps: float = EPS,
+    g_floor: float | None = None,
+    shaping_weight: float = 0.0,
+    illegal=None,
+    turns=None,  # per-seat counts, needed when `shaping_weight > 0`
+) -> np.ndarray:
     "Per-seat rewards `R_i(lam)` from the outcome's `z`, with the format-shaping penalty added if `shaping_weight > 0`."
     r = seat_rewards(z, lam, eps, g_floor)
     if shaping_weight:
         if illegal is None or turns is None:
             raise ValueError("shaping_weight > 0 needs per-seat `illegal` and `turns` counts")
         sh = format_shaping(illegal, turns, shaping_weight)
-        if sh.shape != r.shape: raise ValueError(f"shaping counts {sh.shape} do not match the {r.shape[-1]} seats")
+        if sh.shape != r.shape:
+            raise ValueError(f"shaping counts {sh.shape} do not match the {r.shape[-1]} seats")
         r = r + sh
     return r
 
 # %% ../nbs/03_reward.ipynb #7e2c22f2
-def episode_rewards(g:Game, outcome:dict, lam:float, eps:float=EPS, g_floor:float|None=None, shaping_weight:float=0.0,
-                    illegal=None, turns=None, geo:Geometry|None=None)->np.ndarray:
+def episode_rewards(
+    g: Game,
+    outcome: dict,
+    lam: float,
+    eps: float = EPS,
+    g_floor: float | None = None,
+    shaping_weight: float = 0.0,
+    illegal=None,
+    turns=None,
+    geo: Geometry | None = None,
+) -> np.ndarray:
     "Per-seat rewards `R_i(lam)` of one episode's outcome, with format shaping when `shaping_weight > 0`."
-    if geo is not None: check_geometry(g, geo)
+    if geo is not None:
+        check_geometry(g, geo)
     return rewards_from_z(outcome_z(g, outcome), lam, eps, g_floor, shaping_weight, illegal, turns)
 
 # %% ../nbs/03_reward.ipynb #e0e0e83f
-def g_curve_frame(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, zmax:float=1.0, n:int=301):
+def g_curve_frame(
+    eps: float = EPS, g_floor: float | None = G_FLOOR, zmin: float = -0.25, zmax: float = 1.0, n: int = 301
+):
     "Long-form frame of `log z`, `g` and floored `g` over a grid of `z` that includes 0 and `eps`."
     import pandas as pd
+
     z = np.union1d(np.linspace(zmin, zmax, n), [0.0, eps])
     pos = np.union1d(z[z >= eps], np.geomspace(eps / 100, eps, 40))  # log z down to log(eps/100)
-    parts = [pd.DataFrame(dict(z=pos, g=np.log(pos), curve="log z")),
-             pd.DataFrame(dict(z=z, g=g_smooth(z, eps), curve="g (no floor)"))]
+    parts = [
+        pd.DataFrame(dict(z=pos, g=np.log(pos), curve="log z")),
+        pd.DataFrame(dict(z=z, g=g_smooth(z, eps), curve="g (no floor)")),
+    ]
     if g_floor is not None:
         parts.append(pd.DataFrame(dict(z=z, g=g_smooth(z, eps, g_floor), curve=f"g (floor {g_floor:g})")))
     return pd.concat(parts, ignore_index=True)
 
 # %% ../nbs/03_reward.ipynb #46466731
-def plot_g(eps:float=EPS, g_floor:float|None=G_FLOOR, zmin:float=-0.25, zmax:float=1.0, width:int=460, height:int=300):
+def plot_g(
+    eps: float = EPS,
+    g_floor: float | None = G_FLOOR,
+    zmin: float = -0.25,
+    zmax: float = 1.0,
+    width: int = 460,
+    height: int = 300,
+):
     "Altair chart of `g(z)` with and without the floor, beside `log z`, with the no-deal point `g(0)` marked."
     import altair as alt, pandas as pd
+
     df = g_curve_frame(eps, g_floor, zmin, zmax)
     pick = alt.selection_point(fields=["curve"], bind="legend")
     names = ["g (no floor)"] + ([f"g (floor {g_floor:g})"] if g_floor is not None else []) + ["log z"]
     style = {"g (no floor)": ("#2a7ab0", [1, 0], 4.0), "log z": ("#8c8c8c", [5, 3], 1.5)}
-    if g_floor is not None: style[names[1]] = ("#d62728", [1, 0], 2.0)
+    if g_floor is not None:
+        style[names[1]] = ("#d62728", [1, 0], 2.0)
     sc = lambda j: alt.Scale(domain=names, range=[style[c][j] for c in names])
     x = alt.X("z:Q", title="normalized surplus z")
     y = alt.Y("g:Q", title="g(z)", scale=alt.Scale(domain=[float(df.g.min()) - 1, 0.5]))
-    lines = alt.Chart(df).mark_line().encode(
-        x, y, color=alt.Color("curve:N", scale=sc(0), sort=names),
-        strokeDash=alt.StrokeDash("curve:N", scale=sc(1), sort=names),
-        strokeWidth=alt.StrokeWidth("curve:N", scale=sc(2), sort=names), order=alt.Order("z:Q"),
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
-        tooltip=["curve", alt.Tooltip("z:Q", format=".3f"), alt.Tooltip("g:Q", format=".3f")]).add_params(pick)
+    lines = (
+        alt.Chart(df)
+        .mark_line()
+        .encode(
+            x,
+            y,
+            color=alt.Color("curve:N", scale=sc(0), sort=names),
+            strokeDash=alt.StrokeDash("curve:N", scale=sc(1), sort=names),
+            strokeWidth=alt.StrokeWidth("curve:N", scale=sc(2), sort=names),
+            order=alt.Order("z:Q"),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
+            tooltip=["curve", alt.Tooltip("z:Q", format=".3f"), alt.Tooltip("g:Q", format=".3f")],
+        )
+        .add_params(pick)
+    )
     g0 = float(g_smooth(0.0, eps))
-    marks = pd.DataFrame([dict(z=0.0, g=g0, label=f"no deal: g(0) = {g0:.3f}", dy=14),
-                          dict(z=eps, g=math.log(eps), label=f"z = eps = {eps:g}: g = log eps", dy=-10)])
+    marks = pd.DataFrame(
+        [
+            dict(z=0.0, g=g0, label=f"no deal: g(0) = {g0:.3f}", dy=14),
+            dict(z=eps, g=math.log(eps), label=f"z = eps = {eps:g}: g = log eps", dy=-10),
+        ]
+    )
     pts = alt.Chart(marks).mark_point(size=70, filled=True, color="black").encode(x, y, tooltip=["label"])
     txt = alt.Chart(marks).mark_text(align="left", dx=8).encode(x, y, text="label", yOffset="dy:Q")
     rule = alt.Chart(pd.DataFrame(dict(z=[0.0]))).mark_rule(color="#bbbbbb").encode(x="z:Q")
     return alt.layer(rule, lines, pts, txt).properties(width=width, height=height, title="Smoothed log reward g(z)")
 
 # %% ../nbs/03_reward.ipynb #80d3cc6b
-def seat_reward_frame(examples:dict, eps:float=EPS, g_floor:float|None=None, n_lam:int=21):
+def seat_reward_frame(examples: dict, eps: float = EPS, g_floor: float | None = None, n_lam: int = 21):
     "Long-form frame of `R_i(lam)` for each example outcome `{label: (z, seat names or None)}`."
     import pandas as pd
+
     rows = []
     for label, (z, names) in examples.items():
         z = np.asarray(z, float)
-        names = names or [f"seat {i+1}" for i in range(len(z))]
+        names = names or [f"seat {i + 1}" for i in range(len(z))]
         for lam in np.linspace(0, 1, n_lam):
             for i, r in enumerate(seat_rewards(z, lam, eps, g_floor)):
-                rows.append(dict(outcome=label, lam=float(lam), seat=f"{i+1} {names[i]} (z={z[i]:.2f})",
-                                 reward=float(r)))
-            rows.append(dict(outcome=label, lam=float(lam), seat="R_table",
-                             reward=float(table_reward(z, eps, g_floor))))
+                rows.append(
+                    dict(outcome=label, lam=float(lam), seat=f"{i + 1} {names[i]} (z={z[i]:.2f})", reward=float(r))
+                )
+            rows.append(
+                dict(outcome=label, lam=float(lam), seat="R_table", reward=float(table_reward(z, eps, g_floor)))
+            )
     return pd.DataFrame(rows)
 
 # %% ../nbs/03_reward.ipynb #a47e1994
-def plot_seat_rewards(examples:dict, eps:float=EPS, g_floor:float|None=None, width:int=460, height:int=300):
+def plot_seat_rewards(
+    examples: dict, eps: float = EPS, g_floor: float | None = None, width: int = 460, height: int = 300
+):
     "Altair chart of every seat's `R_i(lam)` across `lam` for example outcomes `{label: (z, names)}`, one at a time."
     import altair as alt
+
     df = seat_reward_frame(examples, eps, g_floor)
     labels = list(examples)
     choose = alt.param(name="outcome", value=labels[0], bind=alt.binding_select(options=labels, name="outcome "))
     hover = alt.selection_point(fields=["lam"], nearest=True, on="pointerover", empty=False)
-    base = alt.Chart(df).transform_filter("datum.outcome == outcome").encode(
-        x=alt.X("lam:Q", title="λ (0: own surplus, 1: table welfare)"), y=alt.Y("reward:Q", title="R_i(λ)"),
-        color=alt.Color("seat:N", title="seat"))
-    lines = base.mark_line(strokeWidth=2).encode(strokeDash=alt.condition("datum.seat == 'R_table'", alt.value([6, 4]),
-                                                                          alt.value([1, 0])))
-    pts = base.mark_point(filled=True, size=40).encode(
-        opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)),
-        tooltip=["seat", alt.Tooltip("lam:Q", format=".2f"), alt.Tooltip("reward:Q", format=".3f")]).add_params(hover)
+    base = (
+        alt.Chart(df)
+        .transform_filter("datum.outcome == outcome")
+        .encode(
+            x=alt.X("lam:Q", title="λ (0: own surplus, 1: table welfare)"),
+            y=alt.Y("reward:Q", title="R_i(λ)"),
+            color=alt.Color("seat:N", title="seat"),
+        )
+    )
+    lines = base.mark_line(strokeWidth=2).encode(
+        strokeDash=alt.condition("datum.seat == 'R_table'", alt.value([6, 4]), alt.value([1, 0]))
+    )
+    pts = (
+        base.mark_point(filled=True, size=40)
+        .encode(
+            opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)),
+            tooltip=["seat", alt.Tooltip("lam:Q", format=".2f"), alt.Tooltip("reward:Q", format=".3f")],
+        )
+        .add_params(hover)
+    )
     rule = base.mark_rule(color="#999999").encode(color=alt.value("#999999")).transform_filter(hover)
     floor = "" if g_floor is None else f", floor {g_floor:g}"
-    return alt.layer(lines, pts, rule).add_params(choose).properties(
-        width=width, height=height, title=f"Seat rewards across λ (eps {eps:g}{floor})")
+    return (
+        alt.layer(lines, pts, rule)
+        .add_params(choose)
+        .properties(width=width, height=height, title=f"Seat rewards across λ (eps {eps:g}{floor})")
+    )

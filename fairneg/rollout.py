@@ -13,19 +13,17 @@ from tqdm import tqdm
 import fairneg
 from .agents import AGENT_NAMES, AGENT_ALIASES, get_agent, answer_text
 from .game import Game, option_label
-from .store import (EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError,
-                           append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows,
-                           refuse_duplicates, out_folder,
-                           is_empty_folder)
+from .store import EPISODES, TRANSCRIPTS, STATES, CELL, QUALITY, CELL_TABLES, EPISODE_KEY, RunFolderError
+from .store import append_jsonl, read_jsonl, write_json, write_jsonl, episode_rows, refuse_duplicates, out_folder
+from .store import is_empty_folder
 from .commands import user_error, nearest, BadValue
 from .geometry import solve
 from .metrics import episode_metrics
 from .reward import table_reward
 from .stats import cluster_bootstrap, intervals_separated
-from .protocol import (deadline_turns, new_episode, current_seats, apply_action, decision_point,
-                              is_done, outcome,
-                              turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable,
-                              PoolingError, DecisionPoint)
+from .protocol import deadline_turns, new_episode, current_seats, apply_action, decision_point, is_done, outcome
+from .protocol import turn_token_budget, COUNTERS, LENIENT, lenient_totals, check_poolable, PoolingError
+from .protocol import DecisionPoint
 from .protocol import game_sha
 from .store import folder_lock
 from .settings import PlaySettings
@@ -47,60 +45,70 @@ __all__ = ['CELL_IDENTITY', 'RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app',
 @dataclass
 class TurnRequest:
     "One seat's decision point, handed to a policy inside a batch."
-    dp: DecisionPoint        # the seat's decision point (what it may see)
-    game: Game               # the game (information-leaky agents read every sheet)
-    seed: int                # per-turn sampling seed
-    budget: int              # token cap of this turn
-    framing: str = PlaySettings.framing   # prompt framing
-    messages: list | None = None   # conversation context: the seat's chat so far, ending with this turn's user message
-    prev_ids: list | None = None   # conversation context: ids of the seat's last turn (prompt + sampled), same policy
+
+    dp: DecisionPoint  # the seat's decision point (what it may see)
+    game: Game  # the game (information-leaky agents read every sheet)
+    seed: int  # per-turn sampling seed
+    budget: int  # token cap of this turn
+    framing: str = PlaySettings.framing  # prompt framing
+    messages: list | None = None  # conversation context: the seat's chat so far, ending with this turn's user message
+    prev_ids: list | None = None  # conversation context: ids of the seat's last turn (prompt + sampled), same policy
 
 # %% ../nbs/08_rollout.ipynb #31b0021c
-def request_messages(req:TurnRequest)->list:
+def request_messages(req: TurnRequest) -> list:
     "The chat messages a policy is shown for a request: its conversation, or the windowed prompt of its decision point."
     return req.messages if req.messages is not None else render_prompt(req.dp, req.framing, req.game)
 
 # %% ../nbs/08_rollout.ipynb #9a36d414
-def turn_seed(episode_id:str, turn_idx:int)->int:
+def turn_seed(episode_id: str, turn_idx: int) -> int:
     "A 63-bit seed that is a pure function of the episode and the turn index."
     return int.from_bytes(hashlib.blake2b(f"{episode_id}#{turn_idx}".encode(), digest_size=8).digest(), "big") >> 1
 
 # %% ../nbs/08_rollout.ipynb #c7da3aa1
 class ScriptedPolicy:
     "A test policy: `fn(request) -> answer text`, optionally costing a fixed time per batch call."
-    def __init__(self, fn, name:str="scripted", cost_per_call:float=0.0):
+
+    def __init__(self, fn, name: str = "scripted", cost_per_call: float = 0.0):
         self.fn, self.name, self.cost_per_call, self.calls = fn, name, cost_per_call, 0
-    def act_batch(self, requests:list)->list:
+
+    def act_batch(self, requests: list) -> list:
         self.calls += 1
-        if self.cost_per_call: time.sleep(self.cost_per_call)
+        if self.cost_per_call:
+            time.sleep(self.cost_per_call)
         return [{"text": self.fn(r)} for r in requests]
 
 # %% ../nbs/08_rollout.ipynb #243530ba
 class AgentPolicy:
     "A computable agent of `fairneg.agents` seated as a policy."
-    def __init__(self, name:str):
+
+    def __init__(self, name: str):
         self.name, self.agent = name, get_agent(name)
-    def act_batch(self, requests:list)->list:
+
+    def act_batch(self, requests: list) -> list:
         acts = self.agent.act_batch([(r.dp, r.game, r.seed) for r in requests])
         return [{"text": answer_text(a)} for a in acts]
 
 # %% ../nbs/08_rollout.ipynb #4e33786e
-def make_policies(names, extra:dict|None=None)->dict:
+def make_policies(names, extra: dict | None = None) -> dict:
     "Policies for seat names: `extra` (ready policies: LLM seats, stand-ins) first, else computable agents."
     extra = extra or {}
     known = set(AGENT_NAMES) | set(AGENT_ALIASES)
     bad = [n for n in dict.fromkeys(names) if n not in extra and n not in known]
-    if bad: raise ValueError(f"unknown seat policy {', '.join(bad)} (computable agents: {', '.join(AGENT_NAMES)}; "
-                             "other seats need a ready policy, see `fairneg.policies.seat_policies`)")
+    if bad:
+        raise ValueError(
+            f"unknown seat policy {', '.join(bad)} (computable agents: {', '.join(AGENT_NAMES)}; "
+            "other seats need a ready policy, see `fairneg.policies.seat_policies`)"
+        )
     return {n: extra[n] if n in extra else AgentPolicy(n) for n in dict.fromkeys(names)}
 
 # %% ../nbs/08_rollout.ipynb #a9e868e2
 @dataclass
 class EpisodeSpec:
     "One episode to play: a game, a seed, the policy name of each seat, and how it is played and shown."
+
     game: Game
     seed: int
-    seats: list                          # policy name per seat
+    seats: list  # policy name per seat
     experiment_name: str = "fairneg"
     play: PlaySettings = PlaySettings()  # context, framing, info mode, deadline, token caps (checked once, kept whole)
 
@@ -108,23 +116,30 @@ class EpisodeSpec:
 @dataclass
 class Episode:
     "A played (or playing) episode: its spec, engine state and per-turn policy extras."
+
     spec: EpisodeSpec
     state: object
-    extras: dict = field(default_factory=dict)   # turn_idx -> {policy, prompt_ids, completion_ids, logprobs}
+    extras: dict = field(default_factory=dict)  # turn_idx -> {policy, prompt_ids, completion_ids, logprobs}
     row: dict | None = None
-    chats: dict = field(default_factory=dict)    # conversation context: seat -> its messages so far
-    chat_ids: dict = field(default_factory=dict) # conversation context: seat -> ids of its last turn (prompt + sampled)
+    chats: dict = field(default_factory=dict)  # conversation context: seat -> its messages so far
+    # conversation context: seat -> ids of its last turn (prompt + sampled)
+    chat_ids: dict = field(default_factory=dict)
 
 # %% ../nbs/08_rollout.ipynb #6e14363a
-def spec_state(spec:EpisodeSpec):
+def spec_state(spec: EpisodeSpec):
     "The engine state an episode of `spec` starts from; the deadline applies only to kinds that have one."
     p = spec.play
-    return new_episode(spec.game, spec.seed, info_mode=p.info_mode,
-                       max_turns=deadline_turns(spec.game.protocol, p.max_turns),
-                       turn_max_tokens=p.turn_max_tokens, context=p.context)
+    return new_episode(
+        spec.game,
+        spec.seed,
+        info_mode=p.info_mode,
+        max_turns=deadline_turns(spec.game.protocol, p.max_turns),
+        turn_max_tokens=p.turn_max_tokens,
+        context=p.context,
+    )
 
 # %% ../nbs/08_rollout.ipynb #d3d39203
-def start_episode(spec:EpisodeSpec)->Episode:
+def start_episode(spec: EpisodeSpec) -> Episode:
     "A fresh episode for `spec`; its id is `instance_id:protocol:seed`."
     if len(spec.seats) != spec.game.n:
         raise ValueError(f"{spec.game.name}: {len(spec.seats)} seat policies for {spec.game.n} parties")
@@ -136,10 +151,15 @@ def _requests(live):
     groups = defaultdict(list)
     for ep in live:
         framing = ep.spec.play.framing
-        for j, seat in enumerate(current_seats(ep.state)):   # several seats only in divide-the-dollar: distinct seeds
+        for j, seat in enumerate(current_seats(ep.state)):  # several seats only in divide-the-dollar: distinct seeds
             dp = decision_point(ep.state, seat)
-            req = TurnRequest(dp, ep.spec.game, turn_seed(ep.state.episode_id, len(ep.state.turns) + j),
-                              turn_token_budget(ep.state), framing)
+            req = TurnRequest(
+                dp,
+                ep.spec.game,
+                turn_seed(ep.state.episode_id, len(ep.state.turns) + j),
+                turn_token_budget(ep.state),
+                framing,
+            )
             if ep.state.protocol.context == "conversation":
                 req.messages = render_conversation(dp, framing, ep.spec.game, ep.chats.get(seat))
                 req.prev_ids = ep.chat_ids.get(seat)
@@ -147,21 +167,34 @@ def _requests(live):
     return groups
 
 # %% ../nbs/08_rollout.ipynb #1fec48c0
-_EXTRA_KEYS = ("prompt_ids", "completion_ids", "logprobs", "n_prompt_tokens", "n_completion_tokens",
-               "truncated", "schema")
+_EXTRA_KEYS = (
+    "prompt_ids",
+    "completion_ids",
+    "logprobs",
+    "n_prompt_tokens",
+    "n_completion_tokens",
+    "truncated",
+    "schema",
+)
+
 
 def _apply_outputs(items, outs, policy_name):
     for (ep, seat, req), out in zip(items, outs):
         rec = apply_action(ep.state, seat, out.get("text"))
         ep.extras[rec["turn_idx"]] = {"policy": policy_name, **{k: out[k] for k in _EXTRA_KEYS if k in out}}
-        if req.messages is not None:            # the seat's conversation grows by this turn and its answer
+        if req.messages is not None:  # the seat's conversation grows by this turn and its answer
             ep.chats[seat] = req.messages + [{"role": "assistant", "content": out.get("text") or ""}]
             ep.chat_ids[seat] = list(out["prompt_ids"]) + list(out["completion_ids"]) if "prompt_ids" in out else None
 
 # %% ../nbs/08_rollout.ipynb #aaf24394
-def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|None=None,
-            on_done=None, # called with each wave's finished episodes as they end (a cell writes them then)
-           )->list:
+def co_step(
+    specs,
+    policies: dict,
+    width: int = 64,
+    progress: bool = True,
+    geos: dict | None = None,
+    on_done=None,  # called with each wave's finished episodes as they end (a cell writes them then)
+) -> list:
     "Play every spec, `width` episodes at a time, one `act_batch` call per policy per wave; returns finished episodes."
     if not (isinstance(width, int) and width >= 1):
         raise BadValue(f"width must be at least 1 episode live at once, got {width!r}")
@@ -169,9 +202,11 @@ def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|No
     geos = {} if geos is None else geos
     bar = tqdm(total=len(pending), desc="episodes", disable=not progress, leave=False)
     while pending or live:
-        while pending and len(live) < width: live.append(start_episode(pending.popleft()))
+        while pending and len(live) < width:
+            live.append(start_episode(pending.popleft()))
         for name, items in _requests(live).items():
-            if name not in policies: raise KeyError(f"no policy named `{name}` (have: {', '.join(policies)})")
+            if name not in policies:
+                raise KeyError(f"no policy named `{name}` (have: {', '.join(policies)})")
             _apply_outputs(items, policies[name].act_batch([r for _, _, r in items]), name)
         still, ended = [], []
         for ep in live:
@@ -180,256 +215,391 @@ def co_step(specs, policies:dict, width:int=64, progress:bool=True, geos:dict|No
                 done.append(ep)
                 ended.append(ep.state.episode_id)
                 bar.update(1)
-            else: still.append(ep)
+            else:
+                still.append(ep)
         live = still
-        if ended and on_done is not None: on_done(done[-len(ended):])
-        for p in policies.values():                    # a policy may keep per-episode state (an LLM's seat caches)
-            if ended and hasattr(p, "end_episodes"): p.end_episodes(ended)
+        if ended and on_done is not None:
+            on_done(done[-len(ended) :])
+        for p in policies.values():  # a policy may keep per-episode state (an LLM's seat caches)
+            if ended and hasattr(p, "end_episodes"):
+                p.end_episodes(ended)
     bar.close()
     return done
 
 # %% ../nbs/08_rollout.ipynb #d7ca88d0
 def _geo(geos, g):
     key = id(g)
-    if key not in geos: geos[key] = solve(g)
+    if key not in geos:
+        geos[key] = solve(g)
     return geos[key]
 
 # %% ../nbs/08_rollout.ipynb #5bf9ace1
-def episode_row(ep:Episode, geos:dict|None=None)->dict:
+def episode_row(ep: Episode, geos: dict | None = None) -> dict:
     "The `episodes.jsonl` row of a finished episode."
     s, spec = ep.state, ep.spec
     o = outcome(s)
     m = episode_metrics(spec.game, o, _geo({} if geos is None else geos, spec.game))
-    return dict(experiment_name=spec.experiment_name, instance_id=spec.game.name, episode_seed=spec.seed,
-                episode_id=s.episode_id, protocol_version=s.protocol.version, info_mode=s.info_mode,
-                turn_token_budgets=sorted({t["turn_token_budget"] for t in s.turns}), seats=list(spec.seats),
-                deal_label=o["deal_label"], end_reason=o["end_reason"], n_turns=o["n_turns"],
-                **{k: o[k] for k in COUNTERS}, **lenient_totals(s.turns),
-                lenient_attempts_by_seat=[lenient_totals(s.turns, i)["lenient_attempts"] for i in range(s.game.n)],
-                **m, warnings=o["warnings"],
-                proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose")
-                           for i in range(s.game.n)])
+    return dict(
+        experiment_name=spec.experiment_name,
+        instance_id=spec.game.name,
+        episode_seed=spec.seed,
+        episode_id=s.episode_id,
+        protocol_version=s.protocol.version,
+        info_mode=s.info_mode,
+        turn_token_budgets=sorted({t["turn_token_budget"] for t in s.turns}),
+        seats=list(spec.seats),
+        deal_label=o["deal_label"],
+        end_reason=o["end_reason"],
+        n_turns=o["n_turns"],
+        **{k: o[k] for k in COUNTERS},
+        **lenient_totals(s.turns),
+        lenient_attempts_by_seat=[lenient_totals(s.turns, i)["lenient_attempts"] for i in range(s.game.n)],
+        **m,
+        warnings=o["warnings"],
+        proposals=[sum(1 for e in s.history if e["seat"] == i and e["atype"] == "propose") for i in range(s.game.n)],
+    )
 
 # %% ../nbs/08_rollout.ipynb #f55c9da9
-def transcript_rows(ep:Episode)->list:
+def transcript_rows(ep: Episode) -> list:
     "The `rollout_transcripts.jsonl` rows of one episode (one per attempt)."
     s = ep.state
-    keep = ("turn_idx", "seat", "party", "phase", "round", "protocol_version", "turn_token_budget", "raw", "action",
-            "lenient", "legality", "error", "retry", "applied", "forced_pass", "spoiled_ballot", "message")
+    keep = (
+        "turn_idx",
+        "seat",
+        "party",
+        "phase",
+        "round",
+        "protocol_version",
+        "turn_token_budget",
+        "raw",
+        "action",
+        "lenient",
+        "legality",
+        "error",
+        "retry",
+        "applied",
+        "forced_pass",
+        "spoiled_ballot",
+        "message",
+    )
     res = {k: ep.row[k] for k in ("deal_label", "end_reason", "deal", "nnw")} if ep.row else None
-    return [dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
-                 episode_seed=ep.spec.seed, policy=ep.spec.seats[t["seat"]],
-                 prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
-                 **{k: t[k] for k in keep}, outcome=res) for t in s.turns]
+    return [
+        dict(
+            experiment_name=ep.spec.experiment_name,
+            episode_id=s.episode_id,
+            instance_id=ep.spec.game.name,
+            episode_seed=ep.spec.seed,
+            policy=ep.spec.seats[t["seat"]],
+            prompt_ref=f"{s.episode_id}#{t['turn_idx']}",
+            **{k: t[k] for k in keep},
+            outcome=res,
+        )
+        for t in s.turns
+    ]
 
 # %% ../nbs/08_rollout.ipynb #74868b2d
 @functools.lru_cache(maxsize=1)
-def code_version()->str:
+def code_version() -> str:
     "`fairneg <version> (<commit>)` for run records; the commit where the package sits in a git checkout."
-    try: sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(fairneg.__file__).parent).stdout.strip()
-    except Exception: sha = ""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(fairneg.__file__).parent,
+        ).stdout.strip()
+    except Exception:
+        sha = ""
     return f"fairneg {fairneg.__version__}" + (f" ({sha})" if sha else "")
 
 # %% ../nbs/08_rollout.ipynb #f4bde1c7
-def nbs_then_accept(req:TurnRequest)->str:
+def nbs_then_accept(req: TurnRequest) -> str:
     "A scripted answer: open with the NBS (else KS), accept the first acceptable offer, vote yes, else pass."
     dp = req.dp
     if "propose" in dp.legal and not dp.offers:
         geo = solve(req.game)
-        return json.dumps({"action": {"atype": "propose",
-                                      "deal": geo.label(geo.nbs if geo.nbs is not None else geo.ks)}})
-    if dp.phase == "vote": return json.dumps({"action": {"atype": "vote", "offer_id": dp.ballot, "vote": "yes"}})
-    if dp.acceptable: return json.dumps({"action": {"atype": "accept", "offer_id": dp.acceptable[0]}})
+        return json.dumps(
+            {"action": {"atype": "propose", "deal": geo.label(geo.nbs if geo.nbs is not None else geo.ks)}}
+        )
+    if dp.phase == "vote":
+        return json.dumps({"action": {"atype": "vote", "offer_id": dp.ballot, "vote": "yes"}})
+    if dp.acceptable:
+        return json.dumps({"action": {"atype": "accept", "offer_id": dp.acceptable[0]}})
     return json.dumps({"action": {"atype": "pass"}})
 
 # %% ../nbs/08_rollout.ipynb #932af866
-def _lenient_report(rows:list, att:int, parse_errors:int, not_ok:int)->dict:
+def _lenient_report(rows: list, att: int, parse_errors: int, not_ok: int) -> dict:
     "The lenient readings of episode rows and the parse and legal rates without them (None where rows predate them)."
     unrec = sum("lenient_attempts" not in r for r in rows)
     tot = lambda f: sum(r[f] for r in rows) if all(f in r for r in rows) else None
     la, lo = tot("lenient_attempts"), tot("lenient_ok")
-    return dict(lenient={k: tot(f"lenient_{k}") for k in LENIENT}, lenient_attempts=la, lenient_ok=lo,
-                strict_parse_ok_rate=(att - parse_errors - la) / att if att and la is not None else None,
-                strict_legal_rate=(att - not_ok - lo) / att if att and lo is not None else None,
-                lenient_unrecorded_episodes=unrec)
+    return dict(
+        lenient={k: tot(f"lenient_{k}") for k in LENIENT},
+        lenient_attempts=la,
+        lenient_ok=lo,
+        strict_parse_ok_rate=(att - parse_errors - la) / att if att and la is not None else None,
+        strict_legal_rate=(att - not_ok - lo) / att if att and lo is not None else None,
+        lenient_unrecorded_episodes=unrec,
+    )
 
 # %% ../nbs/08_rollout.ipynb #6b7214de
-def quality_report(rows:list, transcripts:list|None=None)->dict:
+def quality_report(rows: list, transcripts: list | None = None) -> dict:
     "Run quality from episode rows (and transcript rows when available), with what lenient readings added to it."
     keys = [(r["instance_id"], r["episode_seed"]) for r in rows]
     att, pe = sum(r["attempts"] for r in rows), sum(r["parse_error"] for r in rows)
     not_ok = pe + sum(r["illegal"] + r["fabrication"] for r in rows)
-    rep = dict(episodes_done=len(rows), attempts=att, parse_ok_rate=(att - pe) / att if att else None,
-               legal_rate=(att - not_ok) / att if att else None,
-               fabrication=sum(r["fabrication"] for r in rows), illegal=sum(r["illegal"] for r in rows),
-               forced_passes=sum(r["forced_passes"] for r in rows),
-               spoiled_ballots=sum(r["spoiled_ballots"] for r in rows),
-               unique_keys=len(set(keys)), duplicate_keys=len(keys) - len(set(keys)),
-               protocol_versions=sorted({r["protocol_version"] for r in rows}),
-               **_lenient_report(rows, att, pe, not_ok))
-    if transcripts is not None: rep["retried_turns"] = sum(1 for t in transcripts if t["retry"])
+    rep = dict(
+        episodes_done=len(rows),
+        attempts=att,
+        parse_ok_rate=(att - pe) / att if att else None,
+        legal_rate=(att - not_ok) / att if att else None,
+        fabrication=sum(r["fabrication"] for r in rows),
+        illegal=sum(r["illegal"] for r in rows),
+        forced_passes=sum(r["forced_passes"] for r in rows),
+        spoiled_ballots=sum(r["spoiled_ballots"] for r in rows),
+        unique_keys=len(set(keys)),
+        duplicate_keys=len(keys) - len(set(keys)),
+        protocol_versions=sorted({r["protocol_version"] for r in rows}),
+        **_lenient_report(rows, att, pe, not_ok),
+    )
+    if transcripts is not None:
+        rep["retried_turns"] = sum(1 for t in transcripts if t["retry"])
     return rep
 
 # %% ../nbs/08_rollout.ipynb #9061192c
-def write_cell_tables(out, # the cell folder (made when missing)
-                      tables:dict, # table name (`fairneg.store.CELL_TABLES`) -> rows to append
-                      quality:dict|None=None, # the folder's quality report (None: leave it as it is)
-                     )->Path:
+def write_cell_tables(
+    out,  # the cell folder (made when missing)
+    tables: dict,  # table name (`fairneg.store.CELL_TABLES`) -> rows to append
+    quality: dict | None = None,  # the folder's quality report (None: leave it as it is)
+) -> Path:
     "Append a cell's tables to `out`, episodes last (after the quality report), so that their presence means complete."
     out = Path(out)
     unknown = sorted(set(tables) - set(CELL_TABLES))
-    if unknown: raise ValueError(f"not tables of a cell folder: {', '.join(unknown)} (known: {', '.join(CELL_TABLES)})")
+    if unknown:
+        raise ValueError(f"not tables of a cell folder: {', '.join(unknown)} (known: {', '.join(CELL_TABLES)})")
     new = tables.get(EPISODES) or []
     refuse_duplicates(new, f"{out}: the rows to write", RunFolderError)
     if new and (out / EPISODES).is_file():
         held = {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)}
         twice = [k for k in (tuple(r[f] for f in EPISODE_KEY) for r in new) if k in held]
-        if twice: raise RunFolderError(f"{out / EPISODES}: already holds {len(twice)} of these episodes "
-                                       f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}"
-                                       f"{', ...' if len(twice) > 3 else ''}): nothing written")
+        if twice:
+            raise RunFolderError(
+                f"{out / EPISODES}: already holds {len(twice)} of these episodes "
+                f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}"
+                f"{', ...' if len(twice) > 3 else ''}): nothing written"
+            )
     out.mkdir(parents=True, exist_ok=True)
     for name in CELL_TABLES:
-        if name != EPISODES and tables.get(name): append_jsonl(tables[name], out / name)
-    if quality is not None: write_json(out / QUALITY, quality)
-    if tables.get(EPISODES): append_jsonl(tables[EPISODES], out / EPISODES)
+        if name != EPISODES and tables.get(name):
+            append_jsonl(tables[name], out / name)
+    if quality is not None:
+        write_json(out / QUALITY, quality)
+    if tables.get(EPISODES):
+        append_jsonl(tables[EPISODES], out / EPISODES)
     return out
 
 # %% ../nbs/08_rollout.ipynb #faa2b96d
 # cell.jsonl fields that make a cell: one folder holds one value of each
-CELL_IDENTITY = ("experiment_name", "seats", "framing", "context", "info_mode", "max_turns", "turn_max_tokens",
-                 "model", "model_thinking", "constrain")
+CELL_IDENTITY = (
+    "experiment_name",
+    "seats",
+    "framing",
+    "context",
+    "info_mode",
+    "max_turns",
+    "turn_max_tokens",
+    "model",
+    "model_thinking",
+    "constrain",
+)
 
-_PLAY_DEFAULTS = asdict(PlaySettings())   # a line written before a play setting was recorded played its default
+_PLAY_DEFAULTS = asdict(PlaySettings())  # a line written before a play setting was recorded played its default
 
-def cell_identity(line:dict)->dict:
+
+def cell_identity(line: dict) -> dict:
     "The `CELL_IDENTITY` fields of a `cell.jsonl` line (or a cell to be played); a missing play setting is its default."
     return {k: line.get(k, _PLAY_DEFAULTS.get(k)) for k in CELL_IDENTITY}
 
 # %% ../nbs/08_rollout.ipynb #6dd65aba
-def _refuse_other_cell(out:Path, identity:dict):
+def _refuse_other_cell(out: Path, identity: dict):
     "Raise `RunFolderError` when a line of the folder's `cell.jsonl` is another cell, naming the fields that differ."
     for line in read_jsonl(out / CELL):
         diff = [k for k in CELL_IDENTITY if line.get(k) != identity.get(k)]
-        if diff: raise RunFolderError(f"{out}: holds another cell ("
-                                      + "; ".join(f"{k} {line.get(k)!r} there, {identity.get(k)!r} now" for k in diff)
-                                      + "): give another --out, or --force to start it over")
+        if diff:
+            raise RunFolderError(
+                f"{out}: holds another cell ("
+                + "; ".join(f"{k} {line.get(k)!r} there, {identity.get(k)!r} now" for k in diff)
+                + "): give another --out, or --force to start it over"
+            )
 
 # %% ../nbs/08_rollout.ipynb #b67929ae
-def games_content(games)->dict:
+def games_content(games) -> dict:
     "The content of a cell's games: `{name: game_sha}` (the fingerprint of each game's full JSON)."
     return {g.name: game_sha(g) for g in games}
 
 # %% ../nbs/08_rollout.ipynb #08c92b77
-def cell_games(lines, # `cell.jsonl` lines (those written before games were recorded carry none)
-               source, # what they are read from, for the message
-               error:type=RunFolderError, # the exception raised for a name with two contents
-              )->dict:
+def cell_games(
+    lines,  # `cell.jsonl` lines (those written before games were recorded carry none)
+    source,  # what they are read from, for the message
+    error: type = RunFolderError,  # the exception raised for a name with two contents
+) -> dict:
     "The content of a cell's games: the union of its lines' `game_shas` (a name with two contents is refused)."
     held = {}
     for line in lines:
         for name, sha in (line.get("game_shas") or {}).items():
             if held.setdefault(name, sha) != sha:
-                raise error(f"{source}: game {name} was played with two contents (game_sha {held[name]} and {sha}): "
-                            "the same name with other numbers is another game")
+                raise error(
+                    f"{source}: game {name} was played with two contents (game_sha {held[name]} and {sha}): "
+                    "the same name with other numbers is another game"
+                )
     return held
 
 # %% ../nbs/08_rollout.ipynb #b9cb9641
-def _refuse_other_games(out:Path, content:dict):
+def _refuse_other_games(out: Path, content: dict):
     "Raise `RunFolderError` when the folder's games are not `content` (another bank, or a name with other numbers)."
     held = cell_games(read_jsonl(out / CELL), out / CELL)
-    if not held: return                                  # a cell written before its games were recorded
+    if not held:
+        return  # a cell written before its games were recorded
     other = sorted(n for n in held.keys() & content.keys() if held[n] != content[n])
     if other:
-        raise RunFolderError(f"{out}: holds games of these names with other content ("
-                             + "; ".join(f"{n}: game_sha {held[n]} there, {content[n]} now" for n in other[:3])
-                             + (", ..." if len(other) > 3 else "")
-                             + "): give another --out, or --force to start it over")
+        raise RunFolderError(
+            f"{out}: holds games of these names with other content ("
+            + "; ".join(f"{n}: game_sha {held[n]} there, {content[n]} now" for n in other[:3])
+            + (", ..." if len(other) > 3 else "")
+            + "): give another --out, or --force to start it over"
+        )
     there, here = sorted(held.keys() - content.keys()), sorted(content.keys() - held.keys())
     if there or here:
-        eg = "; ".join(f"{w}: {', '.join(ns[:3])}{', ...' if len(ns) > 3 else ''}"
-                       for w, ns in (("only there", there), ("only now", here)) if ns)
-        raise RunFolderError(f"{out}: holds the games of another bank ({len(held)} games there, {len(content)} now; "
-                             f"{eg}): give another --out, or --force to start it over")
+        eg = "; ".join(
+            f"{w}: {', '.join(ns[:3])}{', ...' if len(ns) > 3 else ''}"
+            for w, ns in (("only there", there), ("only now", here))
+            if ns
+        )
+        raise RunFolderError(
+            f"{out}: holds the games of another bank ({len(held)} games there, {len(content)} now; "
+            f"{eg}): give another --out, or --force to start it over"
+        )
 
 # %% ../nbs/08_rollout.ipynb #0762d878
-def drop_unfinished(out:Path)->int:
+def drop_unfinished(out: Path) -> int:
     "Drop the transcript and state rows of episodes with no `episodes.jsonl` row (a write cut short); returns how many."
-    keys = {tuple(r[f] for f in EPISODE_KEY)
-            for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    keys = (
+        {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)}
+        if (out / EPISODES).is_file()
+        else set()
+    )
     dropped = 0
     for name in (TRANSCRIPTS, STATES):
-        if not (out / name).is_file(): continue
+        if not (out / name).is_file():
+            continue
         rows = read_jsonl(out / name)
         keep = [r for r in rows if tuple(r.get(f) for f in EPISODE_KEY) in keys]
-        if len(keep) < len(rows): write_jsonl(out / name, keep); dropped += len(rows) - len(keep)
+        if len(keep) < len(rows):
+            write_jsonl(out / name, keep)
+            dropped += len(rows) - len(keep)
     return dropped
 
 # %% ../nbs/08_rollout.ipynb #6044248e
-def held_episodes(out, # a cell folder (missing or empty: a new cell)
-                  identity:dict, # `cell_identity` of the cell to play into it
-                  games=None, # the games to play into it: their content must be the cell's (`games_content`)
-                 )->set:
+def held_episodes(
+    out,  # a cell folder (missing or empty: a new cell)
+    identity: dict,  # `cell_identity` of the cell to play into it
+    games=None,  # the games to play into it: their content must be the cell's (`games_content`)
+) -> set:
     "This cell's (instance_id, episode_seed) keys in the folder; `RunFolderError` for a file or a folder of other work."
     out = out_folder(out, "cell folder")
-    if is_empty_folder(out): return set()
+    if is_empty_folder(out):
+        return set()
     if not (out / CELL).is_file():
-        raise RunFolderError(f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or "
-                             "--force to replace it")
+        raise RunFolderError(
+            f"{out}: holds other files, not a campaign cell (no {CELL}): give another --out, or --force to replace it"
+        )
     _refuse_other_cell(out, identity)
-    if games is not None: _refuse_other_games(out, games_content(games))
+    if games is not None:
+        _refuse_other_games(out, games_content(games))
     drop_unfinished(out)
-    return {tuple(r[f] for f in EPISODE_KEY)
-            for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    return (
+        {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)}
+        if (out / EPISODES).is_file()
+        else set()
+    )
 
 # %% ../nbs/08_rollout.ipynb #82179455
-def missing_runs(games:list, seeds, held:set)->list[tuple[list, list]]:
+def missing_runs(games: list, seeds, held: set) -> list[tuple[list, list]]:
     "The (games, seeds) blocks still to play: games that lack the same seeds grouped, in the games' and seeds' order."
     todo = {}
     for s in seeds:
         names = tuple(g.name for g in games if (g.name, s) not in held)
-        if names: todo.setdefault(names, []).append(s)
+        if names:
+            todo.setdefault(names, []).append(s)
     by_name = {g.name: g for g in games}
     return [([by_name[n] for n in names], list(ss)) for names, ss in todo.items()]
 
 # %% ../nbs/08_rollout.ipynb #804626ac
-def seat_names(seats, games)->dict:
+def seat_names(seats, games) -> dict:
     "Seat policy names per game: one name seats everybody, a list gives one per seat (checked against every game)."
     names = [seats] if isinstance(seats, str) else list(seats)
     wrong = sorted({f"{g.name} ({g.n} parties)" for g in games if len(names) not in (1, g.n)})
-    if wrong: raise ValueError(f"{len(names)} seat names, but these games need one per party: {', '.join(wrong)}")
+    if wrong:
+        raise ValueError(f"{len(names)} seat names, but these games need one per party: {', '.join(wrong)}")
     return {id(g): names * g.n if len(names) == 1 else names for g in games}
 
 # %% ../nbs/08_rollout.ipynb #f15f9ed1
-def run_tournament(games, seats, seeds, out=None, experiment_name:str="fairneg_play", width:int=64,
-                   play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
-                   extra_policies:dict|None=None, progress:bool=True,
-                   on_done=None, # called with each wave's finished episodes (see `co_step`)
-                  )->dict:
+def run_tournament(
+    games,
+    seats,
+    seeds,
+    out=None,
+    experiment_name: str = "fairneg_play",
+    width: int = 64,
+    play: PlaySettings | None = None,  # how the episodes are played and shown (default: `PlaySettings()`)
+    extra_policies: dict | None = None,
+    progress: bool = True,
+    on_done=None,  # called with each wave's finished episodes (see `co_step`)
+) -> dict:
     "Play every game × seed with the seat policies (`seats`: one name for all, or one per seat); write tables to `out`."
     per_game, play = seat_names(seats, games), play or PlaySettings()
     specs = [EpisodeSpec(g, int(s), per_game[id(g)], experiment_name, play) for g in games for s in seeds]
     pols = make_policies([n for sp in specs for n in sp.seats], extra_policies)
     eps = co_step(specs, pols, width=width, progress=progress, on_done=on_done)
     rows, trans = [e.row for e in eps], [t for e in eps for t in transcript_rows(e)]
-    if out is not None: write_cell_tables(out, {EPISODES: rows, TRANSCRIPTS: trans}, quality_report(rows, trans))
+    if out is not None:
+        write_cell_tables(out, {EPISODES: rows, TRANSCRIPTS: trans}, quality_report(rows, trans))
     return dict(episodes=eps, rows=rows, transcripts=trans)
 
 # %% ../nbs/08_rollout.ipynb #8a207493
-def summary_table(rows:list):
+def summary_table(rows: list):
     "By seat policy (a mixed table counts for each): deal rate, mean nnw, below-threshold rate, worst-off z, own z."
     import pandas as pd
-    recs = [dict(policy=p, deal=r["deal"], nnw=r["nnw"], below_threshold=r["below_threshold"],
-                 worst_off_z=r["worst_off_z"],
-                 own_z=float(np.mean([z for z, q in zip(r["z"], r["seats"]) if q == p])))
-            for r in rows for p in dict.fromkeys(r["seats"])]
-    return pd.DataFrame(recs).groupby("policy").agg(
-        episodes=("deal", "size"), deal_rate=("deal", "mean"), mean_nnw=("nnw", "mean"),
-        below_threshold_rate=("below_threshold", "mean"),
-        worst_off_z=("worst_off_z", "mean"), own_z=("own_z", "mean")).round(3)
+
+    recs = [
+        dict(
+            policy=p,
+            deal=r["deal"],
+            nnw=r["nnw"],
+            below_threshold=r["below_threshold"],
+            worst_off_z=r["worst_off_z"],
+            own_z=float(np.mean([z for z, q in zip(r["z"], r["seats"]) if q == p])),
+        )
+        for r in rows
+        for p in dict.fromkeys(r["seats"])
+    ]
+    return (
+        pd.DataFrame(recs)
+        .groupby("policy")
+        .agg(
+            episodes=("deal", "size"),
+            deal_rate=("deal", "mean"),
+            mean_nnw=("nnw", "mean"),
+            below_threshold_rate=("below_threshold", "mean"),
+            worst_off_z=("worst_off_z", "mean"),
+            own_z=("own_z", "mean"),
+        )
+        .round(3)
+    )
 
 # %% ../nbs/08_rollout.ipynb #01dab472
-def episode_table_rewards(rows:list, eps:float=0.01, g_floor:float|None=None)->np.ndarray:
+def episode_table_rewards(rows: list, eps: float = 0.01, g_floor: float | None = None) -> np.ndarray:
     "`R_table` of each episode row, from its logged per-party `z`."
     return np.array([float(table_reward(np.asarray(r["z"], float), eps=eps, g_floor=g_floor)) for r in rows])
 
@@ -439,40 +609,60 @@ class SoundnessError(ValueError):
     "A soundness check that cannot run as asked: an expected order not `A>B` of two campaigns, an empty campaign."
 
 # %% ../nbs/08_rollout.ipynb #fcf8510a
-def parse_expectation(exp:str, # `A>B`: campaign A's R_table is expected above campaign B's
-                      names, # the campaigns' names
-                     )->tuple[str, str]:
+def parse_expectation(
+    exp: str,  # `A>B`: campaign A's R_table is expected above campaign B's
+    names,  # the campaigns' names
+) -> tuple[str, str]:
     "The two campaign names of an expected order `A>B`, checked against `names`."
     parts = [x.strip() for x in str(exp).split(">")]
     if len(parts) != 2 or not all(parts):
-        raise SoundnessError(f"--expect-above `{exp}`: expected `A>B` "
-                             "(campaign A above campaign B), e.g. `rational>llm`")
+        raise SoundnessError(
+            f"--expect-above `{exp}`: expected `A>B` (campaign A above campaign B), e.g. `rational>llm`"
+        )
     for nm in parts:
         if nm not in names:
             near = nearest(nm, names)
-            raise SoundnessError(f"--expect-above `{exp}` names `{nm}`, which is not a campaign"
-                                 + (f" (did you mean `{near}`?)" if near else "")
-                                 + f" (campaigns: {', '.join(names)})")
-    if parts[0] == parts[1]: raise SoundnessError(f"--expect-above `{exp}` compares a campaign with itself")
+            raise SoundnessError(
+                f"--expect-above `{exp}` names `{nm}`, which is not a campaign"
+                + (f" (did you mean `{near}`?)" if near else "")
+                + f" (campaigns: {', '.join(names)})"
+            )
+    if parts[0] == parts[1]:
+        raise SoundnessError(f"--expect-above `{exp}` compares a campaign with itself")
     return parts[0], parts[1]
 
 # %% ../nbs/08_rollout.ipynb #db4b22c8
-def soundness(campaigns:dict, expect_above:list, B:int=10_000, seed:int=0, g_floor:float|None=None)->dict:
+def soundness(
+    campaigns: dict, expect_above: list, B: int = 10_000, seed: int = 0, g_floor: float | None = None
+) -> dict:
     "Mean R_table per campaign (`name -> episode rows`) with cluster intervals; passes if each `A>B` holds, no overlap."
-    orders = [(exp, *parse_expectation(exp, list(campaigns))) for exp in expect_above]   # refused before any bootstrap
-    if B < 1: raise SoundnessError(f"--b: the bootstrap needs at least 1 resample, got {B}")
-    if seed < 0: raise SoundnessError(f"--seed must be 0 or more, got {seed}")
+    orders = [(exp, *parse_expectation(exp, list(campaigns))) for exp in expect_above]  # refused before any bootstrap
+    if B < 1:
+        raise SoundnessError(f"--b: the bootstrap needs at least 1 resample, got {B}")
+    if seed < 0:
+        raise SoundnessError(f"--seed must be 0 or more, got {seed}")
     stats = {}
     for name, rows in campaigns.items():
-        if not rows: raise SoundnessError(f"campaign `{name}` has no episodes")
-        cb = cluster_bootstrap(episode_table_rewards(rows, g_floor=g_floor),
-                               [r["instance_id"] for r in rows], B=B, seed=seed)
-        stats[name] = dict(mean_r_table=float(cb["estimate"][0]), lo=float(cb["lo"][0]), hi=float(cb["hi"][0]),
-                           n_games=int(cb["n_clusters"]), n_episodes=len(rows))
+        if not rows:
+            raise SoundnessError(f"campaign `{name}` has no episodes")
+        cb = cluster_bootstrap(
+            episode_table_rewards(rows, g_floor=g_floor), [r["instance_id"] for r in rows], B=B, seed=seed
+        )
+        stats[name] = dict(
+            mean_r_table=float(cb["estimate"][0]),
+            lo=float(cb["lo"][0]),
+            hi=float(cb["hi"][0]),
+            n_games=int(cb["n_clusters"]),
+            n_episodes=len(rows),
+        )
     checks = []
     for exp, a, b in orders:
-        checks.append(dict(expect=exp, holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"],
-                                                                      stats[b]["hi"]))))
+        checks.append(
+            dict(
+                expect=exp,
+                holds=bool(intervals_separated(stats[a]["lo"], stats[a]["hi"], stats[b]["lo"], stats[b]["hi"])),
+            )
+        )
     return dict(campaigns=stats, checks=checks, passed=all(c["holds"] for c in checks), B=B, seed=seed)
 
 # %% ../nbs/08_rollout.ipynb #2d0236a4
@@ -482,112 +672,161 @@ from typing import Annotated
 from .commands import CliGroup
 from .protocol import state_to_dict, protocol_for
 
-RANDOM_LEGAL = "random-legal"   # the built-in CPU stand-in for an LLM seat
-LLM_SEAT_ALIASES = ("llm", "model")   # `--seats` names for the seats `--model` takes
+RANDOM_LEGAL = "random-legal"  # the built-in CPU stand-in for an LLM seat
+LLM_SEAT_ALIASES = ("llm", "model")  # `--seats` names for the seats `--model` takes
 
-def view_ref(messages:list, # chat messages, as `render_prompt` returns them
-             framing:str=PlaySettings.framing, # the framing they were rendered in
-            )->str:
+
+def view_ref(
+    messages: list,  # chat messages, as `render_prompt` returns them
+    framing: str = PlaySettings.framing,  # the framing they were rendered in
+) -> str:
     "A short reference to a rendered prompt: `<framing>:<16 hex digits of the SHA-256 of the messages>`."
     blob = json.dumps(messages, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return f"{framing}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 # %% ../nbs/08_rollout.ipynb #7873f265
-def is_agent_seat(name:str)->bool:
+def is_agent_seat(name: str) -> bool:
     "Whether a seat's policy name is a computable agent (every other seat is an LLM seat)."
     return name in AGENT_NAMES or name in AGENT_ALIASES
 
 # %% ../nbs/08_rollout.ipynb #6766f500
-def llm_seats(seats:list)->list:
+def llm_seats(seats: list) -> list:
     "Indices of the LLM seats: those whose policy is not a computable agent."
     return [i for i, n in enumerate(seats) if not is_agent_seat(n)]
 
 # %% ../nbs/08_rollout.ipynb #0dd79d97
-def random_legal_action(dp:DecisionPoint, # a decision point where the seat acts
-                        rng:random.Random, # the source of randomness
-                        p_propose:float=0.3, # in a turn: probability of proposing a random deal
-                        p_accept:float=0.3, # in a turn: probability of accepting a random live offer (if there is one)
-                        p_yes:float=0.7, # probability of a yes vote, or of accepting the ultimatum
-                       )->dict:
+def random_legal_action(
+    dp: DecisionPoint,  # a decision point where the seat acts
+    rng: random.Random,  # the source of randomness
+    p_propose: float = 0.3,  # in a turn: probability of proposing a random deal
+    p_accept: float = 0.3,  # in a turn: probability of accepting a random live offer (if there is one)
+    p_yes: float = 0.7,  # probability of a yes vote, or of accepting the ultimatum
+) -> dict:
     "A random legal action (never `walk`) at decision point `dp`."
     ph, legal = dp.phase, dp.legal
-    if ph == "vote": return {"atype": "vote", "offer_id": dp.ballot, "vote": "yes" if rng.random() < p_yes else "no"}
+    if ph == "vote":
+        return {"atype": "vote", "offer_id": dp.ballot, "vote": "yes" if rng.random() < p_yes else "no"}
     if ph == "demand":
         k = dp.seat
-        return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp.issues[k]['options'])))}
+        return {"atype": "demand", "deal": option_label(k, rng.randrange(len(dp.issues[k]["options"])))}
     if ph == "respond":
         return {"atype": "accept" if rng.random() < p_yes else "reject", "offer_id": dp.offers[-1].offer_id}
     r = rng.random()
     if "pass" not in legal or r < p_propose:
-        return {"atype": "propose", "deal": " ".join(option_label(k, rng.randrange(len(iss['options'])))
-                                                     for k, iss in enumerate(dp.issues))}
-    if r < p_propose + p_accept and dp.acceptable: return {"atype": "accept", "offer_id": rng.choice(dp.acceptable)}
+        return {
+            "atype": "propose",
+            "deal": " ".join(option_label(k, rng.randrange(len(iss["options"]))) for k, iss in enumerate(dp.issues)),
+        }
+    if r < p_propose + p_accept and dp.acceptable:
+        return {"atype": "accept", "offer_id": rng.choice(dp.acceptable)}
     return {"atype": "pass"}
 
 # %% ../nbs/08_rollout.ipynb #319dc3e5
 class RandomLegalPolicy:
     "A CPU stand-in for an LLM: a random but legal answer per request, seeded by the request's per-turn seed."
-    def __init__(self, name:str=RANDOM_LEGAL, p_propose:float=0.3, p_accept:float=0.3, p_yes:float=0.7,
-                 p_invalid:float=0.0, # share of answers that are not JSON (parse errors, then retried)
-                ):
+
+    def __init__(
+        self,
+        name: str = RANDOM_LEGAL,
+        p_propose: float = 0.3,
+        p_accept: float = 0.3,
+        p_yes: float = 0.7,
+        p_invalid: float = 0.0,  # share of answers that are not JSON (parse errors, then retried)
+    ):
         self.name, self.p_propose, self.p_accept, self.p_yes, self.p_invalid, self.calls = (
-            name, p_propose, p_accept, p_yes, p_invalid, 0)
-    def answer(self, req)->str:
+            name,
+            p_propose,
+            p_accept,
+            p_yes,
+            p_invalid,
+            0,
+        )
+
+    def answer(self, req) -> str:
         "The answer text for one request."
         rng = random.Random(req.seed)
-        if rng.random() < self.p_invalid: return "I need to think about this more."
+        if rng.random() < self.p_invalid:
+            return "I need to think about this more."
         a = random_legal_action(req.dp, rng, self.p_propose, self.p_accept, self.p_yes)
         return json.dumps({"scratchpad": "", "message": None, "action": a})
-    def act_batch(self, requests:list)->list:
+
+    def act_batch(self, requests: list) -> list:
         self.calls += 1
         return [{"text": self.answer(r)} for r in requests]
 
 # %% ../nbs/08_rollout.ipynb #5ce6e9c4
 class ViewLog:
     "Wraps a policy: keeps the `view_ref` of every prompt it is asked, per (episode, seat), in order."
-    def __init__(self, policy, name:str|None=None):
+
+    def __init__(self, policy, name: str | None = None):
         self.policy, self.name, self.refs = policy, name or policy.name, defaultdict(list)
-    def __getattr__(self, k): return getattr(self.policy, k)
-    def act_batch(self, requests:list)->list:
+
+    def __getattr__(self, k):
+        return getattr(self.policy, k)
+
+    def act_batch(self, requests: list) -> list:
         for r in requests:
             self.refs[(r.dp.episode_id, r.dp.seat)].append(view_ref(request_messages(r), r.framing))
         return self.policy.act_batch(requests)
-    def turn_refs(self, ep:Episode)->dict:
+
+    def turn_refs(self, ep: Episode) -> dict:
         "turn_idx -> view_ref for the turns of `ep` this policy answered (the k-th request of a seat is its k-th turn)."
         seen, out = defaultdict(int), {}
         for t in ep.state.turns:
             refs = self.refs.get((ep.state.episode_id, t["seat"]))
-            if ep.spec.seats[t["seat"]] != self.name or refs is None: continue
+            if ep.spec.seats[t["seat"]] != self.name or refs is None:
+                continue
             k = seen[t["seat"]]
             seen[t["seat"]] += 1
-            if k < len(refs): out[t["turn_idx"]] = refs[k]
+            if k < len(refs):
+                out[t["turn_idx"]] = refs[k]
         return out
+
 
 _STATE_EXTRAS = ("n_prompt_tokens", "n_completion_tokens", "truncated")
 
 # %% ../nbs/08_rollout.ipynb #e03c69ab
-def episode_state_line(ep:Episode, # a finished episode
-                       refs:dict|None=None, # turn_idx -> view_ref of the LLM turns
-                       cell:dict|None=None, # run options to keep with the episode (model, thinking, token caps)
-                      )->dict:
+def episode_state_line(
+    ep: Episode,  # a finished episode
+    refs: dict | None = None,  # turn_idx -> view_ref of the LLM turns
+    cell: dict | None = None,  # run options to keep with the episode (model, thinking, token caps)
+) -> dict:
     "The `states.jsonl` line of an episode: ids, seats, LLM seats, per-LLM-turn extras and the complete engine state."
     s, refs, llm = ep.state, refs or {}, llm_seats(ep.spec.seats)
-    extras = [dict(turn_idx=t["turn_idx"], policy=ep.spec.seats[t["seat"]], view_ref=refs.get(t["turn_idx"]),
-                   **{k: ep.extras.get(t["turn_idx"], {}).get(k) for k in _STATE_EXTRAS})
-              for t in s.turns if t["seat"] in llm]
-    return dict(experiment_name=ep.spec.experiment_name, episode_id=s.episode_id, instance_id=ep.spec.game.name,
-                episode_seed=ep.spec.seed, protocol_version=s.protocol.version,
-                seats=list(ep.spec.seats), llm_seats=llm,
-                framing=ep.spec.play.framing, cell=dict(cell or {}), turn_extras=extras, state=state_to_dict(s))
+    extras = [
+        dict(
+            turn_idx=t["turn_idx"],
+            policy=ep.spec.seats[t["seat"]],
+            view_ref=refs.get(t["turn_idx"]),
+            **{k: ep.extras.get(t["turn_idx"], {}).get(k) for k in _STATE_EXTRAS},
+        )
+        for t in s.turns
+        if t["seat"] in llm
+    ]
+    return dict(
+        experiment_name=ep.spec.experiment_name,
+        episode_id=s.episode_id,
+        instance_id=ep.spec.game.name,
+        episode_seed=ep.spec.seed,
+        protocol_version=s.protocol.version,
+        seats=list(ep.spec.seats),
+        llm_seats=llm,
+        framing=ep.spec.play.framing,
+        cell=dict(cell or {}),
+        turn_extras=extras,
+        state=state_to_dict(s),
+    )
 
 # %% ../nbs/08_rollout.ipynb #ca79c052
-def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with one name per seat
-                  model:str|None=None, # `--model`: the policy of the `llm`/`model` seats (all seats without `--seats`)
-                 )->list:
+def resolve_seats(
+    seats: str | None,  # `--seats`: one name, or a comma list with one name per seat
+    model: str | None = None,  # `--model`: the policy of the `llm`/`model` seats (all seats without `--seats`)
+) -> list:
     "Seat policy names from `--seats` and `--model`."
     names = [x.strip() for x in (seats or "").split(",") if x.strip()]
     if not names:
-        if model is None: raise ValueError("give --seats, or --model to seat the model everywhere")
+        if model is None:
+            raise ValueError("give --seats, or --model to seat the model everywhere")
         return [model]
     if model is None and any(n in LLM_SEAT_ALIASES for n in names):
         raise ValueError(f"--seats names {'/'.join(LLM_SEAT_ALIASES)} seats but no --model is given")
@@ -596,64 +835,95 @@ def resolve_seats(seats:str|None, # `--seats`: one name, or a comma list with on
     return [model if n in LLM_SEAT_ALIASES else n for n in names]
 
 # %% ../nbs/08_rollout.ipynb #65511d04
-def max_budget(games, play:PlaySettings|None=None)->int:
+def max_budget(games, play: PlaySettings | None = None) -> int:
     "The largest per-turn token cap any game's protocol gives under `play` (the `max_new_tokens` of a model policy)."
-    return max(max(p.turn_tokens, p.vote_tokens) for g in games
-               for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol])
+    return max(
+        max(p.turn_tokens, p.vote_tokens)
+        for g in games
+        for p in [spec_state(EpisodeSpec(g, 0, [""] * g.n, play=play or PlaySettings())).protocol]
+    )
 
 # %% ../nbs/08_rollout.ipynb #b28dbed5
-def cell_line(games, seeds:list, names:list, experiment_name:str, width:int, play:PlaySettings,
-              cell:dict|None=None, # run options (model, thinking, token caps)
-              cell_games=None, # every game of the cell (default: `games`), recorded by content
-             )->dict:
+def cell_line(
+    games,
+    seeds: list,
+    names: list,
+    experiment_name: str,
+    width: int,
+    play: PlaySettings,
+    cell: dict | None = None,  # run options (model, thinking, token caps)
+    cell_games=None,  # every game of the cell (default: `games`), recorded by content
+) -> dict:
     "The `cell.jsonl` line of an invocation, written before it plays: its games (and their content), seeds, seats."
     per_game = seat_names(names, games)
     versions = {spec_state(EpisodeSpec(g, 0, per_game[id(g)], play=play)).protocol.version for g in games}
-    return dict(experiment_name=experiment_name, seeds=seeds, games=[g.name for g in games], width=width,
-                game_shas=games_content(games if cell_games is None else cell_games), seats=names,
-                llm_policies=sorted({n for ss in per_game.values() for n in ss if not is_agent_seat(n)}),
-                episodes=len(games) * len(seeds), protocol_versions=sorted(versions),
-                **{**asdict(play), **(cell or {})}, time=time.strftime("%Y-%m-%dT%H:%M:%S"), provenance=provenance())
+    return dict(
+        experiment_name=experiment_name,
+        seeds=seeds,
+        games=[g.name for g in games],
+        width=width,
+        game_shas=games_content(games if cell_games is None else cell_games),
+        seats=names,
+        llm_policies=sorted({n for ss in per_game.values() for n in ss if not is_agent_seat(n)}),
+        episodes=len(games) * len(seeds),
+        protocol_versions=sorted(versions),
+        **{**asdict(play), **(cell or {})},
+        time=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        provenance=provenance(),
+    )
 
-def start_cell(out:Path, line:dict, keys:set):
+
+def start_cell(out: Path, line: dict, keys: set):
     "Refuse episodes the folder already holds (before any is played), then append the invocation's `cell.jsonl` line."
-    held = {tuple(r[f] for f in EPISODE_KEY)
-            for r in episode_rows(out / EPISODES, RunFolderError)} if (out / EPISODES).is_file() else set()
+    held = (
+        {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(out / EPISODES, RunFolderError)}
+        if (out / EPISODES).is_file()
+        else set()
+    )
     twice = sorted(keys & held)
-    if twice: raise RunFolderError(f"{out / EPISODES}: already holds {len(twice)} of these episodes "
-                                   f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}"
-                                   f"{', ...' if len(twice) > 3 else ''}): nothing played")
+    if twice:
+        raise RunFolderError(
+            f"{out / EPISODES}: already holds {len(twice)} of these episodes "
+            f"({', '.join('/'.join(map(str, k)) for k in twice[:3])}"
+            f"{', ...' if len(twice) > 3 else ''}): nothing played"
+        )
     append_jsonl([line], out / CELL)
 
 # %% ../nbs/08_rollout.ipynb #eacb6909
-def append_episodes(out:Path, eps:list, states:list):
+def append_episodes(out: Path, eps: list, states: list):
     "Append finished episodes to a cell folder: transcripts and states first, episode rows last (a row means complete)."
     append_jsonl([t for ep in eps for t in transcript_rows(ep)], out / TRANSCRIPTS)
     append_jsonl(states, out / STATES)
     append_jsonl([ep.row for ep in eps], out / EPISODES)
 
-def write_quality(out:Path)->dict:
+
+def write_quality(out: Path) -> dict:
     "Write a cell folder's quality report from its readable rows: complete episodes and their transcripts only."
     rows = episode_rows(out / EPISODES, RunFolderError) if (out / EPISODES).is_file() else []
     keys = {tuple(r[f] for f in EPISODE_KEY) for r in rows}
-    trans = [t for t in (read_jsonl(out / TRANSCRIPTS) if (out / TRANSCRIPTS).is_file() else [])
-             if tuple(t.get(f) for f in EPISODE_KEY) in keys]
+    trans = [
+        t
+        for t in (read_jsonl(out / TRANSCRIPTS) if (out / TRANSCRIPTS).is_file() else [])
+        if tuple(t.get(f) for f in EPISODE_KEY) in keys
+    ]
     q = quality_report(rows, trans)
     write_json(out / QUALITY, q)
     return q
 
 # %% ../nbs/08_rollout.ipynb #77fa301e
-def run_cell(games, # the games
-             seats, # one policy name for every seat, or one per seat
-             seeds, # episode seeds
-             out=None, # folder the tables are appended to, episode by episode as they end (None: nothing written)
-             experiment_name:str="fairneg_play", width:int=64,
-             play:PlaySettings|None=None, # how the episodes are played and shown (default: `PlaySettings()`)
-             extra_policies:dict|None=None, # policies by name (LLM seats; agents are built by name)
-             progress:bool=True,
-             cell:dict|None=None, # run options recorded in `cell.jsonl` (with how it computed) and on every states line
-             cell_games=None, # every game of the cell, recorded by content in `cell.jsonl` (default: `games`)
-            )->dict:
+def run_cell(
+    games,  # the games
+    seats,  # one policy name for every seat, or one per seat
+    seeds,  # episode seeds
+    out=None,  # folder the tables are appended to, episode by episode as they end (None: nothing written)
+    experiment_name: str = "fairneg_play",
+    width: int = 64,
+    play: PlaySettings | None = None,  # how the episodes are played and shown (default: `PlaySettings()`)
+    extra_policies: dict | None = None,  # policies by name (LLM seats; agents are built by name)
+    progress: bool = True,
+    cell: dict | None = None,  # run options recorded in `cell.jsonl` (with how it computed) and on every states line
+    cell_games=None,  # every game of the cell, recorded by content in `cell.jsonl` (default: `games`)
+) -> dict:
     "`run_tournament` plus the annotator's log (each LLM turn's `view_ref`, a `states.jsonl` line per episode)."
     seeds = [int(s) for s in seeds]
     if len(set(seeds)) != len(seeds):
@@ -661,20 +931,38 @@ def run_cell(games, # the games
     names = [seats] if isinstance(seats, str) else list(seats)
     wrapped = {n: ViewLog(p, n) if not is_agent_seat(n) else p for n, p in (extra_policies or {}).items()}
     play, logs, states = play or PlaySettings(), [p for p in wrapped.values() if isinstance(p, ViewLog)], []
+
     def finished(eps):
         lines = [episode_state_line(ep, {k: v for lg in logs for k, v in lg.turn_refs(ep).items()}, cell) for ep in eps]
         states.extend(lines)
-        if out is not None: append_episodes(Path(out), eps, lines)
+        if out is not None:
+            append_episodes(Path(out), eps, lines)
+
     if out is not None:
-        start_cell(Path(out), cell_line(games, seeds, names, experiment_name, width, play, cell, cell_games),
-                   {(g.name, s) for g in games for s in seeds})
-    try: res = run_tournament(games, names, seeds, experiment_name=experiment_name, width=width, play=play,
-                              extra_policies=wrapped, progress=progress, on_done=finished)
+        start_cell(
+            Path(out),
+            cell_line(games, seeds, names, experiment_name, width, play, cell, cell_games),
+            {(g.name, s) for g in games for s in seeds},
+        )
+    try:
+        res = run_tournament(
+            games,
+            names,
+            seeds,
+            experiment_name=experiment_name,
+            width=width,
+            play=play,
+            extra_policies=wrapped,
+            progress=progress,
+            on_done=finished,
+        )
     except BaseException:
         if out is not None:
-            with contextlib.suppress(Exception): write_quality(Path(out))     # what was played whole is counted
+            with contextlib.suppress(Exception):
+                write_quality(Path(out))  # what was played whole is counted
         raise
-    if out is not None: write_quality(Path(out))                             # the report covers the whole folder
+    if out is not None:
+        write_quality(Path(out))  # the report covers the whole folder
     return {**res, "states": states}
 
 # %% ../nbs/08_rollout.ipynb #3c24e6ad
@@ -682,55 +970,72 @@ class MergeError(ValueError):
     "Chunks that must not be merged into one cell."
 
 # %% ../nbs/08_rollout.ipynb #c3a1d36f
-def _chunk_tables(d)->dict:
+def _chunk_tables(d) -> dict:
     d = Path(d)
-    if not (d / EPISODES).is_file(): raise MergeError(f"{d}: no episodes.jsonl (not a cell folder)")
+    if not (d / EPISODES).is_file():
+        raise MergeError(f"{d}: no episodes.jsonl (not a cell folder)")
     return {t: read_jsonl(d / t) if (d / t).is_file() else None for t in CELL_TABLES}
 
 # %% ../nbs/08_rollout.ipynb #13a5014f
-def _refuse_mixed(label:str, by_chunk:dict):
+def _refuse_mixed(label: str, by_chunk: dict):
     "Raise when the chunks show more than one value of `label` (`chunk -> set of values`)."
     vals = sorted({v for vs in by_chunk.values() for v in vs}, key=str)
     if len(vals) > 1:
-        raise MergeError(f"mixed {label}: "
-                         + "; ".join(f"{v!r} in {', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals))
+        raise MergeError(
+            f"mixed {label}: "
+            + "; ".join(f"{v!r} in {', '.join(c for c, vs in by_chunk.items() if v in vs)}" for v in vals)
+        )
 
 # %% ../nbs/08_rollout.ipynb #c0b7aa2e
-def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
-                out, # the merged cell folder (its tables are appended to)
-               )->dict:
+def merge_cells(
+    chunks,  # chunk folders (each written by `fairneg play`)
+    out,  # the merged cell folder (its tables are appended to)
+) -> dict:
     "Append chunk cells into one cell folder, refusing duplicate keys and mixed protocols; returns its quality report."
     out = out_folder(out, "cell folder")
     twice = [c for c, n in Counter(map(str, chunks)).items() if n > 1]
-    if twice: raise MergeError(f"chunk given more than once: {', '.join(twice)}")
+    if twice:
+        raise MergeError(f"chunk given more than once: {', '.join(twice)}")
     named = {str(c): _chunk_tables(c) for c in chunks}
-    if str(out) in named: raise MergeError(f"{out} is both a chunk and the output")
+    if str(out) in named:
+        raise MergeError(f"{out} is both a chunk and the output")
     parts = dict(named)
-    if (out / EPISODES).is_file(): parts[f"{out} (already there)"] = _chunk_tables(out)
+    if (out / EPISODES).is_file():
+        parts[f"{out} (already there)"] = _chunk_tables(out)
     seen, dups = {}, []
     for c, t in parts.items():
         for r in t[EPISODES]:
             k = (r["instance_id"], r["episode_seed"])
-            if k in seen: dups.append(f"{k[0]} seed {k[1]} ({seen[k]} and {c})")
-            else: seen[k] = c
+            if k in seen:
+                dups.append(f"{k[0]} seed {k[1]} ({seen[k]} and {c})")
+            else:
+                seen[k] = c
     if dups:
-        raise MergeError(f"{len(dups)} duplicate (instance_id, episode_seed) keys: " + "; ".join(dups[:5])
-                         + (" ..." if len(dups) > 5 else ""))
+        raise MergeError(
+            f"{len(dups)} duplicate (instance_id, episode_seed) keys: "
+            + "; ".join(dups[:5])
+            + (" ..." if len(dups) > 5 else "")
+        )
     _refuse_mixed("protocol versions", {c: {r["protocol_version"] for r in t[EPISODES]} for c, t in parts.items()})
     _refuse_mixed("experiment names", {c: {r["experiment_name"] for r in t[EPISODES]} for c, t in parts.items()})
-    _refuse_mixed("model max_new_tokens caps",
-                  {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()})
-    cell_games([x for t in parts.values() for x in t[CELL] or []], "the chunks", MergeError)   # a name, two contents
+    _refuse_mixed(
+        "model max_new_tokens caps", {c: {x.get("max_new_tokens") for x in t[CELL] or [{}]} for c, t in parts.items()}
+    )
+    cell_games([x for t in parts.values() for x in t[CELL] or []], "the chunks", MergeError)  # a name, two contents
     has = {c: t[STATES] is not None for c, t in parts.items()}
     if len(set(has.values())) > 1:
         raise MergeError("states.jsonl is missing in " + ", ".join(c for c, h in has.items() if not h))
     turns = [x for t in parts.values() for x in (t[TRANSCRIPTS] or [])]
-    try: check_poolable(turns if turns else [r for t in parts.values() for r in t[EPISODES]])
-    except PoolingError as e: raise MergeError(f"the chunks do not pool: {e}") from None
-    new = {name: [{**x, "merged_from": c} if name == CELL else x for c, t in named.items() for x in t[name] or []]
-           for name in CELL_TABLES}   # every chunk's rows, in order (a cell line notes its chunk)
+    try:
+        check_poolable(turns if turns else [r for t in parts.values() for r in t[EPISODES]])
+    except PoolingError as e:
+        raise MergeError(f"the chunks do not pool: {e}") from None
+    new = {
+        name: [{**x, "merged_from": c} if name == CELL else x for c, t in named.items() for x in t[name] or []]
+        for name in CELL_TABLES
+    }  # every chunk's rows, in order (a cell line notes its chunk)
     old = parts.get(f"{out} (already there)") or dict.fromkeys(CELL_TABLES)
-    rows = (old[EPISODES] or []) + new[EPISODES]   # the folder's rows once merged
+    rows = (old[EPISODES] or []) + new[EPISODES]  # the folder's rows once merged
     trans = (old[TRANSCRIPTS] or []) + new[TRANSCRIPTS] if old[TRANSCRIPTS] is not None or new[TRANSCRIPTS] else None
     q = dict(quality_report(rows, trans), chunks=list(named), states_logged=all(has.values()))
     write_cell_tables(out, new, q)
@@ -739,52 +1044,63 @@ def merge_cells(chunks, # chunk folders (each written by `fairneg play`)
 # %% ../nbs/08_rollout.ipynb #b0073e2a
 soundness_app = typer.Typer(cls=CliGroup, add_completion=False, help="The reward soundness gate.")
 
-def _keys(d:Path)->set:
+
+def _keys(d: Path) -> set:
     return {tuple(r[f] for f in EPISODE_KEY) for r in episode_rows(Path(d) / EPISODES, RunFolderError)}
 
 # %% ../nbs/08_rollout.ipynb #b9f99791
-def _merged_already(chunks, out)->bool:
+def _merged_already(chunks, out) -> bool:
     "Whether `out` holds every episode of every chunk (the same merge run again)."
     names = [str(c) for c in chunks]
-    if str(out) in names or len(set(names)) < len(names): return False   # `merge_cells` refuses these, naming them
-    if not (Path(out) / EPISODES).is_file() or not all((Path(c) / EPISODES).is_file() for c in chunks): return False
+    if str(out) in names or len(set(names)) < len(names):
+        return False  # `merge_cells` refuses these, naming them
+    if not (Path(out) / EPISODES).is_file() or not all((Path(c) / EPISODES).is_file() for c in chunks):
+        return False
     held = _keys(out)
     return all(_keys(c) <= held for c in chunks)
 
 # %% ../nbs/08_rollout.ipynb #18ac8078
-def merge_cmd(chunks:Annotated[list[Path],
-                               typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
-          out:Annotated[Path, typer.Option(help="The merged cell folder.")]):
+def merge_cmd(
+    chunks: Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
+    out: Annotated[Path, typer.Option(help="The merged cell folder.")],
+):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets)."
     with folder_lock(out, "fairneg play merge"):
         if _merged_already(chunks, out):
             typer.echo(f"{out}: already holds every episode of these chunks; nothing merged")
             return
-        try: q = merge_cells(chunks, out)
+        try:
+            q = merge_cells(chunks, out)
         except MergeError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
-    typer.echo(f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
-               f"protocol {', '.join(q['protocol_versions'])} -> {out}")
+    typer.echo(
+        f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
+        f"protocol {', '.join(q['protocol_versions'])} -> {out}"
+    )
 
 # %% ../nbs/08_rollout.ipynb #6a34695f
-def _campaign_rows(spec:str)->tuple:
+def _campaign_rows(spec: str) -> tuple:
     "`NAME=DIR` → (name, episode rows of DIR/episodes.jsonl or the file itself)."
-    if "=" not in spec: raise typer.BadParameter(f"`{spec}`: expected NAME=DIR")
+    if "=" not in spec:
+        raise typer.BadParameter(f"`{spec}`: expected NAME=DIR")
     name, d = spec.split("=", 1)
     p = Path(d)
     p = p / EPISODES if p.is_dir() else p
-    if not p.exists(): raise typer.BadParameter(f"campaign `{name}`: no episodes file at {p}")
-    return name, episode_rows(p, SoundnessError)     # an episode twice is refused, naming the file and lines
+    if not p.exists():
+        raise typer.BadParameter(f"campaign `{name}`: no episodes file at {p}")
+    return name, episode_rows(p, SoundnessError)  # an episode twice is refused, naming the file and lines
 
 # %% ../nbs/08_rollout.ipynb #ebd9709f
 @soundness_app.command("soundness")
-def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/episodes.jsonl; repeat per campaign"),
-                  expect_above:list[str]=typer.Option(..., help="expected order `A>B`; repeat for several"),
-                  out:Path=typer.Option(..., help="JSON file for the numbers (written either way)"),
-                  b:int=typer.Option(10_000, "--b", help="bootstrap resamples"),
-                  seed:int=typer.Option(0, help="bootstrap seed"),
-                  g_floor:float=typer.Option(None, help="reward floor (e.g. -17.5)")):
+def soundness_cmd(
+    campaign: list[str] = typer.Option(..., help="NAME=DIR with DIR/episodes.jsonl; repeat per campaign"),
+    expect_above: list[str] = typer.Option(..., help="expected order `A>B`; repeat for several"),
+    out: Path = typer.Option(..., help="JSON file for the numbers (written either way)"),
+    b: int = typer.Option(10_000, "--b", help="bootstrap resamples"),
+    seed: int = typer.Option(0, help="bootstrap seed"),
+    g_floor: float = typer.Option(None, help="reward floor (e.g. -17.5)"),
+):
     "The offline reward soundness gate: exit 0 only when every expected order holds with non-overlapping intervals."
     camps = [_campaign_rows(c) for c in campaign]
     twice = sorted({n for n, _ in camps if [m for m, _ in camps].count(n) > 1})
@@ -793,8 +1109,11 @@ def soundness_cmd(campaign:list[str]=typer.Option(..., help="NAME=DIR with DIR/e
     res = soundness(dict(camps), expect_above, B=b, seed=seed, g_floor=g_floor)
     write_json(out, res)
     for nm, s in res["campaigns"].items():
-        typer.echo(f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} "
-                   f"games, {s['n_episodes']} episodes)")
-    for c in res["checks"]: typer.echo(f"{c['expect']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}")
+        typer.echo(
+            f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} "
+            f"games, {s['n_episodes']} episodes)"
+        )
+    for c in res["checks"]:
+        typer.echo(f"{c['expect']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}")
     typer.echo("PASS" if res["passed"] else "FAIL")
     raise typer.Exit(0 if res["passed"] else 1)

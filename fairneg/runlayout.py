@@ -13,18 +13,19 @@ __all__ = ['SEED_TAG', 'DPO_PREFIX', 'VERSUS_TAG', 'lam_tag', 'grpo_arm', 'arm_f
            'checkpoint_dir', 'checkpoint_dir_step']
 
 # %% ../nbs/00_runlayout.ipynb #01e9e90e
-def lam_tag(lam:float)->str:
+def lam_tag(lam: float) -> str:
     "λ's digits without the point: 0.5 → `05`, 1 → `1`, 0.25 → `025`."
     return f"{lam:g}".replace(".", "")
 
 # %% ../nbs/00_runlayout.ipynb #0d151e5e
-SEED_TAG = "_s"   # `lam1_s2`: the arm of λ = 1 trained under seed 2
+SEED_TAG = "_s"  # `lam1_s2`: the arm of λ = 1 trained under seed 2
 
 # %% ../nbs/00_runlayout.ipynb #07258574
-def grpo_arm(lam:float, # the arm's λ
-             seed:int|None=None, # its training seed (None: a name without one, as single-seed runs have)
-             placebo:bool=False, # a placebo arm (advantages permuted; its λ is in its config, not its name)
-            )->str:
+def grpo_arm(
+    lam: float,  # the arm's λ
+    seed: int | None = None,  # its training seed (None: a name without one, as single-seed runs have)
+    placebo: bool = False,  # a placebo arm (advantages permuted; its λ is in its config, not its name)
+) -> str:
     "The name of the GRPO arm trained at λ (`lam05`), under a training seed (`lam05_s1`), or a placebo (`placebo_s0`)."
     name = "placebo" if placebo else f"lam{lam_tag(lam)}"
     return name if seed is None else f"{name}{SEED_TAG}{int(seed)}"
@@ -33,54 +34,65 @@ def grpo_arm(lam:float, # the arm's λ
 _LAM_ARM = re.compile(r"lam(?P<tag>0|1|0\d+)")
 _SEEDED = re.compile(rf"(?P<family>.+){SEED_TAG}(?P<seed>\d+)")
 
-def arm_family(arm:str)->str:
+
+def arm_family(arm: str) -> str:
     "The arm's name without its training seed: `lam1_s2` → `lam1` (a name without a seed is its own family)."
     m = _SEEDED.fullmatch(str(arm))
     return m["family"] if m else str(arm)
 
-def arm_seed(arm:str)->int|None:
+
+def arm_seed(arm: str) -> int | None:
     "The training seed an arm's name says (`lam1_s2` → 2); `None` for a name without one."
     m = _SEEDED.fullmatch(str(arm))
     return int(m["seed"]) if m else None
 
-def arm_lam(arm:str)->float|None:
+
+def arm_lam(arm: str) -> float | None:
     "The λ a GRPO arm's name says (`lam05` → 0.5, `lam05_s1` → 0.5); `None` for a name that says none."
     m = _LAM_ARM.fullmatch(arm_family(arm))
-    if not m: return None
+    if not m:
+        return None
     tag = m["tag"]
     return float(tag) if len(tag) == 1 else float(f"0.{tag[1:]}")
 
-def is_placebo_arm(arm:str)->bool:
+
+def is_placebo_arm(arm: str) -> bool:
     "Whether an arm's name is a placebo arm's."
     return arm_family(arm) == "placebo"
 
 # %% ../nbs/00_runlayout.ipynb #f02a4def
 DPO_PREFIX = "dpo_"
 
-def dpo_arm(pair_type:str)->str:
+
+def dpo_arm(pair_type: str) -> str:
     "The default name of the DPO arm trained on pairs of `pair_type`: `dpo_strict`."
     return f"{DPO_PREFIX}{pair_type}"
 
 # %% ../nbs/00_runlayout.ipynb #8bf386b6
-def is_dpo_arm(arm:str)->bool:
+def is_dpo_arm(arm: str) -> bool:
     "Whether an arm's name is a DPO arm's."
     return str(arm).startswith(DPO_PREFIX)
 
 # %% ../nbs/00_runlayout.ipynb #0e4f0be3
-VERSUS_TAG = "-vs-"   # `lam1-vs-lam0`: arm lam1 compared with arm lam0 on the same episodes
+VERSUS_TAG = "-vs-"  # `lam1-vs-lam0`: arm lam1 compared with arm lam0 on the same episodes
 
-def versus_arm(a:str, b:str)->str:
+
+def versus_arm(a: str, b: str) -> str:
     "The name of the comparison of arm `a` against arm `b` (families or seeded arms): `lam1-vs-lam0`."
     return f"{a}{VERSUS_TAG}{b}"
 
-def arm_order(arm:str)->tuple:
+
+def arm_order(arm: str) -> tuple:
     "A sort key putting arms in λ order (then seed), the placebo after them, DPO arms next, any other name last."
     fam, seed, lam = arm_family(arm), arm_seed(arm), arm_lam(arm)
     s = -1 if seed is None else seed
-    if lam is not None: return (0, lam, s, "")
-    if is_placebo_arm(arm): return (1, 0.0, s, "")
+    if lam is not None:
+        return (0, lam, s, "")
+    if is_placebo_arm(arm):
+        return (1, 0.0, s, "")
     vs = str(fam).split(VERSUS_TAG)
-    if len(vs) == 2: return (2, *(arm_order(x)[:2] for x in vs), s)   # versus comparisons: by their arms
+    if len(vs) == 2:
+        return (2, *(arm_order(x)[:2] for x in vs), s)  # versus comparisons: by their arms
     return (3 if is_dpo_arm(arm) else 4, 0.0, s, str(arm))
 
 # %% ../nbs/00_runlayout.ipynb #55d5de57
@@ -88,29 +100,34 @@ class CheckpointNameError(ValueError):
     "A checkpoint name that says no arm and step."
 
 # %% ../nbs/00_runlayout.ipynb #d2359460
-def checkpoint_name(arm:str, step:int)->str:
+def checkpoint_name(arm: str, step: int) -> str:
     "The name evaluation gives an arm's checkpoint: `lam05_step12`."
     return f"{arm}_step{int(step)}"
 
 # %% ../nbs/00_runlayout.ipynb #e594d88e
 _ARM_STEP = re.compile(r"^(?P<arm>.+?)[_-](?:step|checkpoint|ckpt)[_-]?(?P<step>\d+)$")
 
-def arm_step(checkpoint:str)->tuple[str, int]:
+
+def arm_step(checkpoint: str) -> tuple[str, int]:
     "`lam1_step25` / `lam05_checkpoint-30` → `(arm, step)`; `CheckpointNameError` for a name that says neither."
     m = _ARM_STEP.match(str(checkpoint))
-    if not m: raise CheckpointNameError(
-        f"checkpoint `{checkpoint}`: cannot tell arm and step "
-        "(expected <arm>_step<N> or <arm>_checkpoint-<N>); pass arm_of")
+    if not m:
+        raise CheckpointNameError(
+            f"checkpoint `{checkpoint}`: cannot tell arm and step "
+            "(expected <arm>_step<N> or <arm>_checkpoint-<N>); pass arm_of"
+        )
     return m["arm"], int(m["step"])
 
 # %% ../nbs/00_runlayout.ipynb #c399c753
-def checkpoint_dir(out, # the arm's folder
-                   step:int)->Path:
+def checkpoint_dir(
+    out,  # the arm's folder
+    step: int,
+) -> Path:
     "The folder of an arm's checkpoint after `step`: `OUT/checkpoint-STEP`."
     return Path(out) / f"checkpoint-{int(step)}"
 
 # %% ../nbs/00_runlayout.ipynb #b11164bf
-def checkpoint_dir_step(path)->int|None:
+def checkpoint_dir_step(path) -> int | None:
     "The step a checkpoint folder's name says (`checkpoint-12` → 12); `None` for any other folder."
     m = re.fullmatch(r"checkpoint-(\d+)", Path(path).name)
     return int(m[1]) if m else None

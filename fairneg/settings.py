@@ -15,35 +15,40 @@ __all__ = ['CONTEXTS', 'FRAMINGS', 'ANSWER_SETTINGS', 'check_choice', 'check_cou
 # %% ../nbs/02_settings.ipynb #35401a72
 # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
 CONTEXTS = ("window", "conversation")
-FRAMINGS = ("table", "prose")           # the prompt framings
+FRAMINGS = ("table", "prose")  # the prompt framings
 
-def check_choice(name:str, # the setting, as the message names it
-                 value, # the value given
-                 choices:tuple, # the values it may take (None among them: may be left unset)
-                ):
+
+def check_choice(
+    name: str,  # the setting, as the message names it
+    value,  # the value given
+    choices: tuple,  # the values it may take (None among them: may be left unset)
+):
     "`value` when it is one of `choices`; else a `BadValue` naming the setting, its choices and the value."
-    if value in choices: return value
+    if value in choices:
+        return value
     raise BadValue(f"{name} must be {' or '.join(str(c) for c in choices if c is not None)}, got {value!r}")
 
 # %% ../nbs/02_settings.ipynb #6b30de8d
-def check_count(name:str, value, least:int):
+def check_count(name: str, value, least: int):
     "`value` when it is None or an int of at least `least`; else a `BadValue` naming the setting."
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= least): return value
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+        return value
     raise BadValue(f"{name} must be an int >= {least}, got {value!r}")
 
 # %% ../nbs/02_settings.ipynb #c1c7792c
 @dataclass(frozen=True)
 class PlaySettings:
     "How episodes are played and shown to the seats; every value is checked when the record is made."
+
     # what a model seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own
     # protocol_version)
     context: str = "window"
-    framing: str = "table"            # prompt framing: `table` or `prose`
+    framing: str = "table"  # prompt framing: `table` or `prose`
     # override the games' information mode (`full` or `private`); None: each game's own
-    info_mode: str|None = None
-    max_turns: int|None = None        # turns after the opening where the kind has a deadline; None: its default
+    info_mode: str | None = None
+    max_turns: int | None = None  # turns after the opening where the kind has a deadline; None: its default
     # every turn's token cap raised to N (protocol `...-uncapped-turn<N>-v1`); None: the protocol's caps
-    turn_max_tokens: int|None = None
+    turn_max_tokens: int | None = None
 
     def __post_init__(self):
         check_choice("context", self.context, CONTEXTS)
@@ -53,25 +58,28 @@ class PlaySettings:
         check_count("turn_max_tokens", self.turn_max_tokens, 1)
 
 # %% ../nbs/02_settings.ipynb #701b4e32
-def play_settings(**given)->PlaySettings:
+def play_settings(**given) -> PlaySettings:
     "A `PlaySettings` from the values given, `None` meaning the default (`context=None` is `window`)."
     known = {f.name for f in fields(PlaySettings)}
-    if (bad := sorted(set(given) - known)):
+    if bad := sorted(set(given) - known):
         raise TypeError(f"not play settings: {', '.join(bad)} (known: {', '.join(sorted(known))})")
-    return PlaySettings(**{k: v for k, v in given.items()
-                           if v is not None or PlaySettings.__dataclass_fields__[k].default is None})
+    return PlaySettings(
+        **{k: v for k, v in given.items() if v is not None or PlaySettings.__dataclass_fields__[k].default is None}
+    )
 
 # %% ../nbs/02_settings.ipynb #60e82fd3
 # a model seat's answer caps and Qwen3 thinking mode: the options of `make_policy` that change the game a policy plays
 ANSWER_SETTINGS = ("max_new_tokens", "scratchpad_chars", "message_chars", "thinking")
 
-def game_settings(play:PlaySettings, # how the episodes are played and shown
-                  answers:dict, # a model seat's options (a training config, `make_policy` keywords); others ignored
-                 )->dict:
+
+def game_settings(
+    play: PlaySettings,  # how the episodes are played and shown
+    answers: dict,  # a model seat's options (a training config, `make_policy` keywords); others ignored
+) -> dict:
     "The game a policy plays, as one flat JSON-able dict: every `PlaySettings` field, then each of `ANSWER_SETTINGS`."
     return {**asdict(play), **{k: answers.get(k) for k in ANSWER_SETTINGS}}
 
 # %% ../nbs/02_settings.ipynb #a4a77028
-def settings_differences(a:dict, b:dict)->list[str]:
+def settings_differences(a: dict, b: dict) -> list[str]:
     "`key: A vs B` for each setting whose values differ between two records (keys of either; missing reads None)."
     return [f"{k}: {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]

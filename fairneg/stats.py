@@ -25,25 +25,26 @@ def cluster_sums(values, clusters):
     return S, C, ids
 
 # %% ../nbs/01_stats.ipynb #beb59ae1
-def resample_counts(n_clusters:int, B:int=10_000, seed:int=0)->np.ndarray:
+def resample_counts(n_clusters: int, B: int = 10_000, seed: int = 0) -> np.ndarray:
     "`(B, G)` matrix: how often each of `G` clusters is drawn in each of `B` resamples with replacement."
     rng = np.random.Generator(np.random.PCG64(seed))
     draws = rng.integers(0, n_clusters, size=(B, n_clusters))
-    flat = (draws + n_clusters * np.arange(B)[:, None]).ravel()         # one bincount over (resample, cluster) cells
+    flat = (draws + n_clusters * np.arange(B)[:, None]).ravel()  # one bincount over (resample, cluster) cells
     return np.bincount(flat, minlength=B * n_clusters).reshape(B, n_clusters).astype(float)
 
 # %% ../nbs/01_stats.ipynb #35399924
-def percentile_interval(draws:np.ndarray, level:float=0.95)->tuple:
+def percentile_interval(draws: np.ndarray, level: float = 0.95) -> tuple:
     "Per-column percentile interval of bootstrap draws, NaNs ignored (NaN bounds for no draws or an all-NaN column)."
     a = (1 - level) / 2
-    if not len(draws): return np.full(draws.shape[1], np.nan), np.full(draws.shape[1], np.nan)
+    if not len(draws):
+        return np.full(draws.shape[1], np.nan), np.full(draws.shape[1], np.nan)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)               # an all-undefined column: NaN bounds
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-undefined column: NaN bounds
         lo, hi = np.nanquantile(draws, [a, 1 - a], axis=0)
     return lo, hi
 
 # %% ../nbs/01_stats.ipynb #ed647df3
-def cluster_bootstrap(values, clusters, B:int=10_000, seed:int=0, level:float=0.95)->dict:
+def cluster_bootstrap(values, clusters, B: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
     "Mean, percentile interval and bootstrap draws of each column of `values`, resampling clusters."
     S, C, ids = cluster_sums(values, clusters)
     W = resample_counts(len(ids), B, seed)
@@ -54,7 +55,7 @@ def cluster_bootstrap(values, clusters, B:int=10_000, seed:int=0, level:float=0.
     return dict(estimate=est, lo=lo, hi=hi, draws=draws, n_clusters=len(ids), n=C.sum(0).astype(int))
 
 # %% ../nbs/01_stats.ipynb #d9d8554f
-def ratio_influence(S, C)->np.ndarray:
+def ratio_influence(S, C) -> np.ndarray:
     "`(G, K)` influence of each cluster on each column's ratio mean `ΣS / ΣC`: `(S_g − m·C_g) / ΣC` (delta method)."
     S, C = np.asarray(S, float), np.asarray(C, float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -62,17 +63,19 @@ def ratio_influence(S, C)->np.ndarray:
         return (S - S.sum(0) / N * C) / N
 
 # %% ../nbs/01_stats.ipynb #9f5a76fb
-def cluster_se(influence)->np.ndarray:
+def cluster_se(influence) -> np.ndarray:
     "CR1 cluster-robust standard error of each column: `sqrt(G/(G−1) · Σ_g influence²)`; NaN below 2 clusters."
     I = np.asarray(influence, float)
     G = I.shape[0]
-    if G < 2: return np.full(I.shape[1:], np.nan)
-    return np.sqrt(G / (G - 1) * (I ** 2).sum(0))
+    if G < 2:
+        return np.full(I.shape[1:], np.nan)
+    return np.sqrt(G / (G - 1) * (I**2).sum(0))
 
 # %% ../nbs/01_stats.ipynb #b4b89f6c
-def t_interval(estimate, se, n_clusters:int, level:float=0.95)->tuple:
+def t_interval(estimate, se, n_clusters: int, level: float = 0.95) -> tuple:
     "`estimate ± t_{G−1}·se`: the cluster-robust t interval; NaN bounds below 2 clusters or without an se."
-    from scipy.stats import t as student_t   # here, not at import: scipy.stats costs a second
+    from scipy.stats import t as student_t  # here, not at import: scipy.stats costs a second
+
     c = student_t.ppf(0.5 + level / 2, n_clusters - 1) if n_clusters >= 2 else np.nan
     est, se = np.asarray(estimate, float), np.asarray(se, float)
     return est - c * se, est + c * se
@@ -80,14 +83,18 @@ def t_interval(estimate, se, n_clusters:int, level:float=0.95)->tuple:
 # %% ../nbs/01_stats.ipynb #19e369e1
 VERDICTS = ("favourable", "unfavourable", "spans_zero")
 
-def verdict(lo:float, hi:float, good:int)->str:
+
+def verdict(lo: float, hi: float, good: int) -> str:
     "`favourable` if the interval is on the `good` side of 0 (±1), `unfavourable` on the other, else `spans_zero`."
-    if not (np.isfinite(lo) and np.isfinite(hi)): return "spans_zero"
-    if lo > 0: return "favourable" if good > 0 else "unfavourable"
-    if hi < 0: return "favourable" if good < 0 else "unfavourable"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "spans_zero"
+    if lo > 0:
+        return "favourable" if good > 0 else "unfavourable"
+    if hi < 0:
+        return "favourable" if good < 0 else "unfavourable"
     return "spans_zero"
 
 # %% ../nbs/01_stats.ipynb #c1f20629
-def intervals_separated(a_lo:float, a_hi:float, b_lo:float, b_hi:float)->bool:
+def intervals_separated(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> bool:
     "Is interval A entirely above interval B?"
     return bool(a_lo > b_hi)

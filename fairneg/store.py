@@ -26,12 +26,12 @@ __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STE
 # %% ../nbs/02_store.ipynb #5d5f7009
 # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
 EPISODES = "episodes.jsonl"
-TRANSCRIPTS = "rollout_transcripts.jsonl"    # one row per turn attempt, retries included
-STATES = "states.jsonl"                      # one complete engine state per episode (the annotator's log)
-CELL = "cell.jsonl"                          # one line per invocation that wrote to a cell folder: its options
-QUALITY = "quality_report.json"              # the quality report of the folder's episodes
-TRAINING_STEPS = "training_steps.jsonl"      # one row per GRPO step
-CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)   # the tables of a campaign cell
+TRANSCRIPTS = "rollout_transcripts.jsonl"  # one row per turn attempt, retries included
+STATES = "states.jsonl"  # one complete engine state per episode (the annotator's log)
+CELL = "cell.jsonl"  # one line per invocation that wrote to a cell folder: its options
+QUALITY = "quality_report.json"  # the quality report of the folder's episodes
+TRAINING_STEPS = "training_steps.jsonl"  # one row per GRPO step
+CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)  # the tables of a campaign cell
 
 # %% ../nbs/02_store.ipynb #7203e241
 @user_error
@@ -39,15 +39,16 @@ class RunFolderError(ValueError):
     "An output path that cannot take this command's output: a file where a folder goes, or a folder holding other work."
 
 # %% ../nbs/02_store.ipynb #7da7e128
-def file_in_the_way(path)->Path|None:
+def file_in_the_way(path) -> Path | None:
     "The nearest of `path`'s folders that exists as a file (so nothing can be written under it), or None."
     return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
 
 # %% ../nbs/02_store.ipynb #e54cd0d1
-def writable_file(path)->Path:
+def writable_file(path) -> Path:
     "`path` as a `Path`, refusing a folder there or a file where one of its folders goes (before anything is written)."
     path = Path(path)
-    if path.is_dir(): raise RunFolderError(f"{path}: is a folder; give a file name to write")
+    if path.is_dir():
+        raise RunFolderError(f"{path}: is a folder; give a file name to write")
     if (f := file_in_the_way(path)) is not None:
         raise RunFolderError(f"{f}: is a file, not a folder (so {path} cannot be written)")
     return path
@@ -56,69 +57,84 @@ def writable_file(path)->Path:
 @contextmanager
 def naming_path(path):
     "Re-raise an OS error of the block (a full disk, no permission) with `path` as its file name when it names none."
-    try: yield
+    try:
+        yield
     except OSError as e:
-        if e.filename is None and e.errno is not None: raise OSError(e.errno, e.strerror, str(path)) from e
+        if e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
 
-def write_text_atomic(path, text:str)->Path:
+
+def write_text_atomic(path, text: str) -> Path:
     "Write a text file atomically (a temporary file renamed into place), creating its folder."
     path = writable_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with naming_path(path): tmp.write_text(text, encoding="utf-8")
+    with naming_path(path):
+        tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
 
 # %% ../nbs/02_store.ipynb #31ba8f2e
-def jsonl_text(rows:Iterable[dict])->str:
+def jsonl_text(rows: Iterable[dict]) -> str:
     "Rows as the text of a JSON Lines file."
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 # %% ../nbs/02_store.ipynb #63b95e62
-def json_text(obj, indent:int=1)->str:
+def json_text(obj, indent: int = 1) -> str:
     "One JSON document as the text of its file."
     return json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n"
 
 # %% ../nbs/02_store.ipynb #f1053d40
-def write_jsonl(path, rows:Iterable[dict])->Path:
+def write_jsonl(path, rows: Iterable[dict]) -> Path:
     "Write rows as JSON Lines atomically (a temporary file renamed into place)."
     return write_text_atomic(path, jsonl_text(rows))
 
 # %% ../nbs/02_store.ipynb #40936d7d
-def write_json(path, obj, indent:int=1)->Path:
+def write_json(path, obj, indent: int = 1) -> Path:
     "Write one JSON document atomically."
     return write_text_atomic(path, json_text(obj, indent))
 
 # %% ../nbs/02_store.ipynb #b6fe5112
-def _tail(f, size:int, chunk:int=1 << 16)->int:
+def _tail(f, size: int, chunk: int = 1 << 16) -> int:
     "The offset just after the last newline of an open binary file of `size` bytes (0: none)."
     end = size
     while end > 0:
         start = max(0, end - chunk)
         f.seek(start)
         k = f.read(end - start).rfind(b"\n")
-        if k >= 0: return start + k + 1
+        if k >= 0:
+            return start + k + 1
         end = start
     return 0
 
-def trim_torn_tail(path)->int:
+
+def trim_torn_tail(path) -> int:
     "Before appending: cut a half-written last line off a table (a complete one gets its newline); bytes cut."
     path = Path(path)
-    if not path.is_file() or path.stat().st_size == 0: return 0
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
     with path.open("rb+") as f:
         size = f.seek(0, 2)
         f.seek(size - 1)
-        if f.read(1) == b"\n": return 0
+        if f.read(1) == b"\n":
+            return 0
         keep = _tail(f, size)
         f.seek(keep)
-        try: json.loads(f.read(size - keep)); f.write(b"\n"); return 0      # a complete row: only its newline lost
-        except ValueError: f.truncate(keep)
-    warnings.warn(f"{path}: a half-written last line ({size - keep} bytes, a write cut short) was cut off "
-                  "before appending", TornLine)
+        try:
+            json.loads(f.read(size - keep))
+            f.write(b"\n")
+            return 0  # a complete row: only its newline lost
+        except ValueError:
+            f.truncate(keep)
+    warnings.warn(
+        f"{path}: a half-written last line ({size - keep} bytes, a write cut short) was cut off before appending",
+        TornLine,
+    )
     return size - keep
 
-def append_jsonl(rows, path)->Path:
+
+def append_jsonl(rows, path) -> Path:
     "Append rows to a JSON Lines table in one write, flushed to disk (tables are appended, never rewritten)."
     path = writable_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,14 +147,15 @@ def append_jsonl(rows, path)->Path:
     return path
 
 # %% ../nbs/02_store.ipynb #a544ca61
-def read_jsonl(path)->list:
+def read_jsonl(path) -> list:
     "Rows of a JSON Lines file, naming the file and line of a bad row."
-    return [r for _, r in json_lines(path)]       # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
+    return [r for _, r in json_lines(path)]  # ReadError (a ValueError): unreadable, not UTF-8, or a bad line
 
-EPISODE_KEY = ("instance_id", "episode_seed")   # what names an episode in a table: one row each (SPEC §8)
+
+EPISODE_KEY = ("instance_id", "episode_seed")  # what names an episode in a table: one row each (SPEC §8)
 
 # %% ../nbs/02_store.ipynb #638e36b7
-def duplicate_keys(rows, key=EPISODE_KEY)->dict:
+def duplicate_keys(rows, key=EPISODE_KEY) -> dict:
     "`{key: [line, ...]}` for every key held by more than one row (rows without the key's fields are not counted)."
     seen = defaultdict(list)
     for n, r in enumerate(rows, 1):
@@ -147,28 +164,33 @@ def duplicate_keys(rows, key=EPISODE_KEY)->dict:
     return {k: v for k, v in seen.items() if len(v) > 1}
 
 # %% ../nbs/02_store.ipynb #b1cee777
-def refuse_duplicates(rows, source, error:type=ReadError, key=EPISODE_KEY):
+def refuse_duplicates(rows, source, error: type = ReadError, key=EPISODE_KEY):
     "Raise `error` naming `source`, the first duplicated keys and their lines, when a table holds a key twice."
     dups = duplicate_keys(rows, key)
-    if not dups: return rows
+    if not dups:
+        return rows
     shown = "; ".join(f"{'/'.join(map(str, k))} on lines {', '.join(map(str, v))}" for k, v in list(dups.items())[:3])
-    raise error(f"{source}: {len(dups)} ({', '.join(key)}) key(s) appear more than once "
-                f"({shown}{'; ...' if len(dups) > 3 else ''}): "
-                f"a table holds each episode once (was a command run twice into one folder?)")
+    raise error(
+        f"{source}: {len(dups)} ({', '.join(key)}) key(s) appear more than once "
+        f"({shown}{'; ...' if len(dups) > 3 else ''}): "
+        f"a table holds each episode once (was a command run twice into one folder?)"
+    )
 
 # %% ../nbs/02_store.ipynb #9e2ff429
-def episode_rows(path, error:type=ReadError)->list[dict]:
+def episode_rows(path, error: type = ReadError) -> list[dict]:
     "Rows of one `episodes.jsonl` (`_source`: file:line); a bad file or row, or an episode twice: an `error` naming it."
     rows = []
-    for i, r in json_lines(path, error):              # one-line errors for unreadable, non-UTF-8 or bad-JSON files
-        if not isinstance(r, dict): raise error(f"{path}:{i}: an episode row must be a JSON object")
+    for i, r in json_lines(path, error):  # one-line errors for unreadable, non-UTF-8 or bad-JSON files
+        if not isinstance(r, dict):
+            raise error(f"{path}:{i}: an episode row must be a JSON object")
         rows.append({**r, "_source": f"{path}:{i}"})
     return refuse_duplicates(rows, path, error)
 
 # %% ../nbs/02_store.ipynb #07d9989c
-def out_folder(path, # the output folder a command is given
-               what:str="output folder", # what it is, for the message
-              )->Path:
+def out_folder(
+    path,  # the output folder a command is given
+    what: str = "output folder",  # what it is, for the message
+) -> Path:
     "`path` as a `Path`, refusing a path that exists and is not a folder (before any work is done)."
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -178,16 +200,17 @@ def out_folder(path, # the output folder a command is given
     return path
 
 # %% ../nbs/02_store.ipynb #2850ce3d
-def is_empty_folder(path)->bool:
+def is_empty_folder(path) -> bool:
     "Whether `path` is missing or an empty folder."
     path = Path(path)
     return not path.exists() or (path.is_dir() and not any(path.iterdir()))
 
 # %% ../nbs/02_store.ipynb #57fa9a91
-def check_replaceable(out, # the folder `--force` would replace
-                      holds_this:bool, # whether it holds this command's kind of output
-                      what:str, # that kind, in words (`a campaign cell`)
-                     ):
+def check_replaceable(
+    out,  # the folder `--force` would replace
+    holds_this: bool,  # whether it holds this command's kind of output
+    what: str,  # that kind, in words (`a campaign cell`)
+):
     "Refuse to start over in a folder holding anything but this command's kind of output: `--force` replaces only that."
     out = Path(out)
     if not is_empty_folder(out) and not holds_this:
@@ -196,9 +219,10 @@ def check_replaceable(out, # the folder `--force` would replace
         raise RunFolderError(f"{out}: is the working folder or holds it; give a folder below it")
 
 # %% ../nbs/02_store.ipynb #ff1e1302
-def check_writable(out, # the output folder (made when missing)
-                   what:str="output folder", # what it is, for the message
-                  )->Path:
+def check_writable(
+    out,  # the output folder (made when missing)
+    what: str = "output folder",  # what it is, for the message
+) -> Path:
     "Make `out` and refuse a folder this process cannot write (no permission, read-only), before any long work."
     out = out_folder(out, what)
     try:
@@ -207,37 +231,46 @@ def check_writable(out, # the output folder (made when missing)
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        raise RunFolderError(f"{e.filename or out}: cannot write the {what} ({e.strerror}): "
-                             "give another --out, or fix its permission") from None
+        raise RunFolderError(
+            f"{e.filename or out}: cannot write the {what} ({e.strerror}): give another --out, or fix its permission"
+        ) from None
     return out
 
 # %% ../nbs/02_store.ipynb #623c16db
-def _alive(pid:str)->bool:
+def _alive(pid: str) -> bool:
     "Whether a process of this id runs (so its `.new-` folder is in use)."
-    try: os.kill(int(pid), 0); return int(pid) != os.getpid()
-    except (ValueError, ProcessLookupError): return False
-    except PermissionError: return True
+    try:
+        os.kill(int(pid), 0)
+        return int(pid) != os.getpid()
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
 
 # %% ../nbs/02_store.ipynb #1d9e85b2
 @contextmanager
-def fresh_folder(out, # the folder to replace (or create)
-                ):
+def fresh_folder(
+    out,  # the folder to replace (or create)
+):
     "Yield a new empty folder beside `out`; if the block ends without an error, it replaces `out` (else it is removed)."
     out = out_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     olds = sorted(out.parent.glob(f"{glob.escape(out.name)}.old-*"))
     if not out.exists() and olds:
-        os.rename(olds[-1], out)            # killed between its two renames: the old folder back
+        os.rename(olds[-1], out)  # killed between its two renames: the old folder back
     # a start-over killed earlier (not one still running)
     for stale in out.parent.glob(f"{glob.escape(out.name)}.new-*"):
-        if not _alive(stale.name.rpartition("-")[2]): shutil.rmtree(stale, ignore_errors=True)
+        if not _alive(stale.name.rpartition("-")[2]):
+            shutil.rmtree(stale, ignore_errors=True)
     new, old = out.with_name(f"{out.name}.new-{os.getpid()}"), out.with_name(f"{out.name}.old-{os.getpid()}")
     new.mkdir()
-    try: yield new
+    try:
+        yield new
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise
-    if out.exists(): os.rename(out, old)
+    if out.exists():
+        os.rename(out, old)
     os.rename(new, out)
     shutil.rmtree(old, ignore_errors=True)
 
@@ -245,64 +278,86 @@ def fresh_folder(out, # the folder to replace (or create)
 class FolderBusy(RunFolderError):
     "An output folder another command is writing now (its writer lock is held)."
 
-def cache_root()->Path:
+
+def cache_root() -> Path:
     "The folder fairneg keeps its caches and locks in: `$FAIRNEG_CACHE`, default `~/.cache/fairneg`."
     return Path(os.environ.get("FAIRNEG_CACHE") or "~/.cache/fairneg").expanduser()
 
-def lock_files(out)->tuple[Path, Path]:
+
+def lock_files(out) -> tuple[Path, Path]:
     "The writer lock of folder `out` and the note of who holds it, keyed by the folder's resolved path."
     key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:24]
     return cache_root() / "locks" / f"{key}.lock", cache_root() / "locks" / f"{key}.json"
 
 # %% ../nbs/02_store.ipynb #23250bda
-def _holder(note:Path)->str:
+def _holder(note: Path) -> str:
     "Who holds a writer lock, from its note (or that it does not say)."
-    try: h = json.loads(note.read_text())
-    except (OSError, ValueError): return "a process that has not said who it is"
+    try:
+        h = json.loads(note.read_text())
+    except (OSError, ValueError):
+        return "a process that has not said who it is"
     return f"`{h.get('command')}`, process {h.get('pid')} on {h.get('host')}, since {h.get('since')}"
 
+
 @contextmanager
-def folder_lock(out, # the folder a command writes (it need not exist yet)
-                command:str, # what holds it, for the message a second writer gets
-               ):
+def folder_lock(
+    out,  # the folder a command writes (it need not exist yet)
+    command: str,  # what holds it, for the message a second writer gets
+):
     "Hold `out`'s writer lock for the block; a second writer is refused at once (`FolderBusy`), naming the holder."
     lock_path, note = lock_files(out_folder(out))
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path, timeout=0, is_singleton=False)
-    try: lock.acquire()
-    except Timeout:
-        raise FolderBusy(f"{out}: another command is writing it ({_holder(note)}): wait for it to end, "
-                         "or give another --out") from None
     try:
-        write_text_atomic(note, json.dumps(dict(command=command, pid=os.getpid(), host=socket.gethostname(),
-                                                since=time.strftime("%Y-%m-%dT%H:%M:%S"))) + "\n")
+        lock.acquire()
+    except Timeout:
+        raise FolderBusy(
+            f"{out}: another command is writing it ({_holder(note)}): wait for it to end, or give another --out"
+        ) from None
+    try:
+        write_text_atomic(
+            note,
+            json.dumps(
+                dict(
+                    command=command,
+                    pid=os.getpid(),
+                    host=socket.gethostname(),
+                    since=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                )
+            )
+            + "\n",
+        )
         yield Path(out)
     finally:
         note.unlink(missing_ok=True)
         lock.release()
 
 # %% ../nbs/02_store.ipynb #68b203dc
-def _yaml_problem(e:yaml.YAMLError)->str:
+def _yaml_problem(e: yaml.YAMLError) -> str:
     "A YAML error in one line: what went wrong and where."
     m, what = getattr(e, "problem_mark", None), [getattr(e, "context", None), getattr(e, "problem", None)]
     text = ": ".join(str(w) for w in what if w) or str(e)
     return " ".join((text + (f" (line {m.line + 1}, column {m.column + 1})" if m else "")).split())
 
 # %% ../nbs/02_store.ipynb #c58beed7
-def read_yaml(path, error:type=ReadError):
+def read_yaml(path, error: type = ReadError):
     "A YAML file's content; one-line `error` naming the file and why if it cannot be read (`read_text`) or parsed."
     text = read_text(path, error)
-    try: return yaml.safe_load(text)
-    except yaml.YAMLError as e: raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
 
 # %% ../nbs/02_store.ipynb #07c7282b
-def read_params(path, # a YAML parameters file
-                error:type=ReadError, # the error class for a file that cannot be read, or a bad `extends`
-                _seen:tuple=(), # the files extending this one (a cycle is an error)
-               )->dict:
+def read_params(
+    path,  # a YAML parameters file
+    error: type = ReadError,  # the error class for a file that cannot be read, or a bad `extends`
+    _seen: tuple = (),  # the files extending this one (a cycle is an error)
+) -> dict:
     "A parameters file's sections: those of the files its `extends:` names first, each replaced whole by its own."
     p = read_yaml(path, error)
-    if not isinstance(p, dict) or "extends" not in p: return p
+    if not isinstance(p, dict) or "extends" not in p:
+        return p
     p = dict(p)
     bases = p.pop("extends")
     bases = [bases] if isinstance(bases, str) else bases
@@ -311,16 +366,19 @@ def read_params(path, # a YAML parameters file
     out, here = {}, Path(path).resolve()
     for b in bases:
         f = Path(path).parent / b
-        if f.resolve() in _seen + (here,): raise error(f"{path}: `extends: {b}` comes back to {f}: a cycle")
+        if f.resolve() in _seen + (here,):
+            raise error(f"{path}: `extends: {b}` comes back to {f}: a cycle")
         base = read_params(f, error, _seen + (here,))
-        if not isinstance(base, dict): raise error(f"{f}: must hold a mapping of sections (extended by {path})")
+        if not isinstance(base, dict):
+            raise error(f"{f}: must hold a mapping of sections (extended by {path})")
         out.update(base)
     return {**out, **p}
 
 # %% ../nbs/02_store.ipynb #f5467caf
-def params_mapping(params, # a YAML parameter file, or a parameter set already read (its file's name under `_source`)
-                   error:type=ReadError, # the error class for a file that cannot be read
-                  )->tuple[dict, str]:
+def params_mapping(
+    params,  # a YAML parameter file, or a parameter set already read (its file's name under `_source`)
+    error: type = ReadError,  # the error class for a file that cannot be read
+) -> tuple[dict, str]:
     "A parameter set and the name errors give it: the file read, or a copy of the mapping without its `_source`."
     if isinstance(params, dict):
         d = dict(params)
@@ -328,14 +386,15 @@ def params_mapping(params, # a YAML parameter file, or a parameter set already r
     return read_params(params, error) or {}, str(params)
 
 # %% ../nbs/02_store.ipynb #6c2be008
-def load_config(cls, # the config dataclass
-                params=None, # a YAML parameter file, a parameter set already read (see `params_mapping`), or None
-                section:str="", # the file's section the config reads (`train`, `dpo`, `eval`)
-                whole:bool=False, # a file without the section is the section itself
-                what:str|None=None, # how errors name the parameters (default: the section's name)
-                error:type=ReadError, # the error class for a file that cannot be read or holds a bad key
-                **overrides, # field values given explicitly; None means not given
-               ):
+def load_config(
+    cls,  # the config dataclass
+    params=None,  # a YAML parameter file, a parameter set already read (see `params_mapping`), or None
+    section: str = "",  # the file's section the config reads (`train`, `dpo`, `eval`)
+    whole: bool = False,  # a file without the section is the section itself
+    what: str | None = None,  # how errors name the parameters (default: the section's name)
+    error: type = ReadError,  # the error class for a file that cannot be read or holds a bad key
+    **overrides,  # field values given explicitly; None means not given
+):
     "A config from a parameter file's section with explicit values on top: the one way file and flags become a config."
     d = {}
     if params is not None:
@@ -345,60 +404,89 @@ def load_config(cls, # the config dataclass
     return cls(**d)
 
 # %% ../nbs/02_store.ipynb #2c48de77
-_STEP_PLAY = {   # what the step played: the arm, the step, its batch and the episodes' outcomes
-    "experiment_name": "the arm's experiment name", "arm": "the arm (e.g. lam0)", "step": "optimizer step, from 1",
-    "lam": "λ of the reward mixture (0: own welfare, 1: table welfare)", "groups": "GRPO groups this step",
-    "k": "episodes per group", "episodes": "episodes played this step",
-    "reward_mean": "mean reward of the policy's seats", "reward_std": "their standard deviation",
+_STEP_PLAY = {  # what the step played: the arm, the step, its batch and the episodes' outcomes
+    "experiment_name": "the arm's experiment name",
+    "arm": "the arm (e.g. lam0)",
+    "step": "optimizer step, from 1",
+    "lam": "λ of the reward mixture (0: own welfare, 1: table welfare)",
+    "groups": "GRPO groups this step",
+    "k": "episodes per group",
+    "episodes": "episodes played this step",
+    "reward_mean": "mean reward of the policy's seats",
+    "reward_std": "their standard deviation",
     "worst_off_g": "mean over episodes of the worst-off seat's smoothed log utility",
-    "deal_rate": "share of episodes closing a deal", "walk_rate": "share ending in a walk-out",
+    "deal_rate": "share of episodes closing a deal",
+    "walk_rate": "share ending in a walk-out",
     "below_threshold_rate": "share of episodes leaving a seat below its threshold",
-    "nnw": "mean normalized Nash welfare", "worst_off_z": "mean worst-off normalized utility",
+    "nnw": "mean normalized Nash welfare",
+    "worst_off_z": "mean worst-off normalized utility",
 }
 
 # %% ../nbs/02_store.ipynb #127075ca
-_STEP_UPDATE = {   # the GRPO update: advantages, the tokens it trained and the loss's terms
-    "adv_mean": "mean non-zero advantage", "adv_std": "standard deviation of the non-zero advantages",
+_STEP_UPDATE = {  # the GRPO update: advantages, the tokens it trained and the loss's terms
+    "adv_mean": "mean non-zero advantage",
+    "adv_std": "standard deviation of the non-zero advantages",
     "adv_abs_mean": "mean absolute non-zero advantage",
     "zero_spread_groups": "(group, policy seat)s whose rewards had no spread",
-    "flat_groups": "the config's rule for such groups", "flat_tokens": "completion tokens of flat groups",
-    "samples": "completions in the update", "tokens_trained": "completion tokens the loss covered",
+    "flat_groups": "the config's rule for such groups",
+    "flat_tokens": "completion tokens of flat groups",
+    "samples": "completions in the update",
+    "tokens_trained": "completion tokens the loss covered",
     "kl_only_tokens": "tokens under the KL term only",
     "train_sequences": "sequences of the update (a packed seat conversation is one)",
     "train_tokens": "tokens the reference pass and the update each compute (prompts included)",
     "train_tokens_shared": "tokens they did not compute again: first stretches that sequences share, run once",
-    "kl": "mean per-token KL to the reference", "logprob_drift": "mean per-token log-prob change since sampling",
-    "loss": "the update's loss", "grad_norm": "gradient norm before clipping",
-    "nonfinite": ("what was not finite (logprobs, ref_logprobs, loss, grad_norm), "
-                  "so the optimizer did not step; None when all were"),
+    "kl": "mean per-token KL to the reference",
+    "logprob_drift": "mean per-token log-prob change since sampling",
+    "loss": "the update's loss",
+    "grad_norm": "gradient norm before clipping",
+    "nonfinite": (
+        "what was not finite (logprobs, ref_logprobs, loss, grad_norm), "
+        "so the optimizer did not step; None when all were"
+    ),
     "nonfinite_tokens": "completion tokens whose policy or reference log-prob was not finite",
-    "clipped_frac": ("share of tokens whose clip binds (A > 0 above 1 + clip_high, A < 0 below 1 − clip_low), "
-                     "mean over the passes"),
-    "ratio_max": "largest importance ratio", "lr": "learning rate",
+    "clipped_frac": (
+        "share of tokens whose clip binds (A > 0 above 1 + clip_high, A < 0 below 1 − clip_low), mean over the passes"
+    ),
+    "ratio_max": "largest importance ratio",
+    "lr": "learning rate",
     "optimizer_steps": "optimizer steps taken on the step's rollout (num_iterations; fewer when one was not finite)",
-    "sampler_gap": "mean |sampler − trainer| log-prob", "sampler_gap_max": "its maximum",
-    "importance_correction": "the correction used (none, tis)", "tis_weight_mean": "mean truncated importance weight",
+    "sampler_gap": "mean |sampler − trainer| log-prob",
+    "sampler_gap_max": "its maximum",
+    "importance_correction": "the correction used (none, tis)",
+    "tis_weight_mean": "mean truncated importance weight",
     "tis_capped_frac": "share of weights at the cap",
 }
 
 # %% ../nbs/02_store.ipynb #2ed8c4ea
-_STEP_TURNS = {   # the policy's turns, and the step's time and memory
-    "fabrication": "policy turns naming offers that do not exist", "illegal": "illegal policy turns",
+_STEP_TURNS = {  # the policy's turns, and the step's time and memory
+    "fabrication": "policy turns naming offers that do not exist",
+    "illegal": "illegal policy turns",
     "parse_failures": "policy turns that did not parse",
-    "lenient_turns": "turns read only thanks to the parser's leniency", "policy_turns": "turns the policy played",
-    "tokens_generated": "completion tokens sampled", "prompt_tokens_read": "prompt tokens the rollout's prompts hold",
-    "prompt_tokens_computed": "less those its prefix cache served", "rollout_s": "rollout seconds",
-    "ref_s": "reference pass seconds", "train_s": "update seconds", "total_s": "step seconds",
+    "lenient_turns": "turns read only thanks to the parser's leniency",
+    "policy_turns": "turns the policy played",
+    "tokens_generated": "completion tokens sampled",
+    "prompt_tokens_read": "prompt tokens the rollout's prompts hold",
+    "prompt_tokens_computed": "less those its prefix cache served",
+    "rollout_s": "rollout seconds",
+    "ref_s": "reference pass seconds",
+    "train_s": "update seconds",
+    "total_s": "step seconds",
     "rollout_tokens_per_s": "completion tokens per rollout second",
-    "train_tokens_per_s": "trained tokens per training second", "rss_mb": "peak host memory, MB",
+    "train_tokens_per_s": "trained tokens per training second",
+    "rss_mb": "peak host memory, MB",
     "gpu_max_allocated_mb": "the step's peak GPU memory allocated, MB",
-    "gpu_max_reserved_mb": "its peak reserved, MB", "gpu_name": "the GPU",
-    "gpu_used_mb": "device memory in use (NVML), MB", "gpu_total_mb": "device memory, MB",
+    "gpu_max_reserved_mb": "its peak reserved, MB",
+    "gpu_name": "the GPU",
+    "gpu_used_mb": "device memory in use (NVML), MB",
+    "gpu_total_mb": "device memory, MB",
     "gpu_util_pct": "device utilization (NVML), %",
     "micro_batches": "micro-batches the update ran (filled up to token_budget tokens, padding counted)",
     "micro_batch_tokens": "tokens each micro-batch computes, padding included (sequences x longest, per forward)",
-    "train_flops": ("the policy passes' counted FLOPs (telemetry.pass_flops): forward, backward and checkpointing's "
-                    "recompute, attention included, the output layer on the rows scored; every optimizer pass"),
+    "train_flops": (
+        "the policy passes' counted FLOPs (telemetry.pass_flops): forward, backward and checkpointing's "
+        "recompute, attention included, the output layer on the rows scored; every optimizer pass"
+    ),
     "ref_flops": "the reference pass's counted FLOPs (forward, adapter off)",
     "ref_tflops": "ref_flops a second of ref_s, in TFLOP/s",
     "train_tflops": "train_flops a second of train_s, in TFLOP/s",
@@ -406,44 +494,78 @@ _STEP_TURNS = {   # the policy's turns, and the step's time and memory
 }
 
 # %% ../nbs/02_store.ipynb #a72b9087
-_STEP_RUN = {   # the run's provenance, and a DPO step's own figures
-    "config_hash": "hash of the arm's config", "code_version": "the package's version and commit",
-    "backend": "rollout engine", "base_dtype": "the base model's dtype",
+_STEP_RUN = {  # the run's provenance, and a DPO step's own figures
+    "config_hash": "hash of the arm's config",
+    "code_version": "the package's version and commit",
+    "backend": "rollout engine",
+    "base_dtype": "the base model's dtype",
     "gradient_checkpointing": "whether activations were recomputed",
-    "checkpointing_why": ("why: asked, or the activations a token_budget micro-batch would keep "
-                          "against the GPU's free memory"),
+    "checkpointing_why": (
+        "why: asked, or the activations a token_budget micro-batch would keep against the GPU's free memory"
+    ),
     "method": "how the arm trains: grpo or dpo",
     "pairs": "DPO pairs drawn this step (with replacement, by weight)",
     "pairs_available": "the DPO pairs the run draws from",
-    "pairs_effective": "their effective number under the draw weights (Kish)", "dpo_beta": "DPO's β",
+    "pairs_effective": "their effective number under the draw weights (Kish)",
+    "dpo_beta": "DPO's β",
     "reward_chosen": "mean implicit reward β·log(π/π_ref) of the chosen answers",
-    "reward_rejected": "the same of the rejected answers", "reward_margin": "mean chosen − rejected implicit reward",
+    "reward_rejected": "the same of the rejected answers",
+    "reward_margin": "mean chosen − rejected implicit reward",
     "reward_accuracy": "share of drawn pairs whose margin is positive",
-    "logp_chosen": "mean log-prob of the chosen answers", "logp_rejected": "mean log-prob of the rejected answers",
+    "logp_chosen": "mean log-prob of the chosen answers",
+    "logp_rejected": "mean log-prob of the rejected answers",
 }
 
 # %% ../nbs/02_store.ipynb #e489cf16
 # training_steps.jsonl: one row per training step (rollout and update) of an arm
 STEP_FIELDS = {**_STEP_PLAY, **_STEP_UPDATE, **_STEP_TURNS, **_STEP_RUN}
 
-def step_row(**fields)->dict:
+
+def step_row(**fields) -> dict:
     "A `training_steps.jsonl` row: every field of `STEP_FIELDS`, in its order, `None` where not given."
     bad = sorted(set(fields) - set(STEP_FIELDS))
-    if bad: raise ValueError(f"not fields of a training step row: {', '.join(bad)} (see fairneg.store.STEP_FIELDS)")
+    if bad:
+        raise ValueError(f"not fields of a training step row: {', '.join(bad)} (see fairneg.store.STEP_FIELDS)")
     return {k: fields.get(k) for k in STEP_FIELDS}
 
 # %% ../nbs/02_store.ipynb #22dd373a
 # what the machine measured, not what the step computed
-STEP_MEASURED = ("prompt_tokens_computed", "rollout_s", "ref_s", "train_s", "total_s", "rollout_tokens_per_s",
-                 "train_tokens_per_s", "rss_mb", "gpu_max_allocated_mb", "gpu_max_reserved_mb", "gpu_name",
-                 "gpu_used_mb", "gpu_total_mb", "gpu_util_pct", "ref_tflops", "train_tflops", "mfu", "micro_batches",
-                 "micro_batch_tokens", "train_flops", "ref_flops", "code_version",
-                 "gradient_checkpointing", "checkpointing_why")
+STEP_MEASURED = (
+    "prompt_tokens_computed",
+    "rollout_s",
+    "ref_s",
+    "train_s",
+    "total_s",
+    "rollout_tokens_per_s",
+    "train_tokens_per_s",
+    "rss_mb",
+    "gpu_max_allocated_mb",
+    "gpu_max_reserved_mb",
+    "gpu_name",
+    "gpu_used_mb",
+    "gpu_total_mb",
+    "gpu_util_pct",
+    "ref_tflops",
+    "train_tflops",
+    "mfu",
+    "micro_batches",
+    "micro_batch_tokens",
+    "train_flops",
+    "ref_flops",
+    "code_version",
+    "gradient_checkpointing",
+    "checkpointing_why",
+)
 
-def step_differences(logged:dict, # the row in the table
-                     new:dict, # the same step computed again
-                    )->list[str]:
+
+def step_differences(
+    logged: dict,  # the row in the table
+    new: dict,  # the same step computed again
+) -> list[str]:
     "`field: logged -> new` for each computed field (not `STEP_MEASURED`) of two rows of one step that differs."
     same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-    return [f"{k}: {logged.get(k)!r} -> {new.get(k)!r}" for k in STEP_FIELDS
-            if k not in STEP_MEASURED and not same(logged.get(k), new.get(k))]
+    return [
+        f"{k}: {logged.get(k)!r} -> {new.get(k)!r}"
+        for k in STEP_FIELDS
+        if k not in STEP_MEASURED and not same(logged.get(k), new.get(k))
+    ]

@@ -11,82 +11,107 @@ __all__ = ['PEAK_BF16', 'gpu_reading', 'memory_reading', 'peak_flops', 'matmul_p
            'pass_rates', 'wandb_run']
 
 # %% ../nbs/00_telemetry.ipynb #0fd46d7d
-def gpu_reading()->dict:
+def gpu_reading() -> dict:
     "Device-wide memory in use and utilization of this process's GPU (all processes, vLLM's engine too), where NVML is."
     try:
         import torch, pynvml
+
         pynvml.nvmlInit()
-        want = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid",
-                           "")).removeprefix("GPU-")
+        want = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "")).removeprefix(
+            "GPU-"
+        )
         hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         h = next((x for x in hs if want and str(pynvml.nvmlDeviceGetUUID(x)).removeprefix("GPU-") == want), None)
         # no UUID to match: trust the index only when no device remapping is in force
         if h is None:
-            if os.environ.get("CUDA_VISIBLE_DEVICES"): return {}
+            if os.environ.get("CUDA_VISIBLE_DEVICES"):
+                return {}
             h = hs[torch.cuda.current_device()]
         mem, util = pynvml.nvmlDeviceGetMemoryInfo(h), pynvml.nvmlDeviceGetUtilizationRates(h)
-        return dict(gpu_used_mb=round(mem.used / 2**20, 1), gpu_total_mb=round(mem.total / 2**20, 1),
-                    gpu_util_pct=int(util.gpu))
-    except Exception:                        # telemetry never stops a run
+        return dict(
+            gpu_used_mb=round(mem.used / 2**20, 1), gpu_total_mb=round(mem.total / 2**20, 1), gpu_util_pct=int(util.gpu)
+        )
+    except Exception:  # telemetry never stops a run
         return {}
 
 # %% ../nbs/00_telemetry.ipynb #23a17206
-def memory_reading()->dict:
+def memory_reading() -> dict:
     "Peak host memory; on a GPU, this step's peak allocated/reserved memory (peaks reset per row) and NVML's reading."
     import torch
+
     m = dict(rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
     if torch.cuda.is_available():
-        m.update(gpu_max_allocated_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
-                 gpu_max_reserved_mb=round(torch.cuda.max_memory_reserved() / 2**20, 1),
-                 gpu_name=torch.cuda.get_device_name(),
-                 **gpu_reading())
+        m.update(
+            gpu_max_allocated_mb=round(torch.cuda.max_memory_allocated() / 2**20, 1),
+            gpu_max_reserved_mb=round(torch.cuda.max_memory_reserved() / 2**20, 1),
+            gpu_name=torch.cuda.get_device_name(),
+            **gpu_reading(),
+        )
         torch.cuda.reset_peak_memory_stats()
     return m
 
 # %% ../nbs/00_telemetry.ipynb #37e89120
 # dense bf16 FLOP/s, spec sheets; first match wins
-PEAK_BF16 = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e12), ("H200", 989e12), ("H100", 989e12),
-             ("GH200", 989e12), ("A100", 312e12), ("L40S", 362e12), ("L40", 181e12), ("A10G", 125e12), ("L4", 121e12))
+PEAK_BF16 = (
+    ("H100 PCIe", 756e12),
+    ("H100 NVL", 835e12),
+    ("H200 NVL", 835e12),
+    ("H200", 989e12),
+    ("H100", 989e12),
+    ("GH200", 989e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("L40", 181e12),
+    ("A10G", 125e12),
+    ("L4", 121e12),
+)
 
-def peak_flops(name:str|None)->float|None:
+
+def peak_flops(name: str | None) -> float | None:
     "The dense bf16 FLOP/s of a GPU named `name` (its spec), or None for a device the table does not know."
     return next((f for k, f in PEAK_BF16 if name and k in name), None)
 
 # %% ../nbs/00_telemetry.ipynb #52637de1
-def matmul_params(model)->int:
+def matmul_params(model) -> int:
     "Parameters that multiply (every parameter but the input embedding's, which is a lookup)."
     emb = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
     out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    tied = emb is not None and out is not None and out.weight is emb       # a tied output layer multiplies with it
+    tied = emb is not None and out is not None and out.weight is emb  # a tied output layer multiplies with it
     return sum(p.numel() for p in model.parameters()) - (0 if emb is None or tied else emb.numel())
 
 # %% ../nbs/00_telemetry.ipynb #9b2e6e3b
 # the first layer's modules that read the embedding (a frozen one: no grad)
 _READS_INPUT = ("q_proj", "k_proj", "v_proj")
 
-def flop_coefficients(model)->dict:
+
+def flop_coefficients(model) -> dict:
     "Matmul FLOPs of a decoder LM's pass per token, per (query, key) pair and per logit row, from its `Linear`s."
     # assumes every layer's q, k, v carry a gradient (the trainer's LoRA targets, or an embedding that does)
     import torch
+
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers = next(m for n, m in base.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList))
     c, head = base.config, base.get_output_embeddings()
     norm = getattr(layers[0], "input_layernorm", None)
     # does the embedding reach layer 0 carrying a gradient: it trains, the first norm trains, or its output is made
     # to (`enable_input_require_grads`, which transformers' gradient checkpointing turns on)?
-    first_in = (base.get_input_embeddings().weight.requires_grad or bool(getattr(base, "_require_grads_hooks", None))
-                or any(p.requires_grad for p in (norm.parameters() if norm is not None else ())))
+    first_in = (
+        base.get_input_embeddings().weight.requires_grad
+        or bool(getattr(base, "_require_grads_hooks", None))
+        or any(p.requires_grad for p in (norm.parameters() if norm is not None else ()))
+    )
     f = dict(layer=0, layer_base=0, layer_bwd=0, layer_recompute=0)
     for i, layer in enumerate(layers):
         for name, m in layer.named_modules():
-            if not isinstance(m, torch.nn.Linear): continue
+            if not isinstance(m, torch.nn.Linear):
+                continue
             x, parts = 2 * m.in_features * m.out_features, name.split(".")
             f["layer"] += x
             f["layer_recompute"] += x
             last = x
-            f["layer_base"] += 0 if any(p.startswith("lora_") for p in parts) else x   # the adapter off: skipped
+            f["layer_base"] += 0 if any(p.startswith("lora_") for p in parts) else x  # the adapter off: skipped
             no_in = i == 0 and not first_in and "lora_B" not in parts and any(p in _READS_INPUT for p in parts)
-            f["layer_bwd"] += x * ((not no_in) + m.weight.requires_grad)       # grad of the input, of the weight
+            f["layer_bwd"] += x * ((not no_in) + m.weight.requires_grad)  # grad of the input, of the weight
         # checkpointing recomputes up to the last tensor the backward needs: all but the layer's last matmul (torch's
         # early stop; down_proj's, or its adapter's lora_B), whose output nothing saves
         f["layer_recompute"] -= last
@@ -97,51 +122,69 @@ def flop_coefficients(model)->dict:
     return dict(f, attn=4 * nH * d * len(layers), head=hx, head_bwd=hx * (1 + head.weight.requires_grad))
 
 # %% ../nbs/00_telemetry.ipynb #6f651c8f
-def pass_flops(coef:dict, # `flop_coefficients` of the model
-               forwards:list, # `(sequences, query length, key length, logit rows)` of each forward call
-               backward:bool=True, # and its backward (input gradients, and the weight gradients of what trains)
-               recompute:bool=False, # gradient checkpointing: the decoder layers' forward again (`layer_recompute`)
-               adapter:bool=True, # the LoRA adapter on (off: the reference pass, `disable_adapter`)
-              )->int:
+def pass_flops(
+    coef: dict,  # `flop_coefficients` of the model
+    forwards: list,  # `(sequences, query length, key length, logit rows)` of each forward call
+    backward: bool = True,  # and its backward (input gradients, and the weight gradients of what trains)
+    recompute: bool = False,  # gradient checkpointing: the decoder layers' forward again (`layer_recompute`)
+    adapter: bool = True,  # the LoRA adapter on (off: the reference pass, `disable_adapter`)
+) -> int:
     "Matmul FLOPs of a pass: layers on every (padded) token, attention on every (query, key) pair, the head on its rows."
     tot = 0
     for B, Lq, Lk, R in forwards:
-        lin, att, head = coef["layer" if adapter else "layer_base"] * B * Lq, coef["attn"] * B * Lq * Lk, coef["head"] * R
+        lin, att, head = (
+            coef["layer" if adapter else "layer_base"] * B * Lq,
+            coef["attn"] * B * Lq * Lk,
+            coef["head"] * R,
+        )
         tot += lin + att + head
         # attention's backward: 4 matmuls (dQ, dK, dV, dP) against 2
-        if backward: tot += coef["layer_bwd"] * B * Lq + 2 * att + coef["head_bwd"] * R
-        if recompute: tot += coef["layer_recompute"] * B * Lq + att
+        if backward:
+            tot += coef["layer_bwd"] * B * Lq + 2 * att + coef["head_bwd"] * R
+        if recompute:
+            tot += coef["layer_recompute"] * B * Lq + att
     return tot
 
 # %% ../nbs/00_telemetry.ipynb #644e0209
-def pass_rates(up:dict, # an update's figures: `train_flops`, `ref_flops` (counted, `pass_flops`), `update_s`, `ref_s`
-               device_name:str|None=None, # the GPU (default: this process's, on CUDA)
-              )->dict:
+def pass_rates(
+    up: dict,  # an update's figures: `train_flops`, `ref_flops` (counted, `pass_flops`), `update_s`, `ref_s`
+    device_name: str | None = None,  # the GPU (default: this process's, on CUDA)
+) -> dict:
     "Counted FLOPs, `ref_tflops`, `train_tflops` and `mfu` (train's share of the card's bf16 rate; None off a known GPU)."
     import torch
+
     train, ref = up.get("train_flops") or None, up.get("ref_flops") or None
     name = device_name or (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
     ref_r = ref / up["ref_s"] if ref and up.get("ref_s") else None
     train_r = train / up["update_s"] if train and up.get("update_s") else None
     peak = peak_flops(name)
-    return dict(train_flops=train, ref_flops=ref, ref_tflops=ref_r and float(f"{ref_r / 1e12:.4g}"),
-                train_tflops=train_r and float(f"{train_r / 1e12:.4g}"),
-                mfu=round(train_r / peak, 4) if train_r and peak else None)
+    return dict(
+        train_flops=train,
+        ref_flops=ref,
+        ref_tflops=ref_r and float(f"{ref_r / 1e12:.4g}"),
+        train_tflops=train_r and float(f"{train_r / 1e12:.4g}"),
+        mfu=round(train_r / peak, 4) if train_r and peak else None,
+    )
 
 # %% ../nbs/00_telemetry.ipynb #c160ce23
-def wandb_run(project:str|None, # the wandb project (None: no run)
-              group:str|None, name:str, # the run's group and name
-              config:dict, # logged as the run's config
-              out, # the folder wandb writes into
-              rid:str, # the run id (a resumed run keeps it)
-             ):
+def wandb_run(
+    project: str | None,  # the wandb project (None: no run)
+    group: str | None,
+    name: str,  # the run's group and name
+    config: dict,  # logged as the run's config
+    out,  # the folder wandb writes into
+    rid: str,  # the run id (a resumed run keeps it)
+):
     "A wandb run with id `rid` (offline unless the user configured wandb), or None; never an error for a missing key."
-    if not project: return None
+    if not project:
+        return None
     try:
         import wandb
+
         mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
-        return wandb.init(project=project, group=group, name=name, config=config, dir=str(out), mode=mode,
-                          resume="allow", id=rid)
+        return wandb.init(
+            project=project, group=group, name=name, config=config, dir=str(out), mode=mode, resume="allow", id=rid
+        )
     except Exception as e:
         print(f"wandb disabled: {type(e).__name__}: {e}")
         return None

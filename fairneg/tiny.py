@@ -35,101 +35,161 @@ __all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'EMB
 # bump when the code changes what a recipe builds (v2: the noise is rollout's random_legal_action)
 TINY_VERSION = "tiny-v2"
 AGENT_MIX = ("bayes_rational", "greedy_anchor", "passive_gate", "fairness_private", "oracle_omniscient")
-SFT_GAME_SEED = 900_000     # first seed of the generated games the data is played on
-SHAPES = (                  # (parties, issues, information) of the table games, used in turn
-    (6, 5, "full"), (6, 5, "private"), (6, 5, "full"), (6, 5, "private"), (5, 5, "private"),
-    (6, 5, "full"), (6, 5, "private"), (4, 4, "full"), (5, 5, "private"), (3, 3, "private"), (2, 3, "full"))
+SFT_GAME_SEED = 900_000  # first seed of the generated games the data is played on
+SHAPES = (  # (parties, issues, information) of the table games, used in turn
+    (6, 5, "full"),
+    (6, 5, "private"),
+    (6, 5, "full"),
+    (6, 5, "private"),
+    (5, 5, "private"),
+    (6, 5, "full"),
+    (6, 5, "private"),
+    (4, 4, "full"),
+    (5, 5, "private"),
+    (3, 3, "private"),
+    (2, 3, "full"),
+)
 
 SIZES = {
-    "pilot": dict(model=dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                             head_dim=64, intermediate_size=768),
-                  data=dict(n_games=160, n_heldout_games=16, n_eval=96),
-                  train=dict(steps=150, batch_size=16, learning_rate=2e-3)),
-    "test": dict(model=dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                            head_dim=64, intermediate_size=384),
-                 data=dict(n_games=64, n_heldout_games=8, n_eval=48),
-                 train=dict(steps=64, batch_size=16, learning_rate=3e-3)),
+    "pilot": dict(
+        model=dict(
+            hidden_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=64,
+            intermediate_size=768,
+        ),
+        data=dict(n_games=160, n_heldout_games=16, n_eval=96),
+        train=dict(steps=150, batch_size=16, learning_rate=2e-3),
+    ),
+    "test": dict(
+        model=dict(
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=64,
+            intermediate_size=384,
+        ),
+        data=dict(n_games=64, n_heldout_games=8, n_eval=48),
+        train=dict(steps=64, batch_size=16, learning_rate=3e-3),
+    ),
 }
 
 # %% ../nbs/10_tiny.ipynb #3bad9f02
 _MODEL = dict(max_position_embeddings=4096, rope_theta=10000.0, tie_word_embeddings=True)
-_DATA = dict(game_seed=SFT_GAME_SEED, shapes=[list(s) for s in SHAPES], small_every=20, episodes_per_game=1,
-             agents=list(AGENT_MIX), noise=0.15, history_window=8, framing="table", think_every=4)
+_DATA = dict(
+    game_seed=SFT_GAME_SEED,
+    shapes=[list(s) for s in SHAPES],
+    small_every=20,
+    episodes_per_game=1,
+    agents=list(AGENT_MIX),
+    noise=0.15,
+    history_window=8,
+    framing="table",
+    think_every=4,
+)
 _TOKENIZER = dict(vocab_size=4096, min_frequency=2)
 # float32: bf16 autocast is fast only on CPUs with native bf16 (AVX512-BF16, AMX); on an AVX2 CPU a pilot SFT step
 # took 60 s in bf16 against 2 s in float32 (measured), and one recipe must build the same model on every machine.
 _TRAIN = dict(warmup=0.05, weight_decay=0.0, bf16=False, threads=PIN_THREADS, logging_steps=4)
 
-def tiny_recipe(size:str="pilot", # `pilot` or `test`
-                seed:int=0, # seeds the data, the tokenizer corpus, the initialization and the training order
-               )->dict:
+
+def tiny_recipe(
+    size: str = "pilot",  # `pilot` or `test`
+    seed: int = 0,  # seeds the data, the tokenizer corpus, the initialization and the training order
+) -> dict:
     "The complete, JSON-able recipe of a tiny model."
-    if size not in SIZES: raise ValueError(f"unknown size `{size}` (known: {', '.join(SIZES)})")
+    if size not in SIZES:
+        raise ValueError(f"unknown size `{size}` (known: {', '.join(SIZES)})")
     s = SIZES[size]
-    return dict(version=TINY_VERSION, size=size, seed=int(seed), model={**_MODEL, **s["model"]},
-                data={**_DATA, **s["data"]}, tokenizer=dict(_TOKENIZER), train={**_TRAIN, **s["train"]},
-                numerics=numerics_mode(), prompt_fingerprint=prompt_fingerprint())
+    return dict(
+        version=TINY_VERSION,
+        size=size,
+        seed=int(seed),
+        model={**_MODEL, **s["model"]},
+        data={**_DATA, **s["data"]},
+        tokenizer=dict(_TOKENIZER),
+        train={**_TRAIN, **s["train"]},
+        numerics=numerics_mode(),
+        prompt_fingerprint=prompt_fingerprint(),
+    )
 
 # %% ../nbs/10_tiny.ipynb #6553c221
-def recipe_hash(recipe:dict)->str:
+def recipe_hash(recipe: dict) -> str:
     "A 12-hex-digit hash of a recipe (canonical JSON)."
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 # %% ../nbs/10_tiny.ipynb #1e334d90
 class NoisyAgentPolicy:
     "A computable agent seated as a policy whose action is replaced by a random legal one with probability `noise`."
-    def __init__(self, name:str, # agent name (`fairneg.agents.AGENT_NAMES`)
-                 noise:float=0.15, # probability of a random legal action instead of the agent's
-                 salt:int=0): # mixed into the per-turn noise seed (the recipe seed)
+
+    def __init__(
+        self,
+        name: str,  # agent name (`fairneg.agents.AGENT_NAMES`)
+        noise: float = 0.15,  # probability of a random legal action instead of the agent's
+        salt: int = 0,  # mixed into the per-turn noise seed (the recipe seed)
+    ):
         self.name, self.agent, self.noise, self.salt = name, get_agent(name), noise, salt
-        self.agent_errors = 0   # turns where the agent raised and a random legal action was used instead
-    def act_batch(self, requests:list)->list:
+        self.agent_errors = 0  # turns where the agent raised and a random legal action was used instead
+
+    def act_batch(self, requests: list) -> list:
         out = []
         for r in requests:
             rng = random.Random(f"noise:{self.salt}:{r.seed}")
-            if rng.random() < self.noise: a = random_legal_action(r.dp, rng)
+            if rng.random() < self.noise:
+                a = random_legal_action(r.dp, rng)
             else:
-                try: a = self.agent.act(r.dp, r.game, r.seed)
-                except Exception: self.agent_errors += 1; a = random_legal_action(r.dp, rng)
+                try:
+                    a = self.agent.act(r.dp, r.game, r.seed)
+                except Exception:
+                    self.agent_errors += 1
+                    a = random_legal_action(r.dp, rng)
             out.append({"text": answer_text(a)})
         return out
 
 # %% ../nbs/10_tiny.ipynb #552a8668
-def sft_games(data:dict, # the recipe's `data` section
-              seed:int, # recipe seed
-              n:int, # how many games
-              first:int=0, # index of the first game (held-out games come after the training games)
-             )->list[Game]:
+def sft_games(
+    data: dict,  # the recipe's `data` section
+    seed: int,  # recipe seed
+    n: int,  # how many games
+    first: int = 0,  # index of the first game (held-out games come after the training games)
+) -> list[Game]:
     "The generated games the data is played on."
     games = []
     for k in range(first, first + n):
         if data["small_every"] and k % data["small_every"] == data["small_every"] - 1:
-            games.append([ultimatum_game(), divide_dollar_game(2),
-                          divide_dollar_game(3)][(k // data["small_every"]) % 3])
+            games.append(
+                [ultimatum_game(), divide_dollar_game(2), divide_dollar_game(3)][(k // data["small_every"]) % 3]
+            )
             continue
         np_, ni, info = data["shapes"][k % len(data["shapes"])]
         for j in range(10):
             try:
                 games.append(generate_game(data["game_seed"] + 10_000 * seed + k + 1_000_000 * j, np_, ni, info))
                 break
-            except GameError: continue
+            except GameError:
+                continue
     return games
 
 # %% ../nbs/10_tiny.ipynb #3716b3f0
 @dataclass
 class SFTPoint:
     "One decision point of a played episode and the (legal) answer its seat gave."
-    dp: DecisionPoint          # the decision point
-    game: Game                 # its game
-    answer: str                # the answer text, `answer_text(action)`
-    state: State|None = None   # the engine state at the decision point (kept for held-out points)
+
+    dp: DecisionPoint  # the decision point
+    game: Game  # its game
+    answer: str  # the answer text, `answer_text(action)`
+    state: State | None = None  # the engine state at the decision point (kept for held-out points)
 
 # %% ../nbs/10_tiny.ipynb #e8b4b8a8
-def play_sft_episodes(games:list, # the games
-                      data:dict, # the recipe's `data` section
-                      seed:int, # recipe seed
-                      policies:dict|None=None, # name -> policy; default: a `NoisyAgentPolicy` per agent of the mix
-                     )->list:
+def play_sft_episodes(
+    games: list,  # the games
+    data: dict,  # the recipe's `data` section
+    seed: int,  # recipe seed
+    policies: dict | None = None,  # name -> policy; default: a `NoisyAgentPolicy` per agent of the mix
+) -> list:
     "Play `episodes_per_game` episodes of every game with seats drawn from the agent mix; the finished episodes."
     specs = []
     for g in games:
@@ -141,83 +201,117 @@ def play_sft_episodes(games:list, # the games
     return co_step(specs, pols, width=64, progress=False)
 
 # %% ../nbs/10_tiny.ipynb #bde458d3
-def replay_points(ep, # a finished `fairneg.rollout.Episode`
-                  keep_state:bool=False, # keep a copy of the state at each point
-                 )->list[SFTPoint]:
+def replay_points(
+    ep,  # a finished `fairneg.rollout.Episode`
+    keep_state: bool = False,  # keep a copy of the state at each point
+) -> list[SFTPoint]:
     "Every legal turn of a finished episode as an `SFTPoint`, recovered by replaying its raw answers."
     s = spec_state(ep.spec)
     out = []
     for rec in ep.state.turns:
         if rec["legality"] == "ok":
-            out.append(SFTPoint(decision_point(s, rec["seat"]), ep.spec.game, rec["raw"], copy.deepcopy(s)
-                                if keep_state else None))
+            out.append(
+                SFTPoint(
+                    decision_point(s, rec["seat"]), ep.spec.game, rec["raw"], copy.deepcopy(s) if keep_state else None
+                )
+            )
         apply_action(s, rec["seat"], rec["raw"])
-    if s.result != ep.state.result: raise RuntimeError(f"replay of {ep.state.episode_id} diverged")
+    if s.result != ep.state.result:
+        raise RuntimeError(f"replay of {ep.state.episode_id} diverged")
     return out
 
 # %% ../nbs/10_tiny.ipynb #6dd88df4
-def prompt_messages(pt:SFTPoint, # a decision point
-                    history_window:int=8, # recent moves shown
-                    framing:str="table", # prompt framing
-                   )->list:
+def prompt_messages(
+    pt: SFTPoint,  # a decision point
+    history_window: int = 8,  # recent moves shown
+    framing: str = "table",  # prompt framing
+) -> list:
     "The chat messages (system, user) of a decision point, as the LLM chapter renders them."
     return render_prompt(pt.dp, framing, pt.game, history_window=history_window)
 
 # %% ../nbs/10_tiny.ipynb #375aa3b4
 _FP = {}
 
-def prompt_fingerprint()->str:
+
+def prompt_fingerprint() -> str:
     "Hash of the prompts and answers of fixed reference episodes of random legal moves (cached per process)."
     if "fp" not in _FP:
-        games = [generate_game(SFT_GAME_SEED - 1), generate_game(SFT_GAME_SEED - 2, info_mode="private"),
-                 ultimatum_game(), divide_dollar_game(3)]
+        games = [
+            generate_game(SFT_GAME_SEED - 1),
+            generate_game(SFT_GAME_SEED - 2, info_mode="private"),
+            ultimatum_game(),
+            divide_dollar_game(3),
+        ]
         h = hashlib.sha256()
         # random legal moves only: no agent's arithmetic, so the same in a pinned process and outside one
         rand = {a: NoisyAgentPolicy(a, noise=1.0) for a in _DATA["agents"]}
         for e in play_sft_episodes(games, _DATA, 0, rand):
-            for p in replay_points(e): h.update(json.dumps([prompt_messages(p), p.answer]).encode())
+            for p in replay_points(e):
+                h.update(json.dumps([prompt_messages(p), p.answer]).encode())
         _FP["fp"] = h.hexdigest()[:12]
     return _FP["fp"]
 
 # %% ../nbs/10_tiny.ipynb #c0bb39b9
-def tokenizer_corpus(points:list, # training points
-                     history_window:int=8, # as in the prompts
-                    )->list[str]:
+def tokenizer_corpus(
+    points: list,  # training points
+    history_window: int = 8,  # as in the prompts
+) -> list[str]:
     "Texts the BPE is trained on: each message as `role\\ncontent` and each answer."
     roles = ["system\n", "user\n", "assistant\n"]
-    return roles + [t for p in points for t in [f"{m['role']}\n{m['content']}"
-                                                for m in prompt_messages(p, history_window)] + [p.answer]]
+    return roles + [
+        t
+        for p in points
+        for t in [f"{m['role']}\n{m['content']}" for m in prompt_messages(p, history_window)] + [p.answer]
+    ]
 
 # %% ../nbs/10_tiny.ipynb #46b8db3d
-def sft_dataset(points:list, # training points
-                data:dict, # the recipe's `data` section (history window, framing, think mode mix)
-               ):
+def sft_dataset(
+    points: list,  # training points
+    data: dict,  # the recipe's `data` section (history window, framing, think mode mix)
+):
     "A prompt-completion conversational `datasets.Dataset` of the points."
     from datasets import Dataset
+
     te = data["think_every"]
-    return Dataset.from_list([dict(prompt=prompt_messages(p, data["history_window"], data["framing"]),
-                                   completion=[{"role": "assistant", "content": p.answer}],
-                                   chat_template_kwargs={"enable_thinking": bool(te) and i % te == te - 1})
-                              for i, p in enumerate(points)])
+    return Dataset.from_list(
+        [
+            dict(
+                prompt=prompt_messages(p, data["history_window"], data["framing"]),
+                completion=[{"role": "assistant", "content": p.answer}],
+                chat_template_kwargs={"enable_thinking": bool(te) and i % te == te - 1},
+            )
+            for i, p in enumerate(points)
+        ]
+    )
 
 # %% ../nbs/10_tiny.ipynb #6bc68fcd
 def _drop_right_pad_mask(module, args, kwargs):
     "Forward pre-hook: drop the attention mask of a right-padded batch (exact under causal attention)."
     m = kwargs.get("attention_mask")
-    if m is not None and m.dim() == 2 and bool((m[:, 1:] <= m[:, :-1]).all()): kwargs["attention_mask"] = None
+    if m is not None and m.dim() == 2 and bool((m[:, 1:] <= m[:, :-1]).all()):
+        kwargs["attention_mask"] = None
     return args, kwargs
 
 # %% ../nbs/10_tiny.ipynb #417c41a4
-def _bar_callback(total:int, progress:bool):
+def _bar_callback(total: int, progress: bool):
     from transformers import TrainerCallback
+
     class Bar(TrainerCallback):
         "A tqdm bar over training steps with the latest loss."
-        def on_train_begin(self, args, state, control, **kw): self.bar = tqdm(total=total, desc="SFT",
-                                                                              disable=not progress, leave=False)
-        def on_step_end(self, args, state, control, **kw): self.bar.update(1)
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.bar = tqdm(total=total, desc="SFT", disable=not progress, leave=False)
+
+        def on_step_end(self, args, state, control, **kw):
+            self.bar.update(1)
+
         def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "loss" in logs: self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}")
-        def on_train_end(self, args, state, control, **kw): self.bar.close()
+            if logs and "loss" in logs:
+                self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}")
+
+        def on_train_end(self, args, state, control, **kw):
+            self.bar.close()
+
     return Bar()
 
 # %% ../nbs/10_tiny.ipynb #def9940a
@@ -225,120 +319,167 @@ def _bar_callback(total:int, progress:bool):
 def _quiet_datasets():
     "Silence the `datasets` map progress bars inside the block."
     from datasets.utils import logging as dl
+
     on = dl.is_progress_bar_enabled()
     dl.disable_progress_bar()
-    try: yield
+    try:
+        yield
     finally:
-        if on: dl.enable_progress_bar()
+        if on:
+            dl.enable_progress_bar()
 
 # %% ../nbs/10_tiny.ipynb #fb59669b
-def native_bf16()->bool:
+def native_bf16() -> bool:
     "Does this CPU compute bf16 natively (AVX512-BF16 or AMX tiles)? Elsewhere bf16 autocast is emulated and slow."
     import torch
+
     return any(getattr(torch.cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 
 # %% ../nbs/10_tiny.ipynb #5d4238c3
-def train_sft(model, tok, # model and tokenizer
-              ds, # dataset from `sft_dataset`
-              train:dict, # the recipe's `train` section
-              seed:int=0, # data order and dropout seed
-              workdir=None, # scratch folder for the trainer (nothing is saved there)
-              progress:bool=True, # show a progress bar
-             )->list:
+def train_sft(
+    model,
+    tok,  # model and tokenizer
+    ds,  # dataset from `sft_dataset`
+    train: dict,  # the recipe's `train` section
+    seed: int = 0,  # data order and dropout seed
+    workdir=None,  # scratch folder for the trainer (nothing is saved there)
+    progress: bool = True,  # show a progress bar
+) -> list:
     "Train in place with TRL's `SFTTrainer`; return the log history (one entry per `logging_steps`)."
     from transformers import PrinterCallback, ProgressCallback
     from trl import SFTConfig, SFTTrainer
+
     if train["bf16"] and not native_bf16():
-        warnings.warn("bf16 training on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated "
-                      "and ~30x slower than float32")
-    names = {f.name for f in dataclasses.fields(SFTConfig)}      # transformers >= 5.2x renamed gradient_checkpointing
+        warnings.warn(
+            "bf16 training on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated and ~30x slower than float32"
+        )
+    names = {f.name for f in dataclasses.fields(SFTConfig)}  # transformers >= 5.2x renamed gradient_checkpointing
     ckpt = {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": False}
     with tempfile.TemporaryDirectory() as tmp:
-        args = SFTConfig(output_dir=str(workdir or tmp), per_device_train_batch_size=train["batch_size"],
-                         max_steps=train["steps"], learning_rate=train["learning_rate"], lr_scheduler_type="cosine",
-                         warmup_steps=train["warmup"], weight_decay=train["weight_decay"], bf16=train["bf16"],
-                         **ckpt, use_cpu=True, seed=seed, data_seed=seed,
-                         max_length=model.config.max_position_embeddings, completion_only_loss=True,
-                         train_sampling_strategy="group_by_length", logging_steps=train["logging_steps"],
-                         save_strategy="no", report_to="none", dataloader_num_workers=0, disable_tqdm=True)
+        args = SFTConfig(
+            output_dir=str(workdir or tmp),
+            per_device_train_batch_size=train["batch_size"],
+            max_steps=train["steps"],
+            learning_rate=train["learning_rate"],
+            lr_scheduler_type="cosine",
+            warmup_steps=train["warmup"],
+            weight_decay=train["weight_decay"],
+            bf16=train["bf16"],
+            **ckpt,
+            use_cpu=True,
+            seed=seed,
+            data_seed=seed,
+            max_length=model.config.max_position_embeddings,
+            completion_only_loss=True,
+            train_sampling_strategy="group_by_length",
+            logging_steps=train["logging_steps"],
+            save_strategy="no",
+            report_to="none",
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+        )
         with _quiet_datasets():
             tr = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
-        for cb in (PrinterCallback, ProgressCallback): tr.remove_callback(cb)
+        for cb in (PrinterCallback, ProgressCallback):
+            tr.remove_callback(cb)
         tr.add_callback(_bar_callback(train["steps"], progress))
         hook = model.register_forward_pre_hook(_drop_right_pad_mask, with_kwargs=True)
-        try: tr.train()
-        finally: hook.remove()
+        try:
+            tr.train()
+        finally:
+            hook.remove()
     model.eval()
     return tr.state.log_history
 
 # %% ../nbs/10_tiny.ipynb #00069f47
-def generate_answers(model, tok, # model and tokenizer
-                     points:list, # decision points
-                     data:dict, # the recipe's `data` section (history window, framing)
-                     sample:bool=False, # sample at temperature 1 instead of greedy decoding
-                     seed:int=0, # sampling seed
-                     max_new_tokens:int=64, # generation cap (answers are ≈5–15 tokens)
-                     batch_size:int=32, # prompts per `generate` call
-                    )->list[str]:
+def generate_answers(
+    model,
+    tok,  # model and tokenizer
+    points: list,  # decision points
+    data: dict,  # the recipe's `data` section (history window, framing)
+    sample: bool = False,  # sample at temperature 1 instead of greedy decoding
+    seed: int = 0,  # sampling seed
+    max_new_tokens: int = 64,  # generation cap (answers are ≈5–15 tokens)
+    batch_size: int = 32,  # prompts per `generate` call
+) -> list[str]:
     "The model's answer text at each decision point."
     import torch
+
     model.eval()
     out = []
     torch.manual_seed(seed)
     kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else dict(do_sample=False)
     for i in range(0, len(points), batch_size):
-        prompts = [tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]), tokenize=False,
-                                           add_generation_prompt=True, enable_thinking=False)
-                   for p in points[i:i + batch_size]]
+        prompts = [
+            tok.apply_chat_template(
+                prompt_messages(p, data["history_window"], data["framing"]),
+                tokenize=False,
+                add_generation_prompt=True,
+                enable_thinking=False,
+            )
+            for p in points[i : i + batch_size]
+        ]
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        with torch.no_grad(): g = model.generate(**enc, max_new_tokens=max_new_tokens, **kw)
-        out += tok.batch_decode(g[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        with torch.no_grad():
+            g = model.generate(**enc, max_new_tokens=max_new_tokens, **kw)
+        out += tok.batch_decode(g[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     return out
 
 # %% ../nbs/10_tiny.ipynb #8504456d
-def answer_rates(points:list, # held-out points (with their states)
-                 texts:list, # the model's answers
-                )->dict:
+def answer_rates(
+    points: list,  # held-out points (with their states)
+    texts: list,  # the model's answers
+) -> dict:
     "Parse, legal, fabrication and illegal rates of answers at their decision points."
     lg = []
     for p, t in zip(points, texts):
         a = parse_action(t)["action"]
         lg.append("parse_error" if a is None else check_action(p.state, p.dp.seat, a)[0])
     c, n = collections.Counter(lg), max(len(lg), 1)
-    return dict(n=len(lg), parse=1 - c["parse_error"] / n, legal=c["ok"] / n, fabrication=c["fabrication"] / n,
-                illegal=c["illegal"] / n)
+    return dict(
+        n=len(lg),
+        parse=1 - c["parse_error"] / n,
+        legal=c["ok"] / n,
+        fabrication=c["fabrication"] / n,
+        illegal=c["illegal"] / n,
+    )
 
 # %% ../nbs/10_tiny.ipynb #2340f214
-def _versions()->dict:
+def _versions() -> dict:
     import importlib.metadata as md
+
     return {p: md.version(p) for p in ("torch", "transformers", "trl", "tokenizers", "datasets")}
 
 # %% ../nbs/10_tiny.ipynb #affad93c
-def _collect(data:dict, seed:int, n:int, first:int, keep_state:bool)->tuple:
+def _collect(data: dict, seed: int, n: int, first: int, keep_state: bool) -> tuple:
     pols = {a: NoisyAgentPolicy(a, data["noise"], seed) for a in data["agents"]}
     eps = play_sft_episodes(sft_games(data, seed, n, first), data, seed, pols)
     return [p for e in eps for p in replay_points(e, keep_state)], sum(p.agent_errors for p in pols.values())
 
 # %% ../nbs/10_tiny.ipynb #07b672b5
-def points_sha256(points:list, # decision points
-                  data:dict, # the recipe's `data` section (history window, framing)
-                 )->str:
+def points_sha256(
+    points: list,  # decision points
+    data: dict,  # the recipe's `data` section (history window, framing)
+) -> str:
     "sha256 of decision points as the model reads them: each prompt's messages and its answer, in order."
     h = hashlib.sha256()
-    for p in points: h.update(json.dumps([prompt_messages(p, data["history_window"], data["framing"]),
-                                          p.answer]).encode())
+    for p in points:
+        h.update(json.dumps([prompt_messages(p, data["history_window"], data["framing"]), p.answer]).encode())
     return h.hexdigest()
 
 # %% ../nbs/10_tiny.ipynb #e873277d
-def tokenizer_sha256(tok)->str:
+def tokenizer_sha256(tok) -> str:
     "sha256 of a fast tokenizer's `tokenizer.json` (vocabulary, merges, normalizer, ...), not its padding state."
     d = json.loads(tok.backend_tokenizer.to_str())
-    for k in ("padding", "truncation"): d.pop(k, None)   # set by the last call that padded or truncated, not trained
+    for k in ("padding", "truncation"):
+        d.pop(k, None)  # set by the last call that padded or truncated, not trained
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
-def state_sha256(model)->str:
+
+def state_sha256(model) -> str:
     "sha256 of a model's weights: every tensor of its state dict, by name, as float32 bytes."
     import torch
+
     h = hashlib.sha256()
     for k, v in sorted(model.state_dict().items()):
         h.update(k.encode())
@@ -346,36 +487,53 @@ def state_sha256(model)->str:
     return h.hexdigest()
 
 # %% ../nbs/10_tiny.ipynb #a09e362b
-def _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled,
-                  times, stages:dict)->dict:
+def _build_report(
+    size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist, greedy, sampled, times, stages: dict
+) -> dict:
     "The build report: recipe, sizes, data, prompt lengths, losses, answer rates, timings, stage hashes, provenance."
     tr = rec["train"]
-    return dict(size=size, seed=seed, recipe_hash=recipe_hash(rec), n_params=n_params(model),
-                vocab_size=len(tok), model_vocab_size=model.config.vocab_size,
-                layers=rec["model"]["num_hidden_layers"], hidden=rec["model"]["hidden_size"],
-                n_train_pool=len(pool), n_train=len(train_pts), n_eval=len(held),
-                agent_errors=agent_errors, answer_counts=dict(collections.Counter(
-                    json.loads(p.answer)["action"]["atype"] for p in train_pts)),
-                prompt_tokens=dict(mean=float(np.mean(lens)), max=int(max(lens))),
-                loss=[[h["step"], round(float(h["loss"]), 4)] for h in hist if "loss" in h],
-                final_loss=next((round(float(h["train_loss"]), 4) for h in hist if "train_loss" in h), None),
-                greedy=greedy, sampled=sampled, parse_rate=greedy["parse"],
-                seconds={k: round(v, 1) for k, v in times.items()}, threads=tr["threads"], versions=_versions(),
-                weights_sha256=stages["weights"], stage_sha256=dict(stages), provenance=provenance())
+    return dict(
+        size=size,
+        seed=seed,
+        recipe_hash=recipe_hash(rec),
+        n_params=n_params(model),
+        vocab_size=len(tok),
+        model_vocab_size=model.config.vocab_size,
+        layers=rec["model"]["num_hidden_layers"],
+        hidden=rec["model"]["hidden_size"],
+        n_train_pool=len(pool),
+        n_train=len(train_pts),
+        n_eval=len(held),
+        agent_errors=agent_errors,
+        answer_counts=dict(collections.Counter(json.loads(p.answer)["action"]["atype"] for p in train_pts)),
+        prompt_tokens=dict(mean=float(np.mean(lens)), max=int(max(lens))),
+        loss=[[h["step"], round(float(h["loss"]), 4)] for h in hist if "loss" in h],
+        final_loss=next((round(float(h["train_loss"]), 4) for h in hist if "train_loss" in h), None),
+        greedy=greedy,
+        sampled=sampled,
+        parse_rate=greedy["parse"],
+        seconds={k: round(v, 1) for k, v in times.items()},
+        threads=tr["threads"],
+        versions=_versions(),
+        weights_sha256=stages["weights"],
+        stage_sha256=dict(stages),
+        provenance=provenance(),
+    )
 
 # %% ../nbs/10_tiny.ipynb #44852bef
-def _install(tmp:Path, out:Path)->None:
+def _install(tmp: Path, out: Path) -> None:
     "Move a finished build folder into place atomically (an existing `out` is replaced, never half-written)."
     if out.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
         os.replace(out, old / "x")
         os.replace(tmp, out)
         shutil.rmtree(old, ignore_errors=True)
-    else: os.replace(tmp, out)
+    else:
+        os.replace(tmp, out)
 
 # %% ../nbs/10_tiny.ipynb #ec757af2
 @contextlib.contextmanager
-def _stage(bar, times:dict, name:str):
+def _stage(bar, times: dict, name: str):
     "Show a build stage on the progress bar; when it ends, record its seconds in `times[name]` and tick the bar."
     bar.set_postfix_str(name)
     t = time.perf_counter()
@@ -384,26 +542,37 @@ def _stage(bar, times:dict, name:str):
     bar.update()
 
 # %% ../nbs/10_tiny.ipynb #bb84ffa1
-def _tiny_data(rec:dict, seed:int)->tuple:
+def _tiny_data(rec: dict, seed: int) -> tuple:
     "The recipe's decision points: `(train pool, train points, held-out points, agent errors)`, each in seeded order."
     data, tr = rec["data"], rec["train"]
     pool, err_train = _collect(data, seed, data["n_games"], 0, False)
     held, err_held = _collect(data, seed, data["n_heldout_games"], data["n_games"], True)
     random.Random(f"order:{seed}").shuffle(pool)
     random.Random(f"eval:{seed}").shuffle(held)
-    return pool, pool[:tr["steps"] * tr["batch_size"]], held[:data["n_eval"]], err_train + err_held
+    return pool, pool[: tr["steps"] * tr["batch_size"]], held[: data["n_eval"]], err_train + err_held
 
 # %% ../nbs/10_tiny.ipynb #06e847a9
-def _prompt_lengths(tok, points:list, data:dict)->list:
+def _prompt_lengths(tok, points: list, data: dict) -> list:
     "Each training point's prompt length in tokens, as the model reads it."
-    return [len(tok.apply_chat_template(prompt_messages(p, data["history_window"], data["framing"]),
-                                        add_generation_prompt=True, enable_thinking=False)["input_ids"])
-            for p in points]
+    return [
+        len(
+            tok.apply_chat_template(
+                prompt_messages(p, data["history_window"], data["framing"]),
+                add_generation_prompt=True,
+                enable_thinking=False,
+            )["input_ids"]
+        )
+        for p in points
+    ]
 
 # %% ../nbs/10_tiny.ipynb #936d2239
-def _save_build(out:Path, model, tok, rec:dict,
-                report_for, # a callable: the build report, given the weights' sha256
-                )->dict:
+def _save_build(
+    out: Path,
+    model,
+    tok,
+    rec: dict,
+    report_for,  # a callable: the build report, given the weights' sha256
+) -> dict:
     "Save model, tokenizer, recipe and build report in a private folder, then install it as `out`; return the report."
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -411,7 +580,7 @@ def _save_build(out:Path, model, tok, rec:dict,
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         tmp.chmod(0o755)
-        [f.chmod(0o644) for f in tmp.iterdir()]   # mkdtemp makes the folder private
+        [f.chmod(0o644) for f in tmp.iterdir()]  # mkdtemp makes the folder private
         report = report_for(file_sha256(tmp / "model.safetensors"))
         (tmp / "recipe.json").write_text(json.dumps({**rec, "hash": recipe_hash(rec)}, indent=1))
         (tmp / "build_report.json").write_text(json.dumps(report, indent=1))
@@ -422,9 +591,10 @@ def _save_build(out:Path, model, tok, rec:dict,
     return report
 
 # %% ../nbs/10_tiny.ipynb #5d674d61
-def _build_here(out:Path, size:str, seed:int, progress:bool)->dict:
+def _build_here(out: Path, size: str, seed: int, progress: bool) -> dict:
     "Build a tiny model from its recipe into `out` in this process; return the build report."
     import torch
+
     rec = tiny_recipe(size, seed)
     data, tr = rec["data"], rec["train"]
     times, t0, c0, sha = {}, time.perf_counter(), time.process_time(), {}
@@ -432,7 +602,8 @@ def _build_here(out:Path, size:str, seed:int, progress:bool)->dict:
     torch.set_num_threads(tr["threads"])
     stages = tqdm(total=5, desc=f"tiny {size}", disable=not progress)
     try:
-        with _stage(stages, times, "data"): pool, train_pts, held, agent_errors = _tiny_data(rec, seed)
+        with _stage(stages, times, "data"):
+            pool, train_pts, held, agent_errors = _tiny_data(rec, seed)
         sha["data"] = points_sha256(train_pts + held, data)
         with _stage(stages, times, "tokenizer"):
             tok = train_tokenizer(tokenizer_corpus(pool, data["history_window"]), **rec["tokenizer"])
@@ -446,10 +617,27 @@ def _build_here(out:Path, size:str, seed:int, progress:bool)->dict:
             sampled = answer_rates(held, generate_answers(model, tok, held, data, sample=True, seed=seed))
         stages.set_postfix_str("save")
         lens = _prompt_lengths(tok, train_pts, data)
+
         def report_for(weights):
             times["total"], times["cpu"] = time.perf_counter() - t0, time.process_time() - c0
-            return _build_report(size, seed, rec, model, tok, pool, train_pts, held, agent_errors, lens, hist,
-                                 greedy, sampled, times, {**sha, "weights": weights})
+            return _build_report(
+                size,
+                seed,
+                rec,
+                model,
+                tok,
+                pool,
+                train_pts,
+                held,
+                agent_errors,
+                lens,
+                hist,
+                greedy,
+                sampled,
+                times,
+                {**sha, "weights": weights},
+            )
+
         report = _save_build(out, model, tok, rec, report_for)
         stages.update()
     finally:
@@ -458,47 +646,67 @@ def _build_here(out:Path, size:str, seed:int, progress:bool)->dict:
     return report
 
 # %% ../nbs/10_tiny.ipynb #a941e93b
-def _build_pinned(out:Path, size:str, seed:int, progress:bool)->dict:
+def _build_pinned(out: Path, size: str, seed: int, progress: bool) -> dict:
     "Build in a pinned child process (`fairneg model build-tiny`); return its build report."
-    cmd = [sys.executable, "-m", "fairneg.cli", "model", "build-tiny", "--out", str(out), "--size", size,
-           "--seed", str(seed), "--overwrite", "--progress" if progress else "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairneg.cli",
+        "model",
+        "build-tiny",
+        "--out",
+        str(out),
+        "--size",
+        size,
+        "--seed",
+        str(seed),
+        "--overwrite",
+        "--progress" if progress else "--no-progress",
+    ]
     r = run_pinned(cmd, stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"the pinned build of {out} failed (exit {r.returncode}): "
-                           + ((r.stderr or "").strip()[-2000:] or "see its output above"))
+        raise RuntimeError(
+            f"the pinned build of {out} failed (exit {r.returncode}): "
+            + ((r.stderr or "").strip()[-2000:] or "see its output above")
+        )
     return build_report(out)
 
 # %% ../nbs/10_tiny.ipynb #6b3ed190
-def build_tiny(out, # the folder to write
-               size:str="pilot", # `pilot` or `test`
-               seed:int=0, # recipe seed
-               progress:bool=True, # progress bars
-               overwrite:bool=False, # replace an existing `out`
-              )->dict:
+def build_tiny(
+    out,  # the folder to write
+    size: str = "pilot",  # `pilot` or `test`
+    seed: int = 0,  # recipe seed
+    progress: bool = True,  # progress bars
+    overwrite: bool = False,  # replace an existing `out`
+) -> dict:
     "Build a tiny model from its recipe into `out`, under the pinned numerics; return the build report."
     out = Path(out)
-    if size not in SIZES: raise ValueError(f"unknown size `{size}` (known: {', '.join(SIZES)})")
-    if out.exists() and not out.is_dir(): raise FileExistsError(f"{out}: is a file, not a folder")
+    if size not in SIZES:
+        raise ValueError(f"unknown size `{size}` (known: {', '.join(SIZES)})")
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out}: is a file, not a folder")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
-    if numerics_mode() == "pinned" and not is_pinned(): return _build_pinned(out, size, seed, progress)
+    if numerics_mode() == "pinned" and not is_pinned():
+        return _build_pinned(out, size, seed, progress)
     return _build_here(out, size, seed, progress)
 
 # %% ../nbs/10_tiny.ipynb #9668e108
 # the embedded models' policy names -> their sizes (`tiny_path(size)`)
 EMBEDDED = {"tiny": "pilot", "tiny-test": "test"}
 
-def cache_dir()->Path:
+
+def cache_dir() -> Path:
     "The folder cached tiny models live in: `$FAIRNEG_CACHE/tiny`, default `~/.cache/fairneg/tiny`."
     return cache_root() / "tiny"
 
 # %% ../nbs/10_tiny.ipynb #d71958e6
-def tiny_folder(size:str="pilot", seed:int=0)->Path:
+def tiny_folder(size: str = "pilot", seed: int = 0) -> Path:
     "Where the cached model of a recipe lives (built or not)."
     return cache_dir() / f"{size}-s{seed}-{recipe_hash(tiny_recipe(size, seed))}"
 
 # %% ../nbs/10_tiny.ipynb #08a549ab
-PINNED_BUILDS = {   # `tiny_folder(size, seed).name` -> the stage hashes of its pinned build (`stage_sha256`)
+PINNED_BUILDS = {  # `tiny_folder(size, seed).name` -> the stage hashes of its pinned build (`stage_sha256`)
     "test-s0-222c1362a3ae": dict(
         data="2418e761a9851830ebeab9bf060eaf55d7a678922d869ff8081cdac923876448",
         tokenizer="0cdb31c29e17885961d4119f719daf25d495bf942661853f00071232959038d1",
@@ -513,32 +721,35 @@ PINNED_BUILDS = {   # `tiny_folder(size, seed).name` -> the stage hashes of its 
     ),
 }
 
-def pinned_build(size:str="pilot", seed:int=0)->dict|None:
+
+def pinned_build(size: str = "pilot", seed: int = 0) -> dict | None:
     "The stage hashes of the pinned build of a recipe, or None for a recipe the project does not pin."
     return PINNED_BUILDS.get(tiny_folder(size, seed).name)
 
 # %% ../nbs/10_tiny.ipynb #b128b13c
-def embedded_pin(spec:str)->dict|None:
+def embedded_pin(spec: str) -> dict | None:
     "The pinned build of an embedded model's name (`tiny`, `tiny-test`: seed 0), or None for any other model."
     return pinned_build(EMBEDDED[spec]) if spec in EMBEDDED else None
 
 # %% ../nbs/10_tiny.ipynb #c4a8f5e1
-def build_differences(report:dict, # a build report
-                      pinned:dict, # the pinned build's stage hashes
-                     )->list[str]:
+def build_differences(
+    report: dict,  # a build report
+    pinned: dict,  # the pinned build's stage hashes
+) -> list[str]:
     "The stages whose hash differs from the pinned build's, in build order: `data: 1a2b3c… here, 4d5e6f… pinned`."
     st = report.get("stage_sha256") or {"weights": report.get("weights_sha256")}
     return [f"{k}: {str(st.get(k))[:12]}… here, {v[:12]}… pinned" for k, v in pinned.items() if st.get(k) != v]
 
 # %% ../nbs/10_tiny.ipynb #32051942
-def shipped_folder(size:str="pilot", seed:int=0)->Path|None:
+def shipped_folder(size: str = "pilot", seed: int = 0) -> Path | None:
     "The pinned build of a recipe shipped in the package, or None (only recipes of `PINNED_BUILDS` are shipped)."
     import importlib.resources
+
     d = Path(str(importlib.resources.files("fairneg"))) / "data" / "tiny" / tiny_folder(size, seed).name
     return d if pinned_build(size, seed) and (d / "build_report.json").is_file() else None
 
 # %% ../nbs/10_tiny.ipynb #02eaa5c7
-def _install_shipped(src:Path, out:Path, pinned:dict)->None:
+def _install_shipped(src: Path, out: Path, pinned: dict) -> None:
     "Copy a shipped build into `out` (atomically), refusing weights that are not the pinned build's."
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -552,41 +763,53 @@ def _install_shipped(src:Path, out:Path, pinned:dict)->None:
         raise
 
 # %% ../nbs/10_tiny.ipynb #bd0eaf8f
-def tiny_path(size:str="pilot", # `pilot` or `test`
-              seed:int=0, # recipe seed
-              progress:bool=True, # progress bars while building
-             )->Path:
+def tiny_path(
+    size: str = "pilot",  # `pilot` or `test`
+    seed: int = 0,  # recipe seed
+    progress: bool = True,  # progress bars while building
+) -> Path:
     "The cached tiny model folder of a recipe: installed from the package when shipped, else built (once, under a lock)."
     from filelock import FileLock
+
     d = tiny_folder(size, seed)
-    if (d / "build_report.json").exists(): return d
+    if (d / "build_report.json").exists():
+        return d
     d.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(d) + ".lock"):
         if not (d / "build_report.json").exists():
             src = shipped_folder(size, seed)
-            if src is not None: _install_shipped(src, d, pinned_build(size, seed))
-            else: build_tiny(d, size, seed, progress=progress, overwrite=True)
+            if src is not None:
+                _install_shipped(src, d, pinned_build(size, seed))
+            else:
+                build_tiny(d, size, seed, progress=progress, overwrite=True)
     return d
 
 # %% ../nbs/10_tiny.ipynb #5fe2f93d
-def build_report(path)->dict:
+def build_report(path) -> dict:
     "The `build_report.json` of a tiny model folder (`weights_sha256` read off the weights when a build predates it)."
     r = read_json(Path(path) / "build_report.json")
     return r if r.get("weights_sha256") else {**r, "weights_sha256": file_sha256(Path(path) / "model.safetensors")}
 
 # %% ../nbs/10_tiny.ipynb #4ee6046c
-def pinned_text(report:dict, # a build report
-                pinned:dict|None, # the pinned build's stage hashes (None: the recipe is not pinned)
-               )->str:
+def pinned_text(
+    report: dict,  # a build report
+    pinned: dict | None,  # the pinned build's stage hashes (None: the recipe is not pinned)
+) -> str:
     "One line: a build's weights sha256 and whether they are the pinned build's (else the stages that differ)."
     w = f"weights sha256 {str(report.get('weights_sha256'))[:12]}…"
-    if pinned is None: return f"{w}: no pinned build of this recipe to compare with"
+    if pinned is None:
+        return f"{w}: no pinned build of this recipe to compare with"
     diff = build_differences(report, pinned)
     return f"{w}: the pinned build's" if not diff else f"{w}: NOT the pinned build's ({'; '.join(diff)})"
 
 # %% ../nbs/10_tiny.ipynb #e08955b7
-app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
-    "Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.")
+app = typer.Typer(
+    cls=CliGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.",
+)
+
 
 @app.callback()
 def model_group():
@@ -594,22 +817,31 @@ def model_group():
 
 # %% ../nbs/10_tiny.ipynb #2913763d
 @app.command("build-tiny")
-def build_tiny_cmd(out:Annotated[Path|None,
-                                 typer.Option(help="Folder to write (default: the cache folder of the recipe).")]=None,
-                   size:Annotated[str, typer.Option(help="Model size: pilot or test.")]="pilot",
-                   seed:Annotated[int, typer.Option(help="Recipe seed.")]=0,
-                   overwrite:Annotated[bool, typer.Option(help="Replace an existing --out folder.")]=False,
-                   progress:Annotated[bool, typer.Option(help="Show progress bars.")]=True):
+def build_tiny_cmd(
+    out: Annotated[Path | None, typer.Option(help="Folder to write (default: the cache folder of the recipe).")] = None,
+    size: Annotated[str, typer.Option(help="Model size: pilot or test.")] = "pilot",
+    seed: Annotated[int, typer.Option(help="Recipe seed.")] = 0,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+):
     "Build the tiny model (tokenizer, Qwen3 model, supervised warm start) pinned; print its report and its check."
     if size not in SIZES:
         raise typer.BadParameter(f"unknown size `{size}` (known: {', '.join(SIZES)})", param_hint="--size")
-    if out is None: out = tiny_path(size, seed, progress=progress)
+    if out is None:
+        out = tiny_path(size, seed, progress=progress)
     else:
-        try: build_tiny(out, size, seed, progress=progress, overwrite=overwrite)
-        except FileExistsError as e: typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+        try:
+            build_tiny(out, size, seed, progress=progress, overwrite=overwrite)
+        except FileExistsError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
     r = build_report(out)
-    typer.echo(f"{out}: {size}, {r['n_params']:,} parameters, vocabulary {r['vocab_size']}, "
-               f"{r['n_train']} SFT examples, built in {r['seconds']['total']:.0f} s")
-    typer.echo(f"held-out parse rate {r['greedy']['parse']:.2f} (sampled {r['sampled']['parse']:.2f}), "
-               f"legal {r['greedy']['legal']:.2f} (sampled {r['sampled']['legal']:.2f})")
+    typer.echo(
+        f"{out}: {size}, {r['n_params']:,} parameters, vocabulary {r['vocab_size']}, "
+        f"{r['n_train']} SFT examples, built in {r['seconds']['total']:.0f} s"
+    )
+    typer.echo(
+        f"held-out parse rate {r['greedy']['parse']:.2f} (sampled {r['sampled']['parse']:.2f}), "
+        f"legal {r['greedy']['legal']:.2f} (sampled {r['sampled']['legal']:.2f})"
+    )
     typer.echo(pinned_text(r, pinned_build(size, seed)))

@@ -1,7 +1,7 @@
 """The locked environment (fairneg.lockfile): the venv `make` built is exactly locks/cpu.txt, both locks satisfy what
 pyproject.toml asks for, every pin carries its hashes, and `make` installs the lock (not pyproject's ranges)."""
+
 import re, subprocess, sys, tomllib
-from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
@@ -18,8 +18,14 @@ def requirements(extras, python):
     "pyproject's requirements of the base install and these extras that apply on Linux x86-64 under this Python."
     reqs = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
     reqs += [Requirement(r) for e in extras for r in PYPROJECT["project"]["optional-dependencies"][e]]
-    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-           "platform_machine": "x86_64", "platform_system": "Linux", "extra": ""}
+    env = {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_machine": "x86_64",
+        "platform_system": "Linux",
+        "extra": "",
+    }
     return [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
 
 
@@ -36,8 +42,11 @@ def test_lock_satisfies_pyproject(lock):
     pins = read_lock(ROOT / lock)
     extras, python = LOCKED[lock]
     missing = [str(r) for r in requirements(extras, python) if normalize(r.name) not in pins]
-    outside = [f"{r} (locked {pins[normalize(r.name)]})" for r in requirements(extras, python)
-               if normalize(r.name) in pins and not r.specifier.contains(pins[normalize(r.name)], prereleases=True)]
+    outside = [
+        f"{r} (locked {pins[normalize(r.name)]})"
+        for r in requirements(extras, python)
+        if normalize(r.name) in pins and not r.specifier.contains(pins[normalize(r.name)], prereleases=True)
+    ]
     assert not missing and not outside, (missing, outside)
 
 
@@ -55,7 +64,7 @@ def test_cpu_lock_pins_the_cpu_torch_and_uv():
     "The CPU lock's torch is the CPU build (a plain torch would be a CUDA build) and it pins the uv that installs it."
     pins = read_lock(ROOT / "locks/cpu.txt")
     assert pins["torch"].endswith("+cpu") and "uv" in pins
-    assert "torchvision" not in pins and "torchaudio" not in pins      # left out: they break beside the CPU torch
+    assert "torchvision" not in pins and "torchaudio" not in pins  # left out: they break beside the CPU torch
 
 
 def test_venv_is_the_lock():
@@ -70,7 +79,7 @@ def test_make_installs_the_lock(tmp_path):
     r = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert re.search(r"uv pip sync .*locks/cpu\.txt", r.stdout) and "--no-deps -e ." in r.stdout, r.stdout
-    assert not re.search(r"pip install .*\.\[", r.stdout)                # no install of pyproject's extras
+    assert not re.search(r"pip install .*\.\[", r.stdout)  # no install of pyproject's extras
 
 
 def test_check_command_names_the_drift(tmp_path):

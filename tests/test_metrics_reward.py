@@ -1,4 +1,5 @@
 """The exported `fairneg.metrics` and `fairneg.reward` modules (the notebooks test their own cells; this checks the package)."""
+
 import math
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ L = math.log(0.01)
 
 
 def test_ultimatum_boundary_extraction():
-    ug = ultimatum_game(); geo = solve(ug)
+    ug = ultimatum_game()
+    geo = solve(ug)
     m = episode_metrics(ug, dict(deal=(10,), walk=False, unanimous=True), geo)
     assert (m["deal"], m["below_threshold"], m["max_share"], m["nnw"]) == (True, False, 1.0, 0.0)
     assert m["gini"] == pytest.approx(0.5) and m["dist_nbs"] == pytest.approx(0.5)
@@ -20,7 +22,8 @@ def test_ultimatum_boundary_extraction():
 
 
 def test_generated_game_at_nbs():
-    g = generate_game(40000); geo = solve(g)
+    g = generate_game(40000)
+    geo = solve(g)
     m = episode_metrics(g, dict(deal=tuple(int(o) for o in geo.deals[geo.nbs])), geo)
     assert m["nnw_rel"] == 1.0 and m["dist_nbs"] == 0.0
     s = summarize_metrics([m, episode_metrics(g, dict(deal=None, walk=True), geo)])

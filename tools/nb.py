@@ -6,11 +6,15 @@
 
 The notebook stays the source of truth; the percent text is a scratch editing view, never committed.
 """
+
 import sys, subprocess
 from pathlib import Path
 import jupytext, nbformat
 
-def topy(nb_path): print(jupytext.writes(jupytext.read(nb_path), fmt="py:percent"))
+
+def topy(nb_path):
+    print(jupytext.writes(jupytext.read(nb_path), fmt="py:percent"))
+
 
 def tonb(py_path, nb_path):
     nb = jupytext.read(py_path, fmt="py:percent")
@@ -19,13 +23,30 @@ def tonb(py_path, nb_path):
         c.metadata = {k: v for k, v in c.metadata.items() if k == "tags"}
     nbformat.write(nb, nb_path)
 
+
 def run(*nbs):
     "Execute each notebook in place under the pinned numerics (its outputs are then the same on every machine)."
     for p in nbs:
-        subprocess.run([sys.executable, "-m", "fairneg.numerics", sys.executable, "-m", "jupyter", "nbconvert",
-                        "--to", "notebook", "--execute", "--inplace", "--ExecutePreprocessor.timeout=900", p],
-                       check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairneg.numerics",
+                sys.executable,
+                "-m",
+                "jupyter",
+                "nbconvert",
+                "--to",
+                "notebook",
+                "--execute",
+                "--inplace",
+                "--ExecutePreprocessor.timeout=900",
+                p,
+            ],
+            check=True,
+        )
         subprocess.run([str(Path(sys.executable).parent / "nbdev-clean"), "--fname", p], check=True)
+
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]

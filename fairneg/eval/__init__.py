@@ -14,5 +14,9 @@ from .ladder import *
 from .validity import *
 from .commands import *
 import sys as _sys
-__all__ = [n for _m in ('cells', 'launch', 'contrasts', 'gates', 'ladder', 'validity', 'commands')
-           for n in _sys.modules[f"fairneg.eval.{_m}"].__all__]   # every part's public names
+
+__all__ = [
+    n
+    for _m in ("cells", "launch", "contrasts", "gates", "ladder", "validity", "commands")
+    for n in _sys.modules[f"fairneg.eval.{_m}"].__all__
+]  # every part's public names

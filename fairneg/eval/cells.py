@@ -13,8 +13,8 @@ from typing import Callable, Iterable
 from ..commands import user_error
 from ..bank import LLMDEL_ALIAS, SAFE_ID, bank_games
 from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read_json
-from ..rollout import (EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version,
-                             write_cell_tables)
+from ..rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version
+from ..rollout import write_cell_tables
 from ..protocol import game_sha
 from ..rollout import games_content
 from ..settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings
@@ -41,7 +41,8 @@ class PairingError(EvalError):
 class PreregError(EvalError):
     "A preregistration that cannot be used, with the file and the problem in its message."
 
-user_error(EvalError)   # the commands print these as one line, exit 2
+
+user_error(EvalError)  # the commands print these as one line, exit 2
 
 # %% ../../nbs/13_eval_cells.ipynb #84e92697
 CONDITIONS = {
@@ -55,56 +56,67 @@ CONDITIONS = {
 }
 NEEDS_BANK = ("primary", "framing", "rational_guard")
 
-def crossgame_games(n:int=9, # how many games (a verdict needs MIN_GAMES = 8: three of each size)
-                    first_seed:int=42000, # seed of the first game
-                    sizes=(4, 5, 7), # table sizes, cycled
-                    )->list[Game]:
+
+def crossgame_games(
+    n: int = 9,  # how many games (a verdict needs MIN_GAMES = 8: three of each size)
+    first_seed: int = 42000,  # seed of the first game
+    sizes=(4, 5, 7),  # table sizes, cycled
+) -> list[Game]:
     "Generated games of other table sizes than the six-party training family, named `gen<n>p-<seed>`."
-    return [replace(g, name=f"gen{g.n}p-{first_seed + i}")
-            for i in range(n) for g in [generate_game(first_seed + i, n_parties=sizes[i % len(sizes)])]]
+    return [
+        replace(g, name=f"gen{g.n}p-{first_seed + i}")
+        for i in range(n)
+        for g in [generate_game(first_seed + i, n_parties=sizes[i % len(sizes)])]
+    ]
 
 # %% ../../nbs/13_eval_cells.ipynb #b865f7a7
-def check_condition(condition:str)->str:
+def check_condition(condition: str) -> str:
     "The condition, or an `EvalError` listing the known ones."
-    if condition not in CONDITIONS: raise EvalError(f"unknown condition `{condition}` (known: {', '.join(CONDITIONS)})")
+    if condition not in CONDITIONS:
+        raise EvalError(f"unknown condition `{condition}` (known: {', '.join(CONDITIONS)})")
     return condition
 
 # %% ../../nbs/13_eval_cells.ipynb #cd5a87de
-def condition_games(condition:str, # one of CONDITIONS
-                    bank=None, # the held-out bank (primary, framing, rational_guard)
-                    crossgame_bank=None, # games for `crossgame` (default: `crossgame_games()`)
-                    )->list[Game]:
+def condition_games(
+    condition: str,  # one of CONDITIONS
+    bank=None,  # the held-out bank (primary, framing, rational_guard)
+    crossgame_bank=None,  # games for `crossgame` (default: `crossgame_games()`)
+) -> list[Game]:
     "The games a condition plays."
     check_condition(condition)
     if condition in NEEDS_BANK:
         if bank is None:
-            raise EvalError(f"condition `{condition}` plays the held-out bank: "
-                            "pass --bank (a bank made by `fairneg bank eval`)")
+            raise EvalError(
+                f"condition `{condition}` plays the held-out bank: pass --bank (a bank made by `fairneg bank eval`)"
+            )
         return bank_games(bank)
-    if condition == "comparability": return bank_games(LLMDEL_ALIAS)
-    if condition == "crossgame": return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()
+    if condition == "comparability":
+        return bank_games(LLMDEL_ALIAS)
+    if condition == "crossgame":
+        return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()
     return [ultimatum_game()] if condition == "ultimatum" else [divide_dollar_game(2)]
 
 # %% ../../nbs/13_eval_cells.ipynb #d0acc905
 # condition -> the settings it changes on purpose (SPEC §7, Same game: every other setting is the one trained under)
 PROBES = {"framing": {"framing": "prose"}}
-_PLAY = tuple(f.name for f in fields(PlaySettings))    # the play settings, in `PlaySettings` order
+_PLAY = tuple(f.name for f in fields(PlaySettings))  # the play settings, in `PlaySettings` order
 
 # %% ../../nbs/13_eval_cells.ipynb #39cf58a8
-def condition_framing(condition:str)->str:
+def condition_framing(condition: str) -> str:
     "The framing a condition probes (PROBES), else the default `table`."
     return PROBES.get(condition, {}).get("framing", "table")
 
 # %% ../../nbs/13_eval_cells.ipynb #4454eae9
-def condition_seats(condition:str, g:Game, seed:int, policy:str, opponent:str)->list[str]:
+def condition_seats(condition: str, g: Game, seed: int, policy: str, opponent: str) -> list[str]:
     "Seat policy names of one episode: self-play, or (rational guard) the policy in seat `seed % n`."
-    if condition != "rational_guard": return [policy] * g.n
+    if condition != "rational_guard":
+        return [policy] * g.n
     names = [opponent] * g.n
     names[seed % g.n] = policy
     return names
 
 # %% ../../nbs/13_eval_cells.ipynb #6bd8ad22
-def parse_checkpoint(text:str, model:str|None=None)->tuple[str, PolicySpec]:
+def parse_checkpoint(text: str, model: str | None = None) -> tuple[str, PolicySpec]:
     "`NAME=SPEC` → `(NAME, PolicySpec)`; NAME names run folders and table rows."
     name, eq, spec = str(text).partition("=")
     name = name.strip()
@@ -115,110 +127,142 @@ def parse_checkpoint(text:str, model:str|None=None)->tuple[str, PolicySpec]:
     return name, parse_policy(spec, model)
 
 # %% ../../nbs/13_eval_cells.ipynb #ea620eb5
-def base_spec(trained:PolicySpec, base:str|None=None, model:str|None=None)->PolicySpec:
+def base_spec(trained: PolicySpec, base: str | None = None, model: str | None = None) -> PolicySpec:
     "The untrained side: `base` when given, else an adapter's base model with no adapter."
-    if base: return parse_policy(base, model)
-    if trained.kind == "adapter": return PolicySpec("model", trained.model)
-    raise EvalError(f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. "
-                    "agent:oracle_omniscient)")
+    if base:
+        return parse_policy(base, model)
+    if trained.kind == "adapter":
+        return PolicySpec("model", trained.model)
+    raise EvalError(
+        f"`{trained}` is not an adapter, so its untrained side is unknown: pass --base SPEC (e.g. "
+        "agent:oracle_omniscient)"
+    )
 
 # %% ../../nbs/13_eval_cells.ipynb #2ad416c0
-def trained_settings(spec:PolicySpec)->dict|None:
+def trained_settings(spec: PolicySpec) -> dict | None:
     "The `game_settings` an adapter checkpoint was trained under (its `trainer_state.json`); None where not recorded."
     p = Path(spec.target) / "trainer_state.json"
-    if spec.kind != "adapter" or not p.is_file(): return None
+    if spec.kind != "adapter" or not p.is_file():
+        return None
     state = read_json(p, EvalError)
-    if "trained_settings" in state: return state["trained_settings"]
+    if "trained_settings" in state:
+        return state["trained_settings"]
     cfg = state.get("config")
-    if state.get("method", "grpo") != "grpo" or not isinstance(cfg, dict): return None
+    if state.get("method", "grpo") != "grpo" or not isinstance(cfg, dict):
+        return None
     # a GRPO checkpoint of an earlier version: its config holds what it was trained under
-    return game_settings(PlaySettings(context=cfg.get("context", PlaySettings.context),
-                                      framing=cfg.get("framing", PlaySettings.framing),
-                                      max_turns=cfg.get("max_turns")), cfg)
+    return game_settings(
+        PlaySettings(
+            context=cfg.get("context", PlaySettings.context),
+            framing=cfg.get("framing", PlaySettings.framing),
+            max_turns=cfg.get("max_turns"),
+        ),
+        cfg,
+    )
 
 # %% ../../nbs/13_eval_cells.ipynb #3aa5f0bf
 @dataclass
 class Cell:
     "One eval cell: a checkpoint on a condition; its trained and untrained sides play identical (game, seed) pairs."
-    checkpoint: str                      # checkpoint name, e.g. `lam0_step24`
-    condition: str                       # one of CONDITIONS
-    trained: PolicySpec                  # the trained policy
-    base: PolicySpec                     # the untrained policy
-    out: str                             # the cell's run folder
-    episodes: int = 8                    # episodes per game: seeds 0..E-1
-    bank: str | None = None              # the held-out bank
-    crossgame_bank: str | None = None    # games of the crossgame condition (default: generated)
+
+    checkpoint: str  # checkpoint name, e.g. `lam0_step24`
+    condition: str  # one of CONDITIONS
+    trained: PolicySpec  # the trained policy
+    base: PolicySpec  # the untrained policy
+    out: str  # the cell's run folder
+    episodes: int = 8  # episodes per game: seeds 0..E-1
+    bank: str | None = None  # the held-out bank
+    crossgame_bank: str | None = None  # games of the crossgame condition (default: generated)
     opponent: PolicySpec = PolicySpec("agent", "bayes_rational")  # the other seats of the rational guard
-    width: int = 64                      # episodes live at once
+    width: int = 64  # episodes live at once
     experiment_prefix: str = "fairness_grpo_eval_"
-    turn_max_tokens: int | None = None   # a token-cap override (changes protocol_version)
-    context: str | None = None           # seats' context: `window` (default) or `conversation` (own protocol_version)
-    framing: str | None = None           # prompt framing where the condition probes none (None: `table`)
-    max_turns: int | None = None         # the deadline, turns after the opening (None: the kind's default)
-    info_mode: str | None = None         # override the games' information mode: `full` or `private` (None: their own)
+    turn_max_tokens: int | None = None  # a token-cap override (changes protocol_version)
+    context: str | None = None  # seats' context: `window` (default) or `conversation` (own protocol_version)
+    framing: str | None = None  # prompt framing where the condition probes none (None: `table`)
+    max_turns: int | None = None  # the deadline, turns after the opening (None: the kind's default)
+    info_mode: str | None = None  # override the games' information mode: `full` or `private` (None: their own)
     llm_kw: dict = field(default_factory=dict)  # passed to `make_policy` (HFPolicy: temperature, max_new_tokens, ...)
-    progress: bool = False               # progress bars
-    share_base: bool = True              # play one untrained side per condition for all checkpoints (see run_eval_cell)
-    trained_settings: dict | None = None # what the checkpoint was trained under (`trained_settings`), or None
+    progress: bool = False  # progress bars
+    share_base: bool = True  # play one untrained side per condition for all checkpoints (see run_eval_cell)
+    trained_settings: dict | None = None  # what the checkpoint was trained under (`trained_settings`), or None
 
     @property
-    def name(self)->str: return f"{self.checkpoint}_{self.condition}"
+    def name(self) -> str:
+        return f"{self.checkpoint}_{self.condition}"
+
     @property
-    def seeds(self)->list[int]: return list(range(self.episodes))
+    def seeds(self) -> list[int]:
+        return list(range(self.episodes))
+
     @property
-    def play(self)->PlaySettings:
+    def play(self) -> PlaySettings:
         "How both sides' episodes are played and shown: the cell's play settings, but what its condition probes."
         probe = {k: v for k, v in PROBES.get(self.condition, {}).items() if k in _PLAY}
         return play_settings(**{**{k: getattr(self, k) for k in _PLAY}, **probe})
+
     @property
-    def settings(self)->dict:
+    def settings(self) -> dict:
         "The game both sides play (`game_settings`): `play`, and the answer settings among `llm_kw`."
         return game_settings(self.play, self.llm_kw)
 
 # %% ../../nbs/13_eval_cells.ipynb #d97377b3
-def _same(k:str, a, b)->bool:
+def _same(k: str, a, b) -> bool:
     "Do two values of setting `k` give the same game? (Thinking off may be unset: off is the policies' default.)"
     return a == b or (k == "thinking" and not a and not b)
 
-def _as_trained(kw:dict, # a cell's fields as the launch gives them (`llm_kw` among them)
-                t:dict, # the checkpoint's `trained_settings`
-                condition:str, # the cell's condition: what it probes (PROBES) stays the condition's
-                checkpoint:str, # the checkpoint's name, for the message
-               )->dict:
+
+def _as_trained(
+    kw: dict,  # a cell's fields as the launch gives them (`llm_kw` among them)
+    t: dict,  # the checkpoint's `trained_settings`
+    condition: str,  # the cell's condition: what it probes (PROBES) stays the condition's
+    checkpoint: str,  # the checkpoint's name, for the message
+) -> dict:
     "The cell's fields with the trained settings in place of the launch's; a differing explicit value is refused."
     probe, out, llm = PROBES.get(condition, {}), dict(kw), dict(kw.get("llm_kw") or {})
     for k in (*_PLAY, *ANSWER_SETTINGS):
-        if k not in t or k in probe: continue
+        if k not in t or k in probe:
+            continue
         answer = k in ANSWER_SETTINGS
         given = llm.get(k) if answer else kw.get(k)
         if given is not None and not _same(k, given, t[k]):
             flag = f"--llm {k}={given}" if answer else f"--{k.replace('_', '-')} {given}"
-            raise EvalError(f"{flag}: {checkpoint} was trained with {k} {t[k]}; a cell plays the trained settings "
-                            "(SPEC §7, Same game); a condition that probes another setting declares it (PROBES)")
-        if not answer: out[k] = t[k]
-        elif t[k] is not None: llm[k] = t[k]
+            raise EvalError(
+                f"{flag}: {checkpoint} was trained with {k} {t[k]}; a cell plays the trained settings "
+                "(SPEC §7, Same game); a condition that probes another setting declares it (PROBES)"
+            )
+        if not answer:
+            out[k] = t[k]
+        elif t[k] is not None:
+            llm[k] = t[k]
     return {**out, "llm_kw": {**llm, **{k: v for k, v in probe.items() if k in ANSWER_SETTINGS}}}
 
 # %% ../../nbs/13_eval_cells.ipynb #4e69d590
-def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
-               conditions:Iterable[str], # condition names
-               out_dir, # cells go to out_dir/<checkpoint>_<condition>
-               base:str|None=None, # spec of the untrained side (default: an adapter's base model)
-               model:str|None=None, # base model of adapter checkpoints
-               opponent:str="agent:bayes_rational", # rational-guard seats
-               condition_episodes:dict|None=None, # condition -> episodes per game, where it differs from `episodes`
-               **cell_kw, # further `Cell` fields (episodes, bank, width, ...)
-               )->list[Cell]:
+def plan_cells(
+    checkpoints: Iterable[str],  # `NAME=SPEC` per checkpoint
+    conditions: Iterable[str],  # condition names
+    out_dir,  # cells go to out_dir/<checkpoint>_<condition>
+    base: str | None = None,  # spec of the untrained side (default: an adapter's base model)
+    model: str | None = None,  # base model of adapter checkpoints
+    opponent: str = "agent:bayes_rational",  # rational-guard seats
+    condition_episodes: dict | None = None,  # condition -> episodes per game, where it differs from `episodes`
+    **cell_kw,  # further `Cell` fields (episodes, bank, width, ...)
+) -> list[Cell]:
     "The cells of a launch (each playing its checkpoint's trained settings), every spec, condition and bank checked."
     conditions = [check_condition(c) for c in dict.fromkeys(conditions)]
-    if not conditions: raise EvalError("no conditions: pass --cells (known: " + ", ".join(CONDITIONS) + ")")
+    if not conditions:
+        raise EvalError("no conditions: pass --cells (known: " + ", ".join(CONDITIONS) + ")")
     per = {check_condition(k): v for k, v in (condition_episodes or {}).items()}
-    for k, v in {"--episodes": cell_kw.get("episodes", 8),
-                 **{f"--condition-episodes {k}": v for k, v in per.items()}}.items():
-        if not isinstance(v, int) or v < 1: raise EvalError(f"{k} must be a whole number of at least 1, got {v!r}")
+    for k, v in {
+        "--episodes": cell_kw.get("episodes", 8),
+        **{f"--condition-episodes {k}": v for k, v in per.items()},
+    }.items():
+        if not isinstance(v, int) or v < 1:
+            raise EvalError(f"{k} must be a whole number of at least 1, got {v!r}")
     for k in ("bank", "crossgame_bank"):
-        if cell_kw.get(k) is not None: cell_kw[k] = str(cell_kw[k])
-    for c in conditions: condition_games(c, cell_kw.get("bank"), cell_kw.get("crossgame_bank"))   # fail early
+        if cell_kw.get(k) is not None:
+            cell_kw[k] = str(cell_kw[k])
+    for c in conditions:
+        condition_games(c, cell_kw.get("bank"), cell_kw.get("crossgame_bank"))  # fail early
     opp = parse_policy(opponent, model)
     cells = []
     for text in checkpoints:
@@ -227,140 +271,215 @@ def plan_cells(checkpoints:Iterable[str], # `NAME=SPEC` per checkpoint
         for c in conditions:
             kw = {**cell_kw, **({"episodes": per[c]} if c in per else {})}
             # a checkpoint that recorded its game plays it (SPEC §7, Same game)
-            cells.append(Cell(name, c, spec, bspec, str(Path(out_dir) / f"{name}_{c}"), opponent=opp,
-                              trained_settings=t, **(kw if t is None else _as_trained(kw, t, c, name))))
+            cells.append(
+                Cell(
+                    name,
+                    c,
+                    spec,
+                    bspec,
+                    str(Path(out_dir) / f"{name}_{c}"),
+                    opponent=opp,
+                    trained_settings=t,
+                    **(kw if t is None else _as_trained(kw, t, c, name)),
+                )
+            )
     names = Counter(c.name for c in cells)
     if any(v > 1 for v in names.values()):
         raise EvalError(f"two checkpoints share a name: {', '.join(k for k, v in names.items() if v > 1)}")
-    if not cells: raise EvalError("no checkpoints: pass --checkpoint NAME=PATH")
+    if not cells:
+        raise EvalError("no checkpoints: pass --checkpoint NAME=PATH")
     return cells
 
 # %% ../../nbs/13_eval_cells.ipynb #df91db8f
-def play_side(games:list[Game], # the games
-              seeds:list[int], # episode seeds, the same for every game
-              seats_of:Callable, # (game, seed) -> seat policy names
-              policies:dict, # policy name -> policy
-              out, # the side's run folder
-              experiment_name:str, # `experiment_name` of every row
-              extra:dict|None=None, # fields added to every episode row
-              play:PlaySettings|None=None, # how the episodes are played and shown
-              width:int=64, progress:bool=False,
-              )->list[dict]:
+def play_side(
+    games: list[Game],  # the games
+    seeds: list[int],  # episode seeds, the same for every game
+    seats_of: Callable,  # (game, seed) -> seat policy names
+    policies: dict,  # policy name -> policy
+    out,  # the side's run folder
+    experiment_name: str,  # `experiment_name` of every row
+    extra: dict | None = None,  # fields added to every episode row
+    play: PlaySettings | None = None,  # how the episodes are played and shown
+    width: int = 64,
+    progress: bool = False,
+) -> list[dict]:
     "Play every game × seed and write the tables (`write_cell_tables`: episodes.jsonl last); return the episode rows."
-    specs = [EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, play or PlaySettings())
-             for g in games for s in seeds]
+    specs = [
+        EpisodeSpec(g, int(s), seats_of(g, int(s)), experiment_name, play or PlaySettings())
+        for g in games
+        for s in seeds
+    ]
     eps = co_step(specs, policies, width=width, progress=progress)
     rows = sorted(({**e.row, **(extra or {})} for e in eps), key=lambda r: (r["instance_id"], r["episode_seed"]))
     trans = [t for e in eps for t in transcript_rows(e)]
-    states = [episode_state_line(e) for e in eps]   # `fairneg pairs annotate` reads them
+    states = [episode_state_line(e) for e in eps]  # `fairneg pairs annotate` reads them
     write_cell_tables(out, {TRANSCRIPTS: trans, STATES: states, EPISODES: rows}, quality_report(rows, trans))
     return rows
 
 # %% ../../nbs/13_eval_cells.ipynb #da6f226a
-def side_done(d:Path, expected:set)->bool:
+def side_done(d: Path, expected: set) -> bool:
     "Does the side folder already hold exactly the expected episodes? (Anything else there is an error.)"
     p = d / EPISODES
-    if not p.exists(): return False
-    have = [(r["instance_id"], r["episode_seed"]) for r in episode_rows(p, EvalError)]   # an episode twice is refused
-    if len(have) == len(expected) and set(have) == expected: return True
-    raise EvalError(f"{p}: holds {len(have)} episodes, not the {len(expected)} of this cell; tables are appended, "
-                    f"never rewritten: use a fresh --out-dir or remove {d}")
+    if not p.exists():
+        return False
+    have = [(r["instance_id"], r["episode_seed"]) for r in episode_rows(p, EvalError)]  # an episode twice is refused
+    if len(have) == len(expected) and set(have) == expected:
+        return True
+    raise EvalError(
+        f"{p}: holds {len(have)} episodes, not the {len(expected)} of this cell; tables are appended, "
+        f"never rewritten: use a fresh --out-dir or remove {d}"
+    )
 
 # %% ../../nbs/13_eval_cells.ipynb #3e3bc567
-def _release(pols:dict):
+def _release(pols: dict):
     "Drop policies (and the CUDA cache where torch is loaded) before the next side."
     pols.clear()
     gc.collect()
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 # %% ../../nbs/13_eval_cells.ipynb #1c29d75d
 SHARED_BASE = "_shared_base"
 
-def _model_fingerprint(spec:PolicySpec):
+
+def _model_fingerprint(spec: PolicySpec):
     "A local model folder's file names, sizes and times (a hub id stands for itself); None for agents and factories."
-    if spec.kind not in ("model", "adapter"): return None
+    if spec.kind not in ("model", "adapter"):
+        return None
     m = str(spec.model if spec.kind == "adapter" else spec.target)
-    try: path = Path(resolve_model(m, build=False))
-    except Exception: return m
-    if not path.is_dir(): return m
-    return sorted((str(p.relative_to(path)), p.stat().st_size, int(p.stat().st_mtime))
-                  for p in path.rglob("*") if p.is_file())
+    try:
+        path = Path(resolve_model(m, build=False))
+    except Exception:
+        return m
+    if not path.is_dir():
+        return m
+    return sorted(
+        (str(p.relative_to(path)), p.stat().st_size, int(p.stat().st_mtime)) for p in path.rglob("*") if p.is_file()
+    )
 
 # %% ../../nbs/13_eval_cells.ipynb #41075774
-def base_key(cell:Cell, games:list[Game])->str:
+def base_key(cell: Cell, games: list[Game]) -> str:
     "What fixes a cell's untrained side, whatever the checkpoint: cells with the same key play the same base episodes."
-    d = dict(condition=cell.condition, base=str(cell.base), games=[game_sha(g) for g in games], seeds=cell.seeds,
-             model=_model_fingerprint(cell.base), code=code_version(),
-             opponent=str(cell.opponent) if cell.condition == "rational_guard" else None,
-             framing=cell.play.framing,
-             turn_max_tokens=cell.play.turn_max_tokens, llm_kw=cell.llm_kw, experiment_prefix=cell.experiment_prefix,
-             # absent: earlier keys stay valid
-             **({"context": cell.play.context} if cell.play.context != "window" else {}),
-             **{k: getattr(cell.play, k) for k in ("max_turns", "info_mode") if getattr(cell.play, k) is not None})
+    d = dict(
+        condition=cell.condition,
+        base=str(cell.base),
+        games=[game_sha(g) for g in games],
+        seeds=cell.seeds,
+        model=_model_fingerprint(cell.base),
+        code=code_version(),
+        opponent=str(cell.opponent) if cell.condition == "rational_guard" else None,
+        framing=cell.play.framing,
+        turn_max_tokens=cell.play.turn_max_tokens,
+        llm_kw=cell.llm_kw,
+        experiment_prefix=cell.experiment_prefix,
+        # absent: earlier keys stay valid
+        **({"context": cell.play.context} if cell.play.context != "window" else {}),
+        **{k: getattr(cell.play, k) for k in ("max_turns", "info_mode") if getattr(cell.play, k) is not None},
+    )
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../../nbs/13_eval_cells.ipynb #bd8cd6ae
 @contextlib.contextmanager
-def _locked(path:Path):
+def _locked(path: Path):
     "An exclusive advisory lock on `path`: jobs sharing a base wait for the one playing it."
     import fcntl
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        try: fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX)
         except OSError as e:
-            raise EvalError(f"{path}: cannot lock ({e}); sharing the untrained side needs a filesystem with flock "
-                            f"(NFSv4, Lustre mounted with -o flock): pass --no-share-base") from None
-        try: yield
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
+            raise EvalError(
+                f"{path}: cannot lock ({e}); sharing the untrained side needs a filesystem with flock "
+                f"(NFSv4, Lustre mounted with -o flock): pass --no-share-base"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 # %% ../../nbs/13_eval_cells.ipynb #1189496d
-def _private(d:Path)->Path:
+def _private(d: Path) -> Path:
     "A folder next to `d` that only this process writes (renamed to `d` when complete)."
     return d.with_name(f"{d.name}.tmp-{socket.gethostname()}-{os.getpid()}")
 
 # %% ../../nbs/13_eval_cells.ipynb #9943dbb2
-def _relabel(src:Path, dst:Path, cell:Cell, key:str)->list[dict]:
+def _relabel(src: Path, dst: Path, cell: Cell, key: str) -> list[dict]:
     "Copy a shared base side into a cell's `base/` under the cell's labels (`eval_base_shared` = its key)."
     name, tmp = f"{cell.experiment_prefix}{cell.name}_base", _private(dst)
-    if tmp.exists(): shutil.rmtree(tmp)
-    rows = [{**r, "experiment_name": name, "eval_cell": cell.name, "eval_checkpoint": cell.checkpoint,
-             "eval_base_shared": key}
-            for r in read_jsonl(src / EPISODES)]
-    write_cell_tables(tmp, {**{f: [{**r, "experiment_name": name} for r in read_jsonl(src / f)]
-                               for f in (TRANSCRIPTS, STATES)},
-                            EPISODES: rows}, read_json(src / QUALITY))
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    rows = [
+        {
+            **r,
+            "experiment_name": name,
+            "eval_cell": cell.name,
+            "eval_checkpoint": cell.checkpoint,
+            "eval_base_shared": key,
+        }
+        for r in read_jsonl(src / EPISODES)
+    ]
+    write_cell_tables(
+        tmp,
+        {
+            **{f: [{**r, "experiment_name": name} for r in read_jsonl(src / f)] for f in (TRANSCRIPTS, STATES)},
+            EPISODES: rows,
+        },
+        read_json(src / QUALITY),
+    )
     tmp.rename(dst)
     return rows
 
 # %% ../../nbs/13_eval_cells.ipynb #f32cc1d9
-def side_episodes(cell:Cell, games:list)->set:
+def side_episodes(cell: Cell, games: list) -> set:
     "The `(game, seed)` pairs a complete side of the cell holds."
     return {(g.name, s) for g in games for s in cell.seeds}
 
 # %% ../../nbs/13_eval_cells.ipynb #24823625
-def cell_record(cell:Cell, games:list, sides:dict, key:str|None)->dict:
+def cell_record(cell: Cell, games: list, sides: dict, key: str | None) -> dict:
     "The cell's `cell.json`: condition, policies, labels, games and their content, seeds, settings, shared base."
-    return json.loads(json.dumps(dict(
-        cell=cell.name, checkpoint=cell.checkpoint, condition=cell.condition, description=CONDITIONS[cell.condition],
-        trained=str(cell.trained), base=str(cell.base), labels={s: lab for s, (_, lab) in sides.items()},
-        opponent=str(cell.opponent) if cell.condition == "rational_guard" else None, episodes=cell.episodes,
-        seeds=cell.seeds, games=[g.name for g in games], game_shas=games_content(games), bank=cell.bank,
-        crossgame_bank=cell.crossgame_bank,
-        framing=cell.play.framing, turn_max_tokens=cell.turn_max_tokens, context=cell.play.context,
-        settings=cell.settings, trained_settings=cell.trained_settings, probe=PROBES.get(cell.condition),
-        shared_base=f"{SHARED_BASE}/{key}" if key else None, provenance=provenance())))
+    return json.loads(
+        json.dumps(
+            dict(
+                cell=cell.name,
+                checkpoint=cell.checkpoint,
+                condition=cell.condition,
+                description=CONDITIONS[cell.condition],
+                trained=str(cell.trained),
+                base=str(cell.base),
+                labels={s: lab for s, (_, lab) in sides.items()},
+                opponent=str(cell.opponent) if cell.condition == "rational_guard" else None,
+                episodes=cell.episodes,
+                seeds=cell.seeds,
+                games=[g.name for g in games],
+                game_shas=games_content(games),
+                bank=cell.bank,
+                crossgame_bank=cell.crossgame_bank,
+                framing=cell.play.framing,
+                turn_max_tokens=cell.turn_max_tokens,
+                context=cell.play.context,
+                settings=cell.settings,
+                trained_settings=cell.trained_settings,
+                probe=PROBES.get(cell.condition),
+                shared_base=f"{SHARED_BASE}/{key}" if key else None,
+                provenance=provenance(),
+            )
+        )
+    )
 
 # %% ../../nbs/13_eval_cells.ipynb #87cd71a8
-def _write_cell_json(cell:Cell, games:list, sides:dict, key:str|None):
+def _write_cell_json(cell: Cell, games: list, sides: dict, key: str | None):
     "Write the cell's `cell.json` (see `cell_record`), leaving it untouched when it already says the same."
     p, text = Path(cell.out) / "cell.json", json.dumps(cell_record(cell, games, sides, key), indent=1) + "\n"
-    if not (p.is_file() and p.read_text() == text): p.write_text(text)
+    if not (p.is_file() and p.read_text() == text):
+        p.write_text(text)
 
 # %% ../../nbs/13_eval_cells.ipynb #c6c7d6d6
-def _cell_sides(cell:Cell)->dict:
+def _cell_sides(cell: Cell) -> dict:
     "The sides of a cell: `{side: (policy spec, seat label)}`."
     return {"trained": (cell.trained, cell.checkpoint), "base": (cell.base, policy_label(cell.base))}
+
 
 # cell.json fields that describe, not define, a cell: the condition's wording, the shared base's key (it hashes the
 # code version), and how the launch computed (the lock and the numerics: `fairneg.numerics.provenance`)
@@ -369,81 +488,116 @@ CELL_RECORD_NOTES = ("description", "shared_base", "provenance")
 CELL_RECORD_LATER = ("game_shas",)
 
 # %% ../../nbs/13_eval_cells.ipynb #cd3dff31
-def _differs(k:str, there, now)->str:
+def _differs(k: str, there, now) -> str:
     "How field `k` of a cell record differs, in a few words (a mapping: only its keys that differ)."
     if isinstance(there, dict) and isinstance(now, dict):
         ks = sorted(k2 for k2 in there.keys() | now.keys() if there.get(k2) != now.get(k2))
         return f"{k} of {', '.join(ks[:3])}{', ...' if len(ks) > 3 else ''} differ"
     return f"{k} {there!r} there, {now!r} now"
 
-def check_cell_folder(cell:Cell, # the cell about to be played into `cell.out`
-                      force:bool=False, # clear a folder that holds another cell's episodes (else refuse it)
-                      games:list|None=None, # the cell's games, when already read
-                     )->None:
+
+def check_cell_folder(
+    cell: Cell,  # the cell about to be played into `cell.out`
+    force: bool = False,  # clear a folder that holds another cell's episodes (else refuse it)
+    games: list | None = None,  # the cell's games, when already read
+) -> None:
     "Refuse a cell folder whose `cell.json` names another cell while a side holds episodes; `force` clears it instead."
     out = out_folder(cell.out, "cell folder")
     p = out / "cell.json"
-    if not p.is_file() or not any((out / s / EPISODES).is_file() for s in ("trained", "base")): return
+    if not p.is_file() or not any((out / s / EPISODES).is_file() for s in ("trained", "base")):
+        return
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank) if games is None else games
     new, old = cell_record(cell, games, _cell_sides(cell), None), read_json(p, EvalError)
-    diff = [k for k in new if k not in CELL_RECORD_NOTES and (k in old or k not in CELL_RECORD_LATER)
-            and old.get(k) != new[k]]
-    if not diff: return
-    if force: shutil.rmtree(out); return
-    raise EvalError(f"{out}: holds another cell (" + "; ".join(_differs(k, old.get(k), new[k]) for k in diff[:4])
-                    + "): give another --out-dir, or --force to play it again")
+    diff = [
+        k
+        for k in new
+        if k not in CELL_RECORD_NOTES and (k in old or k not in CELL_RECORD_LATER) and old.get(k) != new[k]
+    ]
+    if not diff:
+        return
+    if force:
+        shutil.rmtree(out)
+        return
+    raise EvalError(
+        f"{out}: holds another cell ("
+        + "; ".join(_differs(k, old.get(k), new[k]) for k in diff[:4])
+        + "): give another --out-dir, or --force to play it again"
+    )
 
 # %% ../../nbs/13_eval_cells.ipynb #d0ed285f
-def _play_into(cell:Cell, games:list, side:str, # `trained` or `base`
-               spec, label:str, # the side's policy spec and seat label
-               d:Path, # where the complete side goes
-               name:str, checkpoint, # the `eval_cell` and `eval_checkpoint` its rows carry
-               engines:dict, # the cell's loaded vLLM engines (`engine_key` -> engine)
-               )->list[dict]:
+def _play_into(
+    cell: Cell,
+    games: list,
+    side: str,  # `trained` or `base`
+    spec,
+    label: str,  # the side's policy spec and seat label
+    d: Path,  # where the complete side goes
+    name: str,
+    checkpoint,  # the `eval_cell` and `eval_checkpoint` its rows carry
+    engines: dict,  # the cell's loaded vLLM engines (`engine_key` -> engine)
+) -> list[dict]:
     "Play a side into a private folder, then rename it to `d` (a crash leaves no half-written side behind)."
     need = engine_key(spec, cell.llm_kw)
-    _release({k: engines.pop(k) for k in list(engines) if k != need})    # never two vLLM engines at once
+    _release({k: engines.pop(k) for k in list(engines) if k != need})  # never two vLLM engines at once
     tmp, opp = _private(d), policy_label(cell.opponent)
-    if tmp.exists(): shutil.rmtree(tmp)
+    if tmp.exists():
+        shutil.rmtree(tmp)
     pols = {label: build_policy(spec, label, engines, **cell.llm_kw)}
     if cell.condition == "rational_guard":
         if opp == label:
             raise EvalError(f"{cell.name}: the {side} policy `{label}` has the rational guard's opponent name")
         pols[opp] = build_policy(cell.opponent)
-    rows = play_side(games, cell.seeds, lambda g, s: condition_seats(cell.condition, g, s, label, opp), pols, tmp,
-                     f"{cell.experiment_prefix}{name}_{side}", play=cell.play,
-                     width=cell.width, progress=cell.progress,
-                     extra=dict(eval_cell=name, eval_checkpoint=checkpoint, eval_condition=cell.condition,
-                                eval_side=side, eval_policy=str(spec), eval_settings=cell.settings))
+    rows = play_side(
+        games,
+        cell.seeds,
+        lambda g, s: condition_seats(cell.condition, g, s, label, opp),
+        pols,
+        tmp,
+        f"{cell.experiment_prefix}{name}_{side}",
+        play=cell.play,
+        width=cell.width,
+        progress=cell.progress,
+        extra=dict(
+            eval_cell=name,
+            eval_checkpoint=checkpoint,
+            eval_condition=cell.condition,
+            eval_side=side,
+            eval_policy=str(spec),
+            eval_settings=cell.settings,
+        ),
+    )
     _release(pols)
-    try: tmp.rename(d)
-    except OSError:                                 # `d` appeared meanwhile (a job sharing the base finished first)
+    try:
+        tmp.rename(d)
+    except OSError:  # `d` appeared meanwhile (a job sharing the base finished first)
         shutil.rmtree(tmp)
         if not side_done(d, side_episodes(cell, games)):
             raise EvalError(f"{d}: could not be written ({tmp} could not replace it)") from None
     return rows
 
 # %% ../../nbs/13_eval_cells.ipynb #f65592d7
-def _play_shared_base(cell:Cell, games:list, spec, label:str, key:str, engines:dict)->list[dict]:
+def _play_shared_base(cell: Cell, games: list, spec, label: str, key: str, engines: dict) -> list[dict]:
     "Play the base side into the shared store unless it is complete there; copy it into the cell's `base/`."
     out = Path(cell.out)
     store = out.parent / SHARED_BASE / key
     with _locked(store.parent / f"{key}.lock"):
-        for old in store.parent.glob(f"{key}.tmp-*"): shutil.rmtree(old, ignore_errors=True)   # crashed players'
+        for old in store.parent.glob(f"{key}.tmp-*"):
+            shutil.rmtree(old, ignore_errors=True)  # crashed players'
         if not side_done(store, side_episodes(cell, games)):
             _play_into(cell, games, "base", spec, label, store, key, None, engines)
     return _relabel(store, out / "base", cell, key)
 
 # %% ../../nbs/13_eval_cells.ipynb #1d14b45e
-def run_eval_cell(cell:Cell)->dict:
+def run_eval_cell(cell: Cell) -> dict:
     "Play a cell's trained and untrained sides; write cell.json and each side's tables; return a short summary."
     games = condition_games(cell.condition, cell.bank, cell.crossgame_bank)
     with folder_lock(out_folder(cell.out, "cell folder"), f"fairneg eval cell {cell.name}"):
         return _run_eval_cell(cell, games)
 
-def _run_eval_cell(cell:Cell, games:list)->dict:
+
+def _run_eval_cell(cell: Cell, games: list) -> dict:
     "`run_eval_cell` under the cell folder's writer lock."
-    check_cell_folder(cell, games=games)            # before cell.json is written: it says what the folder holds
+    check_cell_folder(cell, games=games)  # before cell.json is written: it says what the folder holds
     out = Path(cell.out)
     out.mkdir(parents=True, exist_ok=True)
     sides = _cell_sides(cell)
@@ -451,15 +605,19 @@ def _run_eval_cell(cell:Cell, games:list)->dict:
     _write_cell_json(cell, games, sides, key)
     expected = side_episodes(cell, games)
     summary = dict(cell=cell.name, games=len(games), episodes=len(expected))
-    engines = {}                                    # a vLLM base model is loaded once per cell, for both sides
+    engines = {}  # a vLLM base model is loaded once per cell, for both sides
     for side, (spec, label) in sides.items():
         d = out / side
-        if side_done(d, expected): summary[side] = "complete already"; continue
-        if d.exists():                              # no episodes.jsonl: left by an earlier version's crash
+        if side_done(d, expected):
+            summary[side] = "complete already"
+            continue
+        if d.exists():  # no episodes.jsonl: left by an earlier version's crash
             warnings.warn(f"{d}: an unfinished side (no episodes.jsonl) from an earlier run; it is played again")
             shutil.rmtree(d)
-        if side == "base" and key: rows = _play_shared_base(cell, games, spec, label, key, engines)
-        else: rows = _play_into(cell, games, side, spec, label, d, cell.name, cell.checkpoint, engines)
+        if side == "base" and key:
+            rows = _play_shared_base(cell, games, spec, label, key, engines)
+        else:
+            rows = _play_into(cell, games, side, spec, label, d, cell.name, cell.checkpoint, engines)
         summary[side] = f"{len(rows)} episodes, deal rate {np.mean([r['deal'] for r in rows]):.3f}"
     _release(engines)
     return summary

@@ -16,8 +16,8 @@ from ..store import load_config, write_text_atomic
 from .cells import CONDITIONS, EvalError, check_cell_folder, plan_cells
 from ..jobs import JobConfig
 from .launch import executor_params, launch
-from .contrasts import (EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells,
-                                    write_eval)
+from .contrasts import EVAL_ENDPOINTS, MIN_GAMES, analyze_cells, contrast_text, discover_cells, glob_cells
+from .contrasts import write_eval
 from .contrasts import replicate_design
 from .gates import GATE_EXIT, evaluate_gate, gate_text, load_prereg
 
@@ -28,132 +28,198 @@ __all__ = ['app', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 
 @dataclass
 class LaunchConfig(JobConfig):
     "What `fairneg eval launch` runs: the cells and how each side plays; where the jobs go are `JobConfig`'s fields."
+
     # NAME=PATH: an adapter folder (or agent:<name>, model:<id>, py:<module>:<factory>); several after one flag
     checkpoint: list[str] = field(default_factory=list)
-    out_dir: Path|None = None # cells go to OUT_DIR/<checkpoint>_<condition>/{trained,base}/
-    cells: list[str] = field(default_factory=lambda: list(CONDITIONS)) # conditions, e.g. `--cells primary ultimatum`
-    base: str|None = None # the untrained side (default: an adapter's base model, no adapter)
-    bank: Path|None = None # the held-out bank (`fairneg bank eval`): primary, framing, rational_guard
-    crossgame_bank: Path|None = None # games of the crossgame condition (default: generated 4-, 5-, 7-party games)
-    episodes: int = 8 # episodes per game (seeds 0..E-1), the same for both sides
-    condition_episodes: list[str] = field(default_factory=list) # COND=N: N episodes per game on condition COND instead
-    model: str|None = None # base model of adapter checkpoints (default: from adapter_config.json)
-    opponent: str = "agent:bayes_rational" # the other seats of the rational guard
-    width: int = 64 # episodes live at once (co-stepping width)
+    out_dir: Path | None = None  # cells go to OUT_DIR/<checkpoint>_<condition>/{trained,base}/
+    cells: list[str] = field(default_factory=lambda: list(CONDITIONS))  # conditions, e.g. `--cells primary ultimatum`
+    base: str | None = None  # the untrained side (default: an adapter's base model, no adapter)
+    bank: Path | None = None  # the held-out bank (`fairneg bank eval`): primary, framing, rational_guard
+    crossgame_bank: Path | None = None  # games of the crossgame condition (default: generated 4-, 5-, 7-party games)
+    episodes: int = 8  # episodes per game (seeds 0..E-1), the same for both sides
+    condition_episodes: list[str] = field(default_factory=list)  # COND=N: N episodes per game on condition COND instead
+    model: str | None = None  # base model of adapter checkpoints (default: from adapter_config.json)
+    opponent: str = "agent:bayes_rational"  # the other seats of the rational guard
+    width: int = 64  # episodes live at once (co-stepping width)
     # token-cap override for every turn (changes protocol_version); a checkpoint's cells play its trained one
-    turn_max_tokens: int|None = None
+    turn_max_tokens: int | None = None
     # seats' context: `window` (default) or `conversation` (own protocol_version); a checkpoint plays its trained one
-    context: str|None = None
+    context: str | None = None
     # the deadline, turns after the opening (default: 4 per party at a table); a checkpoint plays its trained one
-    max_turns: int|None = None
+    max_turns: int | None = None
     # override the games' information mode: `full` or `private` (default: each game's own, or the trained one)
-    info_mode: str|None = None
+    info_mode: str | None = None
     # KEY=VALUE passed to the model policies (model and adapter sides); a checkpoint's answer caps are its trained ones
     llm: list[str] = field(default_factory=list)
-    experiment_prefix: str = "fairness_grpo_eval_" # prefix of every experiment_name
-    share_base: bool = True # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
-    progress: bool = False # progress bars
+    experiment_prefix: str = "fairness_grpo_eval_"  # prefix of every experiment_name
+    share_base: bool = True  # play each condition's untrained side once for all checkpoints (OUT_DIR/_shared_base)
+    progress: bool = False  # progress bars
 
 # %% ../../nbs/13_eval_commands.ipynb #2542f97d
-def launch_config(params=None, # a YAML parameter file or set already read (its `eval:` section), or None
-                  **overrides, # field values (None: not given)
-                 )->LaunchConfig:
+def launch_config(
+    params=None,  # a YAML parameter file or set already read (its `eval:` section), or None
+    **overrides,  # field values (None: not given)
+) -> LaunchConfig:
     "A `LaunchConfig` from a parameter file's `eval:` section and overrides; checkpoints and out_dir are required."
     cfg = load_config(LaunchConfig, params, "eval", **overrides)
-    try: play_settings(context=cfg.context, turn_max_tokens=cfg.turn_max_tokens, max_turns=cfg.max_turns,
-                       info_mode=cfg.info_mode)
-    except BadValue as e: raise EvalError(f"--context/--turn-max-tokens/--max-turns/--info-mode: {e}") from None
+    try:
+        play_settings(
+            context=cfg.context, turn_max_tokens=cfg.turn_max_tokens, max_turns=cfg.max_turns, info_mode=cfg.info_mode
+        )
+    except BadValue as e:
+        raise EvalError(f"--context/--turn-max-tokens/--max-turns/--info-mode: {e}") from None
     missing = [f"--{n.replace('_', '-')}" for n in ("checkpoint", "out_dir") if not getattr(cfg, n)]
-    if missing: raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
+    if missing:
+        raise EvalError(f"missing {' and '.join(missing)} (a flag, or the `eval:` section of --params)")
     return cfg
 
 # %% ../../nbs/13_eval_commands.ipynb #63f19f40
-def plan_launch(c:LaunchConfig, # the launch configuration
-                llm_kw:dict|None=None, # model policy options added to its `llm` items
-               )->list:
+def plan_launch(
+    c: LaunchConfig,  # the launch configuration
+    llm_kw: dict | None = None,  # model policy options added to its `llm` items
+) -> list:
     "The cells of a launch configuration (see `plan_cells`: a checkpoint's cells play its trained settings)."
-    return plan_cells(c.checkpoint, c.cells, c.out_dir, base=c.base, model=c.model, opponent=c.opponent,
-                      episodes=c.episodes,
-                      condition_episodes=key_values(c.condition_episodes, "--condition-episodes", EvalError),
-                      bank=c.bank, crossgame_bank=c.crossgame_bank, width=c.width,
-                      experiment_prefix=c.experiment_prefix,
-                      turn_max_tokens=c.turn_max_tokens, context=c.context, max_turns=c.max_turns,
-                      info_mode=c.info_mode,
-                      llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
-                      progress=c.progress, share_base=c.share_base)
+    return plan_cells(
+        c.checkpoint,
+        c.cells,
+        c.out_dir,
+        base=c.base,
+        model=c.model,
+        opponent=c.opponent,
+        episodes=c.episodes,
+        condition_episodes=key_values(c.condition_episodes, "--condition-episodes", EvalError),
+        bank=c.bank,
+        crossgame_bank=c.crossgame_bank,
+        width=c.width,
+        experiment_prefix=c.experiment_prefix,
+        turn_max_tokens=c.turn_max_tokens,
+        context=c.context,
+        max_turns=c.max_turns,
+        info_mode=c.info_mode,
+        llm_kw={**key_values(c.llm, "--llm", EvalError), **(llm_kw or {})},
+        progress=c.progress,
+        share_base=c.share_base,
+    )
 
 # %% ../../nbs/13_eval_commands.ipynb #f49da010
-app = typer.Typer(cls=CliGroup, no_args_is_help=True, add_completion=False, help=
-    "Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster "
-    "contrasts, gate a preregistration.")
+app = typer.Typer(
+    cls=CliGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster "
+    "contrasts, gate a preregistration.",
+)
 
-def launch_cmd(params:Path|None=None, force:bool=False, **fields):
+
+def launch_cmd(params: Path | None = None, force: bool = False, **fields):
     "Run eval cells: each plays the trained policy and its untrained base on identical (game, seed) pairs."
     c = launch_config(params, **fields)
     plan = plan_launch(c)
-    for cell in plan: check_cell_folder(cell, force)   # every cell refused (or cleared) before any plays
+    for cell in plan:
+        check_cell_folder(cell, force)  # every cell refused (or cleared) before any plays
     params_ = executor_params(plan, c, key_values(c.slurm, "--slurm", EvalError)) if c.submit else None
     launch(plan, submit=c.submit, cluster=c.cluster, params=params_, wait=c.wait, echo=typer.echo)
 
-app.command("launch", cls=MultiValueCommand)(config_command(LaunchConfig, launch_cmd, [inspect.Parameter(
-    "params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[Path], typer.Option(
-        help="YAML parameter set (its `eval:` section); the flags given override it.")]),
-    extra_option("force", bool, False,
-                 "Play a cell again whose folder holds another cell's episodes (its folder is cleared first).")]))
+
+app.command("launch", cls=MultiValueCommand)(
+    config_command(
+        LaunchConfig,
+        launch_cmd,
+        [
+            inspect.Parameter(
+                "params",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[
+                    Optional[Path],
+                    typer.Option(help="YAML parameter set (its `eval:` section); the flags given override it."),
+                ],
+            ),
+            extra_option(
+                "force",
+                bool,
+                False,
+                "Play a cell again whose folder holds another cell's episodes (its folder is cleared first).",
+            ),
+        ],
+    )
+)
 
 # %% ../../nbs/13_eval_commands.ipynb #f51b271a
 @app.command(cls=MultiValueCommand)
 def analyze(
-    out:Annotated[Path, typer.Option(help="eval.json to write (the contrasts of every cell).")],
-    baseline:Annotated[str|None, typer.Option(help="GLOB of untrained run folders or episodes.jsonl files.")]=None,
-    trained:Annotated[list[str],
-                      typer.Option(help="NAME=GLOB of a trained side; "
-                                        "NAME is the cell (<checkpoint>_<condition>).")]=[],
-    run_dir:Annotated[Path|None,
-                      typer.Option(help="Instead of globs: every cell a launch wrote under this folder.")]=None,
-    contrasts:Annotated[Path|None,
-                        typer.Option(help="eval_contrasts.jsonl to append to (default: next to --out).")]=None,
-    b:Annotated[int, typer.Option("--b", help="Bootstrap resamples.")]=10_000,
-    seed:Annotated[int, typer.Option(help="Bootstrap seed.")]=0,
-    level:Annotated[float, typer.Option(help="Interval level.")]=0.95,
-    viability_drop:Annotated[float,
-                             typer.Option(help="Closure-conditional endpoints are VOID "
-                                               "when the deal rate falls by more.")]=0.10,
-    min_games:Annotated[int,
-                        typer.Option(help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; "
-                                          "single-game cells exempt).")]=MIN_GAMES,
-    endpoints:Annotated[list[str],
-                        typer.Option(help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, "
-                                          "max_share, dist_nbs and their *_given_deal forms).")]=[],
-    experiment_prefix:Annotated[str,
-                                typer.Option(help="Prefix of experiment_name "
-                                                  "in eval_contrasts.jsonl.")]="fairness_grpo_eval_"):
+    out: Annotated[Path, typer.Option(help="eval.json to write (the contrasts of every cell).")],
+    baseline: Annotated[str | None, typer.Option(help="GLOB of untrained run folders or episodes.jsonl files.")] = None,
+    trained: Annotated[
+        list[str], typer.Option(help="NAME=GLOB of a trained side; NAME is the cell (<checkpoint>_<condition>).")
+    ] = [],
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Instead of globs: every cell a launch wrote under this folder.")
+    ] = None,
+    contrasts: Annotated[
+        Path | None, typer.Option(help="eval_contrasts.jsonl to append to (default: next to --out).")
+    ] = None,
+    b: Annotated[int, typer.Option("--b", help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    level: Annotated[float, typer.Option(help="Interval level.")] = 0.95,
+    viability_drop: Annotated[
+        float, typer.Option(help="Closure-conditional endpoints are VOID when the deal rate falls by more.")
+    ] = 0.10,
+    min_games: Annotated[
+        int,
+        typer.Option(
+            help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; single-game cells exempt)."
+        ),
+    ] = MIN_GAMES,
+    endpoints: Annotated[
+        list[str],
+        typer.Option(
+            help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, "
+            "max_share, dist_nbs and their *_given_deal forms)."
+        ),
+    ] = [],
+    experiment_prefix: Annotated[
+        str, typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")
+    ] = "fairness_grpo_eval_",
+):
     "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict, percentile), verdicts and VOIDs."
     if (run_dir is None) == (baseline is None):
         raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
-    if trained and run_dir is not None: raise EvalError("--trained goes with --baseline, not with --run-dir")
+    if trained and run_dir is not None:
+        raise EvalError("--trained goes with --baseline, not with --run-dir")
     cells = discover_cells(run_dir) if run_dir is not None else glob_cells(baseline, trained)
-    res = analyze_cells(cells, endpoints or EVAL_ENDPOINTS, B=b, seed=seed, level=level, viability_drop=viability_drop,
-                        min_games=min_games, **replicate_design(cells))   # seeds pooled, arms against each other
+    res = analyze_cells(
+        cells,
+        endpoints or EVAL_ENDPOINTS,
+        B=b,
+        seed=seed,
+        level=level,
+        viability_drop=viability_drop,
+        min_games=min_games,
+        **replicate_design(cells),
+    )  # seeds pooled, arms against each other
     o, c = write_eval(res, out, contrasts, experiment_prefix)
     typer.echo(contrast_text(res))
     typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {c}")
 
 # %% ../../nbs/13_eval_commands.ipynb #da175c6b
 @app.command()
-def gate(prereg:Annotated[Path, typer.Argument(help="The preregistration YAML.")],
-         eval_json:Annotated[Path, typer.Argument(help="eval.json written by `fairneg eval analyze`.")],
-         checkpoint:Annotated[str|None,
-                              typer.Option(help="The checkpoint to judge "
-                                                "(default: the declared one, else every one).")]=None,
-         json_:Annotated[bool, typer.Option("--json", help="Print the verdicts as one JSON object.")]=False,
-         out:Annotated[Path|None, typer.Option(help="Also write the verdicts to this JSON file.")]=None):
+def gate(
+    prereg: Annotated[Path, typer.Argument(help="The preregistration YAML.")],
+    eval_json: Annotated[Path, typer.Argument(help="eval.json written by `fairneg eval analyze`.")],
+    checkpoint: Annotated[
+        str | None, typer.Option(help="The checkpoint to judge (default: the declared one, else every one).")
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the verdicts as one JSON object.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Also write the verdicts to this JSON file.")] = None,
+):
     "Evaluate a preregistered gate: POSITIVE (exit 0), NEGATIVE (1) or VOID (3), with the reason per clause."
     p = load_prereg(prereg)
     result = read_json(eval_json, EvalError)
     if not isinstance(result, dict) or "cells" not in result:
         raise EvalError(f"{eval_json}: not an eval.json of `fairneg eval analyze`")
     g = evaluate_gate(p, result, checkpoint)
-    if out: write_text_atomic(out, json.dumps(g, indent=1) + "\n")
+    if out:
+        write_text_atomic(out, json.dumps(g, indent=1) + "\n")
     typer.echo(json.dumps(g) if json_ else gate_text(g) + f"\n{g['verdict']}")
     raise typer.Exit(GATE_EXIT[g["verdict"]])

@@ -15,13 +15,13 @@ from ..game import read_json
 from ..metrics import GOOD_DIRECTION
 from ..protocol import check_poolable, PoolingError
 from ..settings import settings_differences
-from ..stats import (cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se,
-                           t_interval)
+from ..stats import cluster_sums, percentile_interval, resample_counts, verdict, ratio_influence, cluster_se
+from ..stats import t_interval
 from ..store import episode_rows, EPISODES, append_jsonl, write_text_atomic
 from .cells import CONDITIONS, EvalError, PairingError
 from .launch import launched
-from ..runlayout import (SEED_TAG, CheckpointNameError, arm_family, arm_lam, arm_seed, arm_step,
-                               checkpoint_name, is_dpo_arm, is_placebo_arm, versus_arm)
+from ..runlayout import SEED_TAG, CheckpointNameError, arm_family, arm_lam, arm_seed, arm_step, checkpoint_name
+from ..runlayout import is_dpo_arm, is_placebo_arm, versus_arm
 
 # %% auto #0
 __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 'VERDICT_INTERVAL', 'INTERVALS',
@@ -34,20 +34,29 @@ __all__ = ['EVAL_ENDPOINTS', 'ON_CLOSED_DEALS', 'EVAL_VERDICTS', 'SPEC_FIELDS', 
            'resolve_runs', 'load_episodes', 'discover_cells', 'glob_cells', 'write_eval', 'contrast_text']
 
 # %% ../../nbs/13_eval_contrasts.ipynb #81dd22b9
-EVAL_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs",
-                  *(f"{k}_given_deal" for k in ("nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini",
-                                                "max_share", "dist_nbs")))
+EVAL_ENDPOINTS = (
+    "deal",
+    "nnw",
+    "nnw_rel",
+    "below_threshold",
+    "worst_off_z",
+    "gini",
+    "max_share",
+    "dist_nbs",
+    *(f"{k}_given_deal" for k in ("nnw", "nnw_rel", "below_threshold", "worst_off_z", "gini", "max_share", "dist_nbs")),
+)
 # undefined unless a deal split some surplus: closure-conditional as they stand
 ON_CLOSED_DEALS = ("gini", "max_share")
 EVAL_VERDICTS = ("favourable", "unfavourable", "spans_zero", "VOID", "undefined", "too_few_games")
 SPEC_FIELDS = ("instance_id", "episode_seed", "protocol_version", "deal")
 
-def closure_conditional(endpoint:str)->bool:
+
+def closure_conditional(endpoint: str) -> bool:
     "Is the endpoint measured over closed deals only (and so subject to the viability screen)?"
     return endpoint.endswith("_given_deal") or endpoint in ON_CLOSED_DEALS
 
 # %% ../../nbs/13_eval_contrasts.ipynb #4c5fe9e7
-def check_endpoints(endpoints)->tuple[str, ...]:
+def check_endpoints(endpoints) -> tuple[str, ...]:
     "Validated endpoint names."
     endpoints = tuple(dict.fromkeys(endpoints))
     bad = [e for e in endpoints if e not in GOOD_DIRECTION]
@@ -56,169 +65,224 @@ def check_endpoints(endpoints)->tuple[str, ...]:
     return endpoints
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5076536e
-def endpoint_values(rows:list[dict], endpoints=EVAL_ENDPOINTS)->np.ndarray:
+def endpoint_values(rows: list[dict], endpoints=EVAL_ENDPOINTS) -> np.ndarray:
     "`(E, K)` matrix of endpoint values: booleans as 0/1, missing as NaN, `*_given_deal` NaN where no deal closed."
     out = np.full((len(rows), len(endpoints)), np.nan)
     deal = np.array([bool(r["deal"]) for r in rows], bool)
     for k, ep in enumerate(endpoints):
         base = ep.removesuffix("_given_deal")
         col = np.array([np.nan if r.get(base) is None else float(r[base]) for r in rows], float)
-        if ep != base: col[~deal] = np.nan
+        if ep != base:
+            col[~deal] = np.nan
         out[:, k] = col
     return out
 
 # %% ../../nbs/13_eval_contrasts.ipynb #761b7f62
 VERDICT_INTERVAL = "cluster_t"
-INTERVALS = {"cluster_t": "cluster-robust t: the contrast ± t(G−1) × its CR1 game-cluster standard error "
-                          "(verdicts and gates read it)",
-             "percentile": "game-cluster percentile bootstrap (the seeds' method, kept for comparison)"}
+INTERVALS = {
+    "cluster_t": "cluster-robust t: the contrast ± t(G−1) × its CR1 game-cluster standard error "
+    "(verdicts and gates read it)",
+    "percentile": "game-cluster percentile bootstrap (the seeds' method, kept for comparison)",
+}
 
-def contrast_from_sums(ST, CT, SB, CB, # per-cluster sums and counts, trained and untrained, each (G, K)
-                       P, # `W @ [ST CT SB CB]`: the resampled sums and counts, (B, 4K)
-                       level:float=0.95)->dict:
+
+def contrast_from_sums(
+    ST,
+    CT,
+    SB,
+    CB,  # per-cluster sums and counts, trained and untrained, each (G, K)
+    P,  # `W @ [ST CT SB CB]`: the resampled sums and counts, (B, 4K)
+    level: float = 0.95,
+) -> dict:
     "Point contrast, the verdict interval (`lo`, `hi`, `se`: cluster-robust t), the percentile interval and the draws."
     K, G = ST.shape[1], ST.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         mt, mb = ST.sum(0) / CT.sum(0), SB.sum(0) / CB.sum(0)
-        draws = P[:, :K] / P[:, K:2 * K] - P[:, 2 * K:3 * K] / P[:, 3 * K:]
+        draws = P[:, :K] / P[:, K : 2 * K] - P[:, 2 * K : 3 * K] / P[:, 3 * K :]
     se = cluster_se(ratio_influence(ST, CT) - ratio_influence(SB, CB))
     lo, hi = t_interval(mt - mb, se, G, level)
     pct_lo, pct_hi = percentile_interval(draws, level)
-    return dict(estimate=mt - mb, trained=mt, base=mb, lo=lo, hi=hi, se=se, pct_lo=pct_lo, pct_hi=pct_hi, draws=draws,
-                undefined=np.isnan(draws).sum(0), n_trained=CT.sum(0).astype(int), n_base=CB.sum(0).astype(int))
+    return dict(
+        estimate=mt - mb,
+        trained=mt,
+        base=mb,
+        lo=lo,
+        hi=hi,
+        se=se,
+        pct_lo=pct_lo,
+        pct_hi=pct_hi,
+        draws=draws,
+        undefined=np.isnan(draws).sum(0),
+        n_trained=CT.sum(0).astype(int),
+        n_base=CB.sum(0).astype(int),
+    )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #1a389c7d
-def paired_bootstrap(trained, # (E,) or (E, K) trained values, NaN = undefined
-                     base, # the untrained values of the same episodes, same shape
-                     clusters, # (E,) cluster (game) of each episode pair
-                     B:int=10_000, seed:int=0, level:float=0.95)->dict:
+def paired_bootstrap(
+    trained,  # (E,) or (E, K) trained values, NaN = undefined
+    base,  # the untrained values of the same episodes, same shape
+    clusters,  # (E,) cluster (game) of each episode pair
+    B: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     "Trained-minus-untrained difference of means per column, clusters resampled jointly for both sides."
     T, U = (np.asarray(x, float) for x in (trained, base))
     T, U = (x[:, None] if x.ndim == 1 else x for x in (T, U))
-    if T.shape != U.shape: raise ValueError(f"paired sides must have one shape, got {T.shape} and {U.shape}")
+    if T.shape != U.shape:
+        raise ValueError(f"paired sides must have one shape, got {T.shape} and {U.shape}")
     ST, CT, ids = cluster_sums(T, clusters)
     SB, CB, _ = cluster_sums(U, clusters)
     W = resample_counts(len(ids), B, seed)
     return {**contrast_from_sums(ST, CT, SB, CB, W @ np.hstack([ST, CT, SB, CB]), level), "n_clusters": int(len(ids))}
 
 # %% ../../nbs/13_eval_contrasts.ipynb #b6529139
-def _key(r:dict)->tuple: return (str(r["instance_id"]), int(r["episode_seed"]))
+def _key(r: dict) -> tuple:
+    return (str(r["instance_id"]), int(r["episode_seed"]))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #e7266835
-def _examples(keys, k:int=4)->str:
+def _examples(keys, k: int = 4) -> str:
     keys = sorted(keys)
     txt = ", ".join(f"{i} seed {s}" for i, s in keys[:k])
     return txt + (f", … ({len(keys)} in all)" if len(keys) > k else "")
 
 # %% ../../nbs/13_eval_contrasts.ipynb #e8c99797
-def check_rows(rows:list[dict], side:str, endpoints=EVAL_ENDPOINTS, cell:str="cell"):
+def check_rows(rows: list[dict], side: str, endpoints=EVAL_ENDPOINTS, cell: str = "cell"):
     "Every row has the SPEC fields the analysis reads; else an error naming the row and the fields."
     need = list(dict.fromkeys([*SPEC_FIELDS, *(e.removesuffix("_given_deal") for e in endpoints)]))
     for j, r in enumerate(rows):
         miss = [f for f in need if f not in r]
         if miss:
-            raise EvalError(f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: "
-                            "analyze needs the SPEC §3 episode fields")
+            raise EvalError(
+                f"{cell}: {side} row {r.get('_source', j)} lacks {', '.join(miss)}: "
+                "analyze needs the SPEC §3 episode fields"
+            )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5adf870f
-def pair_sides(trained:list[dict], base:list[dict], cell:str="cell")->tuple[list, list, list]:
+def pair_sides(trained: list[dict], base: list[dict], cell: str = "cell") -> tuple[list, list, list]:
     "Align the sides on `(instance_id, episode_seed)`; refuse duplicated, missing or extra keys."
     idx = {}
     for side, rows in (("trained", trained), ("untrained", base)):
-        if not rows: raise PairingError(f"{cell}: the {side} side has no episodes")
+        if not rows:
+            raise PairingError(f"{cell}: the {side} side has no episodes")
         dup = [k for k, v in Counter(map(_key, rows)).items() if v > 1]
-        if dup: raise PairingError(f"{cell}: {len(dup)} (instance_id, episode_seed) keys appear more than once "
-                                   f"on the {side} side ({_examples(dup)}); "
-                                   "did a glob match two runs of the same episodes?")
+        if dup:
+            raise PairingError(
+                f"{cell}: {len(dup)} (instance_id, episode_seed) keys appear more than once "
+                f"on the {side} side ({_examples(dup)}); "
+                "did a glob match two runs of the same episodes?"
+            )
         idx[side] = {_key(r): r for r in rows}
     t, b = set(idx["trained"]), set(idx["untrained"])
     if t != b:
-        parts = ([f"{len(b - t)} keys missing from the trained side ({_examples(b - t)})"] if b - t else []) + \
-                ([f"{len(t - b)} extra keys on the trained side ({_examples(t - b)})"] if t - b else [])
-        raise PairingError(f"{cell}: the sides are not paired: {'; '.join(parts)}. A paired contrast needs the same "
-                           f"(instance_id, episode_seed) episodes on both sides")
+        parts = ([f"{len(b - t)} keys missing from the trained side ({_examples(b - t)})"] if b - t else []) + (
+            [f"{len(t - b)} extra keys on the trained side ({_examples(t - b)})"] if t - b else []
+        )
+        raise PairingError(
+            f"{cell}: the sides are not paired: {'; '.join(parts)}. A paired contrast needs the same "
+            f"(instance_id, episode_seed) episodes on both sides"
+        )
     keys = sorted(t)
     return keys, [idx["trained"][k] for k in keys], [idx["untrained"][k] for k in keys]
 
 # %% ../../nbs/13_eval_contrasts.ipynb #60d65383
-def row_budgets(r:dict)->tuple:
+def row_budgets(r: dict) -> tuple:
     "The token budgets an episode row met, sorted (`turn_token_budgets` list or a single `turn_token_budget`)."
     v = r.get("turn_token_budgets", r.get("turn_token_budget"))
-    if v is None: return ()
+    if v is None:
+        return ()
     return tuple(sorted({int(x) for x in (v if isinstance(v, (list, tuple)) else [v])}))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #2e86587d
-def _budget_text(c:Counter)->str: return ", ".join(f"{list(k) if k else 'none recorded'} ×{n}"
-                                                   for k, n in sorted(c.items()))
+def _budget_text(c: Counter) -> str:
+    return ", ".join(f"{list(k) if k else 'none recorded'} ×{n}" for k, n in sorted(c.items()))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #b00bf4a9
-def check_comparable(keys:list, trained:list[dict], base:list[dict], cell:str="cell")->dict:
+def check_comparable(keys: list, trained: list[dict], base: list[dict], cell: str = "cell") -> dict:
     "Refuse pairs run under different protocol versions or token caps (SPEC §5); return the versions and budgets met."
-    bad = Counter((t["protocol_version"], b["protocol_version"]) for t, b in zip(trained, base)
-                  if t["protocol_version"] != b["protocol_version"])
+    bad = Counter(
+        (t["protocol_version"], b["protocol_version"])
+        for t, b in zip(trained, base)
+        if t["protocol_version"] != b["protocol_version"]
+    )
     if bad:
         met = [((t["protocol_version"], b["protocol_version"]), k) for k, t, b in zip(keys, trained, base)]
-        eg = {v: _examples([k for w, k in met if w == v], 1) for v in bad}   # one key of each mismatch
-        txt = "; ".join(f"trained `{tv}` where untrained `{bv}` ({n} pairs, e.g. {eg[tv, bv]})"
-                        for (tv, bv), n in bad.most_common())
-        raise PairingError(f"{cell}: the sides ran different protocol versions: {txt}; rows of different protocol "
-                           "versions never pool (SPEC §5)")
+        eg = {v: _examples([k for w, k in met if w == v], 1) for v in bad}  # one key of each mismatch
+        txt = "; ".join(
+            f"trained `{tv}` where untrained `{bv}` ({n} pairs, e.g. {eg[tv, bv]})" for (tv, bv), n in bad.most_common()
+        )
+        raise PairingError(
+            f"{cell}: the sides ran different protocol versions: {txt}; rows of different protocol "
+            "versions never pool (SPEC §5)"
+        )
     by_version = defaultdict(lambda: {"trained": Counter(), "untrained": Counter()})
     for t, b in zip(trained, base):
         by_version[t["protocol_version"]]["trained"][row_budgets(t)] += 1
         by_version[t["protocol_version"]]["untrained"][row_budgets(b)] += 1
-    for v, sides in by_version.items():   # the pooling guard (SPEC §5), on the rows of both sides under one version
+    for v, sides in by_version.items():  # the pooling guard (SPEC §5), on the rows of both sides under one version
         rows = [r for t, b in zip(trained, base) if t["protocol_version"] == v for r in (t, b)]
-        try: check_poolable(rows)
+        try:
+            check_poolable(rows)
         except PoolingError:
-            raise PairingError(f"{cell}: token budgets differ under `{v}`: trained side met "
-                               f"{_budget_text(sides['trained'])}; "
-                               f"untrained side met {_budget_text(sides['untrained'])}. "
-                               "Episodes run under different token caps never pool (SPEC §5)")
-    return dict(protocol_versions=sorted(by_version),
-                turn_token_budgets=sorted({x for s in by_version.values() for c in s.values() for k in c for x in k}))
+            raise PairingError(
+                f"{cell}: token budgets differ under `{v}`: trained side met "
+                f"{_budget_text(sides['trained'])}; "
+                f"untrained side met {_budget_text(sides['untrained'])}. "
+                "Episodes run under different token caps never pool (SPEC §5)"
+            )
+    return dict(
+        protocol_versions=sorted(by_version),
+        turn_token_budgets=sorted({x for s in by_version.values() for c in s.values() for k in c for x in k}),
+    )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #b5d3630e
-def check_settings(trained:list[dict], base:list[dict], cell:str="cell")->dict|None:
+def check_settings(trained: list[dict], base: list[dict], cell: str = "cell") -> dict | None:
     "The one game (`eval_settings`) every row of both sides played; a `PairingError` where they differ (SPEC §7)."
-    if not (any("eval_settings" in r for r in trained) and any("eval_settings" in r for r in base)): return None
-    seen = {}                                       # each distinct game, with the side that first played it
+    if not (any("eval_settings" in r for r in trained) and any("eval_settings" in r for r in base)):
+        return None
+    seen = {}  # each distinct game, with the side that first played it
     for side, rows in (("trained", trained), ("untrained", base)):
         for r in rows:
             s = r.get("eval_settings")
             seen.setdefault(json.dumps(s, sort_keys=True), (side, s))
-    if len(seen) == 1: return next(iter(seen.values()))[1]
+    if len(seen) == 1:
+        return next(iter(seen.values()))[1]
     (sa, a), (sb, b) = list(seen.values())[:2]
     who = f"the {sa} side's rows" if sa == sb else "the trained and untrained sides"
     what = "; ".join(settings_differences(a, b)) if a is not None and b is not None else "some rows record none"
-    raise PairingError(f"{cell}: {who} played different settings ({what}); a contrast is trained minus untrained on "
-                       "the same game (SPEC §7, Same game)")
+    raise PairingError(
+        f"{cell}: {who} played different settings ({what}); a contrast is trained minus untrained on "
+        "the same game (SPEC §7, Same game)"
+    )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #c0639f19
-def split_cell_name(name:str)->tuple[str, str|None]:
+def split_cell_name(name: str) -> tuple[str, str | None]:
     "`<checkpoint>_<condition>` → `(checkpoint, condition)`; `(name, None)` when no known condition ends the name."
     for c in sorted(CONDITIONS, key=len, reverse=True):
-        if name.endswith("_" + c) and len(name) > len(c) + 1: return name[:-len(c) - 1], c
+        if name.endswith("_" + c) and len(name) > len(c) + 1:
+            return name[: -len(c) - 1], c
     return name, None
 
 # %% ../../nbs/13_eval_contrasts.ipynb #519ee5f7
-def cell_identity(name:str, rows:list[dict])->tuple[str, str|None]:
+def cell_identity(name: str, rows: list[dict]) -> tuple[str, str | None]:
     "A cell's checkpoint and condition: from its rows' `eval_*` fields when they agree, else from its name."
     ck, cond = ({r.get(f) for r in rows} for f in ("eval_checkpoint", "eval_condition"))
-    if len(ck) == 1 and len(cond) == 1 and None not in ck | cond: return ck.pop(), cond.pop()
+    if len(ck) == 1 and len(cond) == 1 and None not in ck | cond:
+        return ck.pop(), cond.pop()
     return split_cell_name(name)
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5c3eb9b2
-def resampling_note(cluster:str)->str|None:
+def resampling_note(cluster: str) -> str | None:
     "What a single-game interval resamples, said wherever it appears (SPEC §7); None for game-cluster intervals."
     return "single game: the interval resamples its episodes, not games" if cluster == "episode" else None
 
 # %% ../../nbs/13_eval_contrasts.ipynb #3f638ba8
-def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints=EVAL_ENDPOINTS)->dict:
+def prepare_cell(trained: list[dict], base: list[dict], name: str = "cell", endpoints=EVAL_ENDPOINTS) -> dict:
     "Check and pair a cell's sides; per-cluster sums and counts of every endpoint, and the facts every row carries."
-    for side, rows in (("trained", trained), ("untrained", base)): check_rows(rows, side, endpoints, name)
+    for side, rows in (("trained", trained), ("untrained", base)):
+        check_rows(rows, side, endpoints, name)
     keys, T, U = pair_sides(trained, base, name)
-    check_settings(T, U, name)                      # the same game (SPEC §7), then the same protocol and caps (§5)
+    check_settings(T, U, name)  # the same game (SPEC §7), then the same protocol and caps (§5)
     comp = check_comparable(keys, T, U, name)
     games = [k[0] for k in keys]
     n_games = len(set(games))
@@ -228,9 +292,22 @@ def prepare_cell(trained:list[dict], base:list[dict], name:str="cell", endpoints
     SB, CB, _ = cluster_sums(VU, clusters)
     deal_t, deal_b = (float(np.mean([bool(r["deal"]) for r in rows])) for rows in (T, U))
     ck, cond = cell_identity(name, trained)
-    return dict(cell=name, checkpoint=ck, condition=cond, endpoints=tuple(endpoints), S=np.hstack([ST, CT, SB, CB]),
-                n_games=n_games, n_episodes=len(keys), cluster=unit, n_clusters=len(ids), clusters=list(ids),
-                resampling_note=resampling_note(unit), deal_trained=deal_t, deal_base=deal_b, **comp)
+    return dict(
+        cell=name,
+        checkpoint=ck,
+        condition=cond,
+        endpoints=tuple(endpoints),
+        S=np.hstack([ST, CT, SB, CB]),
+        n_games=n_games,
+        n_episodes=len(keys),
+        cluster=unit,
+        n_clusters=len(ids),
+        clusters=list(ids),
+        resampling_note=resampling_note(unit),
+        deal_trained=deal_t,
+        deal_base=deal_b,
+        **comp,
+    )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #f8fa9d65
 def _json_float(x):
@@ -239,119 +316,201 @@ def _json_float(x):
     return x if math.isfinite(x) else None
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9e1a0c01
-UNDEFINED_MAX_FRAC = 0.01   # SPEC §7: an endpoint with more undefined bootstrap draws than this is `undefined`
-MIN_GAMES = 8               # SPEC §7: a game-cluster verdict needs at least this many games
+UNDEFINED_MAX_FRAC = 0.01  # SPEC §7: an endpoint with more undefined bootstrap draws than this is `undefined`
+MIN_GAMES = 8  # SPEC §7: a game-cluster verdict needs at least this many games
 
-def too_few_games(cluster:str|None, # the cell's cluster unit (`instance_id`, or `episode` for a single game)
-                  n_games:int|None, min_games:int=MIN_GAMES)->str|None:
+
+def too_few_games(
+    cluster: str | None,  # the cell's cluster unit (`instance_id`, or `episode` for a single game)
+    n_games: int | None,
+    min_games: int = MIN_GAMES,
+) -> str | None:
     "Why a cell's game-cluster verdicts cannot stand (under `min_games` games) or None; single-game cells are exempt."
-    if cluster != "instance_id" or n_games is None or n_games >= min_games: return None
+    if cluster != "instance_id" or n_games is None or n_games >= min_games:
+        return None
     return f"{n_games} games, fewer than the {min_games} a verdict needs (SPEC §7)"
 
 # %% ../../nbs/13_eval_contrasts.ipynb #bee8afea
-def too_many_undefined(undefined:int, B:int, max_frac:float=UNDEFINED_MAX_FRAC)->bool:
+def too_many_undefined(undefined: int, B: int, max_frac: float = UNDEFINED_MAX_FRAC) -> bool:
     "SPEC §7's rule: more than `max_frac` of the B bootstrap draws undefined."
     return undefined > max_frac * B
 
 # %% ../../nbs/13_eval_contrasts.ipynb #6efb81d5
-def endpoint_verdict(est:float, lo:float, hi:float, # point contrast and interval
-                     good:int, # the endpoint's good direction, +1 or -1
-                     closure:bool, # closure-conditional (subject to the viability screen)?
-                     viable:bool, # did the cell pass the viability screen?
-                     undefined:int, B:int, # undefined draws among the B resamples
-                     max_frac:float=UNDEFINED_MAX_FRAC)->tuple:
+def endpoint_verdict(
+    est: float,
+    lo: float,
+    hi: float,  # point contrast and interval
+    good: int,  # the endpoint's good direction, +1 or -1
+    closure: bool,  # closure-conditional (subject to the viability screen)?
+    viable: bool,  # did the cell pass the viability screen?
+    undefined: int,
+    B: int,  # undefined draws among the B resamples
+    max_frac: float = UNDEFINED_MAX_FRAC,
+) -> tuple:
     "`(interval_verdict, verdict, reason)`: VOID by the screen, `undefined` with no value or too many undefined draws."
     finite = np.isfinite(est) and np.isfinite(lo) and np.isfinite(hi)
     iv = verdict(lo, hi, good) if finite else "undefined"
     if not np.isfinite(est):
         return iv, "undefined", "no value: a side has no episode on which the endpoint is defined (e.g. no closed deal)"
-    if closure and not viable: return iv, "VOID", None
+    if closure and not viable:
+        return iv, "VOID", None
     if too_many_undefined(undefined, B, max_frac):
-        return iv, "undefined", (f"{undefined} of {B} bootstrap draws undefined "
-                                 f"({undefined / B:.1%}, more than {max_frac:.0%}): the drawn games hold no episode "
-                                 "on which it is defined (no closed deal) on a side")
+        return (
+            iv,
+            "undefined",
+            (
+                f"{undefined} of {B} bootstrap draws undefined "
+                f"({undefined / B:.1%}, more than {max_frac:.0%}): the drawn games hold no episode "
+                "on which it is defined (no closed deal) on a side"
+            ),
+        )
     return iv, iv, None
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9e1a0c03
-def _reading(lo, hi, good:int)->str:
+def _reading(lo, hi, good: int) -> str:
     return verdict(lo, hi, good) if np.isfinite(lo) and np.isfinite(hi) else "undefined"
 
 # %% ../../nbs/13_eval_contrasts.ipynb #543cda90
-def finish_cell(prep:dict, res:dict, viability_drop:float=0.10, max_undefined:float=UNDEFINED_MAX_FRAC,
-                min_games:int=MIN_GAMES)->dict:
+def finish_cell(
+    prep: dict,
+    res: dict,
+    viability_drop: float = 0.10,
+    max_undefined: float = UNDEFINED_MAX_FRAC,
+    min_games: int = MIN_GAMES,
+) -> dict:
     "The cell's record: per endpoint the contrast, both intervals, verdicts, counts; screen and game minimum applied."
     deal_delta = prep["deal_trained"] - prep["deal_base"]
     viable = not deal_delta < -viability_drop - 1e-12
     few = too_few_games(prep["cluster"], prep["n_games"], min_games)
     B, eps = res["draws"].shape[0], {}
     for k, ep in enumerate(prep["endpoints"]):
-        g, est, lo, hi, cc, nu = (GOOD_DIRECTION[ep], res["estimate"][k], res["lo"][k], res["hi"][k],
-                                  closure_conditional(ep), int(res["undefined"][k]))
+        g, est, lo, hi, cc, nu = (
+            GOOD_DIRECTION[ep],
+            res["estimate"][k],
+            res["lo"][k],
+            res["hi"][k],
+            closure_conditional(ep),
+            int(res["undefined"][k]),
+        )
         iv, final, why = endpoint_verdict(est, lo, hi, g, cc, viable, nu, B, max_undefined)
-        if few and np.isfinite(est): final = "too_few_games"        # a contrast with no value stays `undefined`
-        eps[ep] = dict(endpoint=ep, good_direction=g, trained=_json_float(res["trained"][k]),
-                       base=_json_float(res["base"][k]),
-                       delta=_json_float(est), lo=_json_float(lo), hi=_json_float(hi), se=_json_float(res["se"][k]),
-                       interval=VERDICT_INTERVAL,
-                       interval_verdict=iv, verdict=final,
-                       percentile_lo=_json_float(res["pct_lo"][k]), percentile_hi=_json_float(res["pct_hi"][k]),
-                       percentile_verdict=_reading(res["pct_lo"][k], res["pct_hi"][k], g),
-                       void_reason=(f"trained deal rate {deal_delta:+.3f} vs untrained, "
-                                    f"more than {viability_drop:.2f} below"
-                                    if final == "VOID" else None), undefined_reason=why, few_games_reason=few,
-                       closure_conditional=cc, n_trained=int(res["n_trained"][k]), n_base=int(res["n_base"][k]),
-                       undefined_draws=nu, cluster=prep["cluster"], resampling_note=prep["resampling_note"])
-    keep = ("cell", "checkpoint", "condition", "n_games", "n_episodes", "cluster", "n_clusters", "resampling_note",
-            "protocol_versions", "turn_token_budgets", "deal_trained", "deal_base")
-    return {**{k: prep[k] for k in keep}, "deal_delta": deal_delta, "too_few_games": few,
-            "viability": dict(deal_delta=deal_delta, max_drop=viability_drop, viable=viable), "endpoints": eps}
+        if few and np.isfinite(est):
+            final = "too_few_games"  # a contrast with no value stays `undefined`
+        eps[ep] = dict(
+            endpoint=ep,
+            good_direction=g,
+            trained=_json_float(res["trained"][k]),
+            base=_json_float(res["base"][k]),
+            delta=_json_float(est),
+            lo=_json_float(lo),
+            hi=_json_float(hi),
+            se=_json_float(res["se"][k]),
+            interval=VERDICT_INTERVAL,
+            interval_verdict=iv,
+            verdict=final,
+            percentile_lo=_json_float(res["pct_lo"][k]),
+            percentile_hi=_json_float(res["pct_hi"][k]),
+            percentile_verdict=_reading(res["pct_lo"][k], res["pct_hi"][k], g),
+            void_reason=(
+                f"trained deal rate {deal_delta:+.3f} vs untrained, more than {viability_drop:.2f} below"
+                if final == "VOID"
+                else None
+            ),
+            undefined_reason=why,
+            few_games_reason=few,
+            closure_conditional=cc,
+            n_trained=int(res["n_trained"][k]),
+            n_base=int(res["n_base"][k]),
+            undefined_draws=nu,
+            cluster=prep["cluster"],
+            resampling_note=prep["resampling_note"],
+        )
+    keep = (
+        "cell",
+        "checkpoint",
+        "condition",
+        "n_games",
+        "n_episodes",
+        "cluster",
+        "n_clusters",
+        "resampling_note",
+        "protocol_versions",
+        "turn_token_budgets",
+        "deal_trained",
+        "deal_base",
+    )
+    return {
+        **{k: prep[k] for k in keep},
+        "deal_delta": deal_delta,
+        "too_few_games": few,
+        "viability": dict(deal_delta=deal_delta, max_drop=viability_drop, viable=viable),
+        "endpoints": eps,
+    }
 
 # %% ../../nbs/13_eval_contrasts.ipynb #e2240cd4
-def versus_prep(cells:dict, # cell name -> {"trained": rows, "base": rows}
-                a:str, b:str, # the two cells: a's trained side minus b's
-                name:str, # the versus cell's name (`<arm a>-vs-<arm b>[_sN]_step<N>_<condition>`)
-                endpoints=EVAL_ENDPOINTS)->dict:
+def versus_prep(
+    cells: dict,  # cell name -> {"trained": rows, "base": rows}
+    a: str,
+    b: str,  # the two cells: a's trained side minus b's
+    name: str,  # the versus cell's name (`<arm a>-vs-<arm b>[_sN]_step<N>_<condition>`)
+    endpoints=EVAL_ENDPOINTS,
+) -> dict:
     "A versus cell: arm a's trained episodes against arm b's trained episodes of the same games and seeds."
     miss = [c for c in (a, b) if c not in cells]
-    if miss: raise EvalError(f"{name}: no cell {', '.join(miss)} to compare (have: {', '.join(sorted(cells))})")
+    if miss:
+        raise EvalError(f"{name}: no cell {', '.join(miss)} to compare (have: {', '.join(sorted(cells))})")
     p = prepare_cell(cells[a]["trained"], cells[b]["trained"], name, endpoints)
     ck, cond = split_cell_name(name)
     return {**p, "checkpoint": ck, "condition": cond}
 
 # %% ../../nbs/13_eval_contrasts.ipynb #70f7f9b1
-def pool_preps(preps:list, # `prepare_cell` records of one arm's seeds on one condition (the same games)
-               name:str, # the pooled cell's name
-              )->dict:
+def pool_preps(
+    preps: list,  # `prepare_cell` records of one arm's seeds on one condition (the same games)
+    name: str,  # the pooled cell's name
+) -> dict:
     "The pooled cell of an arm's seeds (SPEC §7): per game, the seeds' sums added (their contrasts' mean per game)."
-    if len(preps) < 2: raise EvalError(f"{name}: a pool needs at least two seeds' cells, got {len(preps)}")
+    if len(preps) < 2:
+        raise EvalError(f"{name}: a pool needs at least two seeds' cells, got {len(preps)}")
     first = preps[0]
     for q in preps[1:]:
         if q["clusters"] != first["clusters"] or q["endpoints"] != first["endpoints"]:
-            raise PairingError(f"{name}: {q['cell']} and {first['cell']} played different games (or endpoints); "
-                               "seeds pool only over the same games (SPEC §7)")
+            raise PairingError(
+                f"{name}: {q['cell']} and {first['cell']} played different games (or endpoints); "
+                "seeds pool only over the same games (SPEC §7)"
+            )
     ck, cond = split_cell_name(name)
     mean = lambda k: float(np.mean([q[k] for q in preps]))
-    return {**first, "cell": name, "checkpoint": ck, "condition": cond, "S": sum(q["S"] for q in preps),
-            "n_episodes": sum(q["n_episodes"] for q in preps), "deal_trained": mean("deal_trained"),
-            "deal_base": mean("deal_base")}
+    return {
+        **first,
+        "cell": name,
+        "checkpoint": ck,
+        "condition": cond,
+        "S": sum(q["S"] for q in preps),
+        "n_episodes": sum(q["n_episodes"] for q in preps),
+        "deal_trained": mean("deal_trained"),
+        "deal_base": mean("deal_base"),
+    }
 
 # %% ../../nbs/13_eval_contrasts.ipynb #1e17bcb0
-def check_names(preps:list, # the cells' and versus cells' records
-                pools:dict, # name -> member cells
-               )->dict:
+def check_names(
+    preps: list,  # the cells' and versus cells' records
+    pools: dict,  # name -> member cells
+) -> dict:
     "The records by name; an `EvalError` for a name used twice or a pool member that is no cell."
     names = [q["cell"] for q in preps] + list(pools)
     dup = sorted(n for n, k in Counter(names).items() if k > 1)
-    if dup: raise EvalError(f"cell name(s) {', '.join(dup)} used twice (a cell, a versus cell or a pool)")
+    if dup:
+        raise EvalError(f"cell name(s) {', '.join(dup)} used twice (a cell, a versus cell or a pool)")
     by_name = {q["cell"]: q for q in preps}
     for n, members in pools.items():
-        if (bad := [m for m in members if m not in by_name]): raise EvalError(f"pool {n}: no cell {', '.join(bad)}")
+        if bad := [m for m in members if m not in by_name]:
+            raise EvalError(f"pool {n}: no cell {', '.join(bad)}")
     return by_name
 
 # %% ../../nbs/13_eval_contrasts.ipynb #2aab5a93
-def replication(pooled:dict, # a pooled cell's record
-                members:list, # its seeds' records
-               )->dict:
+def replication(
+    pooled: dict,  # a pooled cell's record
+    members: list,  # its seeds' records
+) -> dict:
     "Per endpoint: `replicated` (every seed has the pooled sign, the pooled verdict a direction), else k of n agree."
     out = {}
     for ep, e in pooled["endpoints"].items():
@@ -359,67 +518,102 @@ def replication(pooled:dict, # a pooled cell's record
         sign = 0 if d is None else int(np.sign(d))
         agree = sum(1 for x in ds if x is not None and sign != 0 and int(np.sign(x)) == sign)
         done = agree == len(ds) and e["verdict"] in ("favourable", "unfavourable")
-        status = ("replicated" if done else f"{agree} of {len(ds)} seeds agree" if sign
-                  else f"no direction (pooled Δ {'undefined' if d is None else 0})")
+        status = (
+            "replicated"
+            if done
+            else f"{agree} of {len(ds)} seeds agree"
+            if sign
+            else f"no direction (pooled Δ {'undefined' if d is None else 0})"
+        )
         out[ep] = dict(seed_deltas=ds, seeds_agree=agree, n_seeds=len(ds), status=status)
     return out
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9e1a0c04
-def analyze_cells(cells:dict, # cell name -> {"trained": rows, "base": rows}
-                  endpoints=EVAL_ENDPOINTS, # endpoint names
-                  B:int=10_000, seed:int=0, level:float=0.95,
-                  viability_drop:float=0.10, # closure-conditional endpoints are VOID below this deal-rate drop
-                  max_undefined:float=UNDEFINED_MAX_FRAC, # `undefined` past this share of undefined bootstrap draws
-                  min_games:int=MIN_GAMES, # fewer games than this: every verdict of the cell is `too_few_games`
-                  versus:dict|None=None, # name -> (cell a, cell b): a's trained side minus b's, on the same episodes
-                  pools:dict|None=None, # name -> member cells (an arm's seeds, or their versus cells), pooled per game
-                  )->dict:
+def analyze_cells(
+    cells: dict,  # cell name -> {"trained": rows, "base": rows}
+    endpoints=EVAL_ENDPOINTS,  # endpoint names
+    B: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    viability_drop: float = 0.10,  # closure-conditional endpoints are VOID below this deal-rate drop
+    max_undefined: float = UNDEFINED_MAX_FRAC,  # `undefined` past this share of undefined bootstrap draws
+    min_games: int = MIN_GAMES,  # fewer games than this: every verdict of the cell is `too_few_games`
+    versus: dict | None = None,  # name -> (cell a, cell b): a's trained side minus b's, on the same episodes
+    pools: dict | None = None,  # name -> member cells (an arm's seeds, or their versus cells), pooled per game
+) -> dict:
     "Paired game-cluster contrasts per cell; cells with equal cluster counts share one resample matrix and one product."
     endpoints = check_endpoints(endpoints)
-    if B < 1: raise EvalError("B must be at least 1")
-    if not 0 < level < 1: raise EvalError(f"level must be between 0 and 1 (e.g. 0.95), got {level}")
-    if seed < 0: raise EvalError(f"seed must be 0 or more, got {seed}")
-    if min_games < 2: raise EvalError(f"min_games must be at least 2 (a t interval needs two games), got {min_games}")
-    if not cells: raise EvalError("no cells to analyze")
+    if B < 1:
+        raise EvalError("B must be at least 1")
+    if not 0 < level < 1:
+        raise EvalError(f"level must be between 0 and 1 (e.g. 0.95), got {level}")
+    if seed < 0:
+        raise EvalError(f"seed must be 0 or more, got {seed}")
+    if min_games < 2:
+        raise EvalError(f"min_games must be at least 2 (a t interval needs two games), got {min_games}")
+    if not cells:
+        raise EvalError("no cells to analyze")
     preps = [prepare_cell(c["trained"], c["base"], name, endpoints) for name, c in cells.items()]
     versus, pools = versus or {}, pools or {}
     preps += [versus_prep(cells, a, b, name, endpoints) for name, (a, b) in versus.items()]
     by_name = check_names(preps, pools)
     preps += [pool_preps([by_name[m] for m in members], name) for name, members in pools.items()]
     by_g = defaultdict(list)
-    for p in preps: by_g[p["n_clusters"]].append(p)
+    for p in preps:
+        by_g[p["n_clusters"]].append(p)
     K, out = len(endpoints), {}
     for G, ps in by_g.items():
         P = resample_counts(G, B, seed) @ np.hstack([p["S"] for p in ps])
         for j, p in enumerate(ps):
             S = p["S"]
-            res = contrast_from_sums(S[:, :K], S[:, K:2 * K], S[:, 2 * K:3 * K], S[:, 3 * K:],
-                                     P[:, 4 * K * j:4 * K * (j + 1)], level)
+            res = contrast_from_sums(
+                S[:, :K], S[:, K : 2 * K], S[:, 2 * K : 3 * K], S[:, 3 * K :], P[:, 4 * K * j : 4 * K * (j + 1)], level
+            )
             out[p["cell"]] = finish_cell(p, res, viability_drop, max_undefined, min_games)
-    return dict(tool="fairneg eval analyze", analyzed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                interval=VERDICT_INTERVAL, intervals=INTERVALS, B=B, seed=seed, level=level,
-                viability_drop=viability_drop,
-                max_undefined=max_undefined, min_games=min_games, endpoints=list(endpoints),
-                cells={n: out[n] for n in cells},
-                **({"versus": {n: {**out[n], "a": a, "b": b} for n, (a, b) in versus.items()}} if versus else {}),
-                **({"pooled": {n: {**out[n], "members": list(m),
-                                   "replication": replication(out[n], [out[x] for x in m])}
-                               for n, m in pools.items()}} if pools else {}))
+    return dict(
+        tool="fairneg eval analyze",
+        analyzed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        interval=VERDICT_INTERVAL,
+        intervals=INTERVALS,
+        B=B,
+        seed=seed,
+        level=level,
+        viability_drop=viability_drop,
+        max_undefined=max_undefined,
+        min_games=min_games,
+        endpoints=list(endpoints),
+        cells={n: out[n] for n in cells},
+        **({"versus": {n: {**out[n], "a": a, "b": b} for n, (a, b) in versus.items()}} if versus else {}),
+        **(
+            {
+                "pooled": {
+                    n: {**out[n], "members": list(m), "replication": replication(out[n], [out[x] for x in m])}
+                    for n, m in pools.items()
+                }
+            }
+            if pools
+            else {}
+        ),
+    )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #09d3209e
-def _seeded_cells(names:Iterable[str])->dict:
+def _seeded_cells(names: Iterable[str]) -> dict:
     "`(family, seed, step, condition)` -> cell name of every GRPO arm's cell (DPO arms and unparsed names left out)."
     out = {}
     for n in names:
         ck, cond = split_cell_name(n)
-        if cond is None: continue
-        try: arm, step = arm_step(ck)
-        except CheckpointNameError: continue
-        if not is_dpo_arm(arm): out[(arm_family(arm), arm_seed(arm), step, cond)] = n
+        if cond is None:
+            continue
+        try:
+            arm, step = arm_step(ck)
+        except CheckpointNameError:
+            continue
+        if not is_dpo_arm(arm):
+            out[(arm_family(arm), arm_seed(arm), step, cond)] = n
     return out
 
 # %% ../../nbs/13_eval_contrasts.ipynb #ad75cfe7
-def versus_pairs(families:Iterable[str])->list:
+def versus_pairs(families: Iterable[str]) -> list:
     "The arm-vs-arm comparisons of a run: highest λ − lowest λ, then every λ − each placebo."
     fams = sorted(set(families))
     lams = sorted((f for f in fams if arm_lam(f) is not None), key=arm_lam)
@@ -427,21 +621,24 @@ def versus_pairs(families:Iterable[str])->list:
     return ([(lams[-1], lams[0])] if len(lams) > 1 else []) + [(f, q) for f in lams for q in plac]
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9996e3d3
-def _pool_groups(index:dict)->dict:
+def _pool_groups(index: dict) -> dict:
     "Pools of `(family, seed, step, condition)` -> name: families with two seeds or more, per (step, condition)."
     groups = defaultdict(list)
     for (fam, s, step, cond), n in sorted(index.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][3], kv[0][1] or 0)):
-        if s is not None: groups[(fam, step, cond)].append(n)
+        if s is not None:
+            groups[(fam, step, cond)].append(n)
     return {f"{checkpoint_name(fam, step)}_{cond}": ns for (fam, step, cond), ns in groups.items() if len(ns) > 1}
 
-def replicate_design(names:Iterable[str])->dict:
+
+def replicate_design(names: Iterable[str]) -> dict:
     "What to compare and pool among a run's cells: `versus` (name -> (a, b)) and `pools` (name -> members)."
     index = _seeded_cells(names)
     versus, vindex = {}, {}
     for fa, fb in versus_pairs(f for f, _, _, _ in index):
         for (f, s, step, cond), a in sorted(index.items(), key=lambda kv: str(kv[0])):
             b = index.get((fb, s, step, cond))
-            if f != fa or b is None: continue
+            if f != fa or b is None:
+                continue
             fam = versus_arm(fa, fb)
             arm = fam if s is None else f"{fam}{SEED_TAG}{s}"
             versus[f"{checkpoint_name(arm, step)}_{cond}"] = (a, b)
@@ -449,70 +646,105 @@ def replicate_design(names:Iterable[str])->dict:
     return dict(versus=versus, pools={**_pool_groups(index), **_pool_groups(vindex)})
 
 # %% ../../nbs/13_eval_contrasts.ipynb #d588a55d
-def contrast_rows(result:dict, prefix:str="fairness_grpo_eval_")->list[dict]:
+def contrast_rows(result: dict, prefix: str = "fairness_grpo_eval_") -> list[dict]:
     "One `eval_contrasts.jsonl` row per (cell, endpoint), `experiment_name = <prefix><cell>`."
     rows = []
     for name, c in result["cells"].items():
-        facts = {k: c[k] for k in ("checkpoint", "condition", "n_games", "n_episodes", "cluster", "protocol_versions",
-                                   "turn_token_budgets", "deal_delta")}
+        facts = {
+            k: c[k]
+            for k in (
+                "checkpoint",
+                "condition",
+                "n_games",
+                "n_episodes",
+                "cluster",
+                "protocol_versions",
+                "turn_token_budgets",
+                "deal_delta",
+            )
+        }
         for ep, e in c["endpoints"].items():
-            rows.append(dict(experiment_name=f"{prefix}{name}", cell=name, **{**facts, **e}, B=result["B"],
-                             seed=result["seed"], max_undefined=result.get("max_undefined"),
-                             min_games=result.get("min_games"),
-                             level=result["level"], viability_drop=result["viability_drop"],
-                             analyzed_at=result["analyzed_at"]))
+            rows.append(
+                dict(
+                    experiment_name=f"{prefix}{name}",
+                    cell=name,
+                    **{**facts, **e},
+                    B=result["B"],
+                    seed=result["seed"],
+                    max_undefined=result.get("max_undefined"),
+                    min_games=result.get("min_games"),
+                    level=result["level"],
+                    viability_drop=result["viability_drop"],
+                    analyzed_at=result["analyzed_at"],
+                )
+            )
     return rows
 
 # %% ../../nbs/13_eval_contrasts.ipynb #1f0c61fe
-def sparse_rows(games:int, # how many games
-                closing:set, # the games where the untrained side closes a deal
-               )->dict:
+def sparse_rows(
+    games: int,  # how many games
+    closing: set,  # the games where the untrained side closes a deal
+) -> dict:
     "Paired rows: the trained side closes everywhere, the untrained side only in the games `closing`."
-    mk = lambda side: [dict(instance_id=f"g{g:02d}", episode_seed=e, protocol_version="v",
-                            deal=side == "trained" or g in closing,
-                            nnw=0.5) for g in range(games) for e in range(3)]
+    mk = lambda side: [
+        dict(
+            instance_id=f"g{g:02d}",
+            episode_seed=e,
+            protocol_version="v",
+            deal=side == "trained" or g in closing,
+            nnw=0.5,
+        )
+        for g in range(games)
+        for e in range(3)
+    ]
     return dict(trained=mk("trained"), base=mk("base"))
 
 # %% ../../nbs/13_eval_contrasts.ipynb #c54a052f
-COVERAGE_ENDPOINTS = ("nnw", "deal", "nnw_given_deal")   # a mean, a rate and a closure-conditional ratio
+COVERAGE_ENDPOINTS = ("nnw", "deal", "nnw_given_deal")  # a mean, a rate and a closure-conditional ratio
+
 
 @dataclass(frozen=True)
 class CoverageDesign:
     "A synthetic paired design with known contrasts: games drawn from a population, effects equal or varying by game."
-    n_games:int=12
-    n_episodes:int=4                  # games x paired episodes (seeds)
-    varying:bool=True                                 # effects vary from game to game (else one effect for all)
-    deal_base:float=0.8
-    deal_sd:float=0.8            # untrained deal rate of the median game; spread of games' logits
-    deal_effect:float=0.3
-    deal_effect_sd:float=0.4   # trained shift of the deal logit; its spread across games (varying)
-    fair_base:float=0.45
-    fair_sd:float=0.12          # closed-deal nnw of games
-    fair_effect:float=0.05
-    fair_effect_sd:float=0.08 # trained change of closed-deal nnw; its spread across games (varying)
-    seed_sd:float=0.03
-    noise_sd:float=0.03           # seed effect a pair shares; episode noise on each side
+
+    n_games: int = 12
+    n_episodes: int = 4  # games x paired episodes (seeds)
+    varying: bool = True  # effects vary from game to game (else one effect for all)
+    deal_base: float = 0.8
+    deal_sd: float = 0.8  # untrained deal rate of the median game; spread of games' logits
+    deal_effect: float = 0.3
+    deal_effect_sd: float = 0.4  # trained shift of the deal logit; its spread across games (varying)
+    fair_base: float = 0.45
+    fair_sd: float = 0.12  # closed-deal nnw of games
+    fair_effect: float = 0.05
+    fair_effect_sd: float = 0.08  # trained change of closed-deal nnw; its spread across games (varying)
+    seed_sd: float = 0.03
+    noise_sd: float = 0.03  # seed effect a pair shares; episode noise on each side
 
     @property
-    def label(self)->str: return f"{self.n_games}x{self.n_episodes} {'varying' if self.varying else 'equal'}"
+    def label(self) -> str:
+        return f"{self.n_games}x{self.n_episodes} {'varying' if self.varying else 'equal'}"
 
 # %% ../../nbs/13_eval_contrasts.ipynb #76542e9e
-def _expit_mean(mu:float, sd:float)->float:
+def _expit_mean(mu: float, sd: float) -> float:
     "`E[expit(mu + sd·Z)]` for standard normal `Z` (Gauss–Hermite, 80 nodes)."
     x, w = np.polynomial.hermite_e.hermegauss(80)
     return float(w @ (1 / (1 + np.exp(-(mu + sd * x)))) / w.sum())
 
 # %% ../../nbs/13_eval_contrasts.ipynb #630421f0
-def design_truth(d:CoverageDesign)->dict:
+def design_truth(d: CoverageDesign) -> dict:
     "The population contrast of each of `COVERAGE_ENDPOINTS` under a design (over games, by quadrature)."
     mu, esd = np.log(d.deal_base / (1 - d.deal_base)), d.deal_effect_sd if d.varying else 0.0
     pb, pt = _expit_mean(mu, d.deal_sd), _expit_mean(mu + d.deal_effect, float(np.hypot(d.deal_sd, esd)))
     return dict(nnw=pt * (d.fair_base + d.fair_effect) - pb * d.fair_base, deal=pt - pb, nnw_given_deal=d.fair_effect)
 
 # %% ../../nbs/13_eval_contrasts.ipynb #fc454000
-def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0,
-                    n_seeds:int=1, # trained sides (training seeds) of the same games; more than 1: `(n_seeds, E, R, 3)`
-                   )->tuple:
+def simulate_design(
+    d: CoverageDesign,
+    n_reps: int,
+    seed: int = 0,
+    n_seeds: int = 1,  # trained sides (training seeds) of the same games; more than 1: `(n_seeds, E, R, 3)`
+) -> tuple:
     "Trained and untrained values `(E, n_reps, 3)` of `COVERAGE_ENDPOINTS` (NaN: no deal), and each episode's game."
     rng, on = np.random.default_rng(seed), float(d.varying)
     G, R = d.n_games, n_reps
@@ -531,77 +763,99 @@ def simulate_design(d:CoverageDesign, n_reps:int, seed:int=0,
     return (sides[0] if n_seeds == 1 else np.stack(sides[:-1])), sides[-1], cl
 
 # %% ../../nbs/13_eval_contrasts.ipynb #85339b7f
-def stack_seeds(T:np.ndarray, # (n_seeds, E, ...) trained values of each seed
-                U:np.ndarray, # (E, ...) untrained values
-                cl:np.ndarray, # (E,) each episode's game
-               )->tuple:
+def stack_seeds(
+    T: np.ndarray,  # (n_seeds, E, ...) trained values of each seed
+    U: np.ndarray,  # (E, ...) untrained values
+    cl: np.ndarray,  # (E,) each episode's game
+) -> tuple:
     "The seeds' episodes one after another, the untrained side repeated: per-game sums are then a pooled cell's."
     S = len(T)
     return T.reshape(S * T.shape[1], *T.shape[2:]), np.concatenate([U] * S), np.tile(cl, S)
 
 # %% ../../nbs/13_eval_contrasts.ipynb #ca780562
-def _coverage_row(d:CoverageDesign, endpoint:str, method:str, truth:float, lo, hi)->dict:
+def _coverage_row(d: CoverageDesign, endpoint: str, method: str, truth: float, lo, hi) -> dict:
     n = len(lo)
     hit = int(np.sum((lo <= truth) & (truth <= hi)))
     c = hit / n
-    return dict(design=d.label, endpoint=endpoint, method=method, truth=truth, coverage=c,
-                mc_se=float(np.sqrt(c * (1 - c) / n)),
-                covered=hit, n_reps=n, undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))),
-                median_width=float(np.nanmedian(hi - lo)))
+    return dict(
+        design=d.label,
+        endpoint=endpoint,
+        method=method,
+        truth=truth,
+        coverage=c,
+        mc_se=float(np.sqrt(c * (1 - c) / n)),
+        covered=hit,
+        n_reps=n,
+        undefined=int(np.sum(~np.isfinite(lo) | ~np.isfinite(hi))),
+        median_width=float(np.nanmedian(hi - lo)),
+    )
 
 # %% ../../nbs/13_eval_contrasts.ipynb #a6e9ab96
-def coverage_study(design:CoverageDesign=CoverageDesign(), n_reps:int=2000, B:int=1000, seed:int=0, level:float=0.95,
-                   unit:str="game", # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
-                   chunk:int=250,
-                   # training seeds pooled (SPEC §7): the seeds' per-game sums added, as `pool_preps` does
-                   n_seeds:int=1,
-                  )->list[dict]:
+def coverage_study(
+    design: CoverageDesign = CoverageDesign(),
+    n_reps: int = 2000,
+    B: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    unit: str = "game",  # cluster on games (the analysis) or on episodes (ignoring games, for contrast)
+    chunk: int = 250,
+    # training seeds pooled (SPEC §7): the seeds' per-game sums added, as `pool_preps` does
+    n_seeds: int = 1,
+) -> list[dict]:
     "Coverage of the verdict (`cluster_t`) and `percentile` intervals over simulations of a design, per endpoint."
     truth = design_truth(design)
     T, U, cl = simulate_design(design, n_reps, seed, n_seeds)
-    if n_seeds > 1: T, U, cl = stack_seeds(T, U, cl)
+    if n_seeds > 1:
+        T, U, cl = stack_seeds(T, U, cl)
     clusters, K = (cl if unit == "game" else np.arange(len(cl))), len(COVERAGE_ENDPOINTS)
     W = resample_counts(len(np.unique(clusters)), B, seed + 1)
     bounds = {m: ([], []) for m in INTERVALS}
     for j in range(0, n_reps, chunk):
-        t, u = (x[:, j:j + chunk].reshape(len(cl), -1) for x in (T, U))      # column = replication * K + endpoint
+        t, u = (x[:, j : j + chunk].reshape(len(cl), -1) for x in (T, U))  # column = replication * K + endpoint
         ST, CT, _ = cluster_sums(t, clusters)
         SB, CB, _ = cluster_sums(u, clusters)
         r = contrast_from_sums(ST, CT, SB, CB, W @ np.hstack([ST, CT, SB, CB]), level)
         for m, (lo, hi) in (("cluster_t", ("lo", "hi")), ("percentile", ("pct_lo", "pct_hi"))):
             bounds[m][0].append(r[lo].reshape(-1, K))
             bounds[m][1].append(r[hi].reshape(-1, K))
-    return [_coverage_row(design, ep, m, truth[ep], np.vstack(bounds[m][0])[:, k], np.vstack(bounds[m][1])[:, k])
-            for k, ep in enumerate(COVERAGE_ENDPOINTS) for m in INTERVALS]
+    return [
+        _coverage_row(design, ep, m, truth[ep], np.vstack(bounds[m][0])[:, k], np.vstack(bounds[m][1])[:, k])
+        for k, ep in enumerate(COVERAGE_ENDPOINTS)
+        for m in INTERVALS
+    ]
 
 # %% ../../nbs/13_eval_contrasts.ipynb #4779e0c2
-def resolve_runs(pattern)->list[Path]:
+def resolve_runs(pattern) -> list[Path]:
     "The `episodes.jsonl` files a glob names (folders holding one, or the files themselves)."
     files = []
     for m in sorted(glob.glob(str(pattern), recursive=True)):
         f = Path(m) / EPISODES if Path(m).is_dir() else Path(m)
-        if f.is_file() and f not in files: files.append(f)
-    if not files: raise EvalError(f"`{pattern}` matches no episodes.jsonl (give run folders or episodes.jsonl files)")
+        if f.is_file() and f not in files:
+            files.append(f)
+    if not files:
+        raise EvalError(f"`{pattern}` matches no episodes.jsonl (give run folders or episodes.jsonl files)")
     return files
 
 # %% ../../nbs/13_eval_contrasts.ipynb #448497eb
-def load_episodes(pattern)->list[dict]:
+def load_episodes(pattern) -> list[dict]:
     "Episode rows of every file a glob names, each with `_source` = file:line."
     return [r for f in resolve_runs(pattern) for r in episode_rows(f, EvalError)]
 
 # %% ../../nbs/13_eval_contrasts.ipynb #5b233a5f
-def _job_note(row:dict|None)->str:
+def _job_note(row: dict | None) -> str:
     "`; job N, logs: PATH` of a cell's last launch.jsonl row, or nothing."
-    if not row: return ""
+    if not row:
+        return ""
     return f"; job {row.get('job_id')}" + (f", logs: {row['log']}" if row.get("log") else "")
 
 # %% ../../nbs/13_eval_contrasts.ipynb #9888e467
-def discover_cells(run_dir)->dict:
+def discover_cells(run_dir) -> dict:
     "Every cell a launch wrote under `run_dir`: `{cell: {trained, base}}` rows; an error naming each incomplete cell."
     found, jobs = sorted(Path(run_dir).glob("*/cell.json")), launched(run_dir)
     if not found and not jobs:
-        raise EvalError(f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; "
-                        "was it a launch's --out-dir?")
+        raise EvalError(
+            f"{run_dir}: no cell folders (<checkpoint>_<condition>/cell.json) here; was it a launch's --out-dir?"
+        )
     cells, missing = {}, {}
     for p in found:
         cj = read_json(p, EvalError)
@@ -609,35 +863,40 @@ def discover_cells(run_dir)->dict:
             raise EvalError(f"{p}: not a cell.json of `fairneg eval launch` (no `cell`)")
         name = cj["cell"]
         lack = [s for s in ("trained", "base") if not (p.parent / s / EPISODES).is_file()]
-        if lack: missing[name] = f"no {' and no '.join(f'{s}/{EPISODES}' for s in lack)}"
+        if lack:
+            missing[name] = f"no {' and no '.join(f'{s}/{EPISODES}' for s in lack)}"
         else:
             # paths, not globs
             cells[name] = {s: episode_rows(p.parent / s / EPISODES, EvalError) for s in ("trained", "base")}
-    for name in jobs:                                   # submitted, but its job never started (or died before writing)
+    for name in jobs:  # submitted, but its job never started (or died before writing)
         if name not in cells and name not in missing:
             missing[name] = "no cell.json: its job has not started, or ended before"
     if missing:
-        raise EvalError(f"{run_dir}: {len(missing)} cell(s) not complete: " + "; ".join(
-            f"{n} ({why}{_job_note(jobs.get(n))})" for n, why in sorted(missing.items())) +
-            ". Their jobs are still running, or failed (see the logs): "
-            "run the same launch again to complete only these")
+        raise EvalError(
+            f"{run_dir}: {len(missing)} cell(s) not complete: "
+            + "; ".join(f"{n} ({why}{_job_note(jobs.get(n))})" for n, why in sorted(missing.items()))
+            + ". Their jobs are still running, or failed (see the logs): "
+            "run the same launch again to complete only these"
+        )
     return cells
 
 # %% ../../nbs/13_eval_contrasts.ipynb #0945c4b5
-def glob_cells(baseline:str, trained:Iterable[str])->dict:
+def glob_cells(baseline: str, trained: Iterable[str]) -> dict:
     "`{NAME: {trained, base}}` from a baseline glob and `NAME=GLOB` trained globs."
     base, cells = load_episodes(baseline), {}
     for t in trained:
         name, eq, pat = str(t).partition("=")
         if not eq or not name.strip():
             raise EvalError(f"--trained `{t}`: expected NAME=GLOB (NAME = the cell, e.g. lam0_step24_primary)")
-        if name.strip() in cells: raise EvalError(f"--trained names the cell `{name.strip()}` twice")
+        if name.strip() in cells:
+            raise EvalError(f"--trained names the cell `{name.strip()}` twice")
         cells[name.strip()] = dict(trained=load_episodes(pat), base=base)
-    if not cells: raise EvalError("--baseline needs at least one --trained NAME=GLOB")
+    if not cells:
+        raise EvalError("--baseline needs at least one --trained NAME=GLOB")
     return cells
 
 # %% ../../nbs/13_eval_contrasts.ipynb #130c50df
-def write_eval(result:dict, out, contrasts=None, prefix:str="fairness_grpo_eval_")->tuple[Path, Path]:
+def write_eval(result: dict, out, contrasts=None, prefix: str = "fairness_grpo_eval_") -> tuple[Path, Path]:
     "Write eval.json (atomically) and append the contrast rows to eval_contrasts.jsonl (next to it by default)."
     out = write_text_atomic(out, json.dumps(result, indent=1) + "\n")
     contrasts = Path(contrasts) if contrasts else out.parent / "eval_contrasts.jsonl"
@@ -645,19 +904,28 @@ def write_eval(result:dict, out, contrasts=None, prefix:str="fairness_grpo_eval_
     return out, contrasts
 
 # %% ../../nbs/13_eval_contrasts.ipynb #521afc29
-def contrast_text(result:dict)->str:
+def contrast_text(result: dict) -> str:
     "A readable summary: one block per cell, one line per endpoint."
     f = lambda x: "   nan" if x is None else f"{x:+.3f}"
     lines = []
     every = {**result["cells"], **result.get("versus", {}), **result.get("pooled", {})}
     for name, c in every.items():
-        kind = (f"{c['a']} − {c['b']}: " if "a" in c else f"pooled over {len(c['members'])} seeds: "
-                if "members" in c else "")
-        lines.append(f"{name}: {kind}{c['n_games']} games, {c['n_episodes']} episode pairs, clusters: {c['cluster']}, "
-                     f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}"
-                     + ("" if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]"))
+        kind = (
+            f"{c['a']} − {c['b']}: "
+            if "a" in c
+            else f"pooled over {len(c['members'])} seeds: "
+            if "members" in c
+            else ""
+        )
+        lines.append(
+            f"{name}: {kind}{c['n_games']} games, {c['n_episodes']} episode pairs, clusters: {c['cluster']}, "
+            f"deal rate {c['deal_trained']:.3f} vs {c['deal_base']:.3f}"
+            + ("" if c["viability"]["viable"] else "  [VIABILITY SCREEN: closure-conditional endpoints VOID]")
+        )
         for e in c["endpoints"].values():
-            lines.append(f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, "
-                         f"{f(e['hi'])}]  {e['verdict']}" + (f"  ({c['replication'][e['endpoint']]['status']})"
-                                                                        if "replication" in c else ""))
+            lines.append(
+                f"  {e['endpoint']:28} {f(e['trained'])} vs {f(e['base'])}  Δ {f(e['delta'])} [{f(e['lo'])}, "
+                f"{f(e['hi'])}]  {e['verdict']}"
+                + (f"  ({c['replication'][e['endpoint']]['status']})" if "replication" in c else "")
+            )
     return "\n".join(lines)

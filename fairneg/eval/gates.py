@@ -10,8 +10,8 @@ from ..commands import unknown_names, type_problem
 from ..metrics import GOOD_DIRECTION
 from ..store import read_yaml
 from .cells import EvalError, PreregError
-from .contrasts import (MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampling_note, too_few_games,
-                                    too_many_undefined)
+from .contrasts import MIN_GAMES, UNDEFINED_MAX_FRAC, VERDICT_INTERVAL, resampling_note, too_few_games
+from .contrasts import too_many_undefined
 
 # %% auto #0
 __all__ = ['GATE_VERDICTS', 'GATE_EXIT', 'REQUIRES', 'BOUNDED', 'PREREG_KEYS', 'PREREG_ANALYSIS', 'MDE_POWER', 'check_prereg',
@@ -27,12 +27,16 @@ _TERM_KEYS = {"condition", "endpoint", "require", "margin", "floor", "ceiling", 
 # rates and shares in [0, 1]: a contrast lies in [-1, +1]
 BOUNDED = ("deal", "walk", "below_threshold", "gini", "max_share")
 
-def _check_term(t, src:str, where:str, directions:dict)->dict:
-    if not isinstance(t, dict): raise PreregError(f"{src}: {where}: must be a mapping")
+
+def _check_term(t, src: str, where: str, directions: dict) -> dict:
+    if not isinstance(t, dict):
+        raise PreregError(f"{src}: {where}: must be a mapping")
     bad = set(t) - _TERM_KEYS - {"id", "with"}
-    if bad: raise PreregError(f"{src}: {where}: {unknown_names(sorted(bad), sorted(_TERM_KEYS | {'id', 'with'}))}")
+    if bad:
+        raise PreregError(f"{src}: {where}: {unknown_names(sorted(bad), sorted(_TERM_KEYS | {'id', 'with'}))}")
     for k in ("condition", "endpoint", "require"):
-        if k not in t: raise PreregError(f"{src}: {where}: missing `{k}`")
+        if k not in t:
+            raise PreregError(f"{src}: {where}: missing `{k}`")
     if t["require"] not in REQUIRES:
         raise PreregError(f"{src}: {where}: require `{t['require']}` is not one of {', '.join(REQUIRES)}")
     if t["endpoint"] not in directions:
@@ -41,35 +45,49 @@ def _check_term(t, src:str, where:str, directions:dict)->dict:
         raise PreregError(f"{src}: {where}: require {t['require']} needs a numeric `{t['require']}:`")
     stat = t.get("stat")
     if t["require"] in ("floor", "ceiling") and stat not in ("lo", "hi", "estimate"):
-        raise PreregError(f"{src}: {where}: a {t['require']} must say which statistic it bounds: "
-                          "`stat: estimate` (the point) or "
-                          f"`stat: {'lo' if t['require'] == 'floor' else 'hi'}` (non-inferiority on the interval)")
+        raise PreregError(
+            f"{src}: {where}: a {t['require']} must say which statistic it bounds: "
+            "`stat: estimate` (the point) or "
+            f"`stat: {'lo' if t['require'] == 'floor' else 'hi'}` (non-inferiority on the interval)"
+        )
     b = t.get(t["require"])
-    if t["require"] in ("floor", "ceiling") and t["endpoint"].removesuffix("_given_deal") in BOUNDED and \
-            (b <= -1 if t["require"] == "floor" else b >= 1):
-        raise PreregError(f"{src}: {where}: a {t['require']} of {b:+g} on {t['endpoint']} bounds nothing "
-                          f"(a contrast of a rate or share lies in [-1, +1])")
+    if (
+        t["require"] in ("floor", "ceiling")
+        and t["endpoint"].removesuffix("_given_deal") in BOUNDED
+        and (b <= -1 if t["require"] == "floor" else b >= 1)
+    ):
+        raise PreregError(
+            f"{src}: {where}: a {t['require']} of {b:+g} on {t['endpoint']} bounds nothing "
+            f"(a contrast of a rate or share lies in [-1, +1])"
+        )
     margin = float(t.get("margin", 0))
-    if margin < 0: raise PreregError(f"{src}: {where}: margin must be >= 0")
+    if margin < 0:
+        raise PreregError(f"{src}: {where}: margin must be >= 0")
     return {**t, "stat": stat, "margin": margin}
 
 # %% ../../nbs/13_eval_gates.ipynb #64c47751
-PREREG_KEYS = ("name", "checkpoint", "analysis", "endpoints", "clauses")   # a preregistration's top-level keys
+PREREG_KEYS = ("name", "checkpoint", "analysis", "endpoints", "clauses")  # a preregistration's top-level keys
 # its `analysis:` keys and types (min_games: `_min_games`, min_effective_pairs: `_min_pairs`)
-PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object,
-                   "min_effective_pairs": float}
+PREREG_ANALYSIS = {"B": int, "level": float, "viability_drop": float, "min_games": object, "min_effective_pairs": float}
 
-def check_prereg(p:dict, src:str="<prereg>")->dict:
+
+def check_prereg(p: dict, src: str = "<prereg>") -> dict:
     "Validate a preregistration mapping; return it normalized (terms filled in)."
-    if not isinstance(p, dict): raise PreregError(f"{src}: must hold a mapping")
-    if (bad := sorted(set(p) - set(PREREG_KEYS))): raise PreregError(f"{src}: {unknown_names(bad, PREREG_KEYS)}")
+    if not isinstance(p, dict):
+        raise PreregError(f"{src}: must hold a mapping")
+    if bad := sorted(set(p) - set(PREREG_KEYS)):
+        raise PreregError(f"{src}: {unknown_names(bad, PREREG_KEYS)}")
     an = p.get("analysis") or {}
-    if not isinstance(an, dict): raise PreregError(f"{src}: `analysis:` must be a mapping")
+    if not isinstance(an, dict):
+        raise PreregError(f"{src}: `analysis:` must be a mapping")
     for k, v in an.items():
-        if k not in PREREG_ANALYSIS: raise PreregError(f"{src}: analysis: {unknown_names([k], list(PREREG_ANALYSIS))}")
-        if (prob := type_problem(v, PREREG_ANALYSIS[k])): raise PreregError(f"{src}: analysis: `{k}`: {prob}")
+        if k not in PREREG_ANALYSIS:
+            raise PreregError(f"{src}: analysis: {unknown_names([k], list(PREREG_ANALYSIS))}")
+        if prob := type_problem(v, PREREG_ANALYSIS[k]):
+            raise PreregError(f"{src}: analysis: `{k}`: {prob}")
     for k in ("endpoints", "clauses"):
-        if k not in p: raise PreregError(f"{src}: missing `{k}:`")
+        if k not in p:
+            raise PreregError(f"{src}: missing `{k}:`")
     directions = {}
     for ep, g in (p["endpoints"] or {}).items():
         if ep not in GOOD_DIRECTION:
@@ -77,8 +95,10 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         if g not in (1, -1):
             raise PreregError(f"{src}: endpoints: {ep}: the good direction must be +1 or -1, not {g!r}")
         if g != GOOD_DIRECTION[ep]:
-            raise PreregError(f"{src}: endpoints: declares {ep} good direction {g:+d}, but fairneg scores {ep} with "
-                              f"{GOOD_DIRECTION[ep]:+d}")
+            raise PreregError(
+                f"{src}: endpoints: declares {ep} good direction {g:+d}, but fairneg scores {ep} with "
+                f"{GOOD_DIRECTION[ep]:+d}"
+            )
         directions[ep] = g
     if not isinstance(p["clauses"], list) or not p["clauses"]:
         raise PreregError(f"{src}: `clauses:` must be a non-empty list")
@@ -87,71 +107,91 @@ def check_prereg(p:dict, src:str="<prereg>")->dict:
         where = f"clause {j + 1}" + (f" ({c.get('id')})" if isinstance(c, dict) and c.get("id") else "")
         c = _check_term(c, src, where, directions)
         cid = str(c.get("id") or f"clause{j + 1}")
-        if cid in ids: raise PreregError(f"{src}: two clauses have the id `{cid}`")
+        if cid in ids:
+            raise PreregError(f"{src}: two clauses have the id `{cid}`")
         ids.add(cid)
-        terms = [_check_term({"condition": c["condition"], **t}, src, f"{where} term {i + 1}", directions)
-                 for i, t in enumerate(c.get("with") or [])]
+        terms = [
+            _check_term({"condition": c["condition"], **t}, src, f"{where} term {i + 1}", directions)
+            for i, t in enumerate(c.get("with") or [])
+        ]
         clauses.append({**c, "id": cid, "with": terms})
     check_guards(clauses, src, float((p.get("analysis") or {}).get("viability_drop", 0.10)))
     an = p.get("analysis") or {}
-    return dict(name=p.get("name", Path(src).stem), checkpoint=p.get("checkpoint"), directions=directions,
-                clauses=clauses,
-                analysis=dict(B=int(an.get("B", 10_000)), level=float(an.get("level", 0.95)),
-                              viability_drop=float(an.get("viability_drop", 0.10)),
-                              min_games=_min_games(an, src), min_effective_pairs=_min_pairs(an, src)), source=src)
+    return dict(
+        name=p.get("name", Path(src).stem),
+        checkpoint=p.get("checkpoint"),
+        directions=directions,
+        clauses=clauses,
+        analysis=dict(
+            B=int(an.get("B", 10_000)),
+            level=float(an.get("level", 0.95)),
+            viability_drop=float(an.get("viability_drop", 0.10)),
+            min_games=_min_games(an, src),
+            min_effective_pairs=_min_pairs(an, src),
+        ),
+        source=src,
+    )
 
 # %% ../../nbs/13_eval_gates.ipynb #1af39a87
-def _min_games(an:dict, src:str)->int:
+def _min_games(an: dict, src: str) -> int:
     "The declared game minimum of a preregistration's analysis (default and floor: SPEC §7's `MIN_GAMES`)."
     v = an.get("min_games", MIN_GAMES)
     if not isinstance(v, int) or isinstance(v, bool) or v < MIN_GAMES:
-        raise PreregError(f"{src}: analysis: min_games must be a whole number "
-                          f"of at least {MIN_GAMES} (SPEC §7), not {v!r}")
+        raise PreregError(
+            f"{src}: analysis: min_games must be a whole number of at least {MIN_GAMES} (SPEC §7), not {v!r}"
+        )
     return v
 
 # %% ../../nbs/13_eval_gates.ipynb #620f6d21
-def _min_pairs(an:dict, src:str)->float|None:
+def _min_pairs(an: dict, src: str) -> float | None:
     "The declared minimum effective number of DPO pairs (SPEC §9) of a preregistration's analysis; None: none."
     v = an.get("min_effective_pairs")
     if v is not None and not v >= 1:
-        raise PreregError(f"{src}: analysis: min_effective_pairs must be at least 1 (a Kish effective number of "
-                          f"pairs), not {v!r}")
+        raise PreregError(
+            f"{src}: analysis: min_effective_pairs must be at least 1 (a Kish effective number of pairs), not {v!r}"
+        )
     return None if v is None else float(v)
 
 # %% ../../nbs/13_eval_gates.ipynb #ed8c8d73
-def too_few_pairs(effective:float|None, # the arm's effective number of pairs (Kish; None: not recorded)
-                  minimum:float|None, # the preregistered minimum (None: none declared)
-                 )->str|None:
+def too_few_pairs(
+    effective: float | None,  # the arm's effective number of pairs (Kish; None: not recorded)
+    minimum: float | None,  # the preregistered minimum (None: none declared)
+) -> str | None:
     "Why an arm has too few pairs to be judged (SPEC §9), or None: its effective pairs below the declared minimum."
-    if minimum is None or effective is None or not effective < minimum: return None
+    if minimum is None or effective is None or not effective < minimum:
+        return None
     return f"{effective:.1f} effective pairs (Kish), fewer than the preregistered minimum of {minimum:g}"
 
 # %% ../../nbs/13_eval_gates.ipynb #0a29b5c7
-def load_prereg(path)->dict:
+def load_prereg(path) -> dict:
     "Read and validate a preregistration YAML."
     return check_prereg(read_yaml(path, PreregError), str(path))
 
 # %% ../../nbs/13_eval_gates.ipynb #9e1a0c05
-def below_threshold_claim(t:dict)->bool:
+def below_threshold_claim(t: dict) -> bool:
     "Does a term claim fewer below-threshold deals? A `favourable` or `ceiling` requirement (any `stat`), either form."
     return t["endpoint"].removesuffix("_given_deal") == "below_threshold" and t["require"] in ("favourable", "ceiling")
 
 # %% ../../nbs/13_eval_gates.ipynb #cf6dd178
-def share_guard(t:dict)->bool:
+def share_guard(t: dict) -> bool:
     "Does a term bound max_share from above (`not_unfavourable`, `favourable` or a `ceiling`), either form?"
-    return (t["endpoint"].removesuffix("_given_deal") == "max_share"
-            and t["require"] in ("favourable", "not_unfavourable", "ceiling"))
+    return t["endpoint"].removesuffix("_given_deal") == "max_share" and t["require"] in (
+        "favourable",
+        "not_unfavourable",
+        "ceiling",
+    )
 
 # %% ../../nbs/13_eval_gates.ipynb #52d777da
-def deal_floor(t:dict)->bool:
+def deal_floor(t: dict) -> bool:
     "Does a term bound the deal rate from below (a `floor`, `not_unfavourable` or `favourable`)?"
     return t["endpoint"] == "deal" and t["require"] in ("floor", "not_unfavourable", "favourable")
 
 # %% ../../nbs/13_eval_gates.ipynb #16e25bf1
-def guard_weakness(t:dict, drop:float=0.10)->str|None:
+def guard_weakness(t: dict, drop: float = 0.10) -> str | None:
     "Why a floor/ceiling guard is too weak, or None: on the interval's far side, or looser than the viability screen."
     req, stat = t["require"], t.get("stat")
-    if req not in ("floor", "ceiling"): return None
+    if req not in ("floor", "ceiling"):
+        return None
     if (req, stat) in (("floor", "hi"), ("ceiling", "lo")):
         return f"a {req} on `{stat}` holds whenever the interval reaches the bound"
     b = t[req]
@@ -160,54 +200,72 @@ def guard_weakness(t:dict, drop:float=0.10)->str|None:
     return None
 
 # %% ../../nbs/13_eval_gates.ipynb #7db903f9
-def check_guards(clauses:list, src:str="<prereg>", drop:float=0.10):
+def check_guards(clauses: list, src: str = "<prereg>", drop: float = 0.10):
     "SPEC §7: any below-threshold claim needs a max_share term in its clause and a deal-rate floor on its condition."
     every = [t for c in clauses for t in (c, *c["with"])]
     for c in clauses:
         terms = (c, *c["with"])
         for j, t in enumerate(terms):
-            if not below_threshold_claim(t): continue
-            claim = (f"clause {c['id']}{f' term {j} (`with:`)' if j else ''}: a below-threshold claim "
-                     f"({t['endpoint']} {t['require']}) on `{t['condition']}`")
-            same = [u for u in terms
-                    if u["endpoint"].removesuffix("_given_deal") == "max_share" and u["condition"] == t["condition"]]
+            if not below_threshold_claim(t):
+                continue
+            claim = (
+                f"clause {c['id']}{f' term {j} (`with:`)' if j else ''}: a below-threshold claim "
+                f"({t['endpoint']} {t['require']}) on `{t['condition']}`"
+            )
+            same = [
+                u
+                for u in terms
+                if u["endpoint"].removesuffix("_given_deal") == "max_share" and u["condition"] == t["condition"]
+            ]
             if not any(share_guard(u) and not guard_weakness(u, drop) for u in same):
-                weak = [guard_weakness(u, drop) if share_guard(u)
-                        else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
-                        for u in same]
+                weak = [
+                    guard_weakness(u, drop)
+                    if share_guard(u)
+                    else f"its max_share {u['require']} bounds max_share from below, which guards nothing"
+                    for u in same
+                ]
                 hint = f" ({weak[0]}: use not_unfavourable or a tighter ceiling)" if weak else ""
-                raise PreregError(f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that "
-                                  f"condition{hint}, SPEC §7")
+                raise PreregError(
+                    f"{src}: {claim} must carry a max_share term in the same clause (`with:`) on that "
+                    f"condition{hint}, SPEC §7"
+                )
             floors = [u for u in every if deal_floor(u) and u["condition"] == t["condition"]]
             if not any(not guard_weakness(u, drop) for u in floors):
                 hint = f" ({guard_weakness(floors[0], drop)})" if floors else ""
-                raise PreregError(f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` "
-                                  f"beside it{hint}, SPEC §7")
+                raise PreregError(
+                    f"{src}: {claim} needs a deal-rate floor on `{t['condition']}` beside it{hint}, SPEC §7"
+                )
 
 # %% ../../nbs/13_eval_gates.ipynb #a23677e7
-def _fmt(e:dict)->str:
+def _fmt(e: dict) -> str:
     f = lambda x: "nan" if x is None else f"{x:+.3f}"
     return f"{e['endpoint']} {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]"
 
 # %% ../../nbs/13_eval_gates.ipynb #b6318646
-def _judge(t:dict, e:dict)->tuple[str, str]:
+def _judge(t: dict, e: dict) -> tuple[str, str]:
     few = too_few_games(e.get("cluster"), e.get("n_games"), max(e.get("min_games") or MIN_GAMES, MIN_GAMES))
     if few or e["verdict"] == "too_few_games":
         return "VOID", f"{_fmt(e)} has too few games: {few or e.get('few_games_reason')}"
-    if e["verdict"] == "VOID": return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
+    if e["verdict"] == "VOID":
+        return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
     nu, B = e.get("undefined_draws") or 0, e.get("B")
     many = bool(B) and too_many_undefined(nu, B)
     if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None or many:
-        why = e.get("undefined_reason") or (f"{nu} of {B} bootstrap draws undefined (more than "
-                                            f"{UNDEFINED_MAX_FRAC:.0%})" if many
-                                            else "no closed deals on a side")
+        why = e.get("undefined_reason") or (
+            f"{nu} of {B} bootstrap draws undefined (more than {UNDEFINED_MAX_FRAC:.0%})"
+            if many
+            else "no closed deals on a side"
+        )
         return "VOID", f"{e['endpoint']} is undefined: {why}"
     g, lo, hi, m, req = e["good_direction"], e["lo"], e["hi"], t["margin"], t["require"]
     if req == "favourable":
         ok = lo > m if g > 0 else hi < -m
         need = f"lo > {m:+g}" if g > 0 else f"hi < {-m if m else 0.0:+g}"
-        return (("PASS", f"{_fmt(e)} favourable beyond {m:g}") if ok
-                else ("FAIL", f"{_fmt(e)} not favourable beyond {m:g} (needs {need})"))
+        return (
+            ("PASS", f"{_fmt(e)} favourable beyond {m:g}")
+            if ok
+            else ("FAIL", f"{_fmt(e)} not favourable beyond {m:g} (needs {need})")
+        )
     if req == "not_unfavourable":
         bad = (hi < 0) if g > 0 else (lo > 0)
         return ("FAIL", f"{_fmt(e)} unfavourable") if bad else ("PASS", f"{_fmt(e)} not unfavourable")
@@ -215,23 +273,24 @@ def _judge(t:dict, e:dict)->tuple[str, str]:
     bound = t[req]
     ok = val >= bound if req == "floor" else val <= bound
     rel = ">=" if req == "floor" else "<="
-    return ("PASS" if ok else "FAIL"), (f"{_fmt(e)}: {t['stat']} {val:+.3f} "
-                                        f"{rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}")
+    return ("PASS" if ok else "FAIL"), (
+        f"{_fmt(e)}: {t['stat']} {val:+.3f} {rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}"
+    )
 
 # %% ../../nbs/13_eval_gates.ipynb #05e3edfd
-def judge_term(t:dict, e:dict)->tuple[str, str]:
+def judge_term(t: dict, e: dict) -> tuple[str, str]:
     "`(PASS|FAIL|VOID, reason)` of one term against its endpoint's contrast record; a single-game interval says so."
     status, why = _judge(t, e)
     return status, why + (f" [{e['resampling_note']}]" if e.get("resampling_note") else "")
 
 # %% ../../nbs/13_eval_gates.ipynb #eab547aa
-def combine(statuses)->str:
+def combine(statuses) -> str:
     "Any FAIL fails; else any VOID (or `too_few_pairs`) voids; else PASS."
     statuses = list(statuses)
     return "FAIL" if "FAIL" in statuses else "VOID" if {"VOID", "too_few_pairs"} & set(statuses) else "PASS"
 
 # %% ../../nbs/13_eval_gates.ipynb #c0b3943f
-def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:int=MIN_GAMES)->dict:
+def _lookup(result: dict, checkpoint: str, condition: str, endpoint: str, min_games: int = MIN_GAMES) -> dict:
     cells = [c for c in result["cells"].values() if c["checkpoint"] == checkpoint and c["condition"] == condition]
     if not cells:
         have = ", ".join(f"{c['checkpoint']}/{c['condition']}" for c in result["cells"].values())
@@ -243,21 +302,31 @@ def _lookup(result:dict, checkpoint:str, condition:str, endpoint:str, min_games:
     c = cells[0]
     # B, the game count and the resampling note travel with it (older eval.json: from `cluster`)
     e = c["endpoints"][endpoint]
-    return {**e, "B": result["B"], "n_games": c.get("n_games"), "cluster": c.get("cluster"), "min_games": min_games,
-            "n_clusters": c.get("n_clusters") or c.get("n_games"),
-            "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster"))}
+    return {
+        **e,
+        "B": result["B"],
+        "n_games": c.get("n_games"),
+        "cluster": c.get("cluster"),
+        "min_games": min_games,
+        "n_clusters": c.get("n_clusters") or c.get("n_games"),
+        "resampling_note": e.get("resampling_note") or resampling_note(c.get("cluster")),
+    }
 
 # %% ../../nbs/13_eval_gates.ipynb #100ef831
-def check_analysis(prereg:dict, result:dict):
+def check_analysis(prereg: dict, result: dict):
     "Refuse results computed with another analysis than the one the gate was declared for."
     a = prereg["analysis"]
     if result.get("interval") != VERDICT_INTERVAL:
-        raise EvalError(f"the eval's lo/hi are {result.get('interval') or 'percentile'} bounds, "
-                        f"not SPEC §7's verdict interval ({VERDICT_INTERVAL}): it was analysed by an older fairneg; "
-                        "re-run `fairneg eval analyze` on its runs")
+        raise EvalError(
+            f"the eval's lo/hi are {result.get('interval') or 'percentile'} bounds, "
+            f"not SPEC §7's verdict interval ({VERDICT_INTERVAL}): it was analysed by an older fairneg; "
+            "re-run `fairneg eval analyze` on its runs"
+        )
     if result.get("min_games", 0) < a["min_games"]:
-        raise EvalError(f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares "
-                        f"min_games = {a['min_games']}")
+        raise EvalError(
+            f"the eval allowed verdicts on {result.get('min_games')} games; {prereg['source']} declares "
+            f"min_games = {a['min_games']}"
+        )
     if result["B"] < a["B"]:
         raise EvalError(f"the eval used B = {result['B']} resamples; {prereg['source']} declares B = {a['B']}")
     for k in ("level", "viability_drop"):
@@ -265,50 +334,68 @@ def check_analysis(prereg:dict, result:dict):
             raise EvalError(f"the eval used {k} = {result[k]}; {prereg['source']} declares {k} = {a[k]}")
     mu = result.get("max_undefined", UNDEFINED_MAX_FRAC)
     if mu > UNDEFINED_MAX_FRAC + 1e-12:
-        raise EvalError(f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most "
-                        f"{UNDEFINED_MAX_FRAC:.0%} (re-run analyze)")
+        raise EvalError(
+            f"the eval allowed {mu:.1%} undefined bootstrap draws; SPEC §7 allows at most "
+            f"{UNDEFINED_MAX_FRAC:.0%} (re-run analyze)"
+        )
 
 # %% ../../nbs/13_eval_gates.ipynb #0b9bc8b4
-MDE_POWER = 0.8   # the power at which a clause's minimum detectable effect is stated
+MDE_POWER = 0.8  # the power at which a clause's minimum detectable effect is stated
 
-def clause_mde(se:float|None, # the contrast's standard error (the verdict interval's)
-               n_games:int|None, # clusters the interval resamples (games; a single-game cell's episodes)
-               level:float=0.95, # the interval's level
-               power:float=MDE_POWER, # the probability of passing at the MDE
-               margin:float=0.0, # how far beyond 0, on the good side, the interval's end must lie
-               good_direction:int=1, # +1: the good side is up; -1: down (the MDE is then negative)
-              )->float|None:
+
+def clause_mde(
+    se: float | None,  # the contrast's standard error (the verdict interval's)
+    n_games: int | None,  # clusters the interval resamples (games; a single-game cell's episodes)
+    level: float = 0.95,  # the interval's level
+    power: float = MDE_POWER,  # the probability of passing at the MDE
+    margin: float = 0.0,  # how far beyond 0, on the good side, the interval's end must lie
+    good_direction: int = 1,  # +1: the good side is up; -1: down (the MDE is then negative)
+) -> float | None:
     "The smallest true contrast a clause's interval test passes with probability `power`; None without an se."
-    if se is None or not np.isfinite(se) or n_games is None or n_games < 2: return None
-    from scipy.stats import t as student_t   # here, not at import: scipy.stats costs a second
+    if se is None or not np.isfinite(se) or n_games is None or n_games < 2:
+        return None
+    from scipy.stats import t as student_t  # here, not at import: scipy.stats costs a second
+
     k = student_t.ppf(0.5 + level / 2, n_games - 1) + student_t.ppf(power, n_games - 1)
     return float(good_direction * (margin + k * se))
 
 # %% ../../nbs/13_eval_gates.ipynb #248b9479
-def term_mde(t:dict, # a clause or `with:` term (`check_prereg`'s form)
-             e:dict, # its endpoint's contrast record (`_lookup`: with `se` and `n_clusters`)
-             level:float=0.95, power:float=MDE_POWER)->float|None:
+def term_mde(
+    t: dict,  # a clause or `with:` term (`check_prereg`'s form)
+    e: dict,  # its endpoint's contrast record (`_lookup`: with `se` and `n_clusters`)
+    level: float = 0.95,
+    power: float = MDE_POWER,
+) -> float | None:
     "The MDE of a term whose test reads an interval end against a margin or bound (`clause_mde`); None otherwise."
     req, stat = t["require"], t.get("stat")
-    if req == "favourable": side, m = e["good_direction"], t["margin"]
-    elif (req, stat) == ("floor", "lo"): side, m = 1, t["floor"]
-    elif (req, stat) == ("ceiling", "hi"): side, m = -1, -t["ceiling"]
-    else: return None
+    if req == "favourable":
+        side, m = e["good_direction"], t["margin"]
+    elif (req, stat) == ("floor", "lo"):
+        side, m = 1, t["floor"]
+    elif (req, stat) == ("ceiling", "hi"):
+        side, m = -1, -t["ceiling"]
+    else:
+        return None
     return clause_mde(e.get("se"), e.get("n_clusters") or e.get("n_games"), level, power, m, side)
 
 # %% ../../nbs/13_eval_gates.ipynb #5e848a20
-def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
-                  result:dict, # from `analyze_cells` (eval.json)
-                  checkpoint:str|None=None, # the checkpoint to judge (default: the declared one, else every one)
-                  effective_pairs:dict|None=None, # checkpoint name -> its DPO arm's effective number of pairs (Kish)
-                  power:float=MDE_POWER, # the power at which each clause's minimum detectable effect is stated
-                  )->dict:
+def evaluate_gate(
+    prereg: dict,  # from `load_prereg` / `check_prereg`
+    result: dict,  # from `analyze_cells` (eval.json)
+    checkpoint: str | None = None,  # the checkpoint to judge (default: the declared one, else every one)
+    effective_pairs: dict | None = None,  # checkpoint name -> its DPO arm's effective number of pairs (Kish)
+    power: float = MDE_POWER,  # the power at which each clause's minimum detectable effect is stated
+) -> dict:
     "POSITIVE / NEGATIVE / VOID per checkpoint, with every clause's status and reason, and the overall verdict."
     check_analysis(prereg, result)
     conds = {c["condition"] for c in prereg["clauses"]} | {t["condition"] for c in prereg["clauses"] for t in c["with"]}
-    cks = [checkpoint or prereg["checkpoint"]] if (checkpoint or prereg["checkpoint"]) else \
-          list(dict.fromkeys(c["checkpoint"] for c in result["cells"].values() if c["condition"] in conds))
-    if not cks: raise EvalError(f"the eval results hold no cell on the gate's conditions ({', '.join(sorted(conds))})")
+    cks = (
+        [checkpoint or prereg["checkpoint"]]
+        if (checkpoint or prereg["checkpoint"])
+        else list(dict.fromkeys(c["checkpoint"] for c in result["cells"].values() if c["condition"] in conds))
+    )
+    if not cks:
+        raise EvalError(f"the eval results hold no cell on the gate's conditions ({', '.join(sorted(conds))})")
     out, an = {}, prereg["analysis"]
     for ck in cks:
         clauses, few = [], too_few_pairs((effective_pairs or {}).get(ck), an.get("min_effective_pairs"))
@@ -321,47 +408,83 @@ def evaluate_gate(prereg:dict, # from `load_prereg` / `check_prereg`
             reason = main[1]
             for t, (s, why) in terms:
                 reason += f"; with {t['endpoint']} on {t['condition']} {t['require'].replace('_', ' ')}: {s} ({why})"
-            if main[0] == "PASS" and status != "PASS": reason = f"does not count: {reason}"
-            if few: status, reason = "too_few_pairs", f"too few pairs: {few} (alone it reads {status}: {reason})"
+            if main[0] == "PASS" and status != "PASS":
+                reason = f"does not count: {reason}"
+            if few:
+                status, reason = "too_few_pairs", f"too few pairs: {few} (alone it reads {status}: {reason})"
             mde = term_mde(c, e, an["level"], power)
-            clauses.append(dict(id=c["id"], condition=c["condition"], endpoint=c["endpoint"], require=c["require"],
-                                status=status, reason=reason, margin=c["margin"],
-                                se=e.get("se") if mde is not None else None, mde=mde, power=power))
+            clauses.append(
+                dict(
+                    id=c["id"],
+                    condition=c["condition"],
+                    endpoint=c["endpoint"],
+                    require=c["require"],
+                    status=status,
+                    reason=reason,
+                    margin=c["margin"],
+                    se=e.get("se") if mde is not None else None,
+                    mde=mde,
+                    power=power,
+                )
+            )
         st = combine(c["status"] for c in clauses)
-        out[ck] = dict(verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[st], clauses=clauses,
-                       too_few_pairs=few)
+        out[ck] = dict(
+            verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[st], clauses=clauses, too_few_pairs=few
+        )
     overall = combine({"POSITIVE": "PASS", "NEGATIVE": "FAIL", "VOID": "VOID"}[v["verdict"]] for v in out.values())
-    return dict(prereg=prereg["name"], source=prereg["source"], checkpoints=out,
-                verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[overall])
+    return dict(
+        prereg=prereg["name"],
+        source=prereg["source"],
+        checkpoints=out,
+        verdict={"PASS": "POSITIVE", "FAIL": "NEGATIVE", "VOID": "VOID"}[overall],
+    )
 
 # %% ../../nbs/13_eval_gates.ipynb #09a24d5b
-def gate_text(g:dict)->str:
+def gate_text(g: dict) -> str:
     "A readable gate report: each checkpoint's verdict, then each clause's status, reason and MDE."
     lines = []
-    mde = lambda c: (f" [MDE of {c['endpoint']} {c['mde']:+.3f}: {c['power']:.0%} power at se {c['se']:.3f}]"
-                     if c.get("mde") is not None else "")
+    mde = lambda c: (
+        f" [MDE of {c['endpoint']} {c['mde']:+.3f}: {c['power']:.0%} power at se {c['se']:.3f}]"
+        if c.get("mde") is not None
+        else ""
+    )
     for ck, v in g["checkpoints"].items():
-        lines.append(f"{ck}: {v['verdict']}" + (f" (too_few_pairs: {v['too_few_pairs']})" if v.get("too_few_pairs")
-                                                 else ""))
+        lines.append(
+            f"{ck}: {v['verdict']}" + (f" (too_few_pairs: {v['too_few_pairs']})" if v.get("too_few_pairs") else "")
+        )
         lines += [f"  {c['status']:4} {c['id']} ({c['condition']}): {c['reason']}{mde(c)}" for c in v["clauses"]]
-    if len(g["checkpoints"]) > 1: lines.append(f"overall: {g['verdict']}")
+    if len(g["checkpoints"]) > 1:
+        lines.append(f"overall: {g['verdict']}")
     return "\n".join(lines)
 
 # %% ../../nbs/13_eval_gates.ipynb #5a05de4a
-def synthetic_cell(n_games:int=24, n_episodes:int=8,
-                   deal_base:float=0.85, deal_delta:float=0.0, # untrained deal rate, trained-minus-untrained change
-                   fair_base:float=0.45, fair_delta:float=0.0, # fairness of closed deals (nnw, worst-off z, gini, dist)
-                   share_delta:float=0.0, # change of max_share on closed deals
-                   below_base:float=0.10, below_delta:float=0.0, # below-threshold share of closed deals and its change
-                   seed:int=0, protocol_version:str="six-party-v1", budgets=(2048, 2560),
-                   )->dict:
+def synthetic_cell(
+    n_games: int = 24,
+    n_episodes: int = 8,
+    deal_base: float = 0.85,
+    deal_delta: float = 0.0,  # untrained deal rate, trained-minus-untrained change
+    fair_base: float = 0.45,
+    fair_delta: float = 0.0,  # fairness of closed deals (nnw, worst-off z, gini, dist)
+    share_delta: float = 0.0,  # change of max_share on closed deals
+    below_base: float = 0.10,
+    below_delta: float = 0.0,  # below-threshold share of closed deals and its change
+    seed: int = 0,
+    protocol_version: str = "six-party-v1",
+    budgets=(2048, 2560),
+) -> dict:
     "Paired synthetic episode rows `{trained, base}` with the SPEC §3 fields and chosen effects."
     rng = np.random.default_rng(seed)
     p = np.clip(deal_base + rng.normal(0, 0.08, n_games), 0, 1)
     f = np.clip(rng.normal(fair_base, 0.12, n_games), 0.02, 0.98)
-    sides = dict(base=(p, f, 0.0, 0.0),
-                 trained=(np.clip(p + deal_delta + rng.normal(0, 0.03, n_games), 0, 1),
-                          np.clip(f + fair_delta + rng.normal(0, 0.03, n_games), 0.02, 0.98), share_delta, below_delta))
+    sides = dict(
+        base=(p, f, 0.0, 0.0),
+        trained=(
+            np.clip(p + deal_delta + rng.normal(0, 0.03, n_games), 0, 1),
+            np.clip(f + fair_delta + rng.normal(0, 0.03, n_games), 0.02, 0.98),
+            share_delta,
+            below_delta,
+        ),
+    )
     out = {}
     for side, (pd_, fq, sh, bd) in sides.items():
         rows = []
@@ -369,14 +492,25 @@ def synthetic_cell(n_games:int=24, n_episodes:int=8,
             for e in range(n_episodes):
                 deal = bool(rng.random() < pd_[g])
                 q = float(np.clip(fq[g] + rng.normal(0, 0.08), 0, 1))
-                rows.append(dict(experiment_name=f"synthetic_{side}", instance_id=f"syn-{g:02d}", episode_seed=e,
-                                 protocol_version=protocol_version, turn_token_budgets=list(budgets), deal=deal,
-                                 walk=bool(not deal and rng.random() < 0.5),
-                                 below_threshold=bool(deal and rng.random() < np.clip(below_base + bd, 0, 1)),
-                                 nnw=q if deal else 0.0, nnw_rel=(q / 0.6) if deal else 0.0,
-                                 worst_off_z=0.8 * q - 0.1 if deal else 0.0, mean_z=q if deal else 0.0,
-                                 gini=float(np.clip(0.5 - 0.5 * q, 0, 1)) if deal else None,
-                                 max_share=float(np.clip(1 / 6 + 0.5 * (1 - q) + sh, 1 / 6, 1)) if deal else None,
-                                 dist_nbs=0.6 * (1 - q) if deal else 0.5, dist_ks=0.6 * (1 - q) if deal else 0.5))
+                rows.append(
+                    dict(
+                        experiment_name=f"synthetic_{side}",
+                        instance_id=f"syn-{g:02d}",
+                        episode_seed=e,
+                        protocol_version=protocol_version,
+                        turn_token_budgets=list(budgets),
+                        deal=deal,
+                        walk=bool(not deal and rng.random() < 0.5),
+                        below_threshold=bool(deal and rng.random() < np.clip(below_base + bd, 0, 1)),
+                        nnw=q if deal else 0.0,
+                        nnw_rel=(q / 0.6) if deal else 0.0,
+                        worst_off_z=0.8 * q - 0.1 if deal else 0.0,
+                        mean_z=q if deal else 0.0,
+                        gini=float(np.clip(0.5 - 0.5 * q, 0, 1)) if deal else None,
+                        max_share=float(np.clip(1 / 6 + 0.5 * (1 - q) + sh, 1 / 6, 1)) if deal else None,
+                        dist_nbs=0.6 * (1 - q) if deal else 0.5,
+                        dist_ks=0.6 * (1 - q) if deal else 0.5,
+                    )
+                )
         out[side] = rows
     return out

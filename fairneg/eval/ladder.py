@@ -17,75 +17,112 @@ __all__ = ['ladder_frame', 'ladder_table', 'plot_ladder']
 # %% ../../nbs/13_eval_ladder.ipynb #4690d023
 def _contrast_frame(rows):
     import pandas as pd
-    if isinstance(rows, dict) and "cells" in rows: rows = contrast_rows(rows)
+
+    if isinstance(rows, dict) and "cells" in rows:
+        rows = contrast_rows(rows)
     df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    if df.empty: raise EvalError("no contrast rows")
+    if df.empty:
+        raise EvalError("no contrast rows")
     return df.drop_duplicates(["checkpoint", "condition", "endpoint"], keep="last")
 
 # %% ../../nbs/13_eval_ladder.ipynb #1d6f39b1
 def _arm_order(s):
     "Arms as an ordered categorical, in order of first appearance."
     import pandas as pd
+
     return pd.Categorical(s, categories=list(dict.fromkeys(s)), ordered=True)
 
 # %% ../../nbs/13_eval_ladder.ipynb #609a38f9
-def ladder_frame(rows, # eval_contrasts rows (list of dicts or DataFrame) or an eval result
-                 endpoint:str="deal", condition:str="primary",
-                 arm_of:Callable=arm_step, # checkpoint name -> (arm, step)
-                 ):
+def ladder_frame(
+    rows,  # eval_contrasts rows (list of dicts or DataFrame) or an eval result
+    endpoint: str = "deal",
+    condition: str = "primary",
+    arm_of: Callable = arm_step,  # checkpoint name -> (arm, step)
+):
     "One endpoint's contrast per (arm, step): delta, interval and verdict, a long DataFrame."
     df = _contrast_frame(rows)
     df = df[(df.endpoint == endpoint) & (df.condition == condition)].copy()
-    if df.empty: raise EvalError(f"no `{endpoint}` contrasts on `{condition}`")
+    if df.empty:
+        raise EvalError(f"no `{endpoint}` contrasts on `{condition}`")
     df[["arm", "step"]] = [arm_of(c) for c in df.checkpoint]
     df["arm"] = _arm_order(df["arm"])
-    return df[["arm", "step", "checkpoint", "delta", "lo", "hi", "verdict", "n_games",
-               "n_episodes"]].sort_values(["arm", "step"]).reset_index(drop=True)
+    return (
+        df[["arm", "step", "checkpoint", "delta", "lo", "hi", "verdict", "n_games", "n_episodes"]]
+        .sort_values(["arm", "step"])
+        .reset_index(drop=True)
+    )
 
 # %% ../../nbs/13_eval_ladder.ipynb #a26eaa22
-def ladder_table(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step,
-                 interval:bool=True, # show the interval beside the delta
-                 digits:int=3):
+def ladder_table(
+    rows,
+    endpoint: str = "deal",
+    condition: str = "primary",
+    arm_of: Callable = arm_step,
+    interval: bool = True,  # show the interval beside the delta
+    digits: int = 3,
+):
     "Arms × steps table of one endpoint's delta (`—` where a rung was not evaluated, `VOID` where screened)."
     df = ladder_frame(rows, endpoint, condition, arm_of)
     f = lambda x: "nan" if x is None or x != x else f"{x:+.{digits}f}"
-    df["text"] = [f(r.delta) + (f" [{f(r.lo)}, {f(r.hi)}]"
-                                if interval else "") + (" VOID" if r.verdict == "VOID" else "")
-                  for r in df.itertuples()]
+    df["text"] = [
+        f(r.delta) + (f" [{f(r.lo)}, {f(r.hi)}]" if interval else "") + (" VOID" if r.verdict == "VOID" else "")
+        for r in df.itertuples()
+    ]
     tab = df.pivot(index="arm", columns="step", values="text").fillna("—")
     tab.columns.name, tab.index.name = "step", f"{endpoint} Δ ({condition})"
     return tab
 
 # %% ../../nbs/13_eval_ladder.ipynb #8cca4afc
-def _ladder_panel(df, arms:list, scale, x_title:str, y_title:str, width:int):
+def _ladder_panel(df, arms: list, scale, x_title: str, y_title: str, width: int):
     "One ladder panel: each arm's delta against its step, the arms dodged, an error bar each, on an axis from step 0."
     import altair as alt
+
     df = df.copy()
     steps = sorted(set(int(s) for s in df.step))
     gap = float(np.min(np.diff(steps))) if len(steps) > 1 else float(steps[0])
-    df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap   # dodge the arms
+    df["x"] = df.step + (df.arm.map(arms.index) - (len(arms) - 1) / 2) * 0.12 * gap  # dodge the arms
     # the axis runs from step 0 (the untrained base, delta 0 by definition) and is ticked at the rungs:
     # one rung is no zoom
-    x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False),
-              axis=alt.Axis(values=[0] + steps, format="d"))
+    x = alt.X(
+        "x:Q",
+        title=x_title,
+        scale=alt.Scale(domain=[0, steps[-1] + gap / 2], nice=False),
+        axis=alt.Axis(values=[0] + steps, format="d"),
+    )
     base = alt.Chart(df).encode(x=x, color=alt.Color("arm:N", scale=scale, title="arm"))
     bars = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q")
     pts = base.mark_point(filled=True, size=50).encode(
-        y="delta:Q", shape=alt.Shape("verdict:N"),
-        tooltip=["arm", "step", "checkpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-                 alt.Tooltip("hi:Q", format="+.3f"), "verdict", "n_games"])
+        y="delta:Q",
+        shape=alt.Shape("verdict:N"),
+        tooltip=[
+            "arm",
+            "step",
+            "checkpoint",
+            alt.Tooltip("delta:Q", format="+.3f"),
+            alt.Tooltip("lo:Q", format="+.3f"),
+            alt.Tooltip("hi:Q", format="+.3f"),
+            "verdict",
+            "n_games",
+        ],
+    )
     line = base.mark_line(opacity=0.4).encode(y="delta:Q")
     zero = alt.Chart(df).mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0))
     return (zero + line + bars + pts).properties(width=width, height=260)
 
 # %% ../../nbs/13_eval_ladder.ipynb #d2b7f1c1
-def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Callable=arm_step, title:str|None=None,
-                colors:dict|None=None, # arm -> colour (`fairneg.charts.arm_colors`; default: those of the arms drawn)
-                own_axis:Iterable[str]=(), # arms in a panel and on a step axis of their own (DPO arms: not GRPO steps)
-                own_title:str="DPO step", # that panel's x axis
-               ):
+def plot_ladder(
+    rows,
+    endpoint: str = "deal",
+    condition: str = "primary",
+    arm_of: Callable = arm_step,
+    title: str | None = None,
+    colors: dict | None = None,  # arm -> colour (`fairneg.charts.arm_colors`; default: those of the arms drawn)
+    own_axis: Iterable[str] = (),  # arms in a panel and on a step axis of their own (DPO arms: not GRPO steps)
+    own_title: str = "DPO step",  # that panel's x axis
+):
     "Altair figure: the endpoint's delta per checkpoint step and arm, with its interval as an error bar."
     import altair as alt
+
     df = ladder_frame(rows, endpoint, condition, arm_of)
     arms = list(df["arm"].cat.categories)
     df["arm"] = df["arm"].astype(str)
@@ -93,9 +130,14 @@ def plot_ladder(rows, endpoint:str="deal", condition:str="primary", arm_of:Calla
     own = [a for a in arms if a in set(own_axis)]
     main = [a for a in arms if a not in own]
     y_title, title = f"{endpoint} Δ (trained − untrained)", title or f"{endpoint} Δ vs untrained, {condition}"
-    scale = color_scale(main + own, colors)          # one scale for both panels: one legend, every arm its own colour
-    panels = [_ladder_panel(df[df.arm.isin(main)], main, scale, "checkpoint step", y_title, 520
-                            if not own else 440)] if main else []
-    if own: panels.append(_ladder_panel(df[df.arm.isin(own)], own, scale, own_title, y_title, 200 if main else 520))
-    if len(panels) == 1: return panels[0].properties(title=title)
+    scale = color_scale(main + own, colors)  # one scale for both panels: one legend, every arm its own colour
+    panels = (
+        [_ladder_panel(df[df.arm.isin(main)], main, scale, "checkpoint step", y_title, 520 if not own else 440)]
+        if main
+        else []
+    )
+    if own:
+        panels.append(_ladder_panel(df[df.arm.isin(own)], own, scale, own_title, y_title, 200 if main else 520))
+    if len(panels) == 1:
+        return panels[0].properties(title=title)
     return alt.hconcat(*panels, title=title).resolve_scale(y="shared")

@@ -6,42 +6,44 @@
 from __future__ import annotations
 from pathlib import Path
 from typing import Callable
-from ..jobs import (JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states,
-                          still_alive, wait_jobs)
+from ..jobs import JobConfig, job_params, submitit_module, submit_job, last_jobs, running_jobs, slurm_states
+from ..jobs import still_alive, wait_jobs
 from .cells import Cell, EvalError, side_episodes, side_done, condition_games, run_eval_cell
 
 # %% auto #0
 __all__ = ['executor_params', 'cell_done', 'launched', 'queued_cells', 'launch']
 
 # %% ../../nbs/13_eval_launch.ipynb #52232306
-def executor_params(cells:list[Cell], # the cells the jobs play
-                    c:JobConfig|None=None, # the submission's options (default: `JobConfig()`)
-                    slurm:dict|None=None, # its `--slurm` items, read
-                   )->dict:
+def executor_params(
+    cells: list[Cell],  # the cells the jobs play
+    c: JobConfig | None = None,  # the submission's options (default: `JobConfig()`)
+    slurm: dict | None = None,  # its `--slurm` items, read
+) -> dict:
     "submitit parameters of cell jobs (`job_params`): a GPU per job if a side's model needs one, unless `--gpus` says."
     gpus = int(any(s.needs_gpu for c_ in cells for s in (c_.trained, c_.base)))
     return job_params(c or JobConfig(), gpus, slurm)
 
 # %% ../../nbs/13_eval_launch.ipynb #60ede361
-def cell_done(cell:Cell)->bool:
+def cell_done(cell: Cell) -> bool:
     "Are both sides of the cell complete (exactly its episodes)? A side holding other episodes is an `EvalError`."
     expected = side_episodes(cell, condition_games(cell.condition, cell.bank, cell.crossgame_bank))
     return all([side_done(Path(cell.out) / side, expected) for side in ("trained", "base")])
 
 # %% ../../nbs/13_eval_launch.ipynb #15597823
-def launched(root)->dict:
+def launched(root) -> dict:
     "The last `launch.jsonl` row of each cell submitted under `root` (a launch's --out-dir)."
     return last_jobs(Path(root) / "launch.jsonl", "cell")
 
 # %% ../../nbs/13_eval_launch.ipynb #a75e4b21
-def queued_cells(root, # a launch's --out-dir
-                 states:Callable=slurm_states, # job ids -> {job id: state}
-                 )->dict:
+def queued_cells(
+    root,  # a launch's --out-dir
+    states: Callable = slurm_states,  # job ids -> {job id: state}
+) -> dict:
     "Cells whose last Slurm job (in `root/launch.jsonl`) is still queued or running: `{cell: (row, state)}`."
     return running_jobs(Path(root) / "launch.jsonl", "cell", states)
 
 # %% ../../nbs/13_eval_launch.ipynb #6f1b946c
-def _run_here(cells:list[Cell], echo:Callable)->list[dict]:
+def _run_here(cells: list[Cell], echo: Callable) -> list[dict]:
     "Run every cell in this process, one after another."
     out = []
     for c in cells:
@@ -51,40 +53,64 @@ def _run_here(cells:list[Cell], echo:Callable)->list[dict]:
     return out
 
 # %% ../../nbs/13_eval_launch.ipynb #ee31ad46
-def _submit_cell(ex, # the submitit executor
-                 c:Cell, root:Path, # the cell and the launch folder (`root/launch.jsonl`)
-                 params:dict, # executor parameters
-                 n_before:int, # cell jobs submitted or still queued before this one
-                 echo:Callable)->object:
+def _submit_cell(
+    ex,  # the submitit executor
+    c: Cell,
+    root: Path,  # the cell and the launch folder (`root/launch.jsonl`)
+    params: dict,  # executor parameters
+    n_before: int,  # cell jobs submitted or still queued before this one
+    echo: Callable,
+) -> object:
     "Submit one cell's job and log it in `root/launch.jsonl` (`fairneg.jobs.submit_job`)."
-    return submit_job(ex, c.name, run_eval_cell, (c,), root / "launch.jsonl", dict(cell=c.name, out=c.out),
-                      dict(params, name=f"fairneg_eval_{c.name}"), echo,
-                      f" ({n_before} cell job(s) before it are in {root / 'launch.jsonl'})" if n_before else "")
+    return submit_job(
+        ex,
+        c.name,
+        run_eval_cell,
+        (c,),
+        root / "launch.jsonl",
+        dict(cell=c.name, out=c.out),
+        dict(params, name=f"fairneg_eval_{c.name}"),
+        echo,
+        f" ({n_before} cell job(s) before it are in {root / 'launch.jsonl'})" if n_before else "",
+    )
 
 # %% ../../nbs/13_eval_launch.ipynb #9eb56fb5
-def _job_results(jobs:list, # (cell name, submitit job) pairs
-                 cluster:str, wait:bool|None, echo:Callable, grace:float)->dict:
+def _job_results(
+    jobs: list,  # (cell name, submitit job) pairs
+    cluster: str,
+    wait: bool | None,
+    echo: Callable,
+    grace: float,
+) -> dict:
     "`{cell: summary}` of the jobs once they end (failures are an `EvalError`), or `{cell: job id}` without waiting."
-    if cluster == "debug": wait = True              # the debug executor runs a job only when its result is asked for
-    elif wait is None: wait = cluster == "local"
-    if not wait: return {n: dict(cell=n, job_id=str(j.job_id)) for n, j in jobs}
+    if cluster == "debug":
+        wait = True  # the debug executor runs a job only when its result is asked for
+    elif wait is None:
+        wait = cluster == "local"
+    if not wait:
+        return {n: dict(cell=n, job_id=str(j.job_id)) for n, j in jobs}
     res, failed = wait_jobs(jobs, echo, slurm_states if cluster == "slurm" else None, grace)
-    if failed: raise EvalError(f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; each log is "
-                               "named above): run the same launch again to run only the cells still missing")
+    if failed:
+        raise EvalError(
+            f"{len(failed)} of {len(jobs)} cell jobs failed ({', '.join(failed)}; each log is "
+            "named above): run the same launch again to run only the cells still missing"
+        )
     return res
 
 # %% ../../nbs/13_eval_launch.ipynb #5f92db5f
-def launch(cells:list[Cell], # the cells (see `plan_cells`)
-           submit:bool=False, # one submitit job per cell instead of running here
-           cluster:str|None=None, # submitit cluster: None (auto: slurm if available), `slurm`, `local`, `debug`
-           folder=None, # submitit log folder (default: <out-dir>/submitit)
-           params:dict|None=None, # executor parameters (see `executor_params`)
-           wait:bool|None=None, # wait for the jobs (default: for local and debug executors)
-           echo:Callable=print, # where progress lines go
-           grace:float=15, # seconds a Slurm job that left the queue has to show its result (see `wait_jobs`)
-           )->list[dict]:
+def launch(
+    cells: list[Cell],  # the cells (see `plan_cells`)
+    submit: bool = False,  # one submitit job per cell instead of running here
+    cluster: str | None = None,  # submitit cluster: None (auto: slurm if available), `slurm`, `local`, `debug`
+    folder=None,  # submitit log folder (default: <out-dir>/submitit)
+    params: dict | None = None,  # executor parameters (see `executor_params`)
+    wait: bool | None = None,  # wait for the jobs (default: for local and debug executors)
+    echo: Callable = print,  # where progress lines go
+    grace: float = 15,  # seconds a Slurm job that left the queue has to show its result (see `wait_jobs`)
+) -> list[dict]:
     "Run every cell here, or submit one job per cell not complete yet through submitit; return one summary per cell."
-    if not submit: return _run_here(cells, echo)
+    if not submit:
+        return _run_here(cells, echo)
     submitit, root = submitit_module(), Path(cells[0].out).parent
     ex = submitit.AutoExecutor(folder=str(folder or root / "submitit"), cluster=cluster)
     params = params or executor_params(cells)
@@ -95,7 +121,7 @@ def launch(cells:list[Cell], # the cells (see `plan_cells`)
             echo(f"[{c.name}] complete already ({c.out}): not submitted")
             done[c.name] = dict(cell=c.name, status="complete already")
             continue
-        if c.name in queued:                        # its last job has not ended: never two jobs on one cell
+        if c.name in queued:  # its last job has not ended: never two jobs on one cell
             jobs.append((c.name, still_alive(c.name, *queued[c.name], echo, ex.folder)))
             continue
         jobs.append((c.name, _submit_cell(ex, c, root, params, len(jobs), echo)))

@@ -16,59 +16,77 @@ __all__ = ['PHASE_KINDS', 'YES_ATYPES', 'STATUSES', 'VALIDITY_COLUMNS', 'yes_sta
            'validity_table']
 
 # %% ../../nbs/13_eval_validity.ipynb #f3f48998
-PHASE_KINDS = {"vote": "vote", "respond": "accept", "turn": "sign"}   # phase -> the kind of yes it offers
-YES_ATYPES = {"vote": "vote", "accept": "accept", "sign": "accept"}   # kind -> the action type of that yes
+PHASE_KINDS = {"vote": "vote", "respond": "accept", "turn": "sign"}  # phase -> the kind of yes it offers
+YES_ATYPES = {"vote": "vote", "accept": "accept", "sign": "accept"}  # kind -> the action type of that yes
 
 # %% ../../nbs/13_eval_validity.ipynb #cf752507
-def yes_stakes(dp:DecisionPoint)->list:
+def yes_stakes(dp: DecisionPoint) -> list:
     "`(offer_id, own z)` of every deal the acting seat may endorse with a yes at `dp` (none outside the yes phases)."
     kind = PHASE_KINDS.get(dp.phase)
-    if kind is None or YES_ATYPES[kind] not in dp.legal: return []
+    if kind is None or YES_ATYPES[kind] not in dp.legal:
+        return []
     deals = {o.offer_id: o.deal for o in dp.offers}
     ids = [dp.ballot] if kind == "vote" else dp.acceptable
     ov = own_view(dp)
     return [(oid, ov.z_of(deals[oid])) for oid in ids if oid in deals]
 
 # %% ../../nbs/13_eval_validity.ipynb #880ac740
-def said_yes(a:dict|None, # the model's action (`rejected_action`)
-             dp:DecisionPoint, offer_id:str, # a deal at stake there
-            )->bool:
+def said_yes(
+    a: dict | None,  # the model's action (`rejected_action`)
+    dp: DecisionPoint,
+    offer_id: str,  # a deal at stake there
+) -> bool:
     "Did action `a` endorse the deal `offer_id` at `dp`: a yes vote on it as the ballot, or an accept (a signature)?"
-    if a is None: return False
-    if dp.phase == "vote": return a.get("atype") == "vote" and a.get("vote") == "yes" and offer_id == dp.ballot
+    if a is None:
+        return False
+    if dp.phase == "vote":
+        return a.get("atype") == "vote" and a.get("vote") == "yes" and offer_id == dp.ballot
     oid = a.get("offer_id") or (dp.offers[-1].offer_id if dp.phase == "respond" and dp.offers else None)
     return a.get("atype") == "accept" and oid == offer_id
 
 # %% ../../nbs/13_eval_validity.ipynb #6b3debdb
-def _point_key(r:dict)->tuple: return r["experiment_name"], r["episode_id"], r["turn_idx"]
+def _point_key(r: dict) -> tuple:
+    return r["experiment_name"], r["episode_id"], r["turn_idx"]
 
-def row_decisions(row:dict)->list:
+
+def row_decisions(row: dict) -> list:
     "The yes/no decisions of one annotated row's decision point (none when its answer was not taken as given)."
-    if row.get("rejected_legality") != "ok" or row.get("phase") not in PHASE_KINDS: return []
+    if row.get("rejected_legality") != "ok" or row.get("phase") not in PHASE_KINDS:
+        return []
     dp = row_decision_point(row)
-    ids = dict(experiment_name=row["experiment_name"], episode_id=row["episode_id"], turn_idx=row["turn_idx"],
-               instance_id=row["instance_id"], seat=row["seat"], phase=row["phase"], kind=PHASE_KINDS[row["phase"]])
+    ids = dict(
+        experiment_name=row["experiment_name"],
+        episode_id=row["episode_id"],
+        turn_idx=row["turn_idx"],
+        instance_id=row["instance_id"],
+        seat=row["seat"],
+        phase=row["phase"],
+        kind=PHASE_KINDS[row["phase"]],
+    )
     a = row["rejected_action"]
     return [dict(ids, offer_id=oid, z=z, yes=int(said_yes(a, dp, oid))) for oid, z in yes_stakes(dp)]
 
-def yes_no_decisions(rows)->list:
+
+def yes_no_decisions(rows) -> list:
     "Every yes/no decision in annotated pairs rows, each decision point once (rows repeat it per counterfactual type)."
     seen, out = set(), []
     for r in rows:
         k = _point_key(r)
-        if k in seen: continue
+        if k in seen:
+            continue
         seen.add(k)
         out += row_decisions(r)
     return out
 
 # %% ../../nbs/13_eval_validity.ipynb #2cbb929d
-def _stratum_sums(y, z, inv, sk, G:int, K:int)->np.ndarray:
+def _stratum_sums(y, z, inv, sk, G: int, K: int) -> np.ndarray:
     "(G, 5K) per-game sums n, Σz, Σy, Σz², Σzy in each stratum."
     S = np.zeros((G, K, 5))
     np.add.at(S, (inv, sk), np.stack([np.ones_like(z), z, y, z * z, z * y], 1))
     return S.reshape(G, 5 * K)
 
-def _slope_of_sums(S:np.ndarray, K:int)->np.ndarray:
+
+def _slope_of_sums(S: np.ndarray, K: int) -> np.ndarray:
     "Within-stratum slope from summed `n, Σz, Σy, Σz², Σzy` (last axis 5K); NaN where `z` does not vary."
     n, sz, sy, szz, szy = np.moveaxis(S.reshape(*S.shape[:-1], K, 5), -1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -76,23 +94,31 @@ def _slope_of_sums(S:np.ndarray, K:int)->np.ndarray:
         sxy = np.where(n > 0, szy - sz * sy / np.where(n > 0, n, 1), 0.0).sum(-1)
         return np.where(sxx > 1e-12, sxy / sxx, np.nan)
 
-def slope_fit(y, z, # yes (0/1) and own z per decision
-              clusters, # the game of each decision (`instance_id`)
-              strata=None, # one intercept per stratum (None: one for all)
-              B:int=10_000, seed:int=0, level:float=0.95)->dict:
+
+def slope_fit(
+    y,
+    z,  # yes (0/1) and own z per decision
+    clusters,  # the game of each decision (`instance_id`)
+    strata=None,  # one intercept per stratum (None: one for all)
+    B: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     "Slope of `y` on `z` with stratum intercepts: CR1 game-cluster se, t interval (G−1 df), percentile bootstrap."
     y, z = np.asarray(y, float), np.asarray(z, float)
     _, inv = np.unique(np.asarray(clusters), return_inverse=True)
     _, sk = np.unique(np.asarray(strata if strata is not None else np.zeros(len(y))), return_inverse=True)
     G, K = int(inv.max()) + 1 if len(y) else 0, int(sk.max()) + 1 if len(y) else 0
     out = dict(slope=np.nan, se=np.nan, lo=np.nan, hi=np.nan, pct_lo=np.nan, pct_hi=np.nan, n=len(y), n_games=G)
-    if not len(y): return out
+    if not len(y):
+        return out
     S = _stratum_sums(y, z, inv, sk, G, K)
     b = float(_slope_of_sums(S.sum(0), K))
-    if not np.isfinite(b): return out
-    zt = z - (np.bincount(sk, z) / np.bincount(sk))[sk]                   # z within its stratum
-    e = y - (np.bincount(sk, y) / np.bincount(sk))[sk] - b * zt            # residuals of the fit
-    infl = np.bincount(inv, zt * e, minlength=G) / (zt * zt).sum()        # each game's pull on the slope
+    if not np.isfinite(b):
+        return out
+    zt = z - (np.bincount(sk, z) / np.bincount(sk))[sk]  # z within its stratum
+    e = y - (np.bincount(sk, y) / np.bincount(sk))[sk] - b * zt  # residuals of the fit
+    infl = np.bincount(inv, zt * e, minlength=G) / (zt * zt).sum()  # each game's pull on the slope
     se = float(cluster_se(infl[:, None])[0])
     lo, hi = t_interval(b, se, G, level)
     out.update(slope=b, se=se, lo=float(lo), hi=float(hi))
@@ -106,70 +132,120 @@ def slope_fit(y, z, # yes (0/1) and own z per decision
 STATUSES = ("reads_payoff", "indistinguishable", "reversed", "insufficient")
 _READING = dict(favourable="reads_payoff", spans_zero="indistinguishable", unfavourable="reversed")
 
-def _mean(x): return float(np.mean(x)) if len(x) else float("nan")
 
-def _why_not(n:int, G:int, y, z, strata, min_games:int)->str|None:
+def _mean(x):
+    return float(np.mean(x)) if len(x) else float("nan")
+
+
+def _why_not(n: int, G: int, y, z, strata, min_games: int) -> str | None:
     "Why decisions cannot say whether yes depends on z (None: they can)."
-    if not n: return "no yes/no decisions"
-    if G < min_games: return f"fewer than the {min_games} games an interval needs"
-    if len(set(y)) < 2: return f"every answer was {'yes' if y[0] else 'no'}"
-    if not any(np.ptp(z[strata == s]) > 1e-9 for s in set(strata)): return "own z never varies"
+    if not n:
+        return "no yes/no decisions"
+    if G < min_games:
+        return f"fewer than the {min_games} games an interval needs"
+    if len(set(y)) < 2:
+        return f"every answer was {'yes' if y[0] else 'no'}"
+    if not any(np.ptp(z[strata == s]) > 1e-9 for s in set(strata)):
+        return "own z never varies"
     return None
 
-def _summary(d:list, strata:bool, B:int, seed:int, level:float, min_games:int)->dict:
+
+def _summary(d: list, strata: bool, B: int, seed: int, level: float, min_games: int) -> dict:
     y, z = np.array([x["yes"] for x in d], float), np.array([x["z"] for x in d], float)
     st = np.array([x["kind"] for x in d]) if strata else np.zeros(len(d))
     fit = slope_fit(y, z, [x["instance_id"] for x in d], st, B, seed, level)
     why = _why_not(len(d), fit["n_games"], y, z, st, min_games)
     status = "insufficient" if why else _READING[verdict(fit["lo"], fit["hi"], good=1)]
-    return dict(status=status, reason=why, **fit, n_points=len({_point_key(x) for x in d}),
-                yes_rate=_mean(y), z_yes=_mean(z[y == 1]), z_no=_mean(z[y == 0]),
-                caution=None if why or fit["n_games"] >= MIN_GAMES else
-                f"fewer than the {MIN_GAMES} games a verdict needs, SPEC §7")
+    return dict(
+        status=status,
+        reason=why,
+        **fit,
+        n_points=len({_point_key(x) for x in d}),
+        yes_rate=_mean(y),
+        z_yes=_mean(z[y == 1]),
+        z_no=_mean(z[y == 0]),
+        caution=None
+        if why or fit["n_games"] >= MIN_GAMES
+        else f"fewer than the {MIN_GAMES} games a verdict needs, SPEC §7",
+    )
 
-def decision_sensitivity(decisions:list, # `yes_no_decisions` (dicts with kind, yes, z, instance_id and the point's ids)
-                         B:int=10_000, seed:int=0, level:float=0.95,
-                         min_games:int=2, # fewer games: insufficient
-                        )->dict:
+
+def decision_sensitivity(
+    decisions: list,  # `yes_no_decisions` (dicts with kind, yes, z, instance_id and the point's ids)
+    B: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    min_games: int = 2,  # fewer games: insufficient
+) -> dict:
     "How much yes depends on own z: pooled (one intercept per kind) and per kind, with the verdict interval."
     kinds = [k for k in dict.fromkeys(PHASE_KINDS.values()) if any(x["kind"] == k for x in decisions)]
     res = _summary(decisions, True, B, seed, level, min_games)
-    return dict(res, level=level, interval="cluster_t", B=B, seed=seed,
-                by_kind={k: _summary([x for x in decisions if x["kind"] == k], False, B, seed, level, min_games)
-                         for k in kinds})
+    return dict(
+        res,
+        level=level,
+        interval="cluster_t",
+        B=B,
+        seed=seed,
+        by_kind={
+            k: _summary([x for x in decisions if x["kind"] == k], False, B, seed, level, min_games) for k in kinds
+        },
+    )
 
-def payoff_sensitivity(rows, # annotated pairs rows (`fairneg.pairs.load_pairs`)
-                       B:int=10_000, seed:int=0, level:float=0.95, min_games:int=2)->dict:
+
+def payoff_sensitivity(
+    rows,  # annotated pairs rows (`fairneg.pairs.load_pairs`)
+    B: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    min_games: int = 2,
+) -> dict:
     "The validity check on annotated pairs rows: `decision_sensitivity` of their yes/no decisions."
     return decision_sensitivity(yes_no_decisions(rows), B, seed, level, min_games)
 
 # %% ../../nbs/13_eval_validity.ipynb #dfcb6335
-def _num(x:float)->str: return f"{x:+.2f}".replace("-", "−")
+def _num(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
 
 _SAYS = dict(
-    indistinguishable=("do not measurably depend on its own payoff", "no λ can act through them at this scale, so "
-                       "the verdicts below test format and move habits, not fairness"),
-    reads_payoff=("depend on its own payoff", "it says yes more often the more a deal pays it, so a λ has a channel "
-                  "to act through and the verdicts below can speak to fairness"),
-    reversed=("run against its own payoff", "it says yes less often the more a deal pays it, so it misreads its "
-              "sheet and the verdicts below test a model whose choices go the wrong way, not fairness"))
+    indistinguishable=(
+        "do not measurably depend on its own payoff",
+        "no λ can act through them at this scale, so the verdicts below test format and move habits, not fairness",
+    ),
+    reads_payoff=(
+        "depend on its own payoff",
+        "it says yes more often the more a deal pays it, so a λ has a channel "
+        "to act through and the verdicts below can speak to fairness",
+    ),
+    reversed=(
+        "run against its own payoff",
+        "it says yes less often the more a deal pays it, so it misreads its "
+        "sheet and the verdicts below test a model whose choices go the wrong way, not fairness",
+    ),
+)
 
-def validity_sentence(res:dict)->str:
+
+def validity_sentence(res: dict) -> str:
     "The sentence the data writes about the validity check (`payoff_sensitivity`'s result)."
     n, G = res["n"], res["n_games"]
     games = f"{n} decision{'s' if n != 1 else ''} in {G} game{'s' if G != 1 else ''}"
     if res["status"] == "insufficient":
-        return (f"Whether the untrained model's yes/no choices depend on its own payoff cannot be told ({games}: "
-                f"{res['reason']}), so the verdicts below come without this validity check.")
+        return (
+            f"Whether the untrained model's yes/no choices depend on its own payoff cannot be told ({games}: "
+            f"{res['reason']}), so the verdicts below come without this validity check."
+        )
     what, so = _SAYS[res["status"]]
     few = f"; {res['caution']}" if res.get("caution") else ""
-    return (f"The untrained model's yes/no choices {what} (slope {_num(res['slope'])} per unit z, "
-            f"{res['level']:.0%} interval [{_num(res['lo'])}, {_num(res['hi'])}], {games}{few}): {so}.")
+    return (
+        f"The untrained model's yes/no choices {what} (slope {_num(res['slope'])} per unit z, "
+        f"{res['level']:.0%} interval [{_num(res['lo'])}, {_num(res['hi'])}], {games}{few}): {so}."
+    )
 
 # %% ../../nbs/13_eval_validity.ipynb #d829b72a
 VALIDITY_COLUMNS = ("kind", "status", "slope", "lo", "hi", "n", "n_points", "n_games", "yes_rate", "z_yes", "z_no")
 
-def validity_table(res:dict)->list:
+
+def validity_table(res: dict) -> list:
     "One record per kind and one pooled (`VALIDITY_COLUMNS`)."
     parts = [*res["by_kind"].items(), ("pooled", res)]
     return [{c: (k if c == "kind" else r[c]) for c in VALIDITY_COLUMNS} for k, r in parts]

@@ -15,5 +15,9 @@ from .hf import *
 from .vllm import *
 from .evaluate import *
 import sys as _sys
-__all__ = [n for _m in ('load', 'chat', 'sampling', 'logprobs', 'grammar', 'hf', 'vllm', 'evaluate')
-           for n in _sys.modules[f"fairneg.llm.{_m}"].__all__]   # every part's public names
+
+__all__ = [
+    n
+    for _m in ("load", "chat", "sampling", "logprobs", "grammar", "hf", "vllm", "evaluate")
+    for n in _sys.modules[f"fairneg.llm.{_m}"].__all__
+]  # every part's public names

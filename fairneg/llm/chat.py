@@ -10,14 +10,14 @@ from ..rollout import request_messages
 __all__ = ['chat_text', 'encode_request', 'turn_frame', 'next_turn_ids']
 
 # %% ../../nbs/09_llm_chat.ipynb #95f8ed8c
-def chat_text(tokenizer, messages:list, thinking:bool=False)->str:
+def chat_text(tokenizer, messages: list, thinking: bool = False) -> str:
     "The prompt text of chat messages under the tokenizer's chat template (`enable_thinking=thinking` for Qwen3)."
     if getattr(tokenizer, "chat_template", None) is None:
         return "\n\n".join(m["content"] for m in messages) + "\n\n"
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=thinking)
 
 # %% ../../nbs/09_llm_chat.ipynb #feb9a4cb
-def encode_request(tokenizer, req, thinking:bool=False)->list:
+def encode_request(tokenizer, req, thinking: bool = False) -> list:
     "Prompt token ids of a `TurnRequest`: its windowed prompt, or its conversation (grown from `prev_ids` when given)."
     if req.messages is not None and req.prev_ids:
         return next_turn_ids(tokenizer, req.prev_ids, req.messages[-1]["content"], thinking)
@@ -27,23 +27,36 @@ def encode_request(tokenizer, req, thinking:bool=False)->list:
 # %% ../../nbs/09_llm_chat.ipynb #40bdc507
 _FRAMES = {}
 
-def turn_frame(tokenizer, thinking:bool=False)->tuple:
+
+def turn_frame(tokenizer, thinking: bool = False) -> tuple:
     "The template text `(after an answer, before the reply)` around a later user message, read off a placeholder chat."
     key = (id(tokenizer), bool(thinking))
     if key not in _FRAMES:
         ans, usr = "@@ANSWER@@", "@@USER@@"
-        text = chat_text(tokenizer, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                                     {"role": "assistant", "content": ans}, {"role": "user", "content": usr}], thinking)
+        text = chat_text(
+            tokenizer,
+            [
+                {"role": "system", "content": "s"},
+                {"role": "user", "content": "u"},
+                {"role": "assistant", "content": ans},
+                {"role": "user", "content": usr},
+            ],
+            thinking,
+        )
         i, j = text.index(ans) + len(ans), text.index(usr)
-        _FRAMES[key] = (tokenizer, text[i:j], text[j + len(usr):])     # the tokenizer is kept: its id stays unique
+        _FRAMES[key] = (tokenizer, text[i:j], text[j + len(usr) :])  # the tokenizer is kept: its id stays unique
     return _FRAMES[key][1:]
 
 # %% ../../nbs/09_llm_chat.ipynb #00a3e05c
-def next_turn_ids(tokenizer, prev_ids:list, # the seat's last turn: its prompt ids and the ids it sampled
-                  user_text:str, # this turn's user message
-                  thinking:bool=False)->list:
+def next_turn_ids(
+    tokenizer,
+    prev_ids: list,  # the seat's last turn: its prompt ids and the ids it sampled
+    user_text: str,  # this turn's user message
+    thinking: bool = False,
+) -> list:
     "The seat's next context, token-exact: its last turn's ids, then the frame and the new user message as ids."
     close, reply = turn_frame(tokenizer, thinking)
     eos = tokenizer.eos_token
-    if eos and prev_ids and prev_ids[-1] == tokenizer.eos_token_id and close.startswith(eos): close = close[len(eos):]
+    if eos and prev_ids and prev_ids[-1] == tokenizer.eos_token_id and close.startswith(eos):
+        close = close[len(eos) :]
     return list(prev_ids) + tokenizer(close + user_text + reply, add_special_tokens=False)["input_ids"]

@@ -15,54 +15,73 @@ from ..rollout import EpisodeSpec, co_step
 __all__ = ['same_action', 'evaluate_model', 'eval_text']
 
 # %% ../../nbs/09_llm_evaluate.ipynb #a43c6908
-def same_action(a:dict|None, b:dict|None, dp:DecisionPoint|None=None)->bool:
+def same_action(a: dict | None, b: dict | None, dp: DecisionPoint | None = None) -> bool:
     "Whether two actions are the same: same atype and the same deal (propose, demand), offer (accept) or vote."
-    if not a or not b or a.get("atype") != b.get("atype"): return False
+    if not a or not b or a.get("atype") != b.get("atype"):
+        return False
     at = a["atype"]
     if at in ("propose", "demand"):
         return deal_key(a.get("deal")) is not None and deal_key(a.get("deal")) == deal_key(b.get("deal"))
     if at == "accept":
         only = dp.acceptable[0] if dp and len(dp.acceptable) == 1 else None
         return (a.get("offer_id") or only) == (b.get("offer_id") or only)
-    if at == "vote": return a.get("vote") == b.get("vote")
+    if at == "vote":
+        return a.get("vote") == b.get("vote")
     return True
 
 # %% ../../nbs/09_llm_evaluate.ipynb #411e0ffe
 class _Recorder:
     "Wraps a policy; keeps each episode's (request, output) pairs in the order they were asked."
-    def __init__(self, policy): self.policy, self.name, self.seen = policy, policy.name, {}
+
+    def __init__(self, policy):
+        self.policy, self.name, self.seen = policy, policy.name, {}
+
     def act_batch(self, requests):
         outs = self.policy.act_batch(requests)
-        for r, o in zip(requests, outs): self.seen.setdefault(r.dp.episode_id, []).append((r, o))
+        for r, o in zip(requests, outs):
+            self.seen.setdefault(r.dp.episode_id, []).append((r, o))
         return outs
-    def end_episodes(self, ids):                      # the policy's per-episode state (seat caches) ends with them
-        if hasattr(self.policy, "end_episodes"): self.policy.end_episodes(ids)
+
+    def end_episodes(self, ids):  # the policy's per-episode state (seat caches) ends with them
+        if hasattr(self.policy, "end_episodes"):
+            self.policy.end_episodes(ids)
 
 # %% ../../nbs/09_llm_evaluate.ipynb #389eda2d
-def _rates(rows:list, agents:list)->dict:
+def _rates(rows: list, agents: list) -> dict:
     n = len(rows)
-    if not n: return dict(attempts=0)
+    if not n:
+        return dict(attempts=0)
     frac = lambda k: sum(r["legality"] == k for r in rows) / n
-    return dict(attempts=n, parse_rate=1 - frac("parse_error"), legal_rate=frac("ok"),
-                fabrication_rate=frac("fabrication"),
-                illegal_rate=frac("illegal"), truncated_rate=sum(r["truncated"] for r in rows) / n,
-                mean_completion_tokens=sum(r["n_completion_tokens"] for r in rows) / n,
-                agreement={a: sum(r["agree"].get(a, False) for r in rows) / n for a in agents})
+    return dict(
+        attempts=n,
+        parse_rate=1 - frac("parse_error"),
+        legal_rate=frac("ok"),
+        fabrication_rate=frac("fabrication"),
+        illegal_rate=frac("illegal"),
+        truncated_rate=sum(r["truncated"] for r in rows) / n,
+        mean_completion_tokens=sum(r["n_completion_tokens"] for r in rows) / n,
+        agreement={a: sum(r["agree"].get(a, False) for r in rows) / n for a in agents},
+    )
 
 # %% ../../nbs/09_llm_evaluate.ipynb #73a3b3c7
-def evaluate_model(policy, games:list, # held-out games
-                   episodes:int|None=None, # episodes to play (default: one per game; cycles games, then seeds)
-                   agents=None, # agent names to compare with (default: `fairneg.agents.AGENT_NAMES`; [] for none)
-                   width:int=16, # episodes live at once
-                   play:PlaySettings|None=None, # how episodes are played and shown (context, framing, deadline, ...)
-                   progress:bool=False,
-                  )->dict:
+def evaluate_model(
+    policy,
+    games: list,  # held-out games
+    episodes: int | None = None,  # episodes to play (default: one per game; cycles games, then seeds)
+    agents=None,  # agent names to compare with (default: `fairneg.agents.AGENT_NAMES`; [] for none)
+    width: int = 16,  # episodes live at once
+    play: PlaySettings | None = None,  # how episodes are played and shown (context, framing, deadline, ...)
+    progress: bool = False,
+) -> dict:
     "Play episodes with `policy` in all seats; parse, legal and fabrication rates and agreement with computable agents."
     agents = list(AGENT_NAMES if agents is None else agents)
     impl = {a: get_agent(a) for a in agents}
     n, play = len(games) if episodes is None else episodes, play or PlaySettings()
-    specs = [EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval", play) for k in range(n)
-             for g in [games[k % len(games)]]]
+    specs = [
+        EpisodeSpec(g, k // len(games), [policy.name] * g.n, "model_eval", play)
+        for k in range(n)
+        for g in [games[k % len(games)]]
+    ]
     rec = _Recorder(policy)
     t0 = time.perf_counter()
     eps = co_step(specs, {policy.name: rec}, width=width, progress=progress)
@@ -72,27 +91,53 @@ def evaluate_model(policy, games:list, # held-out games
         for t, (req, out) in zip(ep.state.turns, rec.seen.get(ep.state.episode_id, [])):
             agree = {}
             for a, ag in impl.items():
-                try: agree[a] = same_action(t["action"], ag.act(req.dp, req.game, req.seed), req.dp)
-                except Exception: agree[a] = False; agent_errors += 1
-            rows.append(dict(phase=t["phase"], legality=t["legality"], truncated=bool(out.get("truncated")),
-                             n_completion_tokens=out.get("n_completion_tokens", 0), agree=agree))
-    res = dict(model=policy.name, constrain=getattr(policy, "constrain", None), context=play.context, episodes=len(eps),
-               games=len({e.spec.game.name for e in eps}), wall_s=wall, agents=agents, agent_errors=agent_errors,
-               **_rates(rows, agents), by_phase={ph: _rates([r for r in rows if r["phase"] == ph], agents)
-                                                for ph in dict.fromkeys(r["phase"] for r in rows)})
+                try:
+                    agree[a] = same_action(t["action"], ag.act(req.dp, req.game, req.seed), req.dp)
+                except Exception:
+                    agree[a] = False
+                    agent_errors += 1
+            rows.append(
+                dict(
+                    phase=t["phase"],
+                    legality=t["legality"],
+                    truncated=bool(out.get("truncated")),
+                    n_completion_tokens=out.get("n_completion_tokens", 0),
+                    agree=agree,
+                )
+            )
+    res = dict(
+        model=policy.name,
+        constrain=getattr(policy, "constrain", None),
+        context=play.context,
+        episodes=len(eps),
+        games=len({e.spec.game.name for e in eps}),
+        wall_s=wall,
+        agents=agents,
+        agent_errors=agent_errors,
+        **_rates(rows, agents),
+        by_phase={
+            ph: _rates([r for r in rows if r["phase"] == ph], agents) for ph in dict.fromkeys(r["phase"] for r in rows)
+        },
+    )
     res["deal_rate"] = sum(e.row["deal"] for e in eps) / len(eps) if eps else None
     return res
 
 # %% ../../nbs/09_llm_evaluate.ipynb #e910f97d
-def eval_text(res:dict)->str:
+def eval_text(res: dict) -> str:
     "A readable table of `evaluate_model` results."
-    L = [f"{res['model']} (constrain {res['constrain']}): {res['episodes']} episodes of {res['games']} games, "
-         f"{res['attempts']} attempts, {res['wall_s']:.1f} s"]
-    if not res["attempts"]: return L[0]
+    L = [
+        f"{res['model']} (constrain {res['constrain']}): {res['episodes']} episodes of {res['games']} games, "
+        f"{res['attempts']} attempts, {res['wall_s']:.1f} s"
+    ]
+    if not res["attempts"]:
+        return L[0]
     L.append(f"  {'phase':10} {'attempts':>8} {'parse':>6} {'legal':>6} {'fabric.':>7} {'illegal':>7} {'trunc.':>6}")
     for ph, r in [("all", res), *res["by_phase"].items()]:
-        L.append(f"  {ph:10} {r['attempts']:8} {r['parse_rate']:6.3f} {r['legal_rate']:6.3f} "
-                 f"{r['fabrication_rate']:7.3f} "
-                 f"{r['illegal_rate']:7.3f} {r['truncated_rate']:6.3f}")
-    if res["agents"]: L.append("  agreement: " + ", ".join(f"{a} {v:.3f}" for a, v in res["agreement"].items()))
+        L.append(
+            f"  {ph:10} {r['attempts']:8} {r['parse_rate']:6.3f} {r['legal_rate']:6.3f} "
+            f"{r['fabrication_rate']:7.3f} "
+            f"{r['illegal_rate']:7.3f} {r['truncated_rate']:6.3f}"
+        )
+    if res["agents"]:
+        L.append("  agreement: " + ", ".join(f"{a} {v:.3f}" for a, v in res["agreement"].items()))
     return "\n".join(L)

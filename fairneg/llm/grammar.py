@@ -14,30 +14,36 @@ __all__ = ['NULL', 'SCRATCHPAD_CHARS', 'MESSAGE_CHARS', 'deal_schema', 'text_sch
            'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks']
 
 # %% ../../nbs/09_llm_grammar.ipynb #86799b2f
-def _labels(k:int, n:int)->list: return [option_label(k, o) for o in range(n)]
+def _labels(k: int, n: int) -> list:
+    return [option_label(k, o) for o in range(n)]
 
 # %% ../../nbs/09_llm_grammar.ipynb #f4b3266b
-def deal_schema(dp:DecisionPoint, enum_max:int=64)->dict:
+def deal_schema(dp: DecisionPoint, enum_max: int = 64) -> dict:
     "JSON schema of a full deal label of the decision point's game: an enum when small, else a regex pattern."
     opts = [len(iss["options"]) for iss in dp.issues]
     n = 1
-    for o in opts: n *= o
+    for o in opts:
+        n *= o
     if n <= enum_max:
         labels = [""]
-        for k, o in enumerate(opts): labels = [(l + " " if l else "") + x for l in labels for x in _labels(k, o)]
+        for k, o in enumerate(opts):
+            labels = [(l + " " if l else "") + x for l in labels for x in _labels(k, o)]
         return {"type": "string", "enum": labels}
-    return {"type": "string", "pattern": "^" + " ".join("(" + "|".join(_labels(k, o)) + ")"
-                                                        for k, o in enumerate(opts)) + "$"}
+    return {
+        "type": "string",
+        "pattern": "^" + " ".join("(" + "|".join(_labels(k, o)) + ")" for k, o in enumerate(opts)) + "$",
+    }
 
 # %% ../../nbs/09_llm_grammar.ipynb #8069c2da
-def text_schema(n:int)->dict:
+def text_schema(n: int) -> dict:
     "A JSON string of at most `n` printable ASCII characters, quotes and backslashes excluded."
     return {"type": "string", "pattern": "^[ !#-\\[\\]-~]{0,%d}$" % n}
+
 
 NULL = {"type": "null"}
 
 # %% ../../nbs/09_llm_grammar.ipynb #7d2b84af
-def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None=None)->dict:
+def _act(atype: str, offer_id: dict | None = None, deal: dict | None = None, vote: dict | None = None) -> dict:
     "An action object: the protocol's four keys in order, those the atype does not use null."
     props = {"atype": {"const": atype}, "offer_id": offer_id or NULL, "deal": deal or NULL, "vote": vote or NULL}
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
@@ -47,31 +53,42 @@ def _act(atype:str, offer_id:dict|None=None, deal:dict|None=None, vote:dict|None
 SCRATCHPAD_CHARS, MESSAGE_CHARS = 256, 160
 
 # %% ../../nbs/09_llm_grammar.ipynb #eba70baf
-def legal_action_schema(dp:DecisionPoint, # a decision point of a seat that must act
-                        scratchpad_chars:int=SCRATCHPAD_CHARS, # longest scratchpad
-                        message_chars:int=MESSAGE_CHARS, # longest public message
-                        enum_max:int=64, # deals are an enum up to this many, else a pattern
-                       )->dict:
+def legal_action_schema(
+    dp: DecisionPoint,  # a decision point of a seat that must act
+    scratchpad_chars: int = SCRATCHPAD_CHARS,  # longest scratchpad
+    message_chars: int = MESSAGE_CHARS,  # longest public message
+    enum_max: int = 64,  # deals are an enum up to this many, else a pattern
+) -> dict:
     "JSON schema of the answers `{scratchpad, message, action}` whose action is legal at the decision point."
-    if not dp.legal: raise ValueError(f"seat {dp.seat} does not act now (phase {dp.phase})")
+    if not dp.legal:
+        raise ValueError(f"seat {dp.seat} does not act now (phase {dp.phase})")
     acts = []
     for a in dp.legal:
-        if a == "propose": acts.append(_act(a, deal=deal_schema(dp, enum_max)))
+        if a == "propose":
+            acts.append(_act(a, deal=deal_schema(dp, enum_max)))
         elif a == "accept":
-            if dp.acceptable: acts.append(_act(a, offer_id={"type": "string", "enum": list(dp.acceptable)}))
+            if dp.acceptable:
+                acts.append(_act(a, offer_id={"type": "string", "enum": list(dp.acceptable)}))
         elif a == "vote":
             acts.append(_act(a, offer_id={"const": dp.ballot}, vote={"type": "string", "enum": ["yes", "no"]}))
         elif a == "demand":
             k = dp.seat
             acts.append(_act(a, deal={"type": "string", "enum": _labels(k, len(dp.issues[k]["options"]))}))
-        else: acts.append(_act(a))
-    return {"type": "object", "properties": {"scratchpad": text_schema(scratchpad_chars),
-                                             "message": {"anyOf": [text_schema(message_chars), NULL]},
-                                             "action": acts[0] if len(acts) == 1 else {"anyOf": acts}},
-            "required": ["scratchpad", "message", "action"], "additionalProperties": False}
+        else:
+            acts.append(_act(a))
+    return {
+        "type": "object",
+        "properties": {
+            "scratchpad": text_schema(scratchpad_chars),
+            "message": {"anyOf": [text_schema(message_chars), NULL]},
+            "action": acts[0] if len(acts) == 1 else {"anyOf": acts},
+        },
+        "required": ["scratchpad", "message", "action"],
+        "additionalProperties": False,
+    }
 
 # %% ../../nbs/09_llm_grammar.ipynb #dae60134
-def phase_states()->dict:
+def phase_states() -> dict:
     "One real state per phase of every kind of game, with the acting seat and its decision point (examples and tests)."
     g = generate_game(40000)
     s = new_episode(g, 0, max_turns=2)
@@ -82,7 +99,8 @@ def phase_states()->dict:
     apply_action(s, seat, {"action": {"atype": "propose", "deal": "A2 B2 C2 D2 E2"}})
     out["turn"] = (s, current_seats(s)[0], decision_point(s, current_seats(s)[0]))
     s = copy.deepcopy(s)
-    while s.phase != "vote": apply_action(s, current_seats(s)[0], {"action": {"atype": "pass"}})
+    while s.phase != "vote":
+        apply_action(s, current_seats(s)[0], {"action": {"atype": "pass"}})
     out["vote"] = (s, current_seats(s)[0], decision_point(s, current_seats(s)[0]))
     u = new_episode(ultimatum_game(), 0)
     out["ultimatum-propose"] = (u, current_seats(u)[0], decision_point(u, current_seats(u)[0]))
@@ -94,52 +112,65 @@ def phase_states()->dict:
     return out
 
 # %% ../../nbs/09_llm_grammar.ipynb #3de8f5e5
-_GRAMMARS = {}   # (id(tokenizer), vocab) -> (tokenizer, GrammarCompiler, {grammar text: CompiledGrammar})
+_GRAMMARS = {}  # (id(tokenizer), vocab) -> (tokenizer, GrammarCompiler, {grammar text: CompiledGrammar})
 
-def _schema_str(schema)->str:
+
+def _schema_str(schema) -> str:
     "A schema as a JSON string; keys keep their order (xgrammar writes object properties in the schema's order)."
     return schema if isinstance(schema, str) else json.dumps(schema, ensure_ascii=False)
 
-_EBNF = {}       # schema string -> its EBNF grammar text
+
+_EBNF = {}  # schema string -> its EBNF grammar text
 
 # %% ../../nbs/09_llm_grammar.ipynb #87b0a919
-def grammar_text(schema)->str:
+def grammar_text(schema) -> str:
     "The EBNF text of a JSON schema's grammar (xgrammar, no free whitespace): the one the sampler and trainer compile."
     import xgrammar as xgr
+
     s = _schema_str(schema)
-    if s not in _EBNF: _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))
+    if s not in _EBNF:
+        _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))
     return _EBNF[s]
 
 # %% ../../nbs/09_llm_grammar.ipynb #573d9a5e
-def compiled_ebnf(tokenizer, text:str, # an xgrammar EBNF grammar text (see `grammar_text`)
-                  vocab:int|None=None, # the model's output width (default: the tokenizer's size)
-                 ):
+def compiled_ebnf(
+    tokenizer,
+    text: str,  # an xgrammar EBNF grammar text (see `grammar_text`)
+    vocab: int | None = None,  # the model's output width (default: the tokenizer's size)
+):
     "An EBNF grammar compiled over a tokenizer's tokens (once per text)."
     import xgrammar as xgr
+
     V = vocab or len(tokenizer)
     ent = _GRAMMARS.get((id(tokenizer), V))
     if ent is None:
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=V)
         ent = _GRAMMARS[(id(tokenizer), V)] = (tokenizer, xgr.GrammarCompiler(info), {})
     g = ent[2].get(text)
-    if g is None: g = ent[2][text] = ent[1].compile_grammar(text)
+    if g is None:
+        g = ent[2][text] = ent[1].compile_grammar(text)
     return g
 
 # %% ../../nbs/09_llm_grammar.ipynb #c1866fd3
-def compiled_grammar(tokenizer, schema, # a JSON schema (dict or string)
-                     vocab:int|None=None, # the model's output width (default: the tokenizer's size)
-                    ):
+def compiled_grammar(
+    tokenizer,
+    schema,  # a JSON schema (dict or string)
+    vocab: int | None = None,  # the model's output width (default: the tokenizer's size)
+):
     "The xgrammar grammar of a JSON schema over a tokenizer's tokens: its `grammar_text`, compiled once."
     return compiled_ebnf(tokenizer, grammar_text(schema), vocab)
 
 # %% ../../nbs/09_llm_grammar.ipynb #5250bec0
-def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or JSON string)
-                      tokenizer, completion_ids:list,
-                      vocab:int|None=None, # the model's output width
-                      **schema_kw, # passed to `legal_action_schema` when given a decision point
-                     ):
+def constrained_masks(
+    dp_or_schema,  # a decision point, or its schema (dict or JSON string)
+    tokenizer,
+    completion_ids: list,
+    vocab: int | None = None,  # the model's output width
+    **schema_kw,  # passed to `legal_action_schema` when given a decision point
+):
     "Packed allowed-token bitmasks `[T, ceil(V/32)]` (int32) the grammar imposed at each step of a completion."
     import xgrammar as xgr
+
     sc = dp_or_schema
     # a decision point, or a logged one's JSON form
     if isinstance(sc, DecisionPoint) or (isinstance(sc, Mapping) and "legal" in sc):
@@ -149,5 +180,6 @@ def constrained_masks(dp_or_schema, # a decision point, or its schema (dict or J
     bm = xgr.allocate_token_bitmask(len(completion_ids), V)
     for t, tid in enumerate(completion_ids):
         m.fill_next_token_bitmask(bm, t)
-        if not m.accept_token(int(tid)): raise ValueError(f"token {tid} at step {t} is not allowed by the schema")
+        if not m.accept_token(int(tid)):
+            raise ValueError(f"token {tid} at step {t} is not allowed by the schema")
     return bm

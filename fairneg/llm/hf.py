@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from ..protocol import DecisionPoint, parse_action
-from ..prompts import prompt
 from fastcore.basics import patch
 from ..commands import BadValue
 from .load import _device, load_model, stop_ids, vocab_size
@@ -22,29 +21,46 @@ __all__ = ['CONSTRAIN', 'constrain_mode', 'policy_answer', 'count_call', 'HFPoli
 # %% ../../nbs/09_llm_hf.ipynb #24550369
 CONSTRAIN = ("legal", "none")
 
-def constrain_mode(constrain=None)->str:
+
+def constrain_mode(constrain=None) -> str:
     "`legal` or `none` from a `constrain` option (a name, a bool, or None: `none`)."
-    if constrain in (None, "auto"): return "none"
-    if constrain is True or constrain is False: return "legal" if constrain else "none"
+    if constrain in (None, "auto"):
+        return "none"
+    if constrain is True or constrain is False:
+        return "legal" if constrain else "none"
     if constrain not in CONSTRAIN:
         raise BadValue(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
     return constrain
 
 # %% ../../nbs/09_llm_hf.ipynb #df0e06eb
-def policy_answer(text:str, prompt_ids:list, completion_ids:list, logprobs:list, truncated:bool, schema=None)->dict:
+def policy_answer(
+    text: str, prompt_ids: list, completion_ids: list, logprobs: list, truncated: bool, schema=None
+) -> dict:
     "The record every LLM policy returns for a turn: the text, its parsed action, tokens, sampling log-probs, schema."
     p = parse_action(text)
-    out = dict(text=text, action=p["action"], parse_error=p["error"], prompt_ids=prompt_ids,
-               completion_ids=completion_ids,
-               logprobs=logprobs, n_prompt_tokens=len(prompt_ids), n_completion_tokens=len(completion_ids),
-               truncated=truncated)
-    if schema is not None: out["schema"] = _schema_str(schema)
+    out = dict(
+        text=text,
+        action=p["action"],
+        parse_error=p["error"],
+        prompt_ids=prompt_ids,
+        completion_ids=completion_ids,
+        logprobs=logprobs,
+        n_prompt_tokens=len(prompt_ids),
+        n_completion_tokens=len(completion_ids),
+        truncated=truncated,
+    )
+    if schema is not None:
+        out["schema"] = _schema_str(schema)
     return out
 
 # %% ../../nbs/09_llm_hf.ipynb #2707d176
-def count_call(stats:dict, prompts:list, answers:list, t0:float,
-               cached:int=0, # prompt tokens served from a prefix cache (not computed)
-              ):
+def count_call(
+    stats: dict,
+    prompts: list,
+    answers: list,
+    t0: float,
+    cached: int = 0,  # prompt tokens served from a prefix cache (not computed)
+):
     "Add one `act_batch` call (its rows, tokens read and computed, and time since `t0`) to a policy's statistics."
     stats["calls"] += 1
     stats["rows"] += len(answers)
@@ -56,63 +72,86 @@ def count_call(stats:dict, prompts:list, answers:list, t0:float,
 # %% ../../nbs/09_llm_hf.ipynb #8ca1b415
 class HFPolicy:
     "A rollout policy on a `transformers` causal LM: batched, per-turn-seeded sampling with sampling log-probs."
-    def __init__(self, model, # a model spec (folder, hub id, `hf:PATH`) or a loaded model
-                 tokenizer=None, # the tokenizer, when `model` is a loaded model
-                 name:str|None=None, # the policy name (default: the spec)
-                 adapter=None, # a PEFT adapter folder (with a spec)
-                 dtype=None, device=None, # see `load_model`
-                 temperature:float=1.0, top_p:float=1.0,
-                 max_new_tokens:int=512, # cap of new tokens per turn (the turn's own budget applies too)
-                 batch_size:int=16, # rows per decoding batch (the whole request list runs in chunks)
-                 thinking:bool=False, # Qwen3 `enable_thinking` (off under the constraint)
-                 constrain:str|None=None, # `legal` or `none` (None: `none`)
-                 scratchpad_chars:int=SCRATCHPAD_CHARS, message_chars:int=MESSAGE_CHARS, # lengths under the constraint
-                 kv_reuse:bool=True, # conversation context: keep each live seat's keys and values between its turns
-                 kv_cache_tokens:int=262144, # at most this many cached tokens in all (oldest seats' caches go first)
-                 decode:str="auto", # `dynamic`, `static` or `graphed`; `auto`: graphed on a CUDA device, else dynamic
-                ):
+
+    def __init__(
+        self,
+        model,  # a model spec (folder, hub id, `hf:PATH`) or a loaded model
+        tokenizer=None,  # the tokenizer, when `model` is a loaded model
+        name: str | None = None,  # the policy name (default: the spec)
+        adapter=None,  # a PEFT adapter folder (with a spec)
+        dtype=None,
+        device=None,  # see `load_model`
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 512,  # cap of new tokens per turn (the turn's own budget applies too)
+        batch_size: int = 16,  # rows per decoding batch (the whole request list runs in chunks)
+        thinking: bool = False,  # Qwen3 `enable_thinking` (off under the constraint)
+        constrain: str | None = None,  # `legal` or `none` (None: `none`)
+        scratchpad_chars: int = SCRATCHPAD_CHARS,
+        message_chars: int = MESSAGE_CHARS,  # lengths under the constraint
+        kv_reuse: bool = True,  # conversation context: keep each live seat's keys and values between its turns
+        kv_cache_tokens: int = 262144,  # at most this many cached tokens in all (oldest seats' caches go first)
+        decode: str = "auto",  # `dynamic`, `static` or `graphed`; `auto`: graphed on a CUDA device, else dynamic
+    ):
         if isinstance(model, (str, Path)):
             self.spec = str(model)
             self.model, self.tokenizer = load_model(model, adapter=adapter, dtype=dtype, device=device)
         else:
-            if tokenizer is None: raise ValueError("a loaded model needs its tokenizer")
+            if tokenizer is None:
+                raise ValueError("a loaded model needs its tokenizer")
             self.spec, self.model, self.tokenizer = name or type(model).__name__, model, tokenizer
         self.name = name or self.spec
         self.constrain = constrain_mode(constrain)
         self.temperature, self.top_p, self.max_new_tokens, self.batch_size = (
-            temperature, top_p, max_new_tokens, batch_size)
+            temperature,
+            top_p,
+            max_new_tokens,
+            batch_size,
+        )
         self.thinking, self.scratchpad_chars, self.message_chars = thinking, scratchpad_chars, message_chars
         self.eos_ids = stop_ids(self.model, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.vocab, self.context_limit = vocab_size(self.model), context_limit(self.model, self.tokenizer)
-        self.n_tokens = len(self.tokenizer)                   # ids past it are padding of the output layer: never drawn
+        self.n_tokens = len(self.tokenizer)  # ids past it are padding of the output layer: never drawn
         # asked, chosen here, used now, and why a static or graphed path was left (`sample_decoding`)
         self.decoding = decode_record(decode, _device(self.model))
         # (episode, seat) -> (ids, keys and values)
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}
-        self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0,
-                          forward_s=0.0, decode_s=0.0,
-                          act_s=0.0, steps=0, cache_hits=0, cache_misses=0, cudagraph_skips=0)
+        self.stats = dict(
+            calls=0,
+            rows=0,
+            prompt_tokens=0,
+            prompt_tokens_cached=0,
+            completion_tokens=0,
+            forward_s=0.0,
+            decode_s=0.0,
+            act_s=0.0,
+            steps=0,
+            cache_hits=0,
+            cache_misses=0,
+            cudagraph_skips=0,
+        )
 
     @property
-    def decode(self)->str:
+    def decode(self) -> str:
         "The decode mode in use: the one chosen, or `dynamic` once a static or graphed path failed."
         return self.decoding["used"]
 
     @property
-    def decode_fallback(self)->str|None:
+    def decode_fallback(self) -> str | None:
         "Why decoding left its static or graphed path (the error), or None."
         return self.decoding["fallback"]
 
-    def __repr__(self): return f"HFPolicy({self.name!r}, constrain={self.constrain!r}, temperature={self.temperature})"
+    def __repr__(self):
+        return f"HFPolicy({self.name!r}, constrain={self.constrain!r}, temperature={self.temperature})"
 
-    def schema(self, dp:DecisionPoint)->dict:
+    def schema(self, dp: DecisionPoint) -> dict:
         "The legal-action schema of a decision point under this policy's field lengths."
         return legal_action_schema(dp, self.scratchpad_chars, self.message_chars)
 
 # %% ../../nbs/09_llm_hf.ipynb #b5cad6e0
 @patch
-def act_batch(self:HFPolicy, requests:list)->list:
+def act_batch(self: HFPolicy, requests: list) -> list:
     "Answer a list of `TurnRequest`s: `[{text, action, prompt_ids, completion_ids, logprobs, ...}]`."
     t0, n = time.perf_counter(), len(requests)
     cons = self.constrain == "legal"
@@ -120,44 +159,59 @@ def act_batch(self:HFPolicy, requests:list)->list:
     caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
     check_context_limit(requests, prompts, caps, self.context_limit)
     schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
-    hits = [self._cached(r, p) for r, p in zip(requests, prompts)]      # (cached length, keys and values) per row
+    hits = [self._cached(r, p) for r, p in zip(requests, prompts)]  # (cached length, keys and values) per row
     res = [None] * n
     order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))
     for c in range(0, n, self.batch_size):
-        idx = order[c:c + self.batch_size]
+        idx = order[c : c + self.batch_size]
         t1 = time.perf_counter()
-        outs = self._sample(self.model, [prompts[i][hits[i][0]:] for i in idx], [requests[i].seed for i in idx],
-                            [caps[i] for i in idx], self.temperature, self.top_p,
-                            self.eos_ids, self.pad_id,
-                            [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx]
-                            if cons else None, self.stats,
-                            prefixes=[hits[i][1] for i in idx],   # a seat's cache is kept for conversations only
-                            keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
-                            vocab=self.n_tokens)
+        outs = self._sample(
+            self.model,
+            [prompts[i][hits[i][0] :] for i in idx],
+            [requests[i].seed for i in idx],
+            [caps[i] for i in idx],
+            self.temperature,
+            self.top_p,
+            self.eos_ids,
+            self.pad_id,
+            [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None,
+            self.stats,
+            prefixes=[hits[i][1] for i in idx],  # a seat's cache is kept for conversations only
+            keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
+            vocab=self.n_tokens,
+        )
         self.stats["decode_s"] += time.perf_counter() - t1
         for i, o in zip(idx, outs):
             kv = o.pop("kv", None)
-            if kv is not None and requests[i].messages is not None:     # only a conversation's next prompt continues it
+            if kv is not None and requests[i].messages is not None:  # only a conversation's next prompt continues it
                 self._remember(requests[i], prompts[i] + o["completion_ids"][:-1], kv)
-            res[i] = policy_answer(self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True), prompts[i],
-                                   o["completion_ids"], o["logprobs"], o["truncated"], schemas[i])
+            res[i] = policy_answer(
+                self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True),
+                prompts[i],
+                o["completion_ids"],
+                o["logprobs"],
+                o["truncated"],
+                schemas[i],
+            )
     count_call(self.stats, prompts, res, t0, cached=sum(h[0] for h in hits))
     return res
 
 # %% ../../nbs/09_llm_hf.ipynb #458c5622
-def _kv_key(r)->tuple: return (r.dp.episode_id, r.dp.seat)
+def _kv_key(r) -> tuple:
+    return (r.dp.episode_id, r.dp.seat)
 
 # %% ../../nbs/09_llm_hf.ipynb #711a50b7
 @patch
-def _cached(self:HFPolicy, r, prompt:list)->tuple:
+def _cached(self: HFPolicy, r, prompt: list) -> tuple:
     "`(length, keys and values)` of cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
     e = self._kv.pop(_kv_key(r), None)
-    if e is None or len(e[0]) >= len(prompt) or prompt[:len(e[0])] != e[0]: return 0, None
+    if e is None or len(e[0]) >= len(prompt) or prompt[: len(e[0])] != e[0]:
+        return 0, None
     return len(e[0]), e[1]
 
 # %% ../../nbs/09_llm_hf.ipynb #7d7b017a
 @patch
-def _remember(self:HFPolicy, r, ids:list, kv)->None:
+def _remember(self: HFPolicy, r, ids: list, kv) -> None:
     "Keep a seat's ids and their keys and values for its next turn, dropping the oldest past `kv_cache_tokens`."
     self._kv[_kv_key(r)] = (ids, kv)
     while sum(len(i) for i, _ in self._kv.values()) > self.kv_cache_tokens and len(self._kv) > 1:
@@ -165,13 +219,14 @@ def _remember(self:HFPolicy, r, ids:list, kv)->None:
 
 # %% ../../nbs/09_llm_hf.ipynb #593e99bd
 @patch
-def end_episodes(self:HFPolicy, episode_ids)->None:
+def end_episodes(self: HFPolicy, episode_ids) -> None:
     "Drop the caches of finished episodes (`co_step` calls this as episodes end)."
     ids = set(episode_ids)
-    for k in [k for k in self._kv if k[0] in ids]: del self._kv[k]
+    for k in [k for k in self._kv if k[0] in ids]:
+        del self._kv[k]
 
 # %% ../../nbs/09_llm_hf.ipynb #45615979
 @patch
-def _sample(self:HFPolicy, *args, **kw)->list:
+def _sample(self: HFPolicy, *args, **kw) -> list:
     "`sample_batch` with this policy's decoding; a failing static or graphed path warns, is recorded, and goes dynamic."
     return sample_decoding(self.decoding, *args, name=self.name, **kw)

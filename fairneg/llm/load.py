@@ -19,45 +19,54 @@ __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QW
            'vocab_size', 'stop_ids']
 
 # %% ../../nbs/09_llm_load.ipynb #2048b80f
-def model_path(spec)->str:
+def model_path(spec) -> str:
     "The folder or hub id that `transformers` loads for a model spec (a folder, a hub id, `hf:PATH`, `vllm:PATH`)."
     spec = str(spec)
     for pre in ("hf:", "vllm:"):
-        if spec.startswith(pre): return spec[len(pre):]
+        if spec.startswith(pre):
+            return spec[len(pre) :]
     return spec
 
 # %% ../../nbs/09_llm_load.ipynb #124a5578
 def default_dtype(dtype=None):
     "The torch dtype to load weights in: `dtype` if given (dtype or name), else bf16 on CUDA with bf16, else float32."
     import torch
+
     if dtype is not None and dtype != "auto":
-        return getattr(torch, {"bf16": "bfloat16", "fp16": "float16",
-                               "fp32": "float32"}.get(dtype, dtype)) if isinstance(dtype, str) else dtype
+        return (
+            getattr(torch, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype))
+            if isinstance(dtype, str)
+            else dtype
+        )
     return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
 
 # %% ../../nbs/09_llm_load.ipynb #47bc0e4f
-def load_model(spec, # a folder, a hub id or `hf:PATH`
-               adapter=None, # a PEFT adapter folder to put on top (optional)
-               dtype=None, # weights dtype (default: bf16 on a CUDA device with bf16, else float32)
-               device=None, # default: `cuda` when available, else `cpu`
-              )->tuple:
+def load_model(
+    spec,  # a folder, a hub id or `hf:PATH`
+    adapter=None,  # a PEFT adapter folder to put on top (optional)
+    dtype=None,  # weights dtype (default: bf16 on a CUDA device with bf16, else float32)
+    device=None,  # default: `cuda` when available, else `cpu`
+) -> tuple:
     "Load `(model, tokenizer)` for a spec, in eval mode, with a left-padding tokenizer and an optional PEFT adapter."
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     path = model_path(spec)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tok = AutoTokenizer.from_pretrained(path)
     tok.padding_side = "left"
-    if tok.pad_token_id is None: tok.pad_token = tok.eos_token
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=default_dtype(dtype))
     if adapter is not None:
         from peft import PeftModel
-        adapter_config(adapter)                    # one line naming the folder when it is not a usable PEFT adapter
+
+        adapter_config(adapter)  # one line naming the folder when it is not a usable PEFT adapter
         model = PeftModel.from_pretrained(model, str(adapter))
     return model.to(device).eval(), tok
 
 # %% ../../nbs/09_llm_load.ipynb #10408082
-PRETOKENIZE = r"(?:[^\r\n\p{N} ]| (?!\p{N}))+| ?\p{N}{1,3}|\s*[\r\n]+"   # numbers, newline runs, everything in between
+PRETOKENIZE = r"(?:[^\r\n\p{N} ]| (?!\p{N}))+| ?\p{N}{1,3}|\s*[\r\n]+"  # numbers, newline runs, everything in between
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 THINK_TOKENS = ("<think>", "</think>")
 CHAT_TEMPLATE = (
@@ -75,48 +84,76 @@ CHAT_TEMPLATE = (
     "{{- '<|im_start|>assistant\\n' -}}"
     "{%- if enable_thinking is defined and enable_thinking is false -%}"
     "{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
-    "{%- endif -%}")
+    "{%- endif -%}"
+)
 
 # %% ../../nbs/09_llm_load.ipynb #eaf6d7f8
-def train_tokenizer(texts:list, # training texts
-                    vocab_size:int=4096, # cap on the vocabulary (merges stop earlier on narrow text)
-                    min_frequency:int=2, # a merge must occur at least this often
-                   ):
+def train_tokenizer(
+    texts: list,  # training texts
+    vocab_size: int = 4096,  # cap on the vocabulary (merges stop earlier on narrow text)
+    min_frequency: int = 2,  # a merge must occur at least this often
+):
     "A byte-level BPE trained on `texts`, as a transformers fast tokenizer with the chat template and special tokens."
     from tokenizers import Tokenizer, AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in THINK_TOKENS])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   chat_template=CHAT_TEMPLATE, model_max_length=4096, padding_side="left")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=4096,
+        padding_side="left",
+    )
 
 # %% ../../nbs/09_llm_load.ipynb #5a96669d
-def qwen3_config(tok, # the tokenizer (vocabulary size, eos and pad ids)
-                 shape:dict, # Qwen3Config fields (a `vocab_size` among them overrides the tokenizer's)
-                ):
+def qwen3_config(
+    tok,  # the tokenizer (vocabulary size, eos and pad ids)
+    shape: dict,  # Qwen3Config fields (a `vocab_size` among them overrides the tokenizer's)
+):
     "The `Qwen3Config` of a model of `shape` for tokenizer `tok`."
     from transformers import Qwen3Config
-    return Qwen3Config(**{"vocab_size": -(-len(tok) // 64) * 64, "bos_token_id": None, "eos_token_id": tok.eos_token_id,
-                          "pad_token_id": tok.pad_token_id, **shape})
+
+    return Qwen3Config(
+        **{
+            "vocab_size": -(-len(tok) // 64) * 64,
+            "bos_token_id": None,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+            **shape,
+        }
+    )
 
 # %% ../../nbs/09_llm_load.ipynb #68dcb595
-def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
-               shape:dict, # Qwen3Config fields: layers, widths, heads
-               seed:int=0, # initialization seed
-               dtype:str="float32", # weights dtype
-               device:str="cpu", # where the weights are initialized (`cuda` makes a Qwen3-8B shape in seconds)
-              ):
+def make_model(
+    tok,  # the tokenizer (vocabulary size, eos and pad ids)
+    shape: dict,  # Qwen3Config fields: layers, widths, heads
+    seed: int = 0,  # initialization seed
+    dtype: str = "float32",  # weights dtype
+    device: str = "cpu",  # where the weights are initialized (`cuda` makes a Qwen3-8B shape in seconds)
+):
     "A freshly initialized `Qwen3ForCausalLM` of `shape`, its weights a function of `seed`."
     import torch
     from transformers import Qwen3ForCausalLM
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         with torch.device(device):
@@ -126,50 +163,85 @@ def make_model(tok, # the tokenizer (vocabulary size, eos and pad ids)
     return m
 
 # %% ../../nbs/09_llm_load.ipynb #5249f36d
-def n_params(model)->int:
+def n_params(model) -> int:
     "Number of distinct parameters (tied embeddings counted once)."
     return sum(p.numel() for p in model.parameters())
 
 # %% ../../nbs/09_llm_load.ipynb #ad1c4945
-QWEN3_8B = dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                num_key_value_heads=8,
-                head_dim=128, vocab_size=151936, tie_word_embeddings=False, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-                max_position_embeddings=40960)
+QWEN3_8B = dict(
+    hidden_size=4096,
+    intermediate_size=12288,
+    num_hidden_layers=36,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151936,
+    tie_word_embeddings=False,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=40960,
+)
 
-def standin_shape(shape:str="small", # `small` (hidden/layers below) or `qwen3-8b` (Qwen3-8B's dimensions, vocab too)
-                  hidden:int=64, layers:int=2)->dict:
+
+def standin_shape(
+    shape: str = "small",  # `small` (hidden/layers below) or `qwen3-8b` (Qwen3-8B's dimensions, vocab too)
+    hidden: int = 64,
+    layers: int = 2,
+) -> dict:
     "The Qwen3Config fields of a stand-in model of a given shape."
-    if shape == "qwen3-8b": return QWEN3_8B
-    if shape != "small": raise ValueError(f"stand-in shape must be small or qwen3-8b, got {shape!r}")
-    return dict(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
-                num_key_value_heads=2, head_dim=32, max_position_embeddings=32768, tie_word_embeddings=True)
+    if shape == "qwen3-8b":
+        return QWEN3_8B
+    if shape != "small":
+        raise ValueError(f"stand-in shape must be small or qwen3-8b, got {shape!r}")
+    return dict(
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+    )
 
 # %% ../../nbs/09_llm_load.ipynb #b7e230fe
-def _standin_corpus()->list:
+def _standin_corpus() -> list:
     "Texts the stand-in tokenizer is trained on: prompts of each protocol and framing, and answers."
     texts = ["system\n", "user\n", "assistant\n", ANSWER_FORMAT]
-    for g in (generate_game(40000), generate_game(40001, n_parties=5, info_mode="private"), ultimatum_game(),
-              divide_dollar_game()):
+    for g in (
+        generate_game(40000),
+        generate_game(40001, n_parties=5, info_mode="private"),
+        ultimatum_game(),
+        divide_dollar_game(),
+    ):
         s = new_episode(g, 0)
-        for fr in ("table", "prose"): texts += [m["content"] for m in prompt(s, current_seats(s)[0], fr)]
-    for a in ({"atype": "propose", "deal": "A1 B2 C3 D4 E5"}, {"atype": "accept", "offer_id": "o1"}, {"atype": "pass"},
-              {"atype": "vote", "offer_id": "o2", "vote": "yes"}, {"atype": "demand", "deal": "B6"}):
+        for fr in ("table", "prose"):
+            texts += [m["content"] for m in prompt(s, current_seats(s)[0], fr)]
+    for a in (
+        {"atype": "propose", "deal": "A1 B2 C3 D4 E5"},
+        {"atype": "accept", "offer_id": "o1"},
+        {"atype": "pass"},
+        {"atype": "vote", "offer_id": "o2", "vote": "yes"},
+        {"atype": "demand", "deal": "B6"},
+    ):
         texts.append(json.dumps({"scratchpad": "My threshold is met.", "message": "I accept.", "action": a}))
     return texts
 
 # %% ../../nbs/09_llm_load.ipynb #1c4420e6
-def standin_model(out, # folder to write (reused when it already holds the model)
-                  seed:int=0, # weight initialization seed
-                  vocab_size:int=1024, # BPE vocabulary cap (the corpus is small: fewer merges are found)
-                  hidden:int=64, # hidden size (shape `small`)
-                  layers:int=2, # decoder layers (shape `small`)
-                  shape:str="small", # `small` or `qwen3-8b`: Qwen3-8B's architecture, random weights (GPU benchmarks)
-                  dtype:str="float32", # weights dtype written (`bfloat16` halves a qwen3-8b folder to ~16 GB)
-                  device:str="cpu", # where the weights are initialized (`cuda` makes a qwen3-8b in seconds)
-                 )->Path:
+def standin_model(
+    out,  # folder to write (reused when it already holds the model)
+    seed: int = 0,  # weight initialization seed
+    vocab_size: int = 1024,  # BPE vocabulary cap (the corpus is small: fewer merges are found)
+    hidden: int = 64,  # hidden size (shape `small`)
+    layers: int = 2,  # decoder layers (shape `small`)
+    shape: str = "small",  # `small` or `qwen3-8b`: Qwen3-8B's architecture, random weights (GPU benchmarks)
+    dtype: str = "float32",  # weights dtype written (`bfloat16` halves a qwen3-8b folder to ~16 GB)
+    device: str = "cpu",  # where the weights are initialized (`cuda` makes a qwen3-8b in seconds)
+) -> Path:
     "Write (once) a randomly initialized Qwen3 causal LM with its byte-level BPE tokenizer and chat template."
     out = Path(out)
-    if (out / "config.json").exists() and (out / "tokenizer.json").exists(): return out
+    if (out / "config.json").exists() and (out / "tokenizer.json").exists():
+        return out
     dims = standin_shape(shape, hidden, layers)
     tok = train_tokenizer(_standin_corpus(), vocab_size=vocab_size)
     make_model(tok, dims, seed, dtype, device).save_pretrained(out)
@@ -183,21 +255,22 @@ def _base(model):
 
 # %% ../../nbs/09_llm_load.ipynb #11cb0689
 @lru_cache(maxsize=None)
-def _forward_params(cls)->tuple:
+def _forward_params(cls) -> tuple:
     ps = inspect.signature(cls.forward).parameters
     return ("cache" if "cache" in ps else "past_key_values"), "logits_to_keep" in ps
 
 # %% ../../nbs/09_llm_load.ipynb #90a4785a
-def _device(model): return next(model.parameters()).device
+def _device(model):
+    return next(model.parameters()).device
 
 # %% ../../nbs/09_llm_load.ipynb #adcfe6c7
-def vocab_size(model)->int:
+def vocab_size(model) -> int:
     "Width of the model's output layer (may exceed the tokenizer's vocabulary)."
     emb = model.get_output_embeddings()
     return int(emb.weight.shape[0]) if emb is not None else int(model.config.get_text_config().vocab_size)
 
 # %% ../../nbs/09_llm_load.ipynb #74af4a03
-def stop_ids(model, tokenizer)->list:
+def stop_ids(model, tokenizer) -> list:
     "End-of-sequence token ids: the tokenizer's and those of the model's generation config."
     ids = [tokenizer.eos_token_id]
     gc = getattr(_base(model), "generation_config", None)

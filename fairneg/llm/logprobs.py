@@ -12,145 +12,210 @@ from .sampling import right_pad
 __all__ = ['unpack_bitmask', 'span_logprobs', 'sequence_logprobs', 'prefix_groups', 'is_checkpointing']
 
 # %% ../../nbs/09_llm_logprobs.ipynb #79cf871a
-def unpack_bitmask(bitmask, vocab:int):
+def unpack_bitmask(bitmask, vocab: int):
     "Bool `[T, vocab]` allowed-token mask from xgrammar's int32 bitmask `[T, ceil(V/32)]` (bit j%32 of word j//32)."
     import torch
+
     bits = (bitmask.unsqueeze(-1) >> torch.arange(32, dtype=bitmask.dtype, device=bitmask.device)) & 1
     m = bits.bool().reshape(bitmask.shape[0], -1)
-    if m.shape[1] < vocab: m = torch.cat([m, m.new_zeros((m.shape[0], vocab - m.shape[1]))], 1)
+    if m.shape[1] < vocab:
+        m = torch.cat([m, m.new_zeros((m.shape[0], vocab - m.shape[1]))], 1)
     return m[:, :vocab]
 
-
 # %% ../../nbs/09_llm_logprobs.ipynb #ee99afd8
-def _forward_spans(model, inputs:dict, # the forward's tensors
-                   col, # `col(i, p)`: the forward column of sequence i's token position p
-                   S:list, SP:list, M:list, temperature:float,
-                   vocab:int|None=None, # the tokenizer's size: unconstrained spans give the ids past it no mass
-                  )->list:
+def _forward_spans(
+    model,
+    inputs: dict,  # the forward's tensors
+    col,  # `col(i, p)`: the forward column of sequence i's token position p
+    S: list,
+    SP: list,
+    M: list,
+    temperature: float,
+    vocab: int | None = None,  # the tokenizer's size: unconstrained spans give the ids past it no mass
+) -> list:
     "Per sequence, per span: log-probs from one forward, logits kept only at the rows the spans use."
     import torch
     from trl.trainer.utils import selective_log_softmax
+
     dev, V = _device(model), vocab_size(model)
-    past = torch.arange(V, device=dev) >= vocab if vocab is not None and vocab < V else None   # ids no token has
+    past = torch.arange(V, device=dev) >= vocab if vocab is not None and vocab < V else None  # ids no token has
     keep = _forward_params(type(_base(model)))[1]
-    need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})   # logit rows used
+    need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})  # logit rows used
     if need:
-        logits = model(**inputs, use_cache=False,
-                       **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})).logits
+        logits = model(
+            **inputs, use_cache=False, **({"logits_to_keep": torch.tensor(need, device=dev)} if keep else {})
+        ).logits
         logits = (logits if keep else logits[:, need]).float()
         at = {p: c for c, p in enumerate(need)}
-    def span(i, a, b, m):                                   # consecutive positions: consecutive kept rows
-        if b <= a: return torch.zeros(0, device=dev)
+
+    def span(i, a, b, m):  # consecutive positions: consecutive kept rows
+        if b <= a:
+            return torch.zeros(0, device=dev)
         c0 = at[col(i, a - 1)]
-        lg = logits[i, c0:c0 + b - a]
-        if temperature > 0: lg = lg / temperature
-        if m is not None: lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
-        elif past is not None: lg = lg.masked_fill(past, torch.finfo(lg.dtype).min)
+        lg = logits[i, c0 : c0 + b - a]
+        if temperature > 0:
+            lg = lg / temperature
+        if m is not None:
+            lg = lg.masked_fill(~unpack_bitmask(m.to(dev), V), torch.finfo(lg.dtype).min)
+        elif past is not None:
+            lg = lg.masked_fill(past, torch.finfo(lg.dtype).min)
         return selective_log_softmax(lg, torch.as_tensor(S[i][a:b], device=dev))
+
     return [[span(i, a, b, m) for (a, b), m in zip(SP[i], M[i])] for i in range(len(S))]
 
 # %% ../../nbs/09_llm_logprobs.ipynb #c30a7978
-def _padded_spans(model, S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:
+def _padded_spans(model, S: list, SP: list, M: list, temperature: float, pad_id: int, vocab: int | None = None) -> list:
     "Per sequence, per span: log-probs from one forward over the right-padded whole sequences (`right_pad`)."
     ids, mask, pos = right_pad(S, pad_id, _device(model))
-    return _forward_spans(model, dict(input_ids=ids, attention_mask=mask, position_ids=pos),
-                          lambda i, p: p, S, SP, M, temperature, vocab)
+    return _forward_spans(
+        model, dict(input_ids=ids, attention_mask=mask, position_ids=pos), lambda i, p: p, S, SP, M, temperature, vocab
+    )
 
 # %% ../../nbs/09_llm_logprobs.ipynb #fcdb8ccf
-def span_logprobs(model, seqs:list, # token ids per sequence
-                  spans:list, # per sequence: the `(start, end)` token positions scored (its answers, in order)
-                  masks:list|None=None, # per span, in order: packed allowed-token bitmask `[end - start, W]` or None
-                  temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
-                  pad_id:int=0, batch_size:int|None=None,
-                  share_prefix:int=0, # run a shared first stretch of at least this many tokens once (0: never)
-                  vocab:int|None=None, # tokenizer size: unconstrained spans give ids past it no mass (None: no mask)
-                  )->list:
+def span_logprobs(
+    model,
+    seqs: list,  # token ids per sequence
+    spans: list,  # per sequence: the `(start, end)` token positions scored (its answers, in order)
+    masks: list | None = None,  # per span, in order: packed allowed-token bitmask `[end - start, W]` or None
+    temperature: float = 1.0,  # the sampling temperature (0, greedy, counts as 1)
+    pad_id: int = 0,
+    batch_size: int | None = None,
+    share_prefix: int = 0,  # run a shared first stretch of at least this many tokens once (0: never)
+    vocab: int | None = None,  # tokenizer size: unconstrained spans give ids past it no mass (None: no mask)
+) -> list:
     "Per-token log-probs of every span given all that precedes it in its sequence (teacher-forced, differentiable)."
     S, SP = [list(x) for x in seqs], [list(sp) for sp in spans]
     it = iter(masks) if masks is not None else None
     M = [[next(it) if it is not None else None for _ in sp] for sp in SP]
     out, bs = [None] * len(S), batch_size or max(len(S), 1)
-    cache_ok = not (model.training and is_checkpointing(model))   # checkpointing in training drops a passed cache
+    cache_ok = not (model.training and is_checkpointing(model))  # checkpointing in training drops a passed cache
     groups = prefix_groups(S, SP, share_prefix) if share_prefix and cache_ok else [(0, list(range(len(S))))]
     alone = [i for P, g in groups if not P for i in g]
     # group by group: a group's rows are neighbours
     shared = [(k, P, i) for k, (P, g) in enumerate(groups) if P for i in g]
     for c in range(0, len(alone), bs):
-        g = alone[c:c + bs]
-        for i, r in zip(g, _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g],
-                                         temperature, pad_id,
-                                        vocab)):
+        g = alone[c : c + bs]
+        for i, r in zip(
+            g,
+            _padded_spans(model, [S[i] for i in g], [SP[i] for i in g], [M[i] for i in g], temperature, pad_id, vocab),
+        ):
             out[i] = r
     for c in range(0, len(shared), bs):
-        ks, Ps, g = zip(*shared[c:c + bs])
-        for i, r in zip(g, _shared_spans(model, list(ks), list(Ps), [S[i] for i in g], [SP[i] for i in g],
-                                         [M[i] for i in g],
-                                         temperature, pad_id, vocab)):
+        ks, Ps, g = zip(*shared[c : c + bs])
+        for i, r in zip(
+            g,
+            _shared_spans(
+                model,
+                list(ks),
+                list(Ps),
+                [S[i] for i in g],
+                [SP[i] for i in g],
+                [M[i] for i in g],
+                temperature,
+                pad_id,
+                vocab,
+            ),
+        ):
             out[i] = r
     return [lp for r in out for lp in r]
 
 # %% ../../nbs/09_llm_logprobs.ipynb #6ca969c1
-def sequence_logprobs(model, prompt_ids_list:list, completion_ids_list:list,
-                      masks:list|None=None, # per sequence: packed allowed-token bitmask `[T, W]` (constrained) or None
-                      temperature:float=1.0, # the sampling temperature (0, greedy, counts as 1)
-                      pad_id:int=0, batch_size:int|None=None,
-                      vocab:int|None=None, # the tokenizer's size (see `span_logprobs`)
-                     )->list:
+def sequence_logprobs(
+    model,
+    prompt_ids_list: list,
+    completion_ids_list: list,
+    masks: list | None = None,  # per sequence: packed allowed-token bitmask `[T, W]` (constrained) or None
+    temperature: float = 1.0,  # the sampling temperature (0, greedy, counts as 1)
+    pad_id: int = 0,
+    batch_size: int | None = None,
+    vocab: int | None = None,  # the tokenizer's size (see `span_logprobs`)
+) -> list:
     "Per-token log-probs of each completion given its prompt (`span_logprobs` with one span per sequence)."
     seqs = [list(p) + list(c) for p, c in zip(prompt_ids_list, completion_ids_list)]
     spans = [[(len(p), len(x))] for p, x in zip(prompt_ids_list, seqs)]
     return span_logprobs(model, seqs, spans, masks, temperature, pad_id, batch_size, vocab=vocab)
 
 # %% ../../nbs/09_llm_logprobs.ipynb #a20203cb
-def prefix_groups(seqs:list, # token ids per sequence
-                  spans:list, # per sequence: its scored `(start, end)` spans
-                  min_len:int, # the shortest shared first stretch worth running once
-                  )->list:
+def prefix_groups(
+    seqs: list,  # token ids per sequence
+    spans: list,  # per sequence: its scored `(start, end)` spans
+    min_len: int,  # the shortest shared first stretch worth running once
+) -> list:
     "`(P, indices)` groups of sequences whose first `P >= min_len` tokens agree, saving the most; the rest `(0, [i])`."
-    o = sorted(range(len(seqs)), key=lambda i: seqs[i])         # sorted: sequences that begin alike are neighbours
+    o = sorted(range(len(seqs)), key=lambda i: seqs[i])  # sorted: sequences that begin alike are neighbours
     # the logits of token a come from a - 1
     cap = [min([a for a, b in spans[i] if b > a] or [len(seqs[i])]) - 1 for i in o]
-    lcp = [0] + [next((j for j, (x, y) in enumerate(zip(seqs[a], seqs[b])) if x != y), min(len(seqs[a]), len(seqs[b])))
-                 for a, b in zip(o, o[1:])]                        # lcp[j]: shared with the previous sequence
+    lcp = [0] + [
+        next((j for j, (x, y) in enumerate(zip(seqs[a], seqs[b])) if x != y), min(len(seqs[a]), len(seqs[b])))
+        for a, b in zip(o, o[1:])
+    ]  # lcp[j]: shared with the previous sequence
     # best[j]: most tokens saved over the first j; cut: its last group's start
     best, cut = [0] * (len(o) + 1), [0] * (len(o) + 1)
-    for j in range(1, len(o) + 1):                               # the last group is o[a:j]; it saves (j - a - 1) * P
+    for j in range(1, len(o) + 1):  # the last group is o[a:j]; it saves (j - a - 1) * P
         best[j], cut[j], P = best[j - 1], j - 1, cap[j - 1]
         for a in range(j - 2, -1, -1):
             P = min(P, lcp[a + 1], cap[a])
-            if P < min_len: break
-            if best[a] + (j - a - 1) * P > best[j]: best[j], cut[j] = best[a] + (j - a - 1) * P, a
+            if P < min_len:
+                break
+            if best[a] + (j - a - 1) * P > best[j]:
+                best[j], cut[j] = best[a] + (j - a - 1) * P, a
     out, j = [], len(o)
     while j:
-        g = o[cut[j]:j]
-        out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1:j]) if len(g) > 1 else 0, g))
+        g = o[cut[j] : j]
+        out.append((min([cap[k] for k in range(cut[j], j)] + lcp[cut[j] + 1 : j]) if len(g) > 1 else 0, g))
         j = cut[j]
     return out[::-1]
 
 # %% ../../nbs/09_llm_logprobs.ipynb #918b127f
-def is_checkpointing(model)->bool:
+def is_checkpointing(model) -> bool:
     "Whether gradient checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
     return any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
 
 # %% ../../nbs/09_llm_logprobs.ipynb #84c30392
-def _shared_spans(model, ks:list, # per sequence: its group (rows of a group are neighbours)
-                  Ps:list, # per sequence: the length of the first stretch it shares with its group
-                  S:list, SP:list, M:list, temperature:float, pad_id:int, vocab:int|None=None)->list:
+def _shared_spans(
+    model,
+    ks: list,  # per sequence: its group (rows of a group are neighbours)
+    Ps: list,  # per sequence: the length of the first stretch it shares with its group
+    S: list,
+    SP: list,
+    M: list,
+    temperature: float,
+    pad_id: int,
+    vocab: int | None = None,
+) -> list:
     "Per sequence, per span: log-probs, each group's stretch run once (one forward for all), its KV repeated per row."
     import torch
+
     dev, (cache_kw, keep) = _device(model), _forward_params(type(_base(model)))
-    starts = [r for r in range(len(S)) if r == 0 or ks[r] != ks[r - 1]]   # each group's first row
-    pre_ids, pre_mask, pre_pos = right_pad([S[r][:Ps[r]] for r in starts], pad_id, dev)   # no query row without a key
-    cache = model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=pre_pos, use_cache=True,
-                  **({"logits_to_keep": 1} if keep else {})).past_key_values
-    group = list(itertools.accumulate(int(r > 0 and ks[r] != ks[r - 1]) for r in range(len(S))))   # each row's stretch
-    cache.batch_select_indices(torch.tensor(group, device=dev))          # each row reads its group's keys and values
+    starts = [r for r in range(len(S)) if r == 0 or ks[r] != ks[r - 1]]  # each group's first row
+    pre_ids, pre_mask, pre_pos = right_pad([S[r][: Ps[r]] for r in starts], pad_id, dev)  # no query row without a key
+    cache = model(
+        input_ids=pre_ids,
+        attention_mask=pre_mask,
+        position_ids=pre_pos,
+        use_cache=True,
+        **({"logits_to_keep": 1} if keep else {}),
+    ).past_key_values
+    group = list(itertools.accumulate(int(r > 0 and ks[r] != ks[r - 1]) for r in range(len(S))))  # each row's stretch
+    cache.batch_select_indices(torch.tensor(group, device=dev))  # each row reads its group's keys and values
     L = max(len(x) - P for x, P in zip(S, Ps))
     ids, mask = torch.full((len(S), L), pad_id, dtype=torch.long), torch.zeros((len(S), L), dtype=torch.long)
-    for r, (x, P) in enumerate(zip(S, Ps)): ids[r, :len(x) - P] = torch.as_tensor(x[P:]); mask[r, :len(x) - P] = 1
-    pos = torch.as_tensor(Ps)[:, None] + torch.arange(L)[None]         # right-padded after the stretch, positions go on
-    return _forward_spans(model, dict(input_ids=ids.to(dev),
-                                      attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
-                                      position_ids=pos.to(dev), **{cache_kw: cache}), lambda i, p: p - Ps[i], S,
-                          SP, M, temperature,
-                          vocab)
+    for r, (x, P) in enumerate(zip(S, Ps)):
+        ids[r, : len(x) - P] = torch.as_tensor(x[P:])
+        mask[r, : len(x) - P] = 1
+    pos = torch.as_tensor(Ps)[:, None] + torch.arange(L)[None]  # right-padded after the stretch, positions go on
+    return _forward_spans(
+        model,
+        dict(
+            input_ids=ids.to(dev),
+            attention_mask=torch.cat([pre_mask[group], mask.to(dev)], 1),
+            position_ids=pos.to(dev),
+            **{cache_kw: cache},
+        ),
+        lambda i, p: p - Ps[i],
+        S,
+        SP,
+        M,
+        temperature,
+        vocab,
+    )

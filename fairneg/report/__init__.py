@@ -13,5 +13,9 @@ from .sections import *
 from .narrative import *
 from .render import *
 import sys as _sys
-__all__ = [n for _m in ('run', 'page', 'figures', 'sections', 'narrative', 'render')
-           for n in _sys.modules[f"fairneg.report.{_m}"].__all__]   # every part's public names
+
+__all__ = [
+    n
+    for _m in ("run", "page", "figures", "sections", "narrative", "render")
+    for n in _sys.modules[f"fairneg.report.{_m}"].__all__
+]  # every part's public names

@@ -13,7 +13,7 @@ from ..game import SHARES, label_options, parse_deal_label
 from ..geometry import Geometry, plot_deals, struck_points
 from ..runlayout import CheckpointNameError, arm_step, arm_order, arm_family, arm_seed
 from ..store import TRANSCRIPTS, STEP_FIELDS
-from .run import ReportError, Run, _read_json, games, rows
+from .run import ReportError, Run, _read_json
 from .page import STATUS_COLORS, VERDICT_COLORS
 from .page import safe_style
 
@@ -30,267 +30,400 @@ __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMP
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
-    "reward": (("reward_mean", "worst_off_g"),
-               "Mean reward of the policy seats and mean worst-off g per step, one line per arm."),
-    "rates": (("deal_rate", "walk_rate", "below_threshold_rate"),
-              "Deal, walk-away and below-threshold rates of the step's episodes."),
+    "reward": (
+        ("reward_mean", "worst_off_g"),
+        "Mean reward of the policy seats and mean worst-off g per step, one line per arm.",
+    ),
+    "rates": (
+        ("deal_rate", "walk_rate", "below_threshold_rate"),
+        "Deal, walk-away and below-threshold rates of the step's episodes.",
+    ),
     "drift": (("kl", "logprob_drift"), "Drift from the frozen base: per-token KL estimate and log-probability drift."),
 }
 
 CURVE_LABELS = {  # telemetry column -> (its panel's title in words, its y axis: the quantity and its unit)
     "reward_mean": ("mean reward of the policy seats", "reward (smoothed log welfare)"),
     "worst_off_g": ("worst-off seat's log utility g", "g (log of normalized surplus)"),
-    "deal_rate": ("deal rate", "share of episodes"), "walk_rate": ("walk-away rate", "share of episodes"),
+    "deal_rate": ("deal rate", "share of episodes"),
+    "walk_rate": ("walk-away rate", "share of episodes"),
     "below_threshold_rate": ("below-threshold rate", "share of episodes"),
-    "kl": ("KL to the base", "nats per token"), "logprob_drift": ("log-prob drift from the base", "nats per token"),
-    "loss": ("DPO loss", "loss (nats)"), "reward_margin": ("implicit reward margin, chosen − rejected", "β × nats"),
+    "kl": ("KL to the base", "nats per token"),
+    "logprob_drift": ("log-prob drift from the base", "nats per token"),
+    "loss": ("DPO loss", "loss (nats)"),
+    "reward_margin": ("implicit reward margin, chosen − rejected", "β × nats"),
     "reward_accuracy": ("pairs ranked right", "share of drawn pairs"),
 }
 
-def curve_label(col:str)->str:
+
+def curve_label(col: str) -> str:
     "A telemetry column's panel title: `CURVE_LABELS`, else the step schema's words (`STEP_FIELDS`), else the name."
     return CURVE_LABELS[col][0] if col in CURVE_LABELS else STEP_FIELDS.get(col) or col
 
 # %% ../../nbs/15_report_figures.ipynb #e2edfb29
-def curve_unit(col:str)->str:
+def curve_unit(col: str) -> str:
     "A telemetry column's y-axis title: what it measures and in which unit (`CURVE_LABELS`), else the column's name."
     return CURVE_LABELS[col][1] if col in CURVE_LABELS else col
 
 # %% ../../nbs/15_report_figures.ipynb #9b718284
-def coinciding_arms(steps, cols)->list[tuple[str, str]]:
+def coinciding_arms(steps, cols) -> list[tuple[str, str]]:
     "Pairs of arms whose lines are the same on every column in `cols` (drawn one over the other, so one would hide)."
     arms = [str(a) for a in dict.fromkeys(steps["arm"].astype(str))]
-    series = {a: steps[steps["arm"].astype(str) == a].sort_values("step")[["step", *cols]].reset_index(drop=True)
-              for a in arms}
-    return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:] if series[a].round(12).equals(series[b].round(12))]
+    series = {
+        a: steps[steps["arm"].astype(str) == a].sort_values("step")[["step", *cols]].reset_index(drop=True)
+        for a in arms
+    }
+    return [
+        (a, b) for i, a in enumerate(arms) for b in arms[i + 1 :] if series[a].round(12).equals(series[b].round(12))
+    ]
 
 # %% ../../nbs/15_report_figures.ipynb #dde48924
-def _curve_panel(steps, col:str, arms:list, colors:dict, step_title:str, width:int, height:int):
+def _curve_panel(steps, col: str, arms: list, colors: dict, step_title: str, width: int, height: int):
     "One telemetry column against the step, one line per arm (dashed differently, so coinciding lines both show)."
     import altair as alt
+
     d = steps[["arm", "step", col]].rename(columns={col: "value"}).dropna()
-    return alt.Chart(d).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
-        y=alt.Y("value:Q", title=curve_unit(col), scale=alt.Scale(zero=False)),
-        color=alt.Color("arm:N", scale=color_scale(arms, colors), title="arm"),
-        # the colour's domain: one legend shows both
-        strokeDash=alt.StrokeDash("arm:N", scale=alt.Scale(domain=arms), title="arm"),
-        tooltip=["arm", "step", alt.Tooltip("value:Q", format=".4g", title=curve_label(col))]).properties(
-        width=width, height=height, title=curve_label(col))
+    return (
+        alt.Chart(d)
+        .mark_line(point=alt.OverlayMarkDef(size=18))
+        .encode(
+            x=alt.X("step:Q", title=step_title, axis=alt.Axis(tickMinStep=1, format="d")),
+            y=alt.Y("value:Q", title=curve_unit(col), scale=alt.Scale(zero=False)),
+            color=alt.Color("arm:N", scale=color_scale(arms, colors), title="arm"),
+            # the colour's domain: one legend shows both
+            strokeDash=alt.StrokeDash("arm:N", scale=alt.Scale(domain=arms), title="arm"),
+            tooltip=["arm", "step", alt.Tooltip("value:Q", format=".4g", title=curve_label(col))],
+        )
+        .properties(width=width, height=height, title=curve_label(col))
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #d38278ee
-def plot_curves(steps, # training telemetry (`Run.steps`)
-                metrics:Iterable[str], # telemetry columns, one panel each
-                width:int=300, height:int=180, title:str|None=None,
-                step_title:str="GRPO step", # the x axis' title
-                colors:dict|None=None, # arm -> colour (`run_colors`; default: `arm_colors` of these arms)
-               ):
+def plot_curves(
+    steps,  # training telemetry (`Run.steps`)
+    metrics: Iterable[str],  # telemetry columns, one panel each
+    width: int = 300,
+    height: int = 180,
+    title: str | None = None,
+    step_title: str = "GRPO step",  # the x axis' title
+    colors: dict | None = None,  # arm -> colour (`run_colors`; default: `arm_colors` of these arms)
+):
     "One panel per telemetry column (title in words, unit on y), one line per arm by step; `None` without any column."
     import altair as alt
+
     cols = [m for m in metrics if m in steps.columns and steps[m].notna().any()]
-    if not cols: return None
-    arms = [str(a)
-            for a in steps["arm"].cat.categories] if hasattr(steps["arm"], "cat") else list(dict.fromkeys(steps["arm"]))
+    if not cols:
+        return None
+    arms = (
+        [str(a) for a in steps["arm"].cat.categories]
+        if hasattr(steps["arm"], "cat")
+        else list(dict.fromkeys(steps["arm"]))
+    )
     steps = steps.assign(arm=steps["arm"].astype(str))
     colors = colors if colors is not None else arm_colors(arms)
     ch = alt.hconcat(*[_curve_panel(steps, c, arms, colors, step_title, width, height) for c in cols])
     return ch.properties(title=title) if title else ch
 
 # %% ../../nbs/15_report_figures.ipynb #061ce9f8
-def training_summary(steps)->object:
+def training_summary(steps) -> object:
     "The last step of each arm beside totals over the run (fabrications, parse failures, tokens, hours)."
     g = steps.groupby("arm", observed=True)
     last = g.tail(1).set_index("arm")
-    cols = [c for c in ("step", "reward_mean", "worst_off_g", "deal_rate", "below_threshold_rate", "nnw",
-                        "kl") if c in last]
+    cols = [
+        c for c in ("step", "reward_mean", "worst_off_g", "deal_rate", "below_threshold_rate", "nnw", "kl") if c in last
+    ]
     out = last[cols].rename(columns={"step": "last step"})
-    for c, name in (("fabrication", "fabrications"), ("parse_failures", "parse failures"),
-                    ("tokens_generated", "tokens generated")):
-        if c in steps: out[name] = g[c].sum()
-    if "total_s" in steps: out["hours"] = g["total_s"].sum() / 3600
+    for c, name in (
+        ("fabrication", "fabrications"),
+        ("parse_failures", "parse failures"),
+        ("tokens_generated", "tokens generated"),
+    ):
+        if c in steps:
+            out[name] = g[c].sum()
+    if "total_s" in steps:
+        out["hours"] = g["total_s"].sum() / 3600
     out.index = out.index.astype(str)
     return out
 
 # %% ../../nbs/15_report_figures.ipynb #9bb36c27
-SEGMENT_COLUMNS = {"arm": "arm", "segment": "session", "started": "started", "host": "host", "gpu": "GPU",
-                   "slurm_job": "Slurm job",
-                   "start_step": "from step", "optimizer": "optimizer", "changes": "changed", "backend": "backend",
-                   "groups": "groups",
-                   "k": "k", "lr": "lr", "code_version": "code", "end_step": "to step", "ended": "ended"}
+SEGMENT_COLUMNS = {
+    "arm": "arm",
+    "segment": "session",
+    "started": "started",
+    "host": "host",
+    "gpu": "GPU",
+    "slurm_job": "Slurm job",
+    "start_step": "from step",
+    "optimizer": "optimizer",
+    "changes": "changed",
+    "backend": "backend",
+    "groups": "groups",
+    "k": "k",
+    "lr": "lr",
+    "code_version": "code",
+    "end_step": "to step",
+    "ended": "ended",
+}
 
-def segments_table(segments)->object:
+
+def segments_table(segments) -> object:
     "Each arm's training sessions: when and where each ran, what it resumed from and changed, and how it ended."
     df = segments[[c for c in SEGMENT_COLUMNS if c in segments]].copy()
-    if "changes" in df: df["changes"] = [", ".join(c) if isinstance(c, list) and c else "—" for c in df["changes"]]
-    if "ended" in df: df["ended"] = df["ended"].fillna("no end recorded (killed?)")
-    if "gpu" in df: df["gpu"] = df["gpu"].fillna("CPU")
+    if "changes" in df:
+        df["changes"] = [", ".join(c) if isinstance(c, list) and c else "—" for c in df["changes"]]
+    if "ended" in df:
+        df["ended"] = df["ended"].fillna("no end recorded (killed?)")
+    if "gpu" in df:
+        df["gpu"] = df["gpu"].fillna("CPU")
     return df.rename(columns=SEGMENT_COLUMNS)
 
 # %% ../../nbs/15_report_figures.ipynb #f1c41f11
-KEY_ENDPOINTS = ("deal", "nnw", "nnw_rel", "below_threshold", "worst_off_z", "max_share", "dist_nbs",
-                 "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal")
+KEY_ENDPOINTS = (
+    "deal",
+    "nnw",
+    "nnw_rel",
+    "below_threshold",
+    "worst_off_z",
+    "max_share",
+    "dist_nbs",
+    "nnw_given_deal",
+    "worst_off_z_given_deal",
+    "below_threshold_given_deal",
+)
 
-def _arm_step(ck:str):
-    try: return arm_step(ck)
-    except CheckpointNameError: return None
+
+def _arm_step(ck: str):
+    try:
+        return arm_step(ck)
+    except CheckpointNameError:
+        return None
 
 # %% ../../nbs/15_report_figures.ipynb #1464990c
-def _arm_of(ck:str)->str:
+def _arm_of(ck: str) -> str:
     "A checkpoint's arm; the name itself when it says no arm and step."
     return (_arm_step(ck) or (ck,))[0]
 
 # %% ../../nbs/15_report_figures.ipynb #4e5e283b
-def checkpoint_order(names:Iterable[str])->list[str]:
+def checkpoint_order(names: Iterable[str]) -> list[str]:
     "Checkpoint names by arm (λ order, then seed: `runlayout.arm_order`), then step; other names last, as given."
     names = list(dict.fromkeys(names))
     parsed = {n: _arm_step(n) for n in names}
     return sorted(names, key=lambda n: (0, arm_order(parsed[n][0]), parsed[n][1]) if parsed[n] else (1, (), 0))
 
 # %% ../../nbs/15_report_figures.ipynb #b454e442
-def select_contrasts(contrasts, # `Run.contrasts`
-                     endpoints:Iterable[str]|None=None, # endpoints to keep, in this order (default: every one)
-                     conditions:Iterable[str]|None=None, # conditions to keep (default: every one)
-                     cells:Iterable[str]|None=None, # cells to keep (default: every one)
-                     ):
+def select_contrasts(
+    contrasts,  # `Run.contrasts`
+    endpoints: Iterable[str] | None = None,  # endpoints to keep, in this order (default: every one)
+    conditions: Iterable[str] | None = None,  # conditions to keep (default: every one)
+    cells: Iterable[str] | None = None,  # cells to keep (default: every one)
+):
     "Contrast rows of some endpoints, conditions and cells: by checkpoint (arm, step), endpoints in the order asked."
     df = contrasts
-    if conditions is not None: df = df[df.condition.isin(list(conditions))]
-    if cells is not None: df = df[df.cell.isin(list(cells))]
+    if conditions is not None:
+        df = df[df.condition.isin(list(conditions))]
+    if cells is not None:
+        df = df[df.cell.isin(list(cells))]
     eps = list(endpoints) if endpoints is not None else list(dict.fromkeys(contrasts.endpoint))
     df = df[df.endpoint.isin(eps)]
     cks = {c: i for i, c in enumerate(checkpoint_order(contrasts.checkpoint))}
     conds = {c: i for i, c in enumerate(dict.fromkeys(contrasts.condition))}
-    key = df.assign(_c=df.checkpoint.map(cks), _d=df.condition.map(conds),
-                    _e=df.endpoint.map({e: i for i, e in enumerate(eps)}))
+    key = df.assign(
+        _c=df.checkpoint.map(cks), _d=df.condition.map(conds), _e=df.endpoint.map({e: i for i, e in enumerate(eps)})
+    )
     return key.sort_values(["_d", "_c", "_e"], kind="stable").drop(columns=["_c", "_d", "_e"]).reset_index(drop=True)
 
 # %% ../../nbs/15_report_figures.ipynb #625061a4
-def _number_text(x, fmt="{:+.3f}")->str:
+def _number_text(x, fmt="{:+.3f}") -> str:
     "A number as text: `—` when missing, never `-0.000`."
-    if x is None or (isinstance(x, float) and not math.isfinite(x)): return "—"
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
     t = fmt.format(x)
     return fmt.format(0.0) if t.lstrip("+-").strip("0.") == "" else t
 
 # %% ../../nbs/15_report_figures.ipynb #f8f82941
-def dpo_arm_names(run:Run)->list[str]:
+def dpo_arm_names(run: Run) -> list[str]:
     "The run's DPO arms (their outcomes, then their telemetry): their steps are DPO steps, not GRPO steps."
     arms = [o["arm"] for o in run.dpo]
-    if run.has("dpo_steps"): arms += [str(a) for a in run.dpo_steps["arm"].astype(str)]
+    if run.has("dpo_steps"):
+        arms += [str(a) for a in run.dpo_steps["arm"].astype(str)]
     return list(dict.fromkeys(arms))
 
 # %% ../../nbs/15_report_figures.ipynb #616d395a
-def run_arms(run:Run)->list[str]:
+def run_arms(run: Run) -> list[str]:
     "Every arm of the run in one order: GRPO arms (training telemetry), DPO arms, then arms only the eval names."
     arms = [str(a) for a in run.steps["arm"].astype(str)] if run.has("train") else []
-    cks = [c.get("checkpoint") for c in run.cells.values()] + (list(run.contrasts.checkpoint)
-                                                               if run.has("contrasts") else [])
+    cks = [c.get("checkpoint") for c in run.cells.values()] + (
+        list(run.contrasts.checkpoint) if run.has("contrasts") else []
+    )
     return list(dict.fromkeys(arms + dpo_arm_names(run) + [_arm_of(ck) for ck in checkpoint_order(cks) if ck]))
 
 # %% ../../nbs/15_report_figures.ipynb #d833d266
-def run_colors(run:Run)->dict:
+def run_colors(run: Run) -> dict:
     "Each arm's colour in every figure of the report (`fairneg.charts.arm_colors` of `run_arms`)."
     return arm_colors(run_arms(run))
 
 # %% ../../nbs/15_report_figures.ipynb #970e6db4
-def run_policy_colors(run:Run, policies:Iterable[str])->dict:
+def run_policy_colors(run: Run, policies: Iterable[str]) -> dict:
     "Each policy's colour: a checkpoint gets its arm's, an untrained base `BASE_COLOR`."
     colors = run_colors(run)
     return {p: colors.get(_arm_of(p), BASE_COLOR) for p in dict.fromkeys(policies)}
 
 # %% ../../nbs/15_report_figures.ipynb #b64157a1
-def contrast_table(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
-                   cells:Iterable[str]|None=None, caption:str|None=None):
+def contrast_table(
+    contrasts,
+    endpoints: Iterable[str] | None = KEY_ENDPOINTS,
+    conditions: Iterable[str] | None = None,
+    cells: Iterable[str] | None = None,
+    caption: str | None = None,
+):
     "A pandas Styler of the contrasts: means of both sides, Δ, interval, verdict (coloured), games and episodes."
     import pandas as pd
+
     df = select_contrasts(contrasts, endpoints, conditions, cells)
-    if df.empty: raise ReportError("no contrast rows for these endpoints, conditions and cells")
+    if df.empty:
+        raise ReportError("no contrast rows for these endpoints, conditions and cells")
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
     get = lambda c: df[c] if c in df else [None] * len(df)
-    t = pd.DataFrame({"cell": df.cell, "endpoint": df.endpoint,
-                      "trained": [_number_text(x, "{:.3f}") for x in get("trained")],
-                      "untrained": [_number_text(x, "{:.3f}") for x in get("base")],
-                      "Δ": [_number_text(x) for x in df.delta],
-                      f"{level:.0%} verdict interval": [f"[{_number_text(a)}, {_number_text(b)}]"
-                                                        for a, b in zip(df.lo, df.hi)],
-                      f"{level:.0%} percentile (seeds')": [f"[{_number_text(a)}, {_number_text(b)}]"
-                                                           for a, b in zip(get("percentile_lo"), get("percentile_hi"))],
-                      "verdict": df.verdict, "games": get("n_games"), "episodes": get("n_episodes"),
-                      "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games"
-                                    for n in get("resampling_note")]})
-    colour = lambda v: (f"background-color: {VERDICT_COLORS.get(v, '#555')}; "
-                        "color: white; font-weight: 600; text-align: center")
-    return (safe_style(t, caption).hide(axis="index").map(colour, subset=["verdict"])
-            .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"}))
+    t = pd.DataFrame(
+        {
+            "cell": df.cell,
+            "endpoint": df.endpoint,
+            "trained": [_number_text(x, "{:.3f}") for x in get("trained")],
+            "untrained": [_number_text(x, "{:.3f}") for x in get("base")],
+            "Δ": [_number_text(x) for x in df.delta],
+            f"{level:.0%} verdict interval": [f"[{_number_text(a)}, {_number_text(b)}]" for a, b in zip(df.lo, df.hi)],
+            f"{level:.0%} percentile (seeds')": [
+                f"[{_number_text(a)}, {_number_text(b)}]" for a, b in zip(get("percentile_lo"), get("percentile_hi"))
+            ],
+            "verdict": df.verdict,
+            "games": get("n_games"),
+            "episodes": get("n_episodes"),
+            "resamples": [RESAMPLED_EPISODES if isinstance(n, str) else "games" for n in get("resampling_note")],
+        }
+    )
+    colour = lambda v: (
+        f"background-color: {VERDICT_COLORS.get(v, '#555')}; color: white; font-weight: 600; text-align: center"
+    )
+    return (
+        safe_style(t, caption)
+        .hide(axis="index")
+        .map(colour, subset=["verdict"])
+        .set_properties(subset=["cell", "endpoint"], **{"text-align": "left"})
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #79ac7116
 RESAMPLED_EPISODES = "episodes (single game)"
-SINGLE_GAME_MARK = " †"                     # beside an interval that resamples one game's episodes, not games
+SINGLE_GAME_MARK = " †"  # beside an interval that resamples one game's episodes, not games
 
-VERDICT_TINTS = {"favourable": "#d9f0d3",
-                 "unfavourable": "#f8d0cb", "spans_zero": "#ffffff", "VOID": "#e8d9ee", "undefined": "#f2f2f2",
-                 "too_few_games": "#f5ecd0"}
-VERDICT_MARKS = {"favourable": " ✓", "unfavourable": " ✗", "spans_zero": "", "VOID": "", "undefined": "",
-                 "too_few_games": ""}
+VERDICT_TINTS = {
+    "favourable": "#d9f0d3",
+    "unfavourable": "#f8d0cb",
+    "spans_zero": "#ffffff",
+    "VOID": "#e8d9ee",
+    "undefined": "#f2f2f2",
+    "too_few_games": "#f5ecd0",
+}
+VERDICT_MARKS = {
+    "favourable": " ✓",
+    "unfavourable": " ✗",
+    "spans_zero": "",
+    "VOID": "",
+    "undefined": "",
+    "too_few_games": "",
+}
 
-def _matrix_text(r)->str:
+
+def _matrix_text(r) -> str:
     "One matrix cell: `[VOID|undefined] Δ [lo, hi]`, the verdict mark, † if the interval resamples one game's episodes."
     flag = r.verdict.replace("_", " ") if r.verdict in ("VOID", "undefined", "too_few_games") else ""
-    num = (f"{_number_text(r.delta)} [{_number_text(r.lo)}, {_number_text(r.hi)}]"
-           if r.delta is not None and r.delta == r.delta else "")
-    return " ".join(x for x in (flag, num) if x) + VERDICT_MARKS.get(r.verdict, "") + \
-        (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
+    num = (
+        f"{_number_text(r.delta)} [{_number_text(r.lo)}, {_number_text(r.hi)}]"
+        if r.delta is not None and r.delta == r.delta
+        else ""
+    )
+    return (
+        " ".join(x for x in (flag, num) if x)
+        + VERDICT_MARKS.get(r.verdict, "")
+        + (SINGLE_GAME_MARK if isinstance(getattr(r, "resampling_note", None), str) else "")
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #792e5894
-def contrast_matrix(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS, caption:str|None=None,
-                    checkpoints:Iterable[str]|None=None, # the columns to show (default: every checkpoint)
-                   ):
+def contrast_matrix(
+    contrasts,
+    condition: str,
+    endpoints: Iterable[str] | None = KEY_ENDPOINTS,
+    caption: str | None = None,
+    checkpoints: Iterable[str] | None = None,  # the columns to show (default: every checkpoint)
+):
     "A condition: endpoints × checkpoints, `Δ [lo, hi]` tinted by verdict (✓ favourable, ✗ unfavourable, VOID marked)."
     import pandas as pd
+
     df = select_contrasts(contrasts, endpoints, [condition])
-    if checkpoints is not None: df = df[df.checkpoint.isin(list(checkpoints))]
-    if df.empty: raise ReportError(f"no contrast rows on `{condition}` for these endpoints")
+    if checkpoints is not None:
+        df = df[df.checkpoint.isin(list(checkpoints))]
+    if df.empty:
+        raise ReportError(f"no contrast rows on `{condition}` for these endpoints")
     df = df.assign(text=[_matrix_text(r) for r in df.itertuples()])
     cks = list(dict.fromkeys(df.checkpoint))
-    size = {r.checkpoint: f"{r.checkpoint} ({r.n_games}×{r.n_episodes // max(r.n_games, 1)})"
-            if "n_games" in df else r.checkpoint
-            for r in df.itertuples()}
-    text = df.pivot(index="endpoint", columns="checkpoint",
-                    values="text").reindex(index=list(dict.fromkeys(df.endpoint)), columns=cks)
+    size = {
+        r.checkpoint: f"{r.checkpoint} ({r.n_games}×{r.n_episodes // max(r.n_games, 1)})"
+        if "n_games" in df
+        else r.checkpoint
+        for r in df.itertuples()
+    }
+    text = df.pivot(index="endpoint", columns="checkpoint", values="text").reindex(
+        index=list(dict.fromkeys(df.endpoint)), columns=cks
+    )
     verd = df.pivot(index="endpoint", columns="checkpoint", values="verdict").reindex(index=text.index, columns=cks)
-    tint = verd.map(lambda v: f"background-color: {VERDICT_TINTS.get(v, '#fff')}; color: "
-                              f"{'#6a3d7c' if v == 'VOID' else '#999' if v == 'undefined' else '#111'}"
-                    if isinstance(v, str) else "")
+    tint = verd.map(
+        lambda v: (
+            f"background-color: {VERDICT_TINTS.get(v, '#fff')}; color: "
+            f"{'#6a3d7c' if v == 'VOID' else '#999' if v == 'undefined' else '#111'}"
+            if isinstance(v, str)
+            else ""
+        )
+    )
     text = text.fillna("—").rename(columns=size).rename_axis(index=None, columns=None)
     tint.columns = text.columns
     level = df["level"].iloc[0] if "level" in df and pd.notna(df["level"].iloc[0]) else 0.95
-    cap = caption or (f"{condition}: Δ trained − untrained [{level:.0%} verdict interval] per endpoint (rows) "
-                      "and checkpoint (columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, "
-                      "purple VOID, ochre too few games (under 8: no verdict)"
-                      + (f";{SINGLE_GAME_MARK} single game: the interval resamples its episodes, not games"
-                         if df.get("resampling_note") is not None
-                         and df.resampling_note.map(lambda n: isinstance(n, str)).any() else ""))
-    return (safe_style(text, cap).apply(lambda _: tint, axis=None)
-            .set_table_attributes('class="fairneg-table fairneg-matrix"'))
+    cap = caption or (
+        f"{condition}: Δ trained − untrained [{level:.0%} verdict interval] per endpoint (rows) "
+        "and checkpoint (columns: games × episodes per game); green ✓ favourable, red ✗ unfavourable, "
+        "purple VOID, ochre too few games (under 8: no verdict)"
+        + (
+            f";{SINGLE_GAME_MARK} single game: the interval resamples its episodes, not games"
+            if df.get("resampling_note") is not None and df.resampling_note.map(lambda n: isinstance(n, str)).any()
+            else ""
+        )
+    )
+    return (
+        safe_style(text, cap)
+        .apply(lambda _: tint, axis=None)
+        .set_table_attributes('class="fairneg-table fairneg-matrix"')
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #1bbd9332
-MATRIX_COLUMNS = 6   # checkpoints per matrix table: six fit a 1400-pixel page beside the endpoint names
+MATRIX_COLUMNS = 6  # checkpoints per matrix table: six fit a 1400-pixel page beside the endpoint names
 
-def column_chunks(names:list, most:int=MATRIX_COLUMNS)->list[list]:
+
+def column_chunks(names: list, most: int = MATRIX_COLUMNS) -> list[list]:
     "The names in as few runs of at most `most` as there can be, the runs as even as they can be (13 by 6: 5, 4, 4)."
-    if not names: return []
+    if not names:
+        return []
     parts = math.ceil(len(names) / most)
     size, extra = divmod(len(names), parts)
     out, k = [], 0
     for p in range(parts):
         n = size + (p < extra)
-        out.append(names[k:k + n])
+        out.append(names[k : k + n])
         k += n
     return out
 
 # %% ../../nbs/15_report_figures.ipynb #98cb31ec
-def contrast_matrices(contrasts, condition:str, endpoints:Iterable[str]|None=KEY_ENDPOINTS,
-                      most:int=MATRIX_COLUMNS, # checkpoints per table
-                     )->list:
+def contrast_matrices(
+    contrasts,
+    condition: str,
+    endpoints: Iterable[str] | None = KEY_ENDPOINTS,
+    most: int = MATRIX_COLUMNS,  # checkpoints per table
+) -> list:
     "`contrast_matrix` split into tables of at most `most` checkpoints each, so that every one fits the page."
     cks = list(dict.fromkeys(select_contrasts(contrasts, endpoints, [condition]).checkpoint))
     chunks = column_chunks(cks, most)
@@ -299,136 +432,213 @@ def contrast_matrices(contrasts, condition:str, endpoints:Iterable[str]|None=KEY
         sty = contrast_matrix(contrasts, condition, endpoints, checkpoints=part)
         if len(chunks) > 1:
             span = part[0] if len(part) == 1 else f"{part[0]} … {part[-1]}"
-            more = (f"table {k + 1} of {len(chunks)}: {span}" if k == 0 else
-                    f"{condition}, continued (the key above): table {k + 1} of {len(chunks)}: {span}")
-            sty.set_caption((f"{sty.caption} — " if k == 0 else "") + _html.escape(more, quote=False))   # as text
+            more = (
+                f"table {k + 1} of {len(chunks)}: {span}"
+                if k == 0
+                else f"{condition}, continued (the key above): table {k + 1} of {len(chunks)}: {span}"
+            )
+            sty.set_caption((f"{sty.caption} — " if k == 0 else "") + _html.escape(more, quote=False))  # as text
         out.append(sty)
     return out
 
 # %% ../../nbs/15_report_figures.ipynb #4068d53f
-def _cells_note(head:str, items:Iterable[tuple[str, str]])->str:
+def _cells_note(head: str, items: Iterable[tuple[str, str]]) -> str:
     "One note for many cells: `head — a, b: detail; c: other detail` (the cells of one detail named together)."
     by = {}
-    for ck, detail in items: by.setdefault(detail, []).append(ck)
+    for ck, detail in items:
+        by.setdefault(detail, []).append(ck)
     return f"{head} — " + "; ".join(f"{', '.join(cks)}: {d}" for d, cks in by.items())
 
 # %% ../../nbs/15_report_figures.ipynb #8e7dac0f
-def resampling_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+def resampling_notes(contrasts, conditions: Iterable[str] | None = None) -> list[str]:
     "One line per condition whose cells play a single game: their intervals resample its episodes, not games (SPEC §7)."
     df = select_contrasts(contrasts, None, conditions)
-    if "resampling_note" not in df: return []
+    if "resampling_note" not in df:
+        return []
     cells = df.groupby("condition").cell.nunique()
     df = df[df.resampling_note.map(lambda n: isinstance(n, str))].drop_duplicates("cell")
     out = []
     for cond, g in df.groupby("condition", sort=False):
         eps = sorted(set(int(n) for n in g.n_episodes))
-        which = (f"all {len(g)} cells" if len(g) == cells[cond]
-                 else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})")
-        out.append(f"{cond}{SINGLE_GAME_MARK} {which} play a single game: "
-                   f"{g.resampling_note.iloc[0].removeprefix('single game: ')} "
-                   f"({eps[0] if len(eps) == 1 else f'{eps[0]}–{eps[-1]}'} episodes each)")
+        which = (
+            f"all {len(g)} cells"
+            if len(g) == cells[cond]
+            else f"{len(g)} of {cells[cond]} cells ({', '.join(g.checkpoint)})"
+        )
+        out.append(
+            f"{cond}{SINGLE_GAME_MARK} {which} play a single game: "
+            f"{g.resampling_note.iloc[0].removeprefix('single game: ')} "
+            f"({eps[0] if len(eps) == 1 else f'{eps[0]}–{eps[-1]}'} episodes each)"
+        )
     return out
 
 # %% ../../nbs/15_report_figures.ipynb #2d2ac273
-def undefined_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+def undefined_notes(contrasts, conditions: Iterable[str] | None = None) -> list[str]:
     "One line per condition with an undefined endpoint: which, where and why (undefined draws or reason, SPEC §7)."
     df = select_contrasts(contrasts, conditions=conditions)
-    why = lambda r: getattr(r, "undefined_reason", None) if isinstance(getattr(r, "undefined_reason", None), str) else \
-        f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
-    return [_cells_note(f"{cond}: undefined endpoints",
-                        [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()])
-            for cond, g in df[df.verdict == "undefined"].groupby("condition", sort=False)]
+    why = lambda r: (
+        getattr(r, "undefined_reason", None)
+        if isinstance(getattr(r, "undefined_reason", None), str)
+        else f"{getattr(r, 'undefined_draws', '?')} undefined bootstrap draws"
+    )
+    return [
+        _cells_note(
+            f"{cond}: undefined endpoints", [(r.checkpoint, f"{r.endpoint} ({why(r)})") for r in g.itertuples()]
+        )
+        for cond, g in df[df.verdict == "undefined"].groupby("condition", sort=False)
+    ]
 
 # %% ../../nbs/15_report_figures.ipynb #3ae38ef3
-def few_games_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+def few_games_notes(contrasts, conditions: Iterable[str] | None = None) -> list[str]:
     "One line per condition with cells of too few games for a verdict (SPEC §7): their intervals are shown, not judged."
     df = select_contrasts(contrasts, conditions=conditions)
     why = lambda r: r.few_games_reason if isinstance(getattr(r, "few_games_reason", None), str) else "too few games"
-    return [_cells_note(f"{cond}: no verdicts, intervals shown but not judged",
-                        [(r.checkpoint, why(r)) for r in g.itertuples()])
-            for cond, g in df[df.verdict == "too_few_games"].drop_duplicates("cell").groupby("condition", sort=False)]
+    return [
+        _cells_note(
+            f"{cond}: no verdicts, intervals shown but not judged", [(r.checkpoint, why(r)) for r in g.itertuples()]
+        )
+        for cond, g in df[df.verdict == "too_few_games"].drop_duplicates("cell").groupby("condition", sort=False)
+    ]
 
 # %% ../../nbs/15_report_figures.ipynb #9809fdde
-def viability_notes(contrasts, conditions:Iterable[str]|None=None)->list[str]:
+def viability_notes(contrasts, conditions: Iterable[str] | None = None) -> list[str]:
     "One line per condition where the viability screen voided closure-conditional endpoints, each cell with its reason."
     df = select_contrasts(contrasts, conditions=conditions)
-    reason = lambda g: (g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any()
-                        else "viability screen")
-    return [_cells_note(f"{cond}: closure-conditional endpoints VOID in {g.cell.nunique()} cells",
-                        [(ck, reason(h)) for ck, h in g.groupby("checkpoint", sort=False)])
-            for cond, g in df[df.verdict == "VOID"].groupby("condition", sort=False)]
+    reason = lambda g: (
+        g.void_reason.dropna().iloc[0] if "void_reason" in g and g.void_reason.notna().any() else "viability screen"
+    )
+    return [
+        _cells_note(
+            f"{cond}: closure-conditional endpoints VOID in {g.cell.nunique()} cells",
+            [(ck, reason(h)) for ck, h in g.groupby("checkpoint", sort=False)],
+        )
+        for cond, g in df[df.verdict == "VOID"].groupby("condition", sort=False)
+    ]
 
 # %% ../../nbs/15_report_figures.ipynb #2089b426
-def plot_forest(contrasts, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None,
-                cells:Iterable[str]|None=None, columns:int=3, width:int=250, title:str|None=None):
+def plot_forest(
+    contrasts,
+    endpoints: Iterable[str] | None = KEY_ENDPOINTS,
+    conditions: Iterable[str] | None = None,
+    cells: Iterable[str] | None = None,
+    columns: int = 3,
+    width: int = 250,
+    title: str | None = None,
+):
     "Forest plot: per cell, each endpoint's Δ and interval, coloured by verdict, VOID marked."
     import altair as alt
+
     df = select_contrasts(contrasts, endpoints, conditions, cells)
-    if df.empty: raise ReportError("no contrast rows for these endpoints, conditions and cells")
-    single = (df.resampling_note.map(lambda n: isinstance(n, str)) if "resampling_note" in df
-              else df.verdict.map(lambda _: False))
-    df = df.assign(void=df.verdict.eq("VOID").map({True: "VOID", False: ""}),
-                   panel=[f"{c}{SINGLE_GAME_MARK} episodes resampled (single game)" if s else c
-                          for c, s in zip(df.cell, single)])
+    if df.empty:
+        raise ReportError("no contrast rows for these endpoints, conditions and cells")
+    single = (
+        df.resampling_note.map(lambda n: isinstance(n, str))
+        if "resampling_note" in df
+        else df.verdict.map(lambda _: False)
+    )
+    df = df.assign(
+        void=df.verdict.eq("VOID").map({True: "VOID", False: ""}),
+        panel=[f"{c}{SINGLE_GAME_MARK} episodes resampled (single game)" if s else c for c, s in zip(df.cell, single)],
+    )
     eps = list(dict.fromkeys(df.endpoint))
     y = alt.Y("endpoint:N", sort=eps, title=None)
-    color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
-                      title="verdict")
-    tip = ["cell", "endpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-           alt.Tooltip("hi:Q", format="+.3f"), "verdict"] + [c
-                                                             for c in ("n_games", "n_episodes",
-                                                                       "resampling_note") if c in df]
+    color = alt.Color(
+        "verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())), title="verdict"
+    )
+    tip = [
+        "cell",
+        "endpoint",
+        alt.Tooltip("delta:Q", format="+.3f"),
+        alt.Tooltip("lo:Q", format="+.3f"),
+        alt.Tooltip("hi:Q", format="+.3f"),
+        "verdict",
+    ] + [c for c in ("n_games", "n_episodes", "resampling_note") if c in df]
     base = alt.Chart().encode(y=y)
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title="Δ trained − untrained"), x2="hi:Q", color=color,
-                                                opacity=alt.condition("datum.verdict == 'VOID'",
-                                                                      alt.value(0.45), alt.value(1)))
+    bars = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("lo:Q", title="Δ trained − untrained"),
+        x2="hi:Q",
+        color=color,
+        opacity=alt.condition("datum.verdict == 'VOID'", alt.value(0.45), alt.value(1)),
+    )
     pts = base.mark_point(filled=True, size=55).encode(
-        x="delta:Q", color=color, tooltip=tip,
-        shape=alt.Shape("void:N", scale=alt.Scale(domain=["", "VOID"], range=["circle", "cross"]), legend=None))
+        x="delta:Q",
+        color=color,
+        tooltip=tip,
+        shape=alt.Shape("void:N", scale=alt.Scale(domain=["", "VOID"], range=["circle", "cross"]), legend=None),
+    )
     txt = base.mark_text(align="left", dx=6, fontSize=9, color=VERDICT_COLORS["VOID"], fontWeight="bold").encode(
-        x="hi:Q", text="void:N")
+        x="hi:Q", text="void:N"
+    )
     h = 16 * len(eps) + 10
     layers = [zero, bars, pts, txt]
     # the seeds' interval, a grey band behind the verdict interval
     if "percentile_lo" in df and df.percentile_lo.notna().any():
-        layers.insert(1, base.mark_rule(strokeWidth=7, color="#bbbbbb",
-                                        opacity=0.5).encode(x="percentile_lo:Q", x2="percentile_hi:Q"))
-    ch = alt.layer(*layers, data=df).properties(width=width, height=h).facet(
-        facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
+        layers.insert(
+            1,
+            base.mark_rule(strokeWidth=7, color="#bbbbbb", opacity=0.5).encode(
+                x="percentile_lo:Q", x2="percentile_hi:Q"
+            ),
+        )
+    ch = (
+        alt.layer(*layers, data=df)
+        .properties(width=width, height=h)
+        .facet(facet=alt.Facet("panel:N", sort=list(dict.fromkeys(df.panel)), title=None), columns=columns)
+    )
     return ch.properties(title=title) if title else ch
 
 # %% ../../nbs/15_report_figures.ipynb #7ccf5a0c
-def _replicate_rows(name:str, c:dict, who:str, endpoints)->list:
+def _replicate_rows(name: str, c: dict, who: str, endpoints) -> list:
     "One cell's rows of `replicate_frame`."
     ck = c["checkpoint"]
     arm, step = _arm_step(ck) or (ck, None)
     seed = arm_seed(arm)
     pooled = "members" in c
     rep = c.get("replication") or {}
-    return [dict(comparison=f"{arm_family(arm)}{who}", seed="pooled" if pooled else f"s{seed}" if seed is not None
-                 else "", pooled=pooled, step=step, condition=c["condition"], endpoint=ep, cell=name,
-                 order=arm_order(arm_family(arm)), **{k: e.get(k) for k in ("delta", "lo", "hi", "verdict")},
-                 replication=(rep.get(ep) or {}).get("status"))
-            for ep, e in c["endpoints"].items() if endpoints is None or ep in endpoints]
+    return [
+        dict(
+            comparison=f"{arm_family(arm)}{who}",
+            seed="pooled" if pooled else f"s{seed}" if seed is not None else "",
+            pooled=pooled,
+            step=step,
+            condition=c["condition"],
+            endpoint=ep,
+            cell=name,
+            order=arm_order(arm_family(arm)),
+            **{k: e.get(k) for k in ("delta", "lo", "hi", "verdict")},
+            replication=(rep.get(ep) or {}).get("status"),
+        )
+        for ep, e in c["endpoints"].items()
+        if endpoints is None or ep in endpoints
+    ]
 
 # %% ../../nbs/15_report_figures.ipynb #5852dd61
-def replicate_frame(result:dict, # eval.json (`analyze_cells` with `versus` and `pools`)
-                    kind:str="versus", # `versus` (arm against arm) or `base` (each seeded arm against the base)
-                    condition:str="primary", endpoints:Iterable[str]|None=KEY_ENDPOINTS):
+def replicate_frame(
+    result: dict,  # eval.json (`analyze_cells` with `versus` and `pools`)
+    kind: str = "versus",  # `versus` (arm against arm) or `base` (each seeded arm against the base)
+    condition: str = "primary",
+    endpoints: Iterable[str] | None = KEY_ENDPOINTS,
+):
     "Seed-by-seed and pooled contrasts of one kind on one condition, at each comparison's last step, in λ order."
     import pandas as pd
+
     versus, pooled = result.get("versus") or {}, result.get("pooled") or {}
-    vpools = {n: c for n, c in pooled.items() if set(c["members"]) <= set(versus)}   # pools of versus cells
-    apools = {n: c for n, c in pooled.items() if n not in vpools}                       # pools of an arm's seeds
-    if kind == "versus": cells, who = {**versus, **vpools}, ""
+    vpools = {n: c for n, c in pooled.items() if set(c["members"]) <= set(versus)}  # pools of versus cells
+    apools = {n: c for n, c in pooled.items() if n not in vpools}  # pools of an arm's seeds
+    if kind == "versus":
+        cells, who = {**versus, **vpools}, ""
     elif kind == "base":
         cells, who = {**{m: result["cells"][m] for c in apools.values() for m in c["members"]}, **apools}, " − base"
-    else: raise ReportError(f"kind must be versus or base, got {kind!r}")
-    rows = [r for n, c in cells.items() if c.get("condition") == condition
-            for r in _replicate_rows(n, c, who, endpoints)]
-    if not rows: raise ReportError(f"no {'arm-vs-arm' if kind == 'versus' else 'seeded'} contrasts on {condition} "
-                                   "in eval.json (one seed per arm, or an older analysis)")
+    else:
+        raise ReportError(f"kind must be versus or base, got {kind!r}")
+    rows = [
+        r for n, c in cells.items() if c.get("condition") == condition for r in _replicate_rows(n, c, who, endpoints)
+    ]
+    if not rows:
+        raise ReportError(
+            f"no {'arm-vs-arm' if kind == 'versus' else 'seeded'} contrasts on {condition} "
+            "in eval.json (one seed per arm, or an older analysis)"
+        )
     df = pd.DataFrame(rows)
     df = df[df.step == df.groupby("comparison").step.transform("max")]
     eps = list(dict.fromkeys(df.endpoint))
@@ -436,129 +646,217 @@ def replicate_frame(result:dict, # eval.json (`analyze_cells` with `versus` and 
     return df.drop(columns=["_e", "order"]).reset_index(drop=True)
 
 # %% ../../nbs/15_report_figures.ipynb #f1729020
-def plot_replicates(df, # `replicate_frame`
-                    columns:int=4, width:int=170, title:str|None=None):
+def plot_replicates(
+    df,  # `replicate_frame`
+    columns: int = 4,
+    width: int = 170,
+    title: str | None = None,
+):
     "Per endpoint, each comparison's seeds (small) and pooled estimate (large) with their intervals, by verdict."
     import altair as alt
+
     df = df.assign(row=[f"{c} · {s}" if s else c for c, s in zip(df.comparison, df.seed)])
     rows = list(dict.fromkeys(df.row))
-    color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
-                      title="verdict")
+    color = alt.Color(
+        "verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())), title="verdict"
+    )
     base = alt.Chart().encode(y=alt.Y("row:N", sort=rows, title=None))
     zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
-    bars = base.mark_rule().encode(x=alt.X("lo:Q", title="Δ"), x2="hi:Q", color=color,
-                                   strokeWidth=alt.condition("datum.pooled", alt.value(3), alt.value(1.5)))
-    tip = ["comparison", "seed", "endpoint", alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-           alt.Tooltip("hi:Q", format="+.3f"), "verdict", "replication"]
-    pts = base.mark_point(filled=True).encode(x="delta:Q", color=color, tooltip=tip,
+    bars = base.mark_rule().encode(
+        x=alt.X("lo:Q", title="Δ"),
+        x2="hi:Q",
+        color=color,
+        strokeWidth=alt.condition("datum.pooled", alt.value(3), alt.value(1.5)),
+    )
+    tip = [
+        "comparison",
+        "seed",
+        "endpoint",
+        alt.Tooltip("delta:Q", format="+.3f"),
+        alt.Tooltip("lo:Q", format="+.3f"),
+        alt.Tooltip("hi:Q", format="+.3f"),
+        "verdict",
+        "replication",
+    ]
+    pts = base.mark_point(filled=True).encode(
+        x="delta:Q",
+        color=color,
+        tooltip=tip,
         shape=alt.Shape("pooled:N", scale=alt.Scale(domain=[False, True], range=["circle", "diamond"]), legend=None),
-        size=alt.condition("datum.pooled", alt.value(110), alt.value(40)))
-    ch = alt.layer(zero, bars, pts, data=df).properties(width=width, height=14 * len(rows) + 10).facet(
-        facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(df.endpoint)), title=None), columns=columns)
+        size=alt.condition("datum.pooled", alt.value(110), alt.value(40)),
+    )
+    ch = (
+        alt.layer(zero, bars, pts, data=df)
+        .properties(width=width, height=14 * len(rows) + 10)
+        .facet(facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(df.endpoint)), title=None), columns=columns)
+    )
     return ch.properties(title=title) if title else ch
 
 # %% ../../nbs/15_report_figures.ipynb #c94df521
 FAIRNESS_ENDPOINTS = ("nnw", "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal", "max_share")
 
-def frontier_frame(df, # `replicate_frame(result, "base", ...)` with `deal` among its endpoints
-                   fairness:Iterable[str]=FAIRNESS_ENDPOINTS):
+
+def frontier_frame(
+    df,  # `replicate_frame(result, "base", ...)` with `deal` among its endpoints
+    fairness: Iterable[str] = FAIRNESS_ENDPOINTS,
+):
     "One row per (arm, seed or pooled, fairness endpoint): the deal contrast beside that endpoint's contrast."
     deal = df[df.endpoint == "deal"].set_index(["comparison", "seed"])[["delta", "lo", "hi"]]
-    if deal.empty: raise ReportError("the λ frontier needs the deal contrast")
+    if deal.empty:
+        raise ReportError("the λ frontier needs the deal contrast")
     f = df[df.endpoint.isin(list(fairness))].join(deal, on=["comparison", "seed"], rsuffix="_deal")
     return f.rename(columns={"delta_deal": "deal", "lo_deal": "deal_lo", "hi_deal": "deal_hi"}).reset_index(drop=True)
 
 # %% ../../nbs/15_report_figures.ipynb #f10c6131
-def plot_lambda_frontier(f, # `frontier_frame`
-                         columns:int=5, width:int=170, height:int=150):
+def plot_lambda_frontier(
+    f,  # `frontier_frame`
+    columns: int = 5,
+    width: int = 170,
+    height: int = 150,
+):
     "Per fairness endpoint: each arm's deal Δ (x) against its fairness Δ (y), seeds small, pooled large, with intervals."
     import altair as alt
+
     arms = list(dict.fromkeys(f.comparison))
     color = alt.Color("comparison:N", sort=arms, title="arm")
     base = alt.Chart().encode(color=color)
     xe = base.mark_rule(opacity=0.5).encode(x=alt.X("deal_lo:Q", title="deal Δ"), x2="deal_hi:Q", y="delta:Q")
     ye = base.mark_rule(opacity=0.5).encode(x="deal:Q", y=alt.Y("lo:Q", title="fairness Δ"), y2="hi:Q")
-    pts = base.mark_point(filled=True).encode(x="deal:Q", y="delta:Q",
+    pts = base.mark_point(filled=True).encode(
+        x="deal:Q",
+        y="delta:Q",
         shape=alt.Shape("pooled:N", scale=alt.Scale(domain=[False, True], range=["circle", "diamond"]), legend=None),
         size=alt.condition("datum.pooled", alt.value(120), alt.value(35)),
-        tooltip=["comparison", "seed", "endpoint", alt.Tooltip("deal:Q", format="+.3f"),
-                 alt.Tooltip("delta:Q", format="+.3f"), "verdict"])
+        tooltip=[
+            "comparison",
+            "seed",
+            "endpoint",
+            alt.Tooltip("deal:Q", format="+.3f"),
+            alt.Tooltip("delta:Q", format="+.3f"),
+            "verdict",
+        ],
+    )
     zx = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
     zy = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y=alt.datum(0))
-    return alt.layer(zx, zy, xe, ye, pts, data=f).properties(width=width, height=height).facet(
-        facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(f.endpoint)), title=None), columns=columns)
+    return (
+        alt.layer(zx, zy, xe, ye, pts, data=f)
+        .properties(width=width, height=height)
+        .facet(facet=alt.Facet("endpoint:N", sort=list(dict.fromkeys(f.endpoint)), title=None), columns=columns)
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #a1234d52
 FRONTIER_ENDPOINTS = ("deal", "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal", "max_share")
 
-def _fmt(e:dict)->str:
+
+def _fmt(e: dict) -> str:
     "`+0.083 [-0.010, +0.200]` of one contrast, or its reason when it has none."
-    num = lambda x: x is not None and x == x                       # neither missing nor NaN
-    if not num(e.get("delta")): return "—"
+    num = lambda x: x is not None and x == x  # neither missing nor NaN
+    if not num(e.get("delta")):
+        return "—"
     return f"{e['delta']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" if num(e.get("lo")) else f"{e['delta']:+.3f}"
 
 # %% ../../nbs/15_report_figures.ipynb #ad8d65bf
-def _cell_text(r)->str:
+def _cell_text(r) -> str:
     "One contrast as `Δ [lo, hi] verdict`, or `VOID (Δ ...)` where the viability screen applies."
-    if r.verdict == "VOID": return f"VOID (Δ {r.delta:+.3f})" if r.delta is not None and r.delta == r.delta else "VOID"
-    if r.verdict == "undefined": return f"undefined ({getattr(r, 'undefined_reason', None) or 'no value to resample'})"
+    if r.verdict == "VOID":
+        return f"VOID (Δ {r.delta:+.3f})" if r.delta is not None and r.delta == r.delta else "VOID"
+    if r.verdict == "undefined":
+        return f"undefined ({getattr(r, 'undefined_reason', None) or 'no value to resample'})"
     return f"{_fmt(r._asdict())} {r.verdict}"
 
 # %% ../../nbs/15_report_figures.ipynb #23aa104c
-def frontier_table(run:Run, condition:str="primary", endpoints:Iterable[str]=FRONTIER_ENDPOINTS)->object:
+def frontier_table(run: Run, condition: str = "primary", endpoints: Iterable[str] = FRONTIER_ENDPOINTS) -> object:
     "One row per checkpoint (arm, λ, step): each endpoint's contrast to the base, `Δ [lo, hi] verdict`, VOID marked."
     import pandas as pd
+
     c = run.contrasts[run.contrasts.condition == condition]
-    if c.empty: raise ReportError(f"no contrasts on `{condition}`")
-    lam = (run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm")["lam"].first().to_dict()
-           if run.has("train") and "lam" in run.steps else {})
+    if c.empty:
+        raise ReportError(f"no contrasts on `{condition}`")
+    lam = (
+        run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm")["lam"].first().to_dict()
+        if run.has("train") and "lam" in run.steps
+        else {}
+    )
     recs = []
     for ck in checkpoint_order(c.checkpoint):
         arm, step = _arm_step(ck) or (ck, None)
         rows = {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False)}
-        recs.append({"arm": arm, "λ": lam.get(arm), "step": step,
-                     **{e: _cell_text(rows[e]) if e in rows else "—" for e in endpoints}})
+        recs.append(
+            {
+                "arm": arm,
+                "λ": lam.get(arm),
+                "step": step,
+                **{e: _cell_text(rows[e]) if e in rows else "—" for e in endpoints},
+            }
+        )
     return pd.DataFrame(recs)
 
 # %% ../../nbs/15_report_figures.ipynb #cda35b80
-def plot_share_deal(contrasts, conditions:Iterable[str]|None=None, cells:Iterable[str]|None=None, width:int=280):
+def plot_share_deal(
+    contrasts, conditions: Iterable[str] | None = None, cells: Iterable[str] | None = None, width: int = 280
+):
     "Per cell, the deal rate and the mean max_share of both sides (untrained → trained), side by side."
     import altair as alt, pandas as pd
+
     df = select_contrasts(contrasts, ("deal", "max_share"), conditions, cells)
-    if df.empty or "trained" not in df: raise ReportError("no deal / max_share contrasts with side means")
-    recs = [dict(cell=r.cell, endpoint=r.endpoint, side=side, value=v, verdict=r.verdict, delta=r.delta)
-            for r in df.itertuples() for side, v in (("untrained", r.base), ("trained", r.trained))
-            if v is not None and v == v]
+    if df.empty or "trained" not in df:
+        raise ReportError("no deal / max_share contrasts with side means")
+    recs = [
+        dict(cell=r.cell, endpoint=r.endpoint, side=side, value=v, verdict=r.verdict, delta=r.delta)
+        for r in df.itertuples()
+        for side, v in (("untrained", r.base), ("trained", r.trained))
+        if v is not None and v == v
+    ]
     long = pd.DataFrame(recs)
     order = list(dict.fromkeys(df.cell))
+
     def panel(ep, title):
         d = long[long.endpoint == ep]
         y = alt.Y("cell:N", sort=order, title=None)
         x = alt.X("value:Q", title=title, scale=alt.Scale(domain=[0, 1]))
         line = alt.Chart(d).mark_line(color="#999").encode(x=x, y=y, detail="cell:N")
-        pts = alt.Chart(d).mark_point(filled=True, size=70).encode(
-            x=x, y=y, color=alt.Color("side:N",
-                                      scale=alt.Scale(domain=["untrained", "trained"], range=["#9e9e9e", "#1f77b4"]),
-                                      title=None),
-            tooltip=["cell", "side", alt.Tooltip("value:Q", format=".3f"),
-                     alt.Tooltip("delta:Q", format="+.3f"), "verdict"])
+        pts = (
+            alt.Chart(d)
+            .mark_point(filled=True, size=70)
+            .encode(
+                x=x,
+                y=y,
+                color=alt.Color(
+                    "side:N", scale=alt.Scale(domain=["untrained", "trained"], range=["#9e9e9e", "#1f77b4"]), title=None
+                ),
+                tooltip=[
+                    "cell",
+                    "side",
+                    alt.Tooltip("value:Q", format=".3f"),
+                    alt.Tooltip("delta:Q", format="+.3f"),
+                    "verdict",
+                ],
+            )
+        )
         layers = [line, pts]
         v = d[d.verdict == "VOID"].groupby("cell", as_index=False)["value"].min()
-        if len(v): layers.append(alt.Chart(v).mark_text(dx=-8, align="right", fontSize=9, fontWeight="bold",
-                                                        color=VERDICT_COLORS["VOID"])
-                                 .encode(x=x, y=y, text=alt.value("VOID")))
+        if len(v):
+            layers.append(
+                alt.Chart(v)
+                .mark_text(dx=-8, align="right", fontSize=9, fontWeight="bold", color=VERDICT_COLORS["VOID"])
+                .encode(x=x, y=y, text=alt.value("VOID"))
+            )
         return alt.layer(*layers).properties(width=width, height=22 * len(order) + 10)
-    return alt.hconcat(panel("deal", "deal rate"),
-                       panel("max_share", "max_share (closed deals; lower = more even)")).resolve_scale(y="shared")
+
+    return alt.hconcat(
+        panel("deal", "deal rate"), panel("max_share", "max_share (closed deals; lower = more even)")
+    ).resolve_scale(y="shared")
 
 # %% ../../nbs/15_report_figures.ipynb #d211331a
-def last_checkpoints(checkpoints:Iterable[str])->list[str]:
+def last_checkpoints(checkpoints: Iterable[str]) -> list[str]:
     "The checkpoint of the highest step of each arm (names that are not `<arm>_step<N>` are all kept)."
     best, other = {}, []
     for ck in dict.fromkeys(checkpoints):
         a = _arm_step(ck)
-        if a is None: other.append(ck)
-        elif a[0] not in best or a[1] > best[a[0]][1]: best[a[0]] = (ck, a[1])
+        if a is None:
+            other.append(ck)
+        elif a[0] not in best or a[1] > best[a[0]][1]:
+            best[a[0]] = (ck, a[1])
     return [ck for ck, _ in best.values()] + other
 
 # %% ../../nbs/15_report_figures.ipynb #adf26f54
@@ -569,47 +867,67 @@ def _policy_sorted(df):
     return df.assign(_o=df.policy.map(order)).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
 
 # %% ../../nbs/15_report_figures.ipynb #f4a8e8ef
-def struck_frame(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->object:
+def struck_frame(run: Run, condition: str = "primary", checkpoints: Iterable[str] | None = None) -> object:
     "Closed deals of a condition's cells: one row per episode (policy, side, game, seed, deal label)."
     import pandas as pd
+
     cells = {n: c for n, c in run.cells.items() if c.get("condition") == condition}
-    if not cells: raise ReportError(f"no eval cells on `{condition}` in {run.root}")
+    if not cells:
+        raise ReportError(f"no eval cells on `{condition}` in {run.root}")
     cks = list(checkpoints) if checkpoints is not None else last_checkpoints(c["checkpoint"] for c in cells.values())
     recs, seen_base = [], set()
     for n, c in cells.items():
         for side in ("base", "trained"):
-            if side == "trained" and c["checkpoint"] not in cks: continue
-            label = (c["checkpoint"] if side == "trained"
-                     else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})")
+            if side == "trained" and c["checkpoint"] not in cks:
+                continue
+            label = (
+                c["checkpoint"]
+                if side == "trained"
+                else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
+            )
             for r in run.rows(n, side):
                 key = (label, r["instance_id"], r["episode_seed"])
                 if side == "base":
-                    if key in seen_base: continue
+                    if key in seen_base:
+                        continue
                     seen_base.add(key)
-                recs.append(dict(policy=label, side=side, instance_id=r["instance_id"], episode_seed=r["episode_seed"],
-                                 deal=bool(r["deal"]), deal_label=r.get("deal_label")))
+                recs.append(
+                    dict(
+                        policy=label,
+                        side=side,
+                        instance_id=r["instance_id"],
+                        episode_seed=r["episode_seed"],
+                        deal=bool(r["deal"]),
+                        deal_label=r.get("deal_label"),
+                    )
+                )
     df = pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "deal", "deal_label"])
     return _policy_sorted(df)
 
 # %% ../../nbs/15_report_figures.ipynb #530c0f39
-def pick_game(struck)->str:
+def pick_game(struck) -> str:
     "The game with the most closed deals (the first such game on a tie)."
-    if struck.empty: raise ReportError("no episodes to pick a game from")
+    if struck.empty:
+        raise ReportError("no episodes to pick a game from")
     n = struck.groupby("instance_id", sort=False)["deal"].sum()
     return str(n.idxmax())
 
 # %% ../../nbs/15_report_figures.ipynb #97998b31
-def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
-              struck, # `struck_frame` rows (only this game's closed deals are drawn)
-              i:int=0, j:int=1, # the parties on the axes
-              dodge:float=0.03, # offset between policies, in units of z
-              colors:dict|None=None, # policy -> colour (`run_policy_colors`; default: one each, base in `BASE_COLOR`)
-              ):
+def plot_game(
+    geo: Geometry,  # the game's geometry (`solve(game)`)
+    struck,  # `struck_frame` rows (only this game's closed deals are drawn)
+    i: int = 0,
+    j: int = 1,  # the parties on the axes
+    dodge: float = 0.03,  # offset between policies, in units of z
+    colors: dict | None = None,  # policy -> colour (`run_policy_colors`; default: one each, base in `BASE_COLOR`)
+):
     "`plot_deals` of one game with the deals each policy closed on top (square size = episodes), the base in black."
     import altair as alt, pandas as pd
+
     ch = plot_deals(geo, i, j)
     d = struck[(struck.instance_id == geo.game.name) & struck.deal & struck.deal_label.notna()]
-    if d.empty: return ch
+    if d.empty:
+        return ch
     n = d.groupby(["policy", "deal_label"], sort=False).size().reset_index(name="episodes")
     pols = [p for p in dict.fromkeys(struck.policy) if p in set(d.policy)]
     rows = []
@@ -618,26 +936,42 @@ def plot_game(geo:Geometry, # the game's geometry (`solve(game)`)
         off = (pols.index(r.policy) - (len(pols) - 1) / 2) * dodge
         rows.append({**p, "zi": p["zi"] + off, "zj": p["zj"] + off, "episodes": int(r.episodes)})
     counts = sorted({r["episodes"] for r in rows})
-    pts = alt.Chart(pd.DataFrame(rows)).mark_square(opacity=0.9, stroke="white", strokeWidth=0.8).encode(
-        x="zi:Q", y="zj:Q",
-        color=alt.Color("policy:N", scale=color_scale(pols, colors if colors is not None else policy_colors(pols)),
-                        title="deals struck by"),
-        size=alt.Size("episodes:Q", scale=alt.Scale(domain=[0, max(counts)], range=[0, 200]), title="episodes",
-                      legend=alt.Legend(values=counts[-3:], format="d")),
-        tooltip=["policy", "deal", "episodes"])
+    pts = (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_square(opacity=0.9, stroke="white", strokeWidth=0.8)
+        .encode(
+            x="zi:Q",
+            y="zj:Q",
+            color=alt.Color(
+                "policy:N",
+                scale=color_scale(pols, colors if colors is not None else policy_colors(pols)),
+                title="deals struck by",
+            ),
+            size=alt.Size(
+                "episodes:Q",
+                scale=alt.Scale(domain=[0, max(counts)], range=[0, 200]),
+                title="episodes",
+                legend=alt.Legend(values=counts[-3:], format="d"),
+            ),
+            tooltip=["policy", "deal", "episodes"],
+        )
+    )
     out = ch.copy()
-    out.layer = [*ch.layer[:3], pts, *ch.layer[3:]]      # above the density, the deals and the frontier, below NBS / KS
+    out.layer = [*ch.layer[:3], pts, *ch.layer[3:]]  # above the density, the deals and the frontier, below NBS / KS
     return out.resolve_scale(color="independent", size="independent")
 
 # %% ../../nbs/15_report_figures.ipynb #0cba5316
-def _proposer_share(g, label:str|None)->float|None:   # g: a Game or None
+def _proposer_share(g, label: str | None) -> float | None:  # g: a Game or None
     "The proposer's share (of 100) under a deal label; None without a game or a readable label."
-    if g is None or not label: return None
-    try: return float(g.scores[0][0][parse_deal_label(label, g.n_options)[0]])
-    except (ValueError, TypeError, IndexError): return None
+    if g is None or not label:
+        return None
+    try:
+        return float(g.scores[0][0][parse_deal_label(label, g.n_options)[0]])
+    except (ValueError, TypeError, IndexError):
+        return None
 
 # %% ../../nbs/15_report_figures.ipynb #f1a46b0f
-def _first_offers(transcripts:Iterable[dict])->dict:
+def _first_offers(transcripts: Iterable[dict]) -> dict:
     "`{(instance_id, episode_seed): deal}`: each episode's first proposal."
     offers = {}
     for t in transcripts:
@@ -647,25 +981,29 @@ def _first_offers(transcripts:Iterable[dict])->dict:
     return offers
 
 # %% ../../nbs/15_report_figures.ipynb #a05722ea
-def _side_label(c:dict, side:str)->str:
+def _side_label(c: dict, side: str) -> str:
     "A side's policy name in the figures: the checkpoint, or `untrained (<base>)`."
     return c["checkpoint"] if side == "trained" else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
 
 # %% ../../nbs/15_report_figures.ipynb #876eba1e
-def ultimatum_splits(run:Run, condition:str="ultimatum", checkpoints:Iterable[str]|None=None)->object:
+def ultimatum_splits(run: Run, condition: str = "ultimatum", checkpoints: Iterable[str] | None = None) -> object:
     "One row per ultimatum episode and policy: the proposer's share (of 100) and whether it was accepted."
     import pandas as pd
+
     cells = {n: c for n, c in run.cells.items() if c.get("condition") == condition}
-    if not cells: raise ReportError(f"no eval cells on `{condition}` in {run.root}")
+    if not cells:
+        raise ReportError(f"no eval cells on `{condition}` in {run.root}")
     cks = list(checkpoints) if checkpoints is not None else list(dict.fromkeys(c["checkpoint"] for c in cells.values()))
     games, recs, seen = run.games(), [], set()
     for n, c in cells.items():
         for side in ("base", "trained"):
-            if side == "trained" and c["checkpoint"] not in cks: continue
+            if side == "trained" and c["checkpoint"] not in cks:
+                continue
             label, offers = _side_label(c, side), _first_offers(run.rows(n, side, TRANSCRIPTS))
             for r in run.rows(n, side):
                 key = (label, r["instance_id"], r["episode_seed"])
-                if key in seen: continue
+                if key in seen:
+                    continue
                 seen.add(key)
                 lab = r.get("deal_label") if r["deal"] else offers.get((r["instance_id"], r["episode_seed"]))
                 s = _proposer_share(games.get(r["instance_id"]), lab)
@@ -674,141 +1012,242 @@ def ultimatum_splits(run:Run, condition:str="ultimatum", checkpoints:Iterable[st
     return _policy_sorted(pd.DataFrame(recs, columns=["policy", "side", "episode_seed", "share", "outcome"]))
 
 # %% ../../nbs/15_report_figures.ipynb #4c63efbb
-def plot_ultimatum(splits, width:int=170, height:int=120,
-                   columns:int=6, # histograms per row of the grid
-                  ):
+def plot_ultimatum(
+    splits,
+    width: int = 170,
+    height: int = 120,
+    columns: int = 6,  # histograms per row of the grid
+):
     "Histogram of the proposer's share per policy, accepted and rejected offers stacked."
     import altair as alt
+
     d = splits[splits.share.notna()].astype({"share": int})
-    if d.empty: raise ReportError("no ultimatum offers to plot")
+    if d.empty:
+        raise ReportError("no ultimatum offers to plot")
     top = int(d.groupby(["policy", "share"]).size().max())
     ticks = list(range(0, top + 1, max(1, math.ceil(top / 5))))
     pols = list(dict.fromkeys(splits.policy))
-    return alt.Chart(d).mark_bar().encode(
-        x=alt.X("share:O", scale=alt.Scale(domain=SHARES), title="proposer's share (of 100)",
-                axis=alt.Axis(labelAngle=0, labelFontSize=9, values=SHARES[::2])),
-        y=alt.Y("count():Q", title="episodes", axis=alt.Axis(values=ticks, format="d")),
-        color=alt.Color("outcome:N",
-                        scale=alt.Scale(domain=["accepted", "rejected"], range=["#1a9850", "#d73027"]), title="offer"),
-        tooltip=["policy", "share", "outcome", alt.Tooltip("count():Q", title="episodes")]).properties(
-        width=width, height=height).facet(alt.Facet("policy:N", sort=pols, title=None), columns=columns)
+    return (
+        alt.Chart(d)
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "share:O",
+                scale=alt.Scale(domain=SHARES),
+                title="proposer's share (of 100)",
+                axis=alt.Axis(labelAngle=0, labelFontSize=9, values=SHARES[::2]),
+            ),
+            y=alt.Y("count():Q", title="episodes", axis=alt.Axis(values=ticks, format="d")),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(domain=["accepted", "rejected"], range=["#1a9850", "#d73027"]),
+                title="offer",
+            ),
+            tooltip=["policy", "share", "outcome", alt.Tooltip("count():Q", title="episodes")],
+        )
+        .properties(width=width, height=height)
+        .facet(alt.Facet("policy:N", sort=pols, title=None), columns=columns)
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #b0bf7e8b
-def ultimatum_table(splits)->object:
+def ultimatum_table(splits) -> object:
     "Per policy: episodes, offers read, the proposer's mean share, the acceptance rate and the mean accepted share."
     import pandas as pd
+
     d = splits[splits.share.notna()]
     pols = list(dict.fromkeys(splits.policy))
     g = d.groupby("policy", sort=False)
     acc = d[d.outcome == "accepted"].groupby("policy").share.mean()
-    return pd.DataFrame({"policy": pols, "episodes": [int((splits.policy == p).sum()) for p in pols],
-                         "offers read": [int(g.size().get(p, 0)) for p in pols],
-                         "mean share": [g.share.mean().get(p) for p in pols],
-                         "accepted": [float((d[d.policy == p].outcome == "accepted").mean())
-                                      if p in g.groups else None for p in pols],
-                         "mean accepted share": [acc.get(p) for p in pols]})
+    return pd.DataFrame(
+        {
+            "policy": pols,
+            "episodes": [int((splits.policy == p).sum()) for p in pols],
+            "offers read": [int(g.size().get(p, 0)) for p in pols],
+            "mean share": [g.share.mean().get(p) for p in pols],
+            "accepted": [
+                float((d[d.policy == p].outcome == "accepted").mean()) if p in g.groups else None for p in pols
+            ],
+            "mean accepted share": [acc.get(p) for p in pols],
+        }
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #f36fafc7
-def divide_demands(run:Run, condition:str="divide_dollar")->object:
+def divide_demands(run: Run, condition: str = "divide_dollar") -> object:
     "One row per divide-the-dollar episode, policy and seat: the seat's demand (of 100) and whether the demands fitted."
     import pandas as pd
+
     cells = {n: c for n, c in run.cells.items() if c.get("condition") == condition}
-    if not cells: raise ReportError(f"no eval cells on `{condition}` in {run.root}")
+    if not cells:
+        raise ReportError(f"no eval cells on `{condition}` in {run.root}")
     games, recs, seen = run.games(), [], set()
     for n, c in cells.items():
         for side in ("trained", "base"):
-            label = (c["checkpoint"] if side == "trained"
-                     else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})")
+            label = (
+                c["checkpoint"]
+                if side == "trained"
+                else f"untrained ({c.get('labels', {}).get('base', c.get('base'))})"
+            )
             fit = {(r["instance_id"], r["episode_seed"]): bool(r["deal"]) for r in run.rows(n, side)}
             for t in run.rows(n, side, TRANSCRIPTS):
                 a, key = t.get("applied") or {}, (label, t["instance_id"], t["episode_seed"], t["seat"])
                 g = games.get(t["instance_id"])
-                if a.get("atype") != "demand" or not a.get("deal") or g is None or key in seen: continue
+                if a.get("atype") != "demand" or not a.get("deal") or g is None or key in seen:
+                    continue
                 seen.add(key)
-                (issue, opt), = label_options(a["deal"])
-                recs.append(dict(policy=label, side=side, instance_id=t["instance_id"],
-                                 episode_seed=t["episode_seed"], seat=t["seat"],
-                                 demand=float(g.scores[t["seat"]][issue][opt]),
-                                 fitted=fit.get((t["instance_id"], t["episode_seed"]))))
-    return _policy_sorted(pd.DataFrame(recs,
-                                       columns=["policy", "side", "instance_id", "episode_seed", "seat",
-                                                "demand", "fitted"]))
+                ((issue, opt),) = label_options(a["deal"])
+                recs.append(
+                    dict(
+                        policy=label,
+                        side=side,
+                        instance_id=t["instance_id"],
+                        episode_seed=t["episode_seed"],
+                        seat=t["seat"],
+                        demand=float(g.scores[t["seat"]][issue][opt]),
+                        fitted=fit.get((t["instance_id"], t["episode_seed"])),
+                    )
+                )
+    return _policy_sorted(
+        pd.DataFrame(recs, columns=["policy", "side", "instance_id", "episode_seed", "seat", "demand", "fitted"])
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #8947c2ec
-def divide_table(demands)->object:
+def divide_table(demands) -> object:
     "Per policy: episodes, the mean demand, how often the demands fitted, and the mean total claimed per episode."
     import pandas as pd
-    ep = (demands.assign(fitted=demands.fitted.astype(float)).groupby(["policy", "instance_id",
-                                                                       "episode_seed"], sort=False)
-          .agg(total=("demand", "sum"), fitted=("fitted", "first")).reset_index())
+
+    ep = (
+        demands.assign(fitted=demands.fitted.astype(float))
+        .groupby(["policy", "instance_id", "episode_seed"], sort=False)
+        .agg(total=("demand", "sum"), fitted=("fitted", "first"))
+        .reset_index()
+    )
     g, d = ep.groupby("policy", sort=False), demands.groupby("policy", sort=False)
-    return pd.DataFrame({"episodes": g.size(), "mean demand": d.demand.mean(), "fitted": g.fitted.mean(),
-                         "mean total claimed": g.total.mean()}).reset_index()
+    return pd.DataFrame(
+        {
+            "episodes": g.size(),
+            "mean demand": d.demand.mean(),
+            "fitted": g.fitted.mean(),
+            "mean total claimed": g.total.mean(),
+        }
+    ).reset_index()
 
 # %% ../../nbs/15_report_figures.ipynb #9f941a73
 def _styled(df, colour_cols, caption=None, left=()):
     "A report table (`safe_style`: its strings as text): three digits, statuses coloured, `left` columns left."
-    colour = lambda v: (f"background-color: {STATUS_COLORS[v]}; color: white; font-weight: 600; text-align: center"
-                        if v in STATUS_COLORS else "")
+    colour = lambda v: (
+        f"background-color: {STATUS_COLORS[v]}; color: white; font-weight: 600; text-align: center"
+        if v in STATUS_COLORS
+        else ""
+    )
     sty = safe_style(df, caption, precision=3, na_rep="—").hide(axis="index").map(colour, subset=list(colour_cols))
     return sty.set_properties(subset=list(left), **{"text-align": "left"}) if left else sty
 
 # %% ../../nbs/15_report_figures.ipynb #8b7f3e74
-def _base_level(result:dict|None, ck:str, cond:str, ep:str):
+def _base_level(result: dict | None, ck: str, cond: str, ep: str):
     "The untrained side's level of an endpoint in the eval result's cell (or pooled cell) of a checkpoint and condition."
     every = {**(result or {}).get("cells", {}), **(result or {}).get("pooled", {})}
     c = next((c for c in every.values() if c["checkpoint"] == ck and c["condition"] == cond), None)
     return None if c is None or ep not in c["endpoints"] else c["endpoints"][ep].get("base")
 
-def gate_table(gate:dict, result:dict|None=None, # eval.json: each clause's base level beside its margin
-              ):
+
+def gate_table(
+    gate: dict,
+    result: dict | None = None,  # eval.json: each clause's base level beside its margin
+):
     "The gate's clauses per checkpoint: margin, minimum detectable effect, status (coloured) and reason."
     import pandas as pd
-    rows = [dict(checkpoint=ck, verdict=v["verdict"], clause=c["id"], condition=c["condition"], endpoint=c["endpoint"],
-                 require=c["require"], base=_base_level(result, ck, c["condition"], c["endpoint"]),
-                 margin=c.get("margin"), mde=c.get("mde"), status=c["status"],
-                 reason=c["reason"])
-            for ck, v in gate["checkpoints"].items() for c in v["clauses"]]
+
+    rows = [
+        dict(
+            checkpoint=ck,
+            verdict=v["verdict"],
+            clause=c["id"],
+            condition=c["condition"],
+            endpoint=c["endpoint"],
+            require=c["require"],
+            base=_base_level(result, ck, c["condition"], c["endpoint"]),
+            margin=c.get("margin"),
+            mde=c.get("mde"),
+            status=c["status"],
+            reason=c["reason"],
+        )
+        for ck, v in gate["checkpoints"].items()
+        for c in v["clauses"]
+    ]
     # also when no checkpoint was judged
-    cols = ["checkpoint", "verdict", "clause", "condition", "endpoint", "require", "base", "margin", "mde", "status",
-            "reason"]
-    return _styled(pd.DataFrame(rows, columns=cols), ["verdict", "status"],
-                   f"Gate {gate.get('prereg', '')}: {gate['verdict']} (mde: the smallest true contrast the clause "
-                   "detects with 80% power at this design, beside its margin and the untrained base's level; empty where no "
-                   "interval is read)",
-                   left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"])
+    cols = [
+        "checkpoint",
+        "verdict",
+        "clause",
+        "condition",
+        "endpoint",
+        "require",
+        "base",
+        "margin",
+        "mde",
+        "status",
+        "reason",
+    ]
+    return _styled(
+        pd.DataFrame(rows, columns=cols),
+        ["verdict", "status"],
+        f"Gate {gate.get('prereg', '')}: {gate['verdict']} (mde: the smallest true contrast the clause "
+        "detects with 80% power at this design, beside its margin and the untrained base's level; empty where no "
+        "interval is read)",
+        left=["checkpoint", "clause", "condition", "endpoint", "require", "reason"],
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #a0dc4278
-def soundness_table(s:dict):
+def soundness_table(s: dict):
     "The reward-soundness campaigns (mean R_table, interval, games, episodes) as a Styler."
     import pandas as pd
-    rows = [dict(campaign=k, **{"mean R_table": _number_text(v["mean_r_table"], "{:+.3f}"),
-                                "interval": f"[{_number_text(v['lo'])}, {_number_text(v['hi'])}]",
-                                "games": v["n_games"], "episodes": v["n_episodes"]}) for k, v in s["campaigns"].items()]
+
+    rows = [
+        dict(
+            campaign=k,
+            **{
+                "mean R_table": _number_text(v["mean_r_table"], "{:+.3f}"),
+                "interval": f"[{_number_text(v['lo'])}, {_number_text(v['hi'])}]",
+                "games": v["n_games"],
+                "episodes": v["n_episodes"],
+            },
+        )
+        for k, v in s["campaigns"].items()
+    ]
     return _styled(pd.DataFrame(rows), [], f"Reward soundness ({s.get('B', '?')} resamples)", left=["campaign"])
 
 # %% ../../nbs/15_report_figures.ipynb #abb37cc5
-def soundness_checks(s:dict):
+def soundness_checks(s: dict):
     "The expected orders of the soundness gate and whether each holds, as a Styler."
     import pandas as pd
-    df = pd.DataFrame([dict(expected=c["expect"], result="holds" if c["holds"] else "does not hold")
-                       for c in s["checks"]])
+
+    df = pd.DataFrame(
+        [dict(expected=c["expect"], result="holds" if c["holds"] else "does not hold") for c in s["checks"]]
+    )
     return _styled(df, ["result"], "PASS" if s.get("passed") else "FAIL", left=["expected"])
 
 # %% ../../nbs/15_report_figures.ipynb #f67d8714
-def bank_table(run:Run)->object:
+def bank_table(run: Run) -> object:
     "One row per bank of the run: games, modes, generator, nnw spread range, guard summary."
     import pandas as pd
+
     rows = []
     for name, d in run.banks.items():
-        try: m = read_manifest(d)
+        try:
+            m = read_manifest(d)
         except (GameError, OSError, ValueError) as e:
             rows.append(dict(bank=name, games=None, note=f"unreadable: {e}"))
             continue
         spreads = [r["nnw_spread"] for r in m if r.get("nnw_spread") is not None]
         guard = d / GUARD
-        rows.append(dict(bank=name, games=len(m), modes=", ".join(sorted({str(r.get("info_mode")) for r in m})),
-                         generator=", ".join(sorted({str(r.get("generator_version")) for r in m})),
-                         **{"nnw spread": f"{min(spreads):.3f} – {max(spreads):.3f}" if spreads else "—"},
-                         note=_read_json(guard).get("summary", "") if guard.is_file() else ""))
+        rows.append(
+            dict(
+                bank=name,
+                games=len(m),
+                modes=", ".join(sorted({str(r.get("info_mode")) for r in m})),
+                generator=", ".join(sorted({str(r.get("generator_version")) for r in m})),
+                **{"nnw spread": f"{min(spreads):.3f} – {max(spreads):.3f}" if spreads else "—"},
+                note=_read_json(guard).get("summary", "") if guard.is_file() else "",
+            )
+        )
     return pd.DataFrame(rows).set_index("bank")

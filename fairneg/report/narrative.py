@@ -6,7 +6,7 @@
 from __future__ import annotations
 import html as _html
 from ..eval import CONDITIONS
-from .run import Run, rows
+from .run import Run
 from .page import Html, note
 from .figures import checkpoint_order, KEY_ENDPOINTS
 from .sections import last_dpo_steps
@@ -15,77 +15,107 @@ from .sections import last_dpo_steps
 __all__ = ['WHAT_ENDPOINTS', 'report_conditions', 'what_happened', 'what_happened_section', 'at_a_glance', 'at_a_glance_section']
 
 # %% ../../nbs/15_report_narrative.ipynb #841ea52b
-def _reward_beside_deal(g)->str:
+def _reward_beside_deal(g) -> str:
     "The clause on an arm's mean reward from its first to its last step beside its deal rate, and when they part."
-    if not {"reward_mean", "deal_rate"} <= set(g) or len(g) < 2: return ""
+    if not {"reward_mean", "deal_rate"} <= set(g) or len(g) < 2:
+        return ""
     g = g.sort_values("step")
     (r0, r1), (d0, d1) = (g[c].iloc[[0, -1]].tolist() for c in ("reward_mean", "deal_rate"))
-    if any(x is None or x != x for x in (r0, r1, d0, d1)): return ""          # a missing reading (None or NaN)
-    part = (" (the reward rose while the deal rate fell)" if r1 > r0 and d1 < d0
-            else " (the reward fell while the deal rate rose)" if r1 < r0 and d1 > d0 else "")
+    if any(x is None or x != x for x in (r0, r1, d0, d1)):
+        return ""  # a missing reading (None or NaN)
+    part = (
+        " (the reward rose while the deal rate fell)"
+        if r1 > r0 and d1 < d0
+        else " (the reward fell while the deal rate rose)"
+        if r1 < r0 and d1 > d0
+        else ""
+    )
     return f"; its mean reward went {r0:+.2f} → {r1:+.2f} and its deal rate {d0:.2f} → {d1:.2f}{part}"
 
 # %% ../../nbs/15_report_narrative.ipynb #8d04d663
 # the endpoints the sentences name: the figures' key endpoints, one list
 WHAT_ENDPOINTS = KEY_ENDPOINTS
 
-def _training_sentences(run:Run)->list[str]:
+
+def _training_sentences(run: Run) -> list[str]:
     "Per GRPO arm: steps, KL to the base, the per-step deal rate's range, and the reward beside the deal rate."
     out = []
     for arm, g in run.steps.assign(arm=run.steps["arm"].astype(str)).groupby("arm", sort=False):
         l = g.sort_values("step").iloc[-1]
         kl = f"; KL to the base at the last step {l['kl']:.4f}" if "kl" in g and _notna(l.get("kl")) else ""
         d = g["deal_rate"].dropna() if "deal_rate" in g else []
-        dr = (f"; its per-step deal rate (each step on other games, so not a contrast) ranged "
-              f"{d.min():.2f}–{d.max():.2f}, "
-              f"mean {d.mean():.2f}") if len(d) else ""
+        dr = (
+            (
+                f"; its per-step deal rate (each step on other games, so not a contrast) ranged "
+                f"{d.min():.2f}–{d.max():.2f}, "
+                f"mean {d.mean():.2f}"
+            )
+            if len(d)
+            else ""
+        )
         out.append(f"{arm} trained {int(l['step'])} steps{kl}{dr}{_reward_beside_deal(g)}.")
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #e485f06d
-def _notna(x)->bool:
+def _notna(x) -> bool:
     "Whether a table cell holds a number."
     import pandas as pd
+
     return x is not None and bool(pd.notna(x))
 
 # %% ../../nbs/15_report_narrative.ipynb #4a895254
-def _checkpoint_sentence(ck:str, condition:str, rows:dict)->str|None:
+def _checkpoint_sentence(ck: str, condition: str, rows: dict) -> str | None:
     "A checkpoint's sentence: endpoints that moved (Δ and interval), those that did not, VOIDs; None if nothing to say."
-    moved = [f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})" for e, r in rows.items()
-             if r.verdict in ("favourable", "unfavourable")]
+    moved = [
+        f"{e} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] ({r.verdict})"
+        for e, r in rows.items()
+        if r.verdict in ("favourable", "unfavourable")
+    ]
     void = [e for e, r in rows.items() if r.verdict == "VOID"]
     undefined = [e for e, r in rows.items() if r.verdict == "undefined"]
     still = [e for e, r in rows.items() if r.verdict == "spans_zero"]
-    if not (moved or void or undefined): return None
+    if not (moved or void or undefined):
+        return None
     s = f"{ck} on {condition}: " + ("; ".join(moved) + " moved" if moved else "no key endpoint moved")
-    if still and moved: s += f"; {', '.join(still)} did not"
-    if void: s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
+    if still and moved:
+        s += f"; {', '.join(still)} did not"
+    if void:
+        s += f"; the viability screen voided {', '.join(void)} (the deal rate fell by more than it allows)"
     if undefined:
-        s += (f"; {', '.join(undefined)} undefined "
-              f"({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})")
+        s += (
+            f"; {', '.join(undefined)} undefined "
+            f"({getattr(rows[undefined[0]], 'undefined_reason', None) or 'no value to resample'})"
+        )
     if "deal" in rows and rows["deal"].verdict == "unfavourable":
         s += "; a closure collapse (fewer deals, the interval below zero)"
     return s + "."
 
 # %% ../../nbs/15_report_narrative.ipynb #aeba41c4
-def _checkpoint_sentences(run:Run, condition:str="primary")->list[str]:
+def _checkpoint_sentences(run: Run, condition: str = "primary") -> list[str]:
     "A sentence per checkpoint with something to say on a condition, then one naming those where nothing moved."
     c = run.contrasts[run.contrasts.condition == condition]
     cks = checkpoint_order(c.checkpoint)
     out, quiet = [], []
     for ck in cks:
-        s = _checkpoint_sentence(ck, condition,
-                                 {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False)
-                                  if r.endpoint in WHAT_ENDPOINTS})
-        if s: out.append(s)
-        else: quiet.append(ck)
-    if quiet: out.append(f"On {condition}, no key endpoint moved at {'any' if len(quiet) == len(cks) else len(quiet)} "
-                         f"of the {len(cks)} "
-                         f"checkpoints: {', '.join(quiet)}.")
+        s = _checkpoint_sentence(
+            ck,
+            condition,
+            {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False) if r.endpoint in WHAT_ENDPOINTS},
+        )
+        if s:
+            out.append(s)
+        else:
+            quiet.append(ck)
+    if quiet:
+        out.append(
+            f"On {condition}, no key endpoint moved at {'any' if len(quiet) == len(cks) else len(quiet)} "
+            f"of the {len(cks)} "
+            f"checkpoints: {', '.join(quiet)}."
+        )
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #46480f3c
-def _dpo_sentences(run:Run)->list[str]:
+def _dpo_sentences(run: Run) -> list[str]:
     "Per DPO arm: trained on how many effective pairs, or why not."
     last, out = last_dpo_steps(run), []
     for o in run.dpo:
@@ -93,70 +123,93 @@ def _dpo_sentences(run:Run)->list[str]:
             out.append(f"{o['arm']} was not trained: {o.get('reason', 'no reason recorded')}.")
             continue
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else None
-        out.append(f"{o['arm']} trained" + (f" {int(r['step'])} steps on {int(r['pairs_available'])} pairs "
-                                           f"({r['pairs_effective']:.1f} effective under its draw weights)"
-                                            if r is not None else "") + ".")
+        out.append(
+            f"{o['arm']} trained"
+            + (
+                f" {int(r['step'])} steps on {int(r['pairs_available'])} pairs "
+                f"({r['pairs_effective']:.1f} effective under its draw weights)"
+                if r is not None
+                else ""
+            )
+            + "."
+        )
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #1078b9eb
-def _gate_sentences(run:Run)->list[str]:
+def _gate_sentences(run: Run) -> list[str]:
     "The gate's verdict per checkpoint with each clause's status."
-    return [f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — "
-            + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", [])) + "."
-            for ck, v in run.gate.get("checkpoints", {}).items()] + [f"Overall gate verdict: "
-                                                                     f"{run.gate.get('verdict', '?')}."]
+    return [
+        f"Gate ({run.gate.get('prereg', '?')}) on {ck}: {v['verdict']} — "
+        + ", ".join(f"{c['id']} {c['status']}" for c in v.get("clauses", []))
+        + "."
+        for ck, v in run.gate.get("checkpoints", {}).items()
+    ] + [f"Overall gate verdict: {run.gate.get('verdict', '?')}."]
 
 # %% ../../nbs/15_report_narrative.ipynb #43e39740
-def report_conditions(run:Run)->list[str]:
+def report_conditions(run: Run) -> list[str]:
     "The conditions the run's contrasts hold, primary first, then in `fairneg.eval.CONDITIONS` order."
-    if not run.has("contrasts"): return []
+    if not run.has("contrasts"):
+        return []
     held = set(run.contrasts.condition)
     return [c for c in CONDITIONS if c in held] + sorted(held - set(CONDITIONS))
 
 # %% ../../nbs/15_report_narrative.ipynb #91b30605
-def what_happened(run:Run, condition:str|None=None)->list[str]:
+def what_happened(run: Run, condition: str | None = None) -> list[str]:
     "Sentences from the run's measurements: training, checkpoint contrasts (all conditions or one), DPO arms, the gate."
     out = []
-    if run.has("train"): out += _training_sentences(run)
-    for cond in ([condition] if condition else report_conditions(run)): out += _checkpoint_sentences(run, cond)
-    if run.has("dpo"): out += _dpo_sentences(run)
-    if run.has("gate"): out += _gate_sentences(run)
+    if run.has("train"):
+        out += _training_sentences(run)
+    for cond in [condition] if condition else report_conditions(run):
+        out += _checkpoint_sentences(run, cond)
+    if run.has("dpo"):
+        out += _dpo_sentences(run)
+    if run.has("gate"):
+        out += _gate_sentences(run)
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #6a8ce796
-def what_happened_section(run:Run, condition:str|None=None)->list:
+def what_happened_section(run: Run, condition: str | None = None) -> list:
     "`what_happened` as a list, or a note when the run holds nothing to say."
     s = what_happened(run, condition)
-    if not s: return [note(f"nothing measured yet in {run.root}")]
+    if not s:
+        return [note(f"nothing measured yet in {run.root}")]
     return [Html("<ul>" + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")]
 
 # %% ../../nbs/15_report_narrative.ipynb #877d7cac
-def _moved(run:Run, condition:str)->list[str]:
+def _moved(run: Run, condition: str) -> list[str]:
     "Per checkpoint with a key endpoint that moved on `condition`: `checkpoint: endpoint Δ [lo, hi] better|worse, ...`."
     c = run.contrasts[(run.contrasts.condition == condition) & run.contrasts.endpoint.isin(WHAT_ENDPOINTS)]
     out = []
     for ck in checkpoint_order(c.checkpoint):
-        m = [f"{r.endpoint} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] "
-             f"{'better' if r.verdict == 'favourable' else 'worse'}"
-             for r in c[c.checkpoint == ck].itertuples(index=False) if r.verdict in ("favourable", "unfavourable")]
-        if m: out.append(f"{ck}: {', '.join(m)}")
+        m = [
+            f"{r.endpoint} {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] "
+            f"{'better' if r.verdict == 'favourable' else 'worse'}"
+            for r in c[c.checkpoint == ck].itertuples(index=False)
+            if r.verdict in ("favourable", "unfavourable")
+        ]
+        if m:
+            out.append(f"{ck}: {', '.join(m)}")
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #7005d7e7
-def at_a_glance(run:Run)->list[str]:
+def at_a_glance(run: Run) -> list[str]:
     "The gate's verdict, then per condition what moved (or that nothing did): the report's opening lines."
     out = []
     if run.has("gate"):
-        out.append(f"Preregistered gate ({run.gate.get('prereg', '?')}): {run.gate.get('verdict', '?')}"
-                   + "".join(f"; {ck} {v['verdict']}" for ck, v in run.gate.get("checkpoints", {}).items()) + ".")
+        out.append(
+            f"Preregistered gate ({run.gate.get('prereg', '?')}): {run.gate.get('verdict', '?')}"
+            + "".join(f"; {ck} {v['verdict']}" for ck, v in run.gate.get("checkpoints", {}).items())
+            + "."
+        )
     for cond in report_conditions(run):
         m = _moved(run, cond)
         out.append(f"On {cond}: " + ("; ".join(m) if m else "no key endpoint moved at any checkpoint") + ".")
     return out
 
 # %% ../../nbs/15_report_narrative.ipynb #c47fec79
-def at_a_glance_section(run:Run)->list:
+def at_a_glance_section(run: Run) -> list:
     "`at_a_glance` as a list, or a note when the run holds neither a gate nor contrasts."
     s = at_a_glance(run)
-    if not s: return [note(f"no gate verdict and no contrasts in {run.root} yet")]
+    if not s:
+        return [note(f"no gate verdict and no contrasts in {run.root} yet")]
     return [Html('<ul class="fairneg-glance">' + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")]

@@ -15,59 +15,83 @@ __all__ = ['MODES', 'OPTIONS', 'VERDICT_COLORS', 'STATUS_COLORS', 'REPORT_CSS', 
 
 # %% ../../nbs/15_report_page.ipynb #733726d1
 MODES = ("svg", "interactive")
-OPTIONS = dict(mode="svg")   # the figure mode of this process; `report_head` sets it
+OPTIONS = dict(mode="svg")  # the figure mode of this process; `report_head` sets it
 
-VERDICT_COLORS = {"favourable": "#1a9850", "unfavourable": "#d73027", "spans_zero": "#8c8c8c", "VOID": "#7b3294",
-                  "undefined": "#c7c7c7", "too_few_games": "#b8860b"}
-STATUS_COLORS = {"PASS": "#1a9850", "FAIL": "#d73027", "VOID": "#7b3294", "POSITIVE": "#1a9850", "NEGATIVE": "#d73027",
-                 "holds": "#1a9850", "does not hold": "#d73027"}
+VERDICT_COLORS = {
+    "favourable": "#1a9850",
+    "unfavourable": "#d73027",
+    "spans_zero": "#8c8c8c",
+    "VOID": "#7b3294",
+    "undefined": "#c7c7c7",
+    "too_few_games": "#b8860b",
+}
+STATUS_COLORS = {
+    "PASS": "#1a9850",
+    "FAIL": "#d73027",
+    "VOID": "#7b3294",
+    "POSITIVE": "#1a9850",
+    "NEGATIVE": "#d73027",
+    "holds": "#1a9850",
+    "does not hold": "#d73027",
+}
+
 
 class Html(str):
     "A string of HTML that notebooks display as HTML."
-    def _repr_html_(self): return str(self)
+
+    def _repr_html_(self):
+        return str(self)
+
     # the plain-text twin of the display, not the page again
-    def __repr__(self): return f"Html({len(self)} characters)"
+    def __repr__(self):
+        return f"Html({len(self)} characters)"
 
 # %% ../../nbs/15_report_page.ipynb #3063a6ad
-def check_mode(mode:str)->str:
+def check_mode(mode: str) -> str:
     "The figure mode, or a `ReportError` naming the known ones."
-    if mode not in MODES: raise ReportError(f"unknown mode `{mode}` (known: {', '.join(MODES)})")
+    if mode not in MODES:
+        raise ReportError(f"unknown mode `{mode}` (known: {', '.join(MODES)})")
     return mode
 
 # %% ../../nbs/15_report_page.ipynb #e6566f85
-def chart_spec(chart)->dict:
+def chart_spec(chart) -> dict:
     "The chart's vega-lite spec with its data inlined (no row limit)."
     import altair as alt
-    with alt.data_transformers.disable_max_rows(): return chart.to_dict()
+
+    with alt.data_transformers.disable_max_rows():
+        return chart.to_dict()
 
 # %% ../../nbs/15_report_page.ipynb #56dc1d75
-def chart_svg(chart)->str:
+def chart_svg(chart) -> str:
     "The chart rendered to SVG offline, as every chapter's charts are (`fairneg.charts.spec_svg`)."
     return spec_svg(chart_spec(chart))
 
 # %% ../../nbs/15_report_page.ipynb #03286efc
-def figure(chart, # an altair chart
-           caption:str|None=None, # shown under the figure
-           mode:str|None=None, # `svg` or `interactive` (default: `OPTIONS["mode"]`)
-           )->Html:
-    "The chart as a `<figure class=\"fairneg-chart\">`: inline SVG, or a vega-embed call (interactive mode)."
+def figure(
+    chart,  # an altair chart
+    caption: str | None = None,  # shown under the figure
+    mode: str | None = None,  # `svg` or `interactive` (default: `OPTIONS["mode"]`)
+) -> Html:
+    'The chart as a `<figure class="fairneg-chart">`: inline SVG, or a vega-embed call (interactive mode).'
     mode = check_mode(mode or OPTIONS["mode"])
     cap = f"<figcaption>{_html.escape(caption)}</figcaption>" if caption else ""
     if mode == "svg":
         return Html(f'<figure class="fairneg-chart" data-render="svg">{chart_svg(chart)}{cap}</figure>')
     spec = chart_spec(chart)
     cid = "fairneg-chart-" + hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return Html(f'<figure class="fairneg-chart" data-render="vega"><div id="{cid}"></div>{cap}</figure>\n'
-                f'<script type="module">vegaEmbed("#{cid}", {script_json(spec)}, {{renderer: "svg", actions: false}})'
-                f'.catch(e => console.error("fairneg chart {cid}: " + e));</script>')
+    return Html(
+        f'<figure class="fairneg-chart" data-render="vega"><div id="{cid}"></div>{cap}</figure>\n'
+        f'<script type="module">vegaEmbed("#{cid}", {script_json(spec)}, {{renderer: "svg", actions: false}})'
+        f'.catch(e => console.error("fairneg chart {cid}: " + e));</script>'
+    )
 
 # %% ../../nbs/15_report_page.ipynb #f87ee552
-def note(text:str)->Html:
+def note(text: str) -> Html:
     "A one-line note standing in for a section whose input is missing."
     return Html(f'<p class="fairneg-note">{_html.escape(str(text))}</p>')
 
 # %% ../../nbs/15_report_page.ipynb #cf066c17
-def badge(text:str, color:str|None=None)->str:
+def badge(text: str, color: str | None = None) -> str:
     "An inline coloured label (verdicts, statuses)."
     c = color or STATUS_COLORS.get(text) or VERDICT_COLORS.get(text, "#555")
     return f'<span class="fairneg-badge" style="background:{c}">{_html.escape(str(text))}</span>'
@@ -76,18 +100,25 @@ def badge(text:str, color:str|None=None)->str:
 def _cell_value(v):
     "A table cell as a Styler shows it: a scalar as it is, a list or dict (JSON from a run) as its text."
     from pandas.api.types import is_scalar
+
     return v if is_scalar(v) else str(v)
 
-def safe_style(df, # a table whose strings come from a run, a bank or a game
-               caption:str|None=None, # the table's caption, as text
-               **fmt, # `Styler.format`'s options (`precision`, `na_rep`, ...)
-              ):
+
+def safe_style(
+    df,  # a table whose strings come from a run, a bank or a game
+    caption: str | None = None,  # the table's caption, as text
+    **fmt,  # `Styler.format`'s options (`precision`, `na_rep`, ...)
+):
     "A `fairneg-table` Styler of `df` whose cells, labels and caption show as text, never as markup."
     names = lambda ix: ix.set_names([None if n is None else _html.escape(str(n)) for n in ix.names])
     df = df.map(_cell_value)
     df.index, df.columns = names(df.index), names(df.columns)
-    sty = (df.style.format(escape="html", **fmt).format_index(escape="html", axis=0)
-           .format_index(escape="html", axis=1).set_table_attributes('class="fairneg-table"'))
+    sty = (
+        df.style.format(escape="html", **fmt)
+        .format_index(escape="html", axis=0)
+        .format_index(escape="html", axis=1)
+        .set_table_attributes('class="fairneg-table"')
+    )
     return sty.set_caption(_html.escape(caption, quote=False)) if caption else sty
 
 # %% ../../nbs/15_report_page.ipynb #6d43cc8d
@@ -109,15 +140,17 @@ table.fairneg-table caption { caption-side: top; text-align: left; color: #444; 
 """
 _BUNDLE = {}
 
-def vega_bundle()->str:
+
+def vega_bundle() -> str:
     "The vega + vega-lite + vega-embed bundle of vl-convert (defines `window.vegaEmbed`), made once per process."
     if "js" not in _BUNDLE:
         import vl_convert as vlc
+
         _BUNDLE["js"] = vlc.javascript_bundle().replace("</script", "<\\/script")
     return _BUNDLE["js"]
 
 # %% ../../nbs/15_report_page.ipynb #1d30e30d
-def report_head(mode:str="svg")->Html:
+def report_head(mode: str = "svg") -> Html:
     "The page's style and (interactive mode) the inlined vega bundle; sets the figure mode."
     OPTIONS["mode"] = check_mode(mode)
     js = f'<script type="module">{vega_bundle()}</script>' if mode == "interactive" else ""

@@ -19,8 +19,9 @@ __all__ = ['REPORT_NOTEBOOK', 'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'venv_kerne
 
 # %% ../../nbs/15_report_render.ipynb #b89b36f4
 import fairneg as _fairneg
-REPORT_NOTEBOOK = Path(_fairneg.__file__).resolve().parent.parent / "nbs" / "report.ipynb"   # in the source checkout
-SKIP_TAG = "report-skip"   # cells with this tag (the notebook's own title and usage) stay out of the HTML
+
+REPORT_NOTEBOOK = Path(_fairneg.__file__).resolve().parent.parent / "nbs" / "report.ipynb"  # in the source checkout
+SKIP_TAG = "report-skip"  # cells with this tag (the notebook's own title and usage) stay out of the HTML
 
 OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
@@ -29,77 +30,117 @@ OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
 
+
 @contextlib.contextmanager
-def venv_kernel(name:str="python3"):
+def venv_kernel(name: str = "python3"):
     "While inside, the kernel spec `name` starts `sys.executable` (a spec first on JUPYTER_PATH); yields the name."
     with tempfile.TemporaryDirectory(prefix="fairneg-kernel-") as d:
         k = Path(d) / "kernels" / name
         k.mkdir(parents=True)
-        (k / "kernel.json").write_text(json.dumps(dict(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
-                                                             "{connection_file}",
-                                                             "--IPKernelApp.log_level=CRITICAL"],
-                                                       display_name=f"Python ({sys.executable})", language="python")))
+        (k / "kernel.json").write_text(
+            json.dumps(
+                dict(
+                    argv=[
+                        sys.executable,
+                        "-m",
+                        "ipykernel_launcher",
+                        "-f",
+                        "{connection_file}",
+                        "--IPKernelApp.log_level=CRITICAL",
+                    ],
+                    display_name=f"Python ({sys.executable})",
+                    language="python",
+                )
+            )
+        )
         old = os.environ.get("JUPYTER_PATH")
         os.environ["JUPYTER_PATH"] = os.pathsep.join([d, *([old] if old else [])])
-        try: yield name
+        try:
+            yield name
         finally:
-            if old is None: os.environ.pop("JUPYTER_PATH", None)
-            else: os.environ["JUPYTER_PATH"] = old
+            if old is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = old
 
-_EXTERNAL = [(re.compile(r"<script\b[^>]*\bsrc\s*=", re.I), "a <script src=...>"),
-             (re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//", re.I), "an external <link href=...>"),
-             (re.compile(r"""import\(\s*["'](?:https?:)?//""", re.I), "a dynamic import from the network"),
-             (re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//""", re.I), "a CSS @import from the network"),
-             (re.compile(r"""\bsrc\s*=\s*["']?(?:https?:)?//""", re.I), "an element loaded from the network (src=...)"),
-             (re.compile(r"""url\(\s*["']?(?:https?:)?//""", re.I), "a CSS url() on the network")]
+
+_EXTERNAL = [
+    (re.compile(r"<script\b[^>]*\bsrc\s*=", re.I), "a <script src=...>"),
+    (re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//", re.I), "an external <link href=...>"),
+    (re.compile(r"""import\(\s*["'](?:https?:)?//""", re.I), "a dynamic import from the network"),
+    (re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//""", re.I), "a CSS @import from the network"),
+    (re.compile(r"""\bsrc\s*=\s*["']?(?:https?:)?//""", re.I), "an element loaded from the network (src=...)"),
+    (re.compile(r"""url\(\s*["']?(?:https?:)?//""", re.I), "a CSS url() on the network"),
+]
 
 # %% ../../nbs/15_report_render.ipynb #ed777303
-def check_self_contained(html:str)->str:
+def check_self_contained(html: str) -> str:
     "The page, or a `ReportError` when it loads anything from outside itself."
     for pat, what in _EXTERNAL:
         m = pat.search(html)
         if m:
-            raise ReportError(f"the report is not self-contained: it holds {what} "
-                              f"({html[m.start():m.start() + 120]!r})")
+            raise ReportError(
+                f"the report is not self-contained: it holds {what} ({html[m.start() : m.start() + 120]!r})"
+            )
     return html
 
 # %% ../../nbs/15_report_render.ipynb #09a97cd2
-def notebook_html(nb, # an executed notebook (path or node)
-                  title:str|None=None)->str:
+def notebook_html(
+    nb,  # an executed notebook (path or node)
+    title: str | None = None,
+) -> str:
     "The notebook as one self-contained HTML page without input cells, prompts, stderr or front matter."
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
-    nb = (nbformat.read(str(nb), as_version=4) if isinstance(nb, (str, Path))
-          else nbformat.from_dict(json.loads(json.dumps(nb))))
-    nb.cells = [c for c in nb.cells if not (c.cell_type == "raw" and c.source.lstrip().startswith("---"))
-                and SKIP_TAG not in c.metadata.get("tags", [])]
+
+    nb = (
+        nbformat.read(str(nb), as_version=4)
+        if isinstance(nb, (str, Path))
+        else nbformat.from_dict(json.loads(json.dumps(nb)))
+    )
+    nb.cells = [
+        c
+        for c in nb.cells
+        if not (c.cell_type == "raw" and c.source.lstrip().startswith("---"))
+        and SKIP_TAG not in c.metadata.get("tags", [])
+    ]
     for c in nb.cells:
         if c.cell_type == "code":
             c.outputs = [o for o in c.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")]
-    if title: nb.metadata["title"] = title
-    exp = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"fairneg-report.html.j2": OFFLINE_TEMPLATE})],
-                       template_file="fairneg-report.html.j2", exclude_input=True, exclude_input_prompt=True,
-                       exclude_output_prompt=True, embed_images=True)
+    if title:
+        nb.metadata["title"] = title
+    exp = HTMLExporter(
+        template_name="lab",
+        extra_loaders=[DictLoader({"fairneg-report.html.j2": OFFLINE_TEMPLATE})],
+        template_file="fairneg-report.html.j2",
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        embed_images=True,
+    )
     html, _ = exp.from_notebook_node(nb)
     return check_self_contained(html)
 
 # %% ../../nbs/15_report_render.ipynb #c509aa02
-def render_report(run_dir, # the run directory (see `LAYOUT`)
-                  out=None, # the HTML page (default: reports/<run dir name>.html); the executed notebook goes beside it
-                  title:str|None=None, # the report's title (default: the run directory's name)
-                  mode:str="svg", # figures as inline `svg` or `interactive` (vega bundle inlined)
-                  parameters:dict|None=None, # further parameters of the report notebook
-                  notebook=None, # the report notebook (default: nbs/report.ipynb of this checkout)
-                  timeout:int=900, # seconds per cell
-                  log_output:bool=False, # echo the kernel's output while it runs
-                  )->Path:
+def render_report(
+    run_dir,  # the run directory (see `LAYOUT`)
+    out=None,  # the HTML page (default: reports/<run dir name>.html); the executed notebook goes beside it
+    title: str | None = None,  # the report's title (default: the run directory's name)
+    mode: str = "svg",  # figures as inline `svg` or `interactive` (vega bundle inlined)
+    parameters: dict | None = None,  # further parameters of the report notebook
+    notebook=None,  # the report notebook (default: nbs/report.ipynb of this checkout)
+    timeout: int = 900,  # seconds per cell
+    log_output: bool = False,  # echo the kernel's output while it runs
+) -> Path:
     "Execute the report notebook on a run directory with papermill and write it as a self-contained HTML page."
     import papermill as pm
+
     run_dir = Path(run_dir)
-    check_run_dir(run_dir)            # before the notebook starts: a folder that is not a run
+    check_run_dir(run_dir)  # before the notebook starts: a folder that is not a run
     out = Path(out) if out else Path("reports") / f"{run_dir.resolve().name}.html"
-    if out.suffix != ".html": raise ReportError(f"--out {out}: expected a .html file")
+    if out.suffix != ".html":
+        raise ReportError(f"--out {out}: expected a .html file")
     nb = Path(notebook) if notebook else REPORT_NOTEBOOK
     if not nb.is_file():
         raise ReportError(f"{nb}: no report notebook there (it ships with the source checkout: nbs/report.ipynb)")
@@ -109,38 +150,61 @@ def render_report(run_dir, # the run directory (see `LAYOUT`)
     ipynb = out.with_suffix(".ipynb")
     with venv_kernel() as kernel:
         try:
-            pm.execute_notebook(str(nb), str(ipynb), parameters=params, kernel_name=kernel, progress_bar=False,
-                                log_output=log_output, cwd=os.getcwd(), execution_timeout=timeout)
+            pm.execute_notebook(
+                str(nb),
+                str(ipynb),
+                parameters=params,
+                kernel_name=kernel,
+                progress_bar=False,
+                log_output=log_output,
+                cwd=os.getcwd(),
+                execution_timeout=timeout,
+            )
         except pm.PapermillExecutionError as e:
-            raise ReportError(f"the report notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
-                              f"(see {ipynb})") from None
+            raise ReportError(
+                f"the report notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue} (see {ipynb})"
+            ) from None
     html = notebook_html(ipynb, title)
     return write_text_atomic(out, html)
 
 # %% ../../nbs/15_report_render.ipynb #02958b9e
 app = typer.Typer(add_completion=False, help="Render a run directory as a self-contained HTML research note.")
 
-def _params(items:Iterable[str])->dict:
+
+def _params(items: Iterable[str]) -> dict:
     "`KEY=VALUE` notebook parameters, values read as YAML."
     return key_values(items, "--param", ReportError)
 
 # %% ../../nbs/15_report_render.ipynb #1d0c8d4f
 @app.command()
-def report(run_dir:Annotated[Path,
-                             typer.Argument(help="The run directory (train/<arm>/, eval/, eval.json, "
-                                                 "eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/).")],
-           out:Annotated[Path|None,
-                         typer.Option(help="The HTML page to write (default: reports/<run dir name>.html); the "
-                                           "executed notebook goes beside it.")]=None,
-           title:Annotated[str|None, typer.Option(help="The report's title (default: the run directory's name).")]=None,
-           mode:Annotated[str,
-                          typer.Option(help="Figures as inline `svg` (static) or `interactive` "
-                                            "(vega bundle inlined: tooltips).")]="svg",
-           param:Annotated[list[str], typer.Option("--param", "-p",
-                                                   help="KEY=VALUE parameter of the report notebook (YAML value), e.g. "
-                                                        "-p ladder_condition=crossgame.")]=[],
-           notebook:Annotated[Path|None,
-                              typer.Option(help="Another report notebook (default: nbs/report.ipynb).")]=None):
+def report(
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="The run directory (train/<arm>/, eval/, eval.json, "
+            "eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/)."
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="The HTML page to write (default: reports/<run dir name>.html); the executed notebook goes beside it."
+        ),
+    ] = None,
+    title: Annotated[str | None, typer.Option(help="The report's title (default: the run directory's name).")] = None,
+    mode: Annotated[
+        str, typer.Option(help="Figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips).")
+    ] = "svg",
+    param: Annotated[
+        list[str],
+        typer.Option(
+            "--param",
+            "-p",
+            help="KEY=VALUE parameter of the report notebook (YAML value), e.g. -p ladder_condition=crossgame.",
+        ),
+    ] = [],
+    notebook: Annotated[Path | None, typer.Option(help="Another report notebook (default: nbs/report.ipynb).")] = None,
+):
     "Run the report notebook on RUN_DIR with papermill and write a self-contained HTML page (no input cells, no CDN)."
     p = render_report(run_dir, out, title, mode, _params(param), notebook)
     typer.echo(f"report: {p} (notebook: {p.with_suffix('.ipynb')})")

@@ -23,7 +23,8 @@ __all__ = ['LAYOUT', 'INPUTS', 'ReportError', 'find_inputs', 'Run', 'check_run_d
 class ReportError(ValueError):
     "A report that cannot be rendered as asked; the message says why."
 
-user_error(ReportError)   # `fairneg report` prints it as one line, exit 2
+
+user_error(ReportError)  # `fairneg report` prints it as one line, exit 2
 
 LAYOUT = {  # input -> glob patterns under the run directory, tried in order (the first that matches wins)
     "train": ("train/*/training_steps.jsonl", "train/training_steps.jsonl"),
@@ -41,70 +42,93 @@ LAYOUT = {  # input -> glob patterns under the run directory, tried in order (th
     "validity": ("validity.json",),
 }
 INPUTS = {  # input -> what it is, in words
-    "train": "training telemetry", "eval_cells": "eval cells", "eval": "eval results (eval.json)",
-    "contrasts": "eval contrasts", "gate": "gate verdict", "soundness": "reward-soundness result",
+    "train": "training telemetry",
+    "eval_cells": "eval cells",
+    "eval": "eval results (eval.json)",
+    "contrasts": "eval contrasts",
+    "gate": "gate verdict",
+    "soundness": "reward-soundness result",
     "banks": "game banks",
-    "dpo": "DPO arm outcomes", "dpo_steps": "DPO telemetry", "segments": "training sessions (segments.jsonl)",
+    "dpo": "DPO arm outcomes",
+    "dpo_steps": "DPO telemetry",
+    "segments": "training sessions (segments.jsonl)",
     "model": "the model and its pinned build (model.json)",
     "provenance": "how each session computed (provenance.jsonl)",
     "validity": "the validity check (validity.json)",
 }
 
 # %% ../../nbs/15_report_run.ipynb #af88613b
-def find_inputs(run_dir)->dict:
+def find_inputs(run_dir) -> dict:
     "`{input: [paths]}` of every `LAYOUT` input found under `run_dir` (an empty list where none is)."
     root, out = Path(run_dir), {}
     for key, patterns in LAYOUT.items():
         out[key] = []
         for pat in patterns:
             found = sorted(p for p in root.glob(pat) if p.is_file())
-            if found: out[key] = found; break
+            if found:
+                out[key] = found
+                break
     return out
 
 # %% ../../nbs/15_report_run.ipynb #1dff6e54
-def _read_json(path)->dict:
+def _read_json(path) -> dict:
     "A JSON input; one line naming the file and why when it is unreadable, not UTF-8 or not JSON."
     return read_json(path, ReportError)
 
 # %% ../../nbs/15_report_run.ipynb #fcce8948
-def _steps_frame(paths:list):
+def _steps_frame(paths: list):
     import pandas as pd
+
     rows = []
     for p in paths:
-        try: rs = read_jsonl(p)                    # ReadError names the file and why
-        except ReadError as e: raise ReportError(str(e)) from None
+        try:
+            rs = read_jsonl(p)  # ReadError names the file and why
+        except ReadError as e:
+            raise ReportError(str(e)) from None
         arm = p.parent.name if p.parent.name != "train" else None
         rows += [{**r, "arm": r.get("arm") or arm or "arm"} for r in rs]
-    if not rows: return None
+    if not rows:
+        return None
     df = pd.DataFrame(rows)
     if "step" not in df:
-        raise ReportError(f"{', '.join(map(str, paths))}: rows without `step` "
-                          "(not training_steps.jsonl of fairneg train)")
+        raise ReportError(
+            f"{', '.join(map(str, paths))}: rows without `step` (not training_steps.jsonl of fairneg train)"
+        )
     arms = list(dict.fromkeys(df["arm"]))
     df["arm"] = pd.Categorical(df["arm"], categories=arms, ordered=True)
     return df.drop_duplicates(["arm", "step"], keep="last").sort_values(["arm", "step"]).reset_index(drop=True)
 
 # %% ../../nbs/15_report_run.ipynb #37151dc5
-def _segments_frame(paths:list):
+def _segments_frame(paths: list):
     "Every arm's training sessions, one row each (see `fairneg.adapters.read_segments`), the arm named by its folder."
     import pandas as pd
+
     try:
-        rows = [{"arm": p.parent.name if p.parent.name != "train" else "arm", **s} for p in paths
-                for s in read_segments(p.parent)]
-    except ReadError as e: raise ReportError(str(e)) from None
+        rows = [
+            {"arm": p.parent.name if p.parent.name != "train" else "arm", **s}
+            for p in paths
+            for s in read_segments(p.parent)
+        ]
+    except ReadError as e:
+        raise ReportError(str(e)) from None
     return pd.DataFrame(rows) if rows else None
 
 # %% ../../nbs/15_report_run.ipynb #e05d83f3
-def _contrasts_frame(rows:list):
+def _contrasts_frame(rows: list):
     import pandas as pd
-    if not rows: return None
+
+    if not rows:
+        return None
     df = pd.DataFrame(rows)
     need = {"cell", "checkpoint", "condition", "endpoint", "delta", "lo", "hi", "verdict"}
-    if need - set(df.columns): raise ReportError(f"contrast rows lack {', '.join(sorted(need - set(df.columns)))}")
-    if "resampling_note" not in df: df["resampling_note"] = None
-    if "cluster" in df:                                            # rows written before the note was: derive it
-        df["resampling_note"] = [n if isinstance(n, str) else resampling_note(c)
-                                 for n, c in zip(df.resampling_note, df.cluster)]
+    if need - set(df.columns):
+        raise ReportError(f"contrast rows lack {', '.join(sorted(need - set(df.columns)))}")
+    if "resampling_note" not in df:
+        df["resampling_note"] = None
+    if "cluster" in df:  # rows written before the note was: derive it
+        df["resampling_note"] = [
+            n if isinstance(n, str) else resampling_note(c) for n, c in zip(df.resampling_note, df.cluster)
+        ]
     # each cell as its latest analysis left it, never an endpoint an earlier one left
     if "analyzed_at" in df:
         latest = df.groupby("cell")["analyzed_at"].transform(lambda s: s.dropna().max() if s.notna().any() else None)
@@ -115,40 +139,53 @@ def _contrasts_frame(rows:list):
 @dataclass
 class Run:
     "The inputs of a run directory (`None` or empty where missing) and the problems met reading them."
+
     root: Path
-    files: dict                                   # input -> paths found (see `find_inputs`)
-    steps: object = None                          # DataFrame of every arm's training_steps rows
-    eval: dict | None = None                      # eval.json
-    contrasts: object = None                      # DataFrame, one row per (cell, endpoint)
-    cells: dict = field(default_factory=dict)     # cell name -> its cell.json, plus `dir`
-    gate: dict | None = None                      # gate verdict JSON
-    soundness: dict | None = None                 # reward-soundness JSON
-    banks: dict = field(default_factory=dict)     # bank name -> its folder
-    dpo: list = field(default_factory=list)       # each DPO arm's outcome.json: trained (its checkpoint) or why not
-    dpo_steps: object = None                      # DataFrame of the DPO arms' training_steps rows
-    segments: object = None                       # DataFrame of every arm's training sessions (segments.jsonl)
-    model: dict | None = None                     # the pilot's model.json: the model, its weights, its pinned build
+    files: dict  # input -> paths found (see `find_inputs`)
+    steps: object = None  # DataFrame of every arm's training_steps rows
+    eval: dict | None = None  # eval.json
+    contrasts: object = None  # DataFrame, one row per (cell, endpoint)
+    cells: dict = field(default_factory=dict)  # cell name -> its cell.json, plus `dir`
+    gate: dict | None = None  # gate verdict JSON
+    soundness: dict | None = None  # reward-soundness JSON
+    banks: dict = field(default_factory=dict)  # bank name -> its folder
+    dpo: list = field(default_factory=list)  # each DPO arm's outcome.json: trained (its checkpoint) or why not
+    dpo_steps: object = None  # DataFrame of the DPO arms' training_steps rows
+    segments: object = None  # DataFrame of every arm's training sessions (segments.jsonl)
+    model: dict | None = None  # the pilot's model.json: the model, its weights, its pinned build
     provenance: list = field(default_factory=list)  # the pilot's sessions: how each computed (lock, numerics)
-    validity: dict | None = None                  # the validity check: the untrained model's yes/no slope on own z
+    validity: dict | None = None  # the validity check: the untrained model's yes/no slope on own z
     problems: dict = field(default_factory=dict)  # input -> why it could not be read
     _cache: dict = field(default_factory=dict, repr=False)
 
-    def has(self, key:str)->bool:
+    def has(self, key: str) -> bool:
         "Was the input found and read?"
-        v = {"train": self.steps, "eval_cells": self.cells, "eval": self.eval, "contrasts": self.contrasts,
-             "gate": self.gate, "soundness": self.soundness, "banks": self.banks, "dpo": self.dpo,
-             "dpo_steps": self.dpo_steps, "segments": self.segments, "model": self.model,
-             "provenance": self.provenance, "validity": self.validity}[key]
+        v = {
+            "train": self.steps,
+            "eval_cells": self.cells,
+            "eval": self.eval,
+            "contrasts": self.contrasts,
+            "gate": self.gate,
+            "soundness": self.soundness,
+            "banks": self.banks,
+            "dpo": self.dpo,
+            "dpo_steps": self.dpo_steps,
+            "segments": self.segments,
+            "model": self.model,
+            "provenance": self.provenance,
+            "validity": self.validity,
+        }[key]
         return v is not None and (len(v) > 0 if hasattr(v, "__len__") else True)
 
-    def why_missing(self, key:str)->str:
+    def why_missing(self, key: str) -> str:
         "A one-line note: the input is missing (and where it was looked for) or unreadable."
-        if key in self.problems: return f"{INPUTS[key]}: {self.problems[key]}"
+        if key in self.problems:
+            return f"{INPUTS[key]}: {self.problems[key]}"
         return f"no {INPUTS[key]} in {self.root} (looked for {', '.join(LAYOUT[key])})"
 
 # %% ../../nbs/15_report_run.ipynb #4109e45a
 @patch
-def rows(self:Run, cell:str, side:str, table:str=EPISODES)->list:
+def rows(self: Run, cell: str, side: str, table: str = EPISODES) -> list:
     "Rows of one side (`trained` or `base`) of an eval cell: its episodes, or another table such as the transcripts."
     key = (cell, side, table)
     if key not in self._cache:
@@ -160,57 +197,78 @@ def rows(self:Run, cell:str, side:str, table:str=EPISODES)->list:
 
 # %% ../../nbs/15_report_run.ipynb #e6fc23db
 @patch
-def games(self:Run)->dict:
+def games(self: Run) -> dict:
     "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
     if "games" not in self._cache:
         gs = {}
         for d in self.banks.values():
             with contextlib.suppress(GameError, OSError, ValueError):
-                for g in bank_games(d): gs.setdefault(g.name, g)
+                for g in bank_games(d):
+                    gs.setdefault(g.name, g)
         for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]:
             gs.setdefault(g.name, g)
         self._cache["games"] = gs
     return self._cache["games"]
 
 # %% ../../nbs/15_report_run.ipynb #4c3dcd44
-def check_run_dir(root:Path)->dict:
+def check_run_dir(root: Path) -> dict:
     "`find_inputs` of a run directory, refusing a folder that holds none of them (not a run: nothing to report)."
-    if not root.is_dir(): raise ReportError(f"{root}: no such run directory")
+    if not root.is_dir():
+        raise ReportError(f"{root}: no such run directory")
     f = find_inputs(root)
     if not any(f.values()):
-        raise ReportError(f"{root}: not a run folder: none of a run's inputs is here "
-                          f"({', '.join(sorted({p for ps in LAYOUT.values() for p in ps}))})")
+        raise ReportError(
+            f"{root}: not a run folder: none of a run's inputs is here "
+            f"({', '.join(sorted({p for ps in LAYOUT.values() for p in ps}))})"
+        )
     return f
 
 # %% ../../nbs/15_report_run.ipynb #c12bad67
-def load_run(run_dir)->Run:
+def load_run(run_dir) -> Run:
     "Read the inputs of a run directory laid out as `LAYOUT` says: missing ones stay empty, unreadable ones are noted."
     root = Path(run_dir)
-    if not root.is_dir(): raise ReportError(f"{root}: no such run directory")
+    if not root.is_dir():
+        raise ReportError(f"{root}: no such run directory")
     run = Run(root=root, files=find_inputs(root))
     f = run.files
+
     def attempt(key, fn):
-        try: return fn()
-        except (ReportError, ReadError) as e: run.problems[key] = str(e)     # noted; the rest of the report goes on
-    if f["train"]: run.steps = attempt("train", lambda: _steps_frame(f["train"]))
-    if f["eval"]: run.eval = attempt("eval", lambda: _read_json(f["eval"][0]))
+        try:
+            return fn()
+        except (ReportError, ReadError) as e:
+            run.problems[key] = str(e)  # noted; the rest of the report goes on
+
+    if f["train"]:
+        run.steps = attempt("train", lambda: _steps_frame(f["train"]))
+    if f["eval"]:
+        run.eval = attempt("eval", lambda: _read_json(f["eval"][0]))
     if f["contrasts"]:
         run.contrasts = attempt("contrasts", lambda: _contrasts_frame(read_jsonl(f["contrasts"][0])))
     elif isinstance(run.eval, dict) and "cells" in run.eval:
         run.contrasts = attempt("contrasts", lambda: _contrasts_frame(contrast_rows(run.eval)))
-    elif "eval" in run.problems: run.problems["contrasts"] = f"no eval_contrasts.jsonl, and {run.problems['eval']}"
+    elif "eval" in run.problems:
+        run.problems["contrasts"] = f"no eval_contrasts.jsonl, and {run.problems['eval']}"
     for p in f["eval_cells"]:
         info = attempt("eval_cells", lambda: _read_json(p))
-        if isinstance(info, dict): run.cells[info.get("cell", p.parent.name)] = {**info, "dir": p.parent}
-    if f["gate"]: run.gate = attempt("gate", lambda: _read_json(f["gate"][0]))
-    if f["soundness"]: run.soundness = attempt("soundness", lambda: _read_json(f["soundness"][0]))
+        if isinstance(info, dict):
+            run.cells[info.get("cell", p.parent.name)] = {**info, "dir": p.parent}
+    if f["gate"]:
+        run.gate = attempt("gate", lambda: _read_json(f["gate"][0]))
+    if f["soundness"]:
+        run.soundness = attempt("soundness", lambda: _read_json(f["soundness"][0]))
     run.banks = {p.parent.name: p.parent for p in f["banks"]}
-    if f["dpo_steps"]: run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
-    if f["segments"]: run.segments = attempt("segments", lambda: _segments_frame(f["segments"]))
-    if f["model"]: run.model = attempt("model", lambda: _read_json(f["model"][0]))
-    if f["validity"]: run.validity = attempt("validity", lambda: _read_json(f["validity"][0]))
-    if f["provenance"]: run.provenance = attempt("provenance", lambda: read_jsonl(f["provenance"][0])) or []
+    if f["dpo_steps"]:
+        run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
+    if f["segments"]:
+        run.segments = attempt("segments", lambda: _segments_frame(f["segments"]))
+    if f["model"]:
+        run.model = attempt("model", lambda: _read_json(f["model"][0]))
+    if f["validity"]:
+        run.validity = attempt("validity", lambda: _read_json(f["validity"][0]))
+    if f["provenance"]:
+        run.provenance = attempt("provenance", lambda: read_jsonl(f["provenance"][0])) or []
     for p in f["dpo"]:
         o = attempt("dpo", lambda: _read_json(p))
-        if isinstance(o, dict): run.dpo.append({"arm": p.parent.name, **o})
+        if isinstance(o, dict):
+            run.dpo.append({"arm": p.parent.name, **o})
     return run

@@ -12,14 +12,15 @@ from ..explorer import explore
 from ..bank import GameError
 from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table, validity_sentence, validity_table
-from .run import INPUTS, LAYOUT, ReportError, Run, rows
+from .run import INPUTS, LAYOUT, ReportError, Run
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from .figures import (CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table,
-    checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands, divide_table, dpo_arm_names,
-    few_games_notes, frontier_table, gate_table, last_checkpoints, pick_game, plot_curves, plot_forest, plot_game,
-    plot_share_deal, plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors, soundness_checks,
-    soundness_table, struck_frame, segments_table, training_summary, ultimatum_splits, ultimatum_table,
-    undefined_notes, viability_notes)
+from .figures import CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table
+from .figures import checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands
+from .figures import divide_table, dpo_arm_names, few_games_notes, frontier_table, gate_table
+from .figures import last_checkpoints, pick_game, plot_curves, plot_forest, plot_game, plot_share_deal
+from .figures import plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors
+from .figures import soundness_checks, soundness_table, struck_frame, segments_table, training_summary
+from .figures import ultimatum_splits, ultimatum_table, undefined_notes, viability_notes
 from .figures import replicate_frame, plot_replicates, _base_level, frontier_frame, plot_lambda_frontier
 
 # %% auto #0
@@ -33,45 +34,66 @@ __all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'fo
 def show(*items):
     "Display each item (figures, Stylers, notes, DataFrames) in the notebook, skipping `None`."
     from IPython.display import display
+
     for x in items:
-        if x is None: continue
-        if isinstance(x, (list, tuple)): show(*x)
-        else: display(x)
+        if x is None:
+            continue
+        if isinstance(x, (list, tuple)):
+            show(*x)
+        else:
+            display(x)
 
 # %% ../../nbs/15_report_sections.ipynb #9d12f263
 def _guard(fn):
     "Run a section; a missing or unusable input becomes a note."
-    try: return fn()
-    except (ReportError, EvalError, GameError) as e: return [note(str(e))]
+    try:
+        return fn()
+    except (ReportError, EvalError, GameError) as e:
+        return [note(str(e))]
 
 # %% ../../nbs/15_report_sections.ipynb #7961cb1f
-def model_fact(model:dict)->str:
+def model_fact(model: dict) -> str:
     "One line on the run's model: its weights' sha256 and whether they are its recipe's pinned build."
     w = ", ".join(f"{k} {str(v)[:12]}…" for k, v in (model.get("weights_sha256") or {}).items()) or "no local weights"
     pin = model.get("pinned")
-    if pin is None: check = "no pinned build to compare with"
-    elif not model.get("pinned_differences"): check = badge("the pinned build", "#2a7d2a")
-    else: check = badge("NOT the pinned build", "#b22") + " (" + _html.escape("; ".join(model["pinned_differences"])) + ")"
+    if pin is None:
+        check = "no pinned build to compare with"
+    elif not model.get("pinned_differences"):
+        check = badge("the pinned build", "#2a7d2a")
+    else:
+        check = (
+            badge("NOT the pinned build", "#b22") + " (" + _html.escape("; ".join(model["pinned_differences"])) + ")"
+        )
     return f"model: <code>{_html.escape(str(model.get('spec')))}</code>, {_html.escape(w)}: {check}"
 
 # %% ../../nbs/15_report_sections.ipynb #cfc2493e
-def provenance_fact(rows:list)->str:
+def provenance_fact(rows: list) -> str:
     "One line on how the run's sessions computed: the lock, whether the venv matched it, and the numerics."
     last = rows[-1]
     lk, nm = last.get("lock") or {}, last.get("numerics") or {}
     drifted = sum(not (r.get("lock") or {}).get("matches") for r in rows)
     unpinned = sum(not (r.get("numerics") or {}).get("pinned") for r in rows)
-    lock = (f"lock <code>{_html.escape(str(lk.get('lock')))}</code> sha256 "
-            f"{_html.escape(str(lk.get('lock_sha256'))[:12])}…"
-            + (f", {badge(f'{drifted} of {len(rows)} sessions drifted from it', '#b22')}" if drifted else
-               ", every session's venv matched it"))
-    kernels = f"torch {nm.get('torch_capability')} × {nm.get('torch_threads')} threads" if nm.get("torch_capability") else ""
-    num = (f"numerics {badge(f'{unpinned} of {len(rows)} sessions not pinned', '#b22')}" if unpinned
-           else f"numerics pinned ({_html.escape(', '.join(x for x in (str(nm.get('cpu')), kernels) if x))})")
+    lock = (
+        f"lock <code>{_html.escape(str(lk.get('lock')))}</code> sha256 "
+        f"{_html.escape(str(lk.get('lock_sha256'))[:12])}…"
+        + (
+            f", {badge(f'{drifted} of {len(rows)} sessions drifted from it', '#b22')}"
+            if drifted
+            else ", every session's venv matched it"
+        )
+    )
+    kernels = (
+        f"torch {nm.get('torch_capability')} × {nm.get('torch_threads')} threads" if nm.get("torch_capability") else ""
+    )
+    num = (
+        f"numerics {badge(f'{unpinned} of {len(rows)} sessions not pinned', '#b22')}"
+        if unpinned
+        else f"numerics pinned ({_html.escape(', '.join(x for x in (str(nm.get('cpu')), kernels) if x))})"
+    )
     return f"computed with: {lock}; {num}; {_html.escape(str(last.get('code_version')))}"
 
 # %% ../../nbs/15_report_sections.ipynb #1b3debda
-def run_summary(run:Run)->list[str]:
+def run_summary(run: Run) -> list[str]:
     "Short facts as HTML (the run's names escaped): arms, steps, checkpoints, conditions, verdicts, model, provenance."
     out = []
     if run.has("train"):
@@ -80,286 +102,465 @@ def run_summary(run:Run)->list[str]:
     if run.has("contrasts") or run.has("eval_cells"):
         src = run.contrasts if run.has("contrasts") else None
         cks = checkpoint_order(src.checkpoint if src is not None else [c.get("checkpoint") for c in run.cells.values()])
-        conds = list(dict.fromkeys(src.condition
-                                   if src is not None else [c.get("condition") for c in run.cells.values()]))
-        out.append(_html.escape(f"evaluated: {len(cks)} checkpoints ({', '.join(map(str, cks))}) on "
-                                f"{', '.join(map(str, conds))}"))
-    if run.has("gate"): out.append(f"gate: {badge(run.gate.get('verdict', '?'))}")
-    if run.has("soundness"): out.append(f"reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}")
-    if run.has("model"): out.append(model_fact(run.model))
-    if run.has("provenance"): out.append(provenance_fact(run.provenance))
+        conds = list(
+            dict.fromkeys(src.condition if src is not None else [c.get("condition") for c in run.cells.values()])
+        )
+        out.append(
+            _html.escape(
+                f"evaluated: {len(cks)} checkpoints ({', '.join(map(str, cks))}) on {', '.join(map(str, conds))}"
+            )
+        )
+    if run.has("gate"):
+        out.append(f"gate: {badge(run.gate.get('verdict', '?'))}")
+    if run.has("soundness"):
+        out.append(f"reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}")
+    if run.has("model"):
+        out.append(model_fact(run.model))
+    if run.has("provenance"):
+        out.append(provenance_fact(run.provenance))
     return out
 
 # %% ../../nbs/15_report_sections.ipynb #31db2519
-def header(run:Run, title:str|None=None)->Html:
+def header(run: Run, title: str | None = None) -> Html:
     "The report's title, what the run holds, and which inputs were found where."
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
     def files(k):
-        if not run.has(k): return f'<span class="fairneg-note">{_html.escape(run.problems.get(k, "missing"))}</span>'
+        if not run.has(k):
+            return f'<span class="fairneg-note">{_html.escape(run.problems.get(k, "missing"))}</span>'
         ps = [str(p.relative_to(run.root)) for p in run.files[k]]
         return f"<code>{_html.escape(', '.join(ps[:3]))}</code>" + (f" and {len(ps) - 3} more" if len(ps) > 3 else "")
+
     rows = "".join(f"<tr><td>{_html.escape(INPUTS[k])}</td><td>{files(k)}</td></tr>" for k in LAYOUT)
     facts = "".join(f"<li>{f}</li>" for f in run_summary(run))
-    return Html(f'<div class="fairneg-header"><h1>{_html.escape(title or run.root.name)}</h1>'
-                f"<p>Run directory <code>{_html.escape(str(run.root))}</code> "
-                f"· rendered {now} · fairneg {__version__}</p>"
-                f"<ul>{facts}</ul>" + f'<details class="fairneg-details"><summary>Inputs read</summary>'
-                f'<table class="fairneg-table">{rows}</table></details></div>')
+    return Html(
+        f'<div class="fairneg-header"><h1>{_html.escape(title or run.root.name)}</h1>'
+        f"<p>Run directory <code>{_html.escape(str(run.root))}</code> "
+        f"· rendered {now} · fairneg {__version__}</p>"
+        f"<ul>{facts}</ul>" + f'<details class="fairneg-details"><summary>Inputs read</summary>'
+        f'<table class="fairneg-table">{rows}</table></details></div>'
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #4ba01037
-def footer(run:Run)->Html:
+def footer(run: Run) -> Html:
     "Provenance: the interpreter that computed the report, fairneg's version and the run directory."
-    return note(f"Computed by fairneg {__version__} on Python {sys.version.split()[0]} ({sys.executable}) "
-                f"from {run.root.resolve()}.")
+    return note(
+        f"Computed by fairneg {__version__} on Python {sys.version.split()[0]} ({sys.executable}) "
+        f"from {run.root.resolve()}."
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #3c3f49ff
-def validity_section(run:Run)->list:
+def validity_section(run: Run) -> list:
     "The validity check's sentence and its table (pooled and per decision kind)."
-    if not run.has("validity"): return [note(run.why_missing("validity"))]
+    if not run.has("validity"):
+        return [note(run.why_missing("validity"))]
+
     def build():
         import pandas as pd
+
         df = pd.DataFrame(validity_table(run.validity))
-        return [Html(f"<p><b>{_html.escape(validity_sentence(run.validity))}</b></p>"),
-                _styled(df.round(3), [], "Slope of yes on own z (linear probability, per unit z) with its 95% "
-                        "cluster-robust t interval over games; yes rate and mean own z of the deals said yes and no to",
-                        left=["kind", "status"])]
+        return [
+            Html(f"<p><b>{_html.escape(validity_sentence(run.validity))}</b></p>"),
+            _styled(
+                df.round(3),
+                [],
+                "Slope of yes on own z (linear probability, per unit z) with its 95% "
+                "cluster-robust t interval over games; yes rate and mean own z of the deals said yes and no to",
+                left=["kind", "status"],
+            ),
+        ]
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #00ca37b0
 def _replication_table(df):
     "The pooled rows of a replicate frame: estimate, interval, verdict and the seeds' agreement."
     t = df[df.pooled][["comparison", "endpoint", "delta", "lo", "hi", "verdict", "replication"]]
-    return _styled(t.round(3), ["verdict"], "Pooled contrasts at each comparison's last step, and how many seeds agree",
-                   left=["comparison", "endpoint", "replication"])
+    return _styled(
+        t.round(3),
+        ["verdict"],
+        "Pooled contrasts at each comparison's last step, and how many seeds agree",
+        left=["comparison", "endpoint", "replication"],
+    )
 
-def replicates_section(run:Run, condition:str="primary", endpoints:Iterable[str]|None=KEY_ENDPOINTS)->list:
+
+def replicates_section(run: Run, condition: str = "primary", endpoints: Iterable[str] | None = KEY_ENDPOINTS) -> list:
     "Arm against arm (λ1 − λ0, λ − placebo), each seeded arm against the base, and the λ frontier."
-    if not run.has("eval"): return [note(run.why_missing("eval"))]
+    if not run.has("eval"):
+        return [note(run.why_missing("eval"))]
+
     def part(kind, caption):
-        try: df = replicate_frame(run.eval, kind, condition, endpoints)
-        except ReportError as e: return [note(str(e))]
+        try:
+            df = replicate_frame(run.eval, kind, condition, endpoints)
+        except ReportError as e:
+            return [note(str(e))]
         return [figure(plot_replicates(df), caption), _replication_table(df)]
+
     def frontier():
-        try: f = frontier_frame(replicate_frame(run.eval, "base", condition, None))
-        except ReportError as e: return [note(str(e))]
-        return [figure(plot_lambda_frontier(f),
-                       f"The λ frontier on {condition}: each arm's deal Δ against each fairness "
-                       "Δ (trained − untrained), seeds small and pooled large, with 95% intervals on both axes.")]
-    return _guard(lambda: part("versus", f"Arm against arm on {condition}: each seed's paired contrast (circles) and "
-                               "the pooled one (diamonds), 95% cluster-robust t intervals over games, by verdict.")
-                  + part("base", f"Each seeded arm against the untrained base on {condition}: seed by seed and "
-                         "pooled.") + frontier())
+        try:
+            f = frontier_frame(replicate_frame(run.eval, "base", condition, None))
+        except ReportError as e:
+            return [note(str(e))]
+        return [
+            figure(
+                plot_lambda_frontier(f),
+                f"The λ frontier on {condition}: each arm's deal Δ against each fairness "
+                "Δ (trained − untrained), seeds small and pooled large, with 95% intervals on both axes.",
+            )
+        ]
+
+    return _guard(
+        lambda: (
+            part(
+                "versus",
+                f"Arm against arm on {condition}: each seed's paired contrast (circles) and "
+                "the pooled one (diamonds), 95% cluster-robust t intervals over games, by verdict.",
+            )
+            + part("base", f"Each seeded arm against the untrained base on {condition}: seed by seed and pooled.")
+            + frontier()
+        )
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #79f665cf
-def details(summary:str, *items)->Html:
+def details(summary: str, *items) -> Html:
     "Items (Stylers, DataFrames, HTML) folded under a `<details>` summary line (opens without any script)."
     body = "".join(x.to_html() if hasattr(x, "to_html") and not isinstance(x, str) else str(x) for x in items)
     return Html(f'<details class="fairneg-details"><summary>{_html.escape(summary)}</summary>{body}</details>')
 
 # %% ../../nbs/15_report_sections.ipynb #808fb60e
-def _coinciding_text(steps, cols)->str:
+def _coinciding_text(steps, cols) -> str:
     "A caption's sentence naming arms whose lines coincide on these panels (empty when none do)."
     cols = [c for c in cols if c in steps]
     pairs = coinciding_arms(steps, cols) if cols else []
-    return "".join(f" {a} and {b} coincide on every step of these panels (dashed lines, one over the other)."
-                   for a, b in pairs)
+    return "".join(
+        f" {a} and {b} coincide on every step of these panels (dashed lines, one over the other)." for a, b in pairs
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #9b1a0885
-def training_section(run:Run)->list:
+def training_section(run: Run) -> list:
     "Training curves (reward, rates, drift) and the per-arm summary."
+
     def build():
-        if not run.has("train"): return [note(run.why_missing("train"))]
-        out = [figure(ch, cap + _coinciding_text(run.steps, cols)) for cols, cap in CURVES.values()
-               if (ch := plot_curves(run.steps, cols, colors=run_colors(run))) is not None]
+        if not run.has("train"):
+            return [note(run.why_missing("train"))]
+        out = [
+            figure(ch, cap + _coinciding_text(run.steps, cols))
+            for cols, cap in CURVES.values()
+            if (ch := plot_curves(run.steps, cols, colors=run_colors(run))) is not None
+        ]
         summ = training_summary(run.steps).reset_index()
         out += [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
         if run.has("segments"):
-            out += [_styled(segments_table(run.segments), [],
-                            "Training sessions of each arm (segments.jsonl): where each ran, what "
-                            "it resumed from, what a resume changed and how it ended",
-                            left=["arm", "host", "changed", "ended"])]
+            out += [
+                _styled(
+                    segments_table(run.segments),
+                    [],
+                    "Training sessions of each arm (segments.jsonl): where each ran, what "
+                    "it resumed from, what a resume changed and how it ended",
+                    left=["arm", "host", "changed", "ended"],
+                )
+            ]
         return out
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #4784af89
-def _arm_rows(run:Run, arms:Iterable[str]):
+def _arm_rows(run: Run, arms: Iterable[str]):
     "The contrast rows of some arms' checkpoints."
     arms = set(arms)
     return run.contrasts[run.contrasts.checkpoint.map(_arm_of).isin(arms)]
 
 # %% ../../nbs/15_report_sections.ipynb #1c13a8fe
-def ladder_tables(run:Run, endpoint:str, condition:str="primary")->list:
+def ladder_tables(run: Run, endpoint: str, condition: str = "primary") -> list:
     "The ladder as tables: the GRPO arms by checkpoint step, the DPO arms (their own steps) apart."
     dpo = dpo_arm_names(run)
     arms = run_arms(run)
     out = []
     for group, step in (([a for a in arms if a not in dpo], "checkpoint step"), (dpo, "DPO step")):
         rows = _arm_rows(run, group)
-        if rows.empty or not ((rows.endpoint == endpoint) & (rows.condition == condition)).any(): continue
+        if rows.empty or not ((rows.endpoint == endpoint) & (rows.condition == condition)).any():
+            continue
         t = ladder_table(rows, endpoint, condition)
         t.columns.name = step
         out.append(t)
     return out
 
 # %% ../../nbs/15_report_sections.ipynb #1b45c880
-def ladder_section(run:Run, endpoints:Iterable[str]=("deal", "nnw"), condition:str="primary")->list:
+def ladder_section(run: Run, endpoints: Iterable[str] = ("deal", "nnw"), condition: str = "primary") -> list:
     "The checkpoint ladder of some endpoints on one condition: figure and tables each, DPO arms on their own step axis."
-    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
+    if not run.has("contrasts"):
+        return [note(run.why_missing("contrasts"))]
     out = []
     for ep in endpoints:
-        out += _guard(lambda: [figure(plot_ladder(run.contrasts, ep, condition, colors=run_colors(run),
-                                                  own_axis=dpo_arm_names(run)),
-                                      f"{ep}: trained − untrained on {condition} per checkpoint step, 95% intervals"
-                                      + ("; DPO arms on their own axis (DPO steps)."
-                                         if not _arm_rows(run, dpo_arm_names(run)).empty else ".")),
-                               *ladder_tables(run, ep, condition)])
+        out += _guard(
+            lambda: [
+                figure(
+                    plot_ladder(run.contrasts, ep, condition, colors=run_colors(run), own_axis=dpo_arm_names(run)),
+                    f"{ep}: trained − untrained on {condition} per checkpoint step, 95% intervals"
+                    + (
+                        "; DPO arms on their own axis (DPO steps)."
+                        if not _arm_rows(run, dpo_arm_names(run)).empty
+                        else "."
+                    ),
+                ),
+                *ladder_tables(run, ep, condition),
+            ]
+        )
     return out
 
 # %% ../../nbs/15_report_sections.ipynb #f25b8215
-def frontier_section(run:Run, condition:str="primary")->list:
+def frontier_section(run: Run, condition: str = "primary") -> list:
     "The frontier table: per arm and rung, the deal-rate contrast and the closure-conditional endpoints (VOID marked)."
-    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
-    return _guard(lambda: [_styled(frontier_table(run, condition), [],
-                                   f"The frontier on {condition}: trained − untrained per arm and "
-                                   "rung, 95% intervals and verdicts; VOID where the viability screen applies",
-                                   left=["arm"])])
+    if not run.has("contrasts"):
+        return [note(run.why_missing("contrasts"))]
+    return _guard(
+        lambda: [
+            _styled(
+                frontier_table(run, condition),
+                [],
+                f"The frontier on {condition}: trained − untrained per arm and "
+                "rung, 95% intervals and verdicts; VOID where the viability screen applies",
+                left=["arm"],
+            )
+        ]
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #4fdef99c
-def contrast_section(run:Run, endpoints:Iterable[str]|None=KEY_ENDPOINTS, conditions:Iterable[str]|None=None)->list:
+def contrast_section(
+    run: Run, endpoints: Iterable[str] | None = KEY_ENDPOINTS, conditions: Iterable[str] | None = None
+) -> list:
     "Per condition: the forest plot, the endpoints × checkpoints matrix, the viability notes and (folded) every row."
-    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
+    if not run.has("contrasts"):
+        return [note(run.why_missing("contrasts"))]
     conds = list(conditions) if conditions is not None else list(dict.fromkeys(run.contrasts.condition))
     out = []
     for cond in conds:
         out.append(Html(f"<h3>{_html.escape(str(cond))}</h3>"))
-        out += _guard(lambda: [figure(plot_forest(run.contrasts, endpoints, [cond]),
-                                      f"{cond}: trained − untrained per endpoint and cell, with its verdict interval "
-                                      "(cluster t; the grey band behind it: the seeds' percentile interval); colour = "
-                                      "verdict; VOID = voided by the viability screen."),
-                               *contrast_matrices(run.contrasts, cond, endpoints),
-                               *[note(t) for t in viability_notes(run.contrasts, [cond])],
-                               *[note(t) for t in resampling_notes(run.contrasts, [cond])],
-                               *[note(t) for t in undefined_notes(run.contrasts, [cond])],
-                               *[note(t) for t in few_games_notes(run.contrasts, [cond])],
-                               details(f"Every contrast row of {cond} (means of both sides, games, episodes)",
-                                       contrast_table(run.contrasts, endpoints, [cond]))])
+        out += _guard(
+            lambda: [
+                figure(
+                    plot_forest(run.contrasts, endpoints, [cond]),
+                    f"{cond}: trained − untrained per endpoint and cell, with its verdict interval "
+                    "(cluster t; the grey band behind it: the seeds' percentile interval); colour = "
+                    "verdict; VOID = voided by the viability screen.",
+                ),
+                *contrast_matrices(run.contrasts, cond, endpoints),
+                *[note(t) for t in viability_notes(run.contrasts, [cond])],
+                *[note(t) for t in resampling_notes(run.contrasts, [cond])],
+                *[note(t) for t in undefined_notes(run.contrasts, [cond])],
+                *[note(t) for t in few_games_notes(run.contrasts, [cond])],
+                details(
+                    f"Every contrast row of {cond} (means of both sides, games, episodes)",
+                    contrast_table(run.contrasts, endpoints, [cond]),
+                ),
+            ]
+        )
     return out
 
 # %% ../../nbs/15_report_sections.ipynb #a57f6923
-def share_section(run:Run, conditions:Iterable[str]|None=("primary",))->list:
+def share_section(run: Run, conditions: Iterable[str] | None = ("primary",)) -> list:
     "Deal rate beside max_share per cell."
-    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
-    return _guard(lambda: [figure(plot_share_deal(run.contrasts, conditions),
-                                  "Deal rate (left) beside max_share of closed deals (right): "
-                                  "grey = untrained, blue = trained.")])
+    if not run.has("contrasts"):
+        return [note(run.why_missing("contrasts"))]
+    return _guard(
+        lambda: [
+            figure(
+                plot_share_deal(run.contrasts, conditions),
+                "Deal rate (left) beside max_share of closed deals (right): grey = untrained, blue = trained.",
+            )
+        ]
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #1b18d055
-def last_dpo_steps(run:Run)->object:
+def last_dpo_steps(run: Run) -> object:
     "Each DPO arm's last step row, indexed by arm (None when the run has no DPO telemetry)."
-    if not run.has("dpo_steps"): return None
+    if not run.has("dpo_steps"):
+        return None
     return run.dpo_steps.assign(arm=run.dpo_steps["arm"].astype(str)).groupby("arm").tail(1).set_index("arm")
 
 # %% ../../nbs/15_report_sections.ipynb #dda3e8a7
-def dpo_table(run:Run)->object:
+def dpo_table(run: Run) -> object:
     "One row per DPO arm: trained or why not, the pairs it drew from (available, effective) and its last step."
     import pandas as pd
+
     last = last_dpo_steps(run)
     recs = []
     for o in run.dpo:
         r = last.loc[o["arm"]] if last is not None and o["arm"] in last.index else {}
-        recs.append({"arm": o["arm"], "trained": "yes" if o.get("trained") else "no", "steps": r.get("step"),
-                     "pairs": r.get("pairs_available"), "effective pairs": r.get("pairs_effective"),
-                     "weighting": o.get("weighting"), "minimum (prereg)": o.get("min_effective_pairs"),
-                     "pairs verdict": ("too_few_pairs" if o.get("too_few_pairs") else "enough"
-                                       if o.get("min_effective_pairs") is not None else ""),
-                     "loss": r.get("loss"),
-                     "reward margin": r.get("reward_margin"), "margin > 0": r.get("reward_accuracy"),
-                     "why not": o.get("reason", "")})
+        recs.append(
+            {
+                "arm": o["arm"],
+                "trained": "yes" if o.get("trained") else "no",
+                "steps": r.get("step"),
+                "pairs": r.get("pairs_available"),
+                "effective pairs": r.get("pairs_effective"),
+                "weighting": o.get("weighting"),
+                "minimum (prereg)": o.get("min_effective_pairs"),
+                "pairs verdict": (
+                    "too_few_pairs"
+                    if o.get("too_few_pairs")
+                    else "enough"
+                    if o.get("min_effective_pairs") is not None
+                    else ""
+                ),
+                "loss": r.get("loss"),
+                "reward margin": r.get("reward_margin"),
+                "margin > 0": r.get("reward_accuracy"),
+                "why not": o.get("reason", ""),
+            }
+        )
     return pd.DataFrame(recs)
 
 # %% ../../nbs/15_report_sections.ipynb #72e67afd
-def dpo_section(run:Run)->list:
+def dpo_section(run: Run) -> list:
     "The DPO arms: what each trained on or why it did not, and its loss and implicit-reward margin per step."
-    if not run.has("dpo"): return [note(run.why_missing("dpo"))]
+    if not run.has("dpo"):
+        return [note(run.why_missing("dpo"))]
+
     def build():
-        ch = (plot_curves(run.dpo_steps, ["loss", "reward_margin", "reward_accuracy"], step_title="DPO step",
-                          colors=run_colors(run))
-              if run.has("dpo_steps") else None)
-        figs = ([figure(ch, "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs "
-                            "whose margin is positive.")]
-                if ch is not None else [])
-        return figs + [_styled(dpo_table(run), [],
-                               "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) "
-                               "and its last step",
-                               left=["arm", "why not"])]
+        ch = (
+            plot_curves(
+                run.dpo_steps,
+                ["loss", "reward_margin", "reward_accuracy"],
+                step_title="DPO step",
+                colors=run_colors(run),
+            )
+            if run.has("dpo_steps")
+            else None
+        )
+        figs = (
+            [
+                figure(
+                    ch,
+                    "DPO loss, implicit-reward margin (chosen − rejected) and the share of drawn pairs "
+                    "whose margin is positive.",
+                )
+            ]
+            if ch is not None
+            else []
+        )
+        return figs + [
+            _styled(
+                dpo_table(run),
+                [],
+                "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
+                left=["arm", "why not"],
+            )
+        ]
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #9697fe49
-def _cell_of(run:Run, checkpoint:str, condition:str)->str:
+def _cell_of(run: Run, checkpoint: str, condition: str) -> str:
     "The eval cell of a checkpoint on a condition; an error naming what there is."
     for n, c in run.cells.items():
-        if c.get("checkpoint") == checkpoint and c.get("condition") == condition: return n
+        if c.get("checkpoint") == checkpoint and c.get("condition") == condition:
+            return n
     raise ReportError(f"no eval cell of checkpoint `{checkpoint}` on `{condition}` in {run.root}")
 
 # %% ../../nbs/15_report_sections.ipynb #38615a1d
-def checkpoint_contrast(run:Run, a:str, b:str, # checkpoints: `a` is compared against `b`
-                        condition:str="primary", endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000, seed:int=0)->dict:
+def checkpoint_contrast(
+    run: Run,
+    a: str,
+    b: str,  # checkpoints: `a` is compared against `b`
+    condition: str = "primary",
+    endpoints: Iterable[str] = KEY_ENDPOINTS,
+    B: int = 10_000,
+    seed: int = 0,
+) -> dict:
     "`a`'s trained side against `b`'s on one condition, paired on (game, seed): `analyze_cells` of that pseudo-cell."
     ca, cb = _cell_of(run, a, condition), _cell_of(run, b, condition)
-    try: res = analyze_cells({f"{a}_vs_{b}_{condition}": {"trained": run.rows(ca, "trained"),
-                                                          "base": run.rows(cb, "trained")}},
-                             tuple(endpoints), B=B, seed=seed)
-    except EvalError as e: raise ReportError(str(e)) from None
+    try:
+        res = analyze_cells(
+            {f"{a}_vs_{b}_{condition}": {"trained": run.rows(ca, "trained"), "base": run.rows(cb, "trained")}},
+            tuple(endpoints),
+            B=B,
+            seed=seed,
+        )
+    except EvalError as e:
+        raise ReportError(str(e)) from None
     return next(iter(res["cells"].values()))
 
 # %% ../../nbs/15_report_sections.ipynb #39221772
-def dpo_checkpoints(run:Run)->dict:
+def dpo_checkpoints(run: Run) -> dict:
     "Each trained DPO arm's last evaluated checkpoint, by arm."
     cks = [c.get("checkpoint") for c in run.cells.values()]
     arms = {o["arm"] for o in run.dpo if o.get("trained")}
     return {a: ck for ck in last_checkpoints(cks) if (a := (_arm_step(ck) or (None,))[0]) in arms}
 
 # %% ../../nbs/15_report_sections.ipynb #d078bb27
-def dpo_pair_table(run:Run, target:str="dpo_fairness_private", control:str="dpo_rational_private",
-                   condition:str="primary",
-                   endpoints:Iterable[str]=KEY_ENDPOINTS, B:int=10_000)->object:
+def dpo_pair_table(
+    run: Run,
+    target: str = "dpo_fairness_private",
+    control: str = "dpo_rational_private",
+    condition: str = "primary",
+    endpoints: Iterable[str] = KEY_ENDPOINTS,
+    B: int = 10_000,
+) -> object:
     "Per endpoint: the base, target − base, control − base and target − control, each with its interval and verdict."
     import pandas as pd
+
     cks = dpo_checkpoints(run)
     miss = [a for a in (target, control) if a not in cks]
     if miss:
-        raise ReportError(f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: "
-                          f"{', '.join(cks) or 'none'})")
+        raise ReportError(
+            f"no evaluated checkpoint of the DPO arm(s) {', '.join(miss)} (trained: {', '.join(cks) or 'none'})"
+        )
     c = run.contrasts[run.contrasts.condition == condition]
-    vs_base = {a: {r.endpoint: r._asdict() for r in c[c.checkpoint == cks[a]].itertuples(index=False)}
-               for a in (target, control)}
+    vs_base = {
+        a: {r.endpoint: r._asdict() for r in c[c.checkpoint == cks[a]].itertuples(index=False)}
+        for a in (target, control)
+    }
     diff = checkpoint_contrast(run, cks[target], cks[control], condition, endpoints, B)["endpoints"]
     recs = []
     for ep in endpoints:
         t, k, d = vs_base[target].get(ep, {}), vs_base[control].get(ep, {}), diff.get(ep, {})
-        recs.append({"endpoint": ep, "base": t.get("base"), f"{target} − base": _fmt(t),
-                     "verdict (target)": t.get("verdict"),
-                     f"{control} − base": _fmt(k), "verdict (control)": k.get("verdict"), "target − control": _fmt(d),
-                     "verdict (difference)": d.get("verdict")})
+        recs.append(
+            {
+                "endpoint": ep,
+                "base": t.get("base"),
+                f"{target} − base": _fmt(t),
+                "verdict (target)": t.get("verdict"),
+                f"{control} − base": _fmt(k),
+                "verdict (control)": k.get("verdict"),
+                "target − control": _fmt(d),
+                "verdict (difference)": d.get("verdict"),
+            }
+        )
     return pd.DataFrame(recs)
 
 # %% ../../nbs/15_report_sections.ipynb #636cc8cd
-def dpo_pair_section(run:Run, condition:str="primary", B:int=10_000)->list:
+def dpo_pair_section(run: Run, condition: str = "primary", B: int = 10_000) -> list:
     "The DPO pair on one condition: the table, or a note saying why there is none."
-    if not run.has("dpo"): return [note(run.why_missing("dpo"))]
-    if not run.has("contrasts"): return [note(run.why_missing("contrasts"))]
-    return _guard(lambda: [_styled(dpo_pair_table(run, condition=condition, B=B),
-                                   ["verdict (target)", "verdict (control)", "verdict (difference)"],
-                                   f"The DPO pair on {condition}: each arm against the untrained base, and the target "
-                                   "against the control "
-                                   "(paired on game and seed; 95% cluster-robust t intervals over games)",
-                                   left=["endpoint"])])
+    if not run.has("dpo"):
+        return [note(run.why_missing("dpo"))]
+    if not run.has("contrasts"):
+        return [note(run.why_missing("contrasts"))]
+    return _guard(
+        lambda: [
+            _styled(
+                dpo_pair_table(run, condition=condition, B=B),
+                ["verdict (target)", "verdict (control)", "verdict (difference)"],
+                f"The DPO pair on {condition}: each arm against the untrained base, and the target "
+                "against the control "
+                "(paired on game and seed; 95% cluster-robust t intervals over games)",
+                left=["endpoint"],
+            )
+        ]
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #15e21e8d
-def geometry_section(run:Run, condition:str="primary", game:str|None=None, parties=(0, 1),
-                     checkpoints:Iterable[str]|None=None)->list:
+def geometry_section(
+    run: Run,
+    condition: str = "primary",
+    game: str | None = None,
+    parties=(0, 1),
+    checkpoints: Iterable[str] | None = None,
+) -> list:
     "One game's deal space with the deals the policies struck."
-    if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
+    if not run.has("eval_cells"):
+        return [note(run.why_missing("eval_cells"))]
+
     def build():
         st = struck_frame(run, condition, checkpoints)
         name = game or pick_game(st)
@@ -367,96 +568,152 @@ def geometry_section(run:Run, condition:str="primary", game:str|None=None, parti
             raise ReportError(f"game `{name}` is in none of the run's banks nor the shipped games")
         geo = solve(run.games()[name])
         i, j = parties
-        if max(i, j) >= geo.game.n: raise ReportError(f"{name} has {geo.game.n} parties; parties {i}, {j} do not exist")
+        if max(i, j) >= geo.game.n:
+            raise ReportError(f"{name} has {geo.game.n} parties; parties {i}, {j} do not exist")
         n = int(st[st.instance_id == name].deal.sum())
-        return [figure(plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)),
-                       f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
-                       f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the "
-                       "policies shown (size = episodes; policies that closed the same deal are offset slightly).")]
+        return [
+            figure(
+                plot_game(geo, st, i, j, colors=run_policy_colors(run, st.policy)),
+                f"{name} ({condition}): {geo.n_deals} deals on the normalized surplus of "
+                f"{geo.game.parties[i]} and {geo.game.parties[j]}; squares: the {n} deals closed by the "
+                "policies shown (size = episodes; policies that closed the same deal are offset slightly).",
+            )
+        ]
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #d20b7d3d
-def explorer_section(run:Run, condition:str="primary", checkpoints:Iterable[str]|None=None)->list:
+def explorer_section(run: Run, condition: str = "primary", checkpoints: Iterable[str] | None = None) -> list:
     "Game explorer: a condition's games, each policy's deals; interactive in any report (vega bundle inlined once)."
-    if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
+    if not run.has("eval_cells"):
+        return [note(run.why_missing("eval_cells"))]
+
     def build():
         st = struck_frame(run, condition, checkpoints)
         names = list(dict.fromkeys(st.instance_id))
         unknown = [n for n in names if n not in run.games()]
         if unknown:
             raise ReportError(f"games {', '.join(unknown[:3])} are in none of the run's banks nor the shipped games")
-        rows = [dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy)
-                for r in st.itertuples()]
-        ch = explore([solve(run.games()[n]) for n in names], rows, game=pick_game(st),
-                     colors=run_policy_colors(run, st.policy))
+        rows = [
+            dict(instance_id=r.instance_id, deal=r.deal, deal_label=r.deal_label, eval_checkpoint=r.policy)
+            for r in st.itertuples()
+        ]
+        ch = explore(
+            [solve(run.games()[n]) for n in names], rows, game=pick_game(st), colors=run_policy_colors(run, st.policy)
+        )
         bundle = [] if OPTIONS["mode"] == "interactive" else [Html(f'<script type="module">{vega_bundle()}</script>')]
-        return bundle + [figure(ch,
-                                f"The {len(names)} games of {condition}: choose the game and the two parties "
-                                "under the chart. Markers on top: the deals each policy closed (size = episodes).",
-                                mode="interactive")]
+        return bundle + [
+            figure(
+                ch,
+                f"The {len(names)} games of {condition}: choose the game and the two parties "
+                "under the chart. Markers on top: the deals each policy closed (size = episodes).",
+                mode="interactive",
+            )
+        ]
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #f02f8766
-def divide_section(run:Run, condition:str="divide_dollar")->list:
+def divide_section(run: Run, condition: str = "divide_dollar") -> list:
     "The divide-the-dollar demands per policy."
-    if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
-    return _guard(lambda: [_styled(divide_table(divide_demands(run, condition)), [],
-                                   "Divide-the-dollar: the mean demand (of 100), how "
-                                   "often the demands fitted, and the mean total claimed per episode",
-                                   left=["policy"])])
+    if not run.has("eval_cells"):
+        return [note(run.why_missing("eval_cells"))]
+    return _guard(
+        lambda: [
+            _styled(
+                divide_table(divide_demands(run, condition)),
+                [],
+                "Divide-the-dollar: the mean demand (of 100), how "
+                "often the demands fitted, and the mean total claimed per episode",
+                left=["policy"],
+            )
+        ]
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #89d0f614
-def ultimatum_section(run:Run, condition:str="ultimatum")->list:
+def ultimatum_section(run: Run, condition: str = "ultimatum") -> list:
     "The ultimatum split distribution of the base and trained policies."
-    if not run.has("eval_cells"): return [note(run.why_missing("eval_cells"))]
+    if not run.has("eval_cells"):
+        return [note(run.why_missing("eval_cells"))]
+
     def build():
         spl = ultimatum_splits(run, condition)
         none = int((spl.outcome == "no offer").sum())
-        extra = ([note(f"{none} episodes without a readable offer (no transcript or no legal proposal) "
-                       "are not drawn")] if none else [])
-        return [figure(plot_ultimatum(spl),
-                       "The proposer's share per episode and policy; green accepted, red rejected."),
-                _styled(ultimatum_table(spl), [],
-                        "The proposer's mean share, how often it was accepted, and the mean accepted share",
-                        left=["policy"]), *extra]
+        extra = (
+            [note(f"{none} episodes without a readable offer (no transcript or no legal proposal) are not drawn")]
+            if none
+            else []
+        )
+        return [
+            figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."),
+            _styled(
+                ultimatum_table(spl),
+                [],
+                "The proposer's mean share, how often it was accepted, and the mean accepted share",
+                left=["policy"],
+            ),
+            *extra,
+        ]
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #fc84c1c6
 _RANGE = {"nnw": (0, 1), "deal": (0, 1), "below_threshold": (0, 1), "max_share": (0, 1), "walk": (0, 1)}
 
-def detectable_sentences(gate:dict, result:dict|None)->list[str]:
+
+def detectable_sentences(gate: dict, result: dict | None) -> list[str]:
     "Per judged clause with an MDE: what true contrast it needs, beside the base; that it cannot pass where none can."
     out = []
     for ck, v in gate.get("checkpoints", {}).items():
         for c in v["clauses"]:
-            if c.get("mde") is None: continue
+            if c.get("mde") is None:
+                continue
             b, lo_hi = _base_level(result, ck, c["condition"], c["endpoint"]), _RANGE.get(c["endpoint"])
             need = f"{ck} {c['id']}: passes 80% of the time only if the true Δ of {c['endpoint']} is {c['mde']:+.3f} or beyond"
-            if b is None: out.append(need + f" (margin {c.get('margin', 0):+g}).")
+            if b is None:
+                out.append(need + f" (margin {c.get('margin', 0):+g}).")
             else:
-                out.append(need + f" (margin {c.get('margin', 0):+g}; the untrained base's level {b:.3f})"
-                           + (": beyond the endpoint's range, so it cannot pass at this scale." if lo_hi and
-                              not lo_hi[0] <= b + c["mde"] <= lo_hi[1] else "."))
+                out.append(
+                    need
+                    + f" (margin {c.get('margin', 0):+g}; the untrained base's level {b:.3f})"
+                    + (
+                        ": beyond the endpoint's range, so it cannot pass at this scale."
+                        if lo_hi and not lo_hi[0] <= b + c["mde"] <= lo_hi[1]
+                        else "."
+                    )
+                )
     return out
 
-def gate_section(run:Run)->list:
+
+def gate_section(run: Run) -> list:
     "The gate verdict, its clauses (base level, margin, MDE) and what each clause could detect at this design."
-    if not run.has("gate"): return [note(run.why_missing("gate"))]
+    if not run.has("gate"):
+        return [note(run.why_missing("gate"))]
+
     def build():
         s = detectable_sentences(run.gate, run.eval)
         return [Html(f"<p>Overall verdict: {badge(run.gate['verdict'])}</p>"), gate_table(run.gate, run.eval)] + (
-            [Html("<ul>" + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")] if s else [])
+            [Html("<ul>" + "".join(f"<li>{_html.escape(x)}</li>" for x in s) + "</ul>")] if s else []
+        )
+
     return _guard(build)
 
 # %% ../../nbs/15_report_sections.ipynb #ad56aba1
-def soundness_section(run:Run)->list:
+def soundness_section(run: Run) -> list:
     "The reward-soundness campaigns and checks."
-    if not run.has("soundness"): return [note(run.why_missing("soundness"))]
-    return _guard(lambda: [Html(f"<p>Reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}</p>"),
-                           soundness_table(run.soundness), soundness_checks(run.soundness)])
+    if not run.has("soundness"):
+        return [note(run.why_missing("soundness"))]
+    return _guard(
+        lambda: [
+            Html(f"<p>Reward soundness: {badge('PASS' if run.soundness.get('passed') else 'FAIL')}</p>"),
+            soundness_table(run.soundness),
+            soundness_checks(run.soundness),
+        ]
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #0cb4f450
-def banks_section(run:Run)->list:
+def banks_section(run: Run) -> list:
     "One line per bank."
-    if not run.has("banks"): return [note(run.why_missing("banks"))]
+    if not run.has("banks"):
+        return [note(run.why_missing("banks"))]
     return _guard(lambda: [_styled(bank_table(run).reset_index(), [], left=["bank", "modes", "generator", "note"])])

@@ -1,10 +1,13 @@
 "Stand-in `vllm.sampling_params` (tests only)."
+
 from dataclasses import dataclass
+
 
 @dataclass
 class StructuredOutputsParams:
     json: str | dict | None = None
-    grammar: str | None = None          # an xgrammar EBNF text (what fairneg hands vLLM)
+    grammar: str | None = None  # an xgrammar EBNF text (what fairneg hands vLLM)
+
 
 @dataclass
 class SamplingParams:
@@ -14,4 +17,4 @@ class SamplingParams:
     max_tokens: int = 16
     logprobs: int | None = None
     structured_outputs: StructuredOutputsParams | None = None
-    allowed_token_ids: list | None = None   # the only ids that may be drawn (fairneg passes the tokenizer's, 0..n-1)
+    allowed_token_ids: list | None = None  # the only ids that may be drawn (fairneg passes the tokenizer's, 0..n-1)

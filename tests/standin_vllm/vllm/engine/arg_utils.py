@@ -1,5 +1,7 @@
 "Stand-in `vllm.engine.arg_utils` (tests only): the engine arguments `vllm.LLM` accepts here."
+
 from dataclasses import dataclass
+
 
 @dataclass
 class EngineArgs:
