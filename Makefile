@@ -76,8 +76,9 @@ format: venv
 bench: venv
 	PY=$(BIN)/python tools/bench_all.sh
 
+# nbdev-clean keeps a notebook's saved widget state (JupyterLab writes it on save): tools/strip_widgets.py removes it.
 export: venv
-	$(BIN)/nbdev-clean && $(BIN)/nbdev-export
+	$(BIN)/python tools/strip_widgets.py && $(BIN)/nbdev-clean && $(BIN)/nbdev-export
 
 clean-venv:
 	rm -rf $(VENV)
