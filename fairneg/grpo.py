@@ -48,11 +48,12 @@ __all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
 
-# %% ../nbs/13_grpo.ipynb #cc46e943
+# %% ../nbs/13_grpo.ipynb #de7b192c
 @dataclass
-class _Step:
-    "What one GRPO step is: the reward's λ, the games and episodes it plays, and the batches it trains on."
+class GRPOConfig:
+    "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
 
+    # One step: the reward's λ, the games and episodes it plays, and the batches it trains on
     lam: float = 0.0  # λ: weight of the table reward R_table in each seat's reward
     steps: int = 24  # GRPO steps
     groups: int = 4  # games per step
@@ -65,11 +66,7 @@ class _Step:
     token_budget: int = 16384  # at most this many tokens computed per micro-batch, padding included
     max_new_tokens: int = 384  # cap of generated tokens per turn
 
-# %% ../nbs/13_grpo.ipynb #e867835a
-@dataclass
-class _Optimizer(_Step):
-    "The step's fields, then the optimizer's and the run's files."
-
+    # The optimizer, and what the run reads and keeps: its bank, its folder, its checkpoints and transcripts
     lr: float = 5e-5  # AdamW learning rate
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradient clipping
@@ -80,11 +77,7 @@ class _Optimizer(_Step):
     out: str = "runs/grpo"  # run folder: exactly this if given explicitly, else the arm's own `<out>/<arm>`
     transcript_every: int = 5  # write the step's transcripts every N steps (0: never)
 
-# %% ../nbs/13_grpo.ipynb #aed4355a
-@dataclass
-class _Model(_Optimizer):
-    "The fields before, then the base model's and its adapter's."
-
+    # The base model and the LoRA adapter that trains on it
     model: str = "tiny"  # base model: a folder, a hub id or `tiny`
     dtype: str | None = None  # base `bfloat16` or `float32` (None: bf16 on a bf16 CUDA GPU); LoRA: float32
     lora_r: int = 32  # LoRA rank
@@ -92,11 +85,7 @@ class _Model(_Optimizer):
     lora_dropout: float = 0.0  # LoRA dropout
     lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # modules LoRA adapts
 
-# %% ../nbs/13_grpo.ipynb #4946f1b0
-@dataclass
-class _Objective(_Model):
-    "The fields before, then the reward's and the policy loss's."
-
+    # The objective: each seat's reward (and who fills the seats the policy does not), the clipped loss, its KL
     eps: float = 0.01  # reward: start of the linear continuation
     g_floor: float | None = None  # reward floor (seed 001: -17.5)
     shaping_weight: float = 0.0  # format shaping weight
@@ -113,11 +102,7 @@ class _Objective(_Model):
     importance_correction: str = "auto"
     tis_cap: float = 2.0  # cap of the truncated importance weight (tis)
 
-# %% ../nbs/13_grpo.ipynb #9cb1759b
-@dataclass
-class _Rollout(_Objective):
-    "The fields before, then the rollouts': sampling, prompts and engine."
-
+    # The rollouts: how a turn is sampled, what its prompt holds, and the engine that runs them
     temperature: float = 1.0  # sampling temperature
     constrain: str | None = None  # `legal`, `none`, or None: legal for tiny models, none for real ones
     scratchpad_chars: int = 64  # longest scratchpad under the constraint (short answers train faster)
@@ -132,11 +117,7 @@ class _Rollout(_Objective):
     decode: str = "auto"  # HF decoding: dynamic, static or graphed (+ CUDA graphs); auto: graphed on GPU
     seed: int = 0  # run seed: bank sampling, episode seeds, zoo draws, LoRA init
 
-# %% ../nbs/13_grpo.ipynb #de7b192c
-@dataclass
-class GRPOConfig(_Rollout):
-    "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
-
+    # The run's names and its wandb place
     experiment_name: str = ""  # default fairness_grpo_lam<λ>
     arm: str = ""  # default lam<λ>
     wandb_project: str | None = None  # wandb project (offline unless wandb is configured)
