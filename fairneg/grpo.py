@@ -34,16 +34,17 @@ from .telemetry import flop_coefficients, pass_flops
 from .llm.load import _base, _forward_params
 
 # %% auto #0
-__all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'ADAPTER_WEIGHTS', 'JOBS', 'JOB_FIELDS', 'app',
-           'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards', 'group_advantages',
-           'placebo_slots', 'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens', 'micro_batches',
-           'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask', 'pass_shapes',
-           'activation_need', 'update', 'use_gradient_checkpointing', 'make_optimizer', 'activation_bytes_per_token',
-           'checkpointing_needed', 'checkpointing_plan', 'CheckpointError', 'safe_load', 'rng_states', 'restore_rng',
-           'save_checkpoint', 'read_training_state', 'load_training_state', 'logged_steps', 'ResumeMismatchError',
-           'supersede_steps', 'check_recomputed', 'check_checkpoint', 'resume_point', 'NonFiniteStepsError',
-           'trailing_nonfinite', 'check_inputs', 'GRPOTrainer', 'train', 'make_config', 'run_arms', 'holds_arm',
-           'check_run_folder', 'train_gpus', 'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
+__all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'ADAPTER_WEIGHTS', 'DECODE_COUNTS', 'JOBS',
+           'JOB_FIELDS', 'app', 'GRPOConfig', 'config_hash', 'run_id', 'step_plan', 'episode_seat_rewards',
+           'group_advantages', 'placebo_slots', 'permute_advantages', 'Sample', 'collect_samples', 'shared_tokens',
+           'micro_batches', 'Packed', 'pack_samples', 'grpo_loss', 'nonfinite_what', 'guarded_step', 'allowed_bitmask',
+           'pass_shapes', 'activation_need', 'update', 'use_gradient_checkpointing', 'make_optimizer',
+           'activation_bytes_per_token', 'checkpointing_needed', 'checkpointing_plan', 'CheckpointError', 'safe_load',
+           'rng_states', 'restore_rng', 'save_checkpoint', 'read_training_state', 'load_training_state', 'logged_steps',
+           'ResumeMismatchError', 'supersede_steps', 'check_recomputed', 'check_checkpoint', 'resume_point',
+           'NonFiniteStepsError', 'trailing_nonfinite', 'check_inputs', 'GRPOTrainer', 'decode_counts',
+           'decode_telemetry', 'train', 'make_config', 'run_arms', 'holds_arm', 'check_run_folder', 'train_gpus',
+           'train_job', 'refuse_running', 'submit_train', 'continue_run', 'train_cmd']
 
 # %% ../nbs/13_grpo.ipynb #a9a382a0
 ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
@@ -1270,6 +1271,7 @@ def _row(
     t_total,
     read: int,
     cached: int,  # the rollout's prompt tokens, and those of them its engine's prefix cache served
+    dec: dict | None = None,  # the rollout's decode fields (`decode_telemetry`)
 ) -> dict:
     c = self.cfg
     rows = [e.row for e in eps]
@@ -1342,6 +1344,29 @@ def _row(
         micro_batches=up["micro_batches"],
         micro_batch_tokens=up["micro_batch_tokens"],
         **pass_rates(up),
+        **(dec or {}),
+    )
+
+# %% ../nbs/13_grpo.ipynb #806a6964
+DECODE_COUNTS = ("cache_hits", "cache_misses", "cudagraph_skips")  # HFPolicy.stats' running decode counts
+
+
+def decode_counts(policy) -> dict:
+    "A rollout policy's running decode counts (each None where its engine keeps none, as vLLM's)."
+    st = getattr(policy, "stats", None) or {}
+    return {k: st.get(k) for k in DECODE_COUNTS}
+
+
+def decode_telemetry(policy, before: dict) -> dict:
+    "A step's decode fields of its row: the policy's mode now, and its counts' rise since `before` (`decode_counts`)."
+    now = decode_counts(policy)
+    rise = {k: now[k] - before[k] if now[k] is not None and before[k] is not None else None for k in DECODE_COUNTS}
+    mode = (getattr(policy, "decoding", None) or {}).get("used")  # HFPolicy's; vLLM keeps none
+    return dict(
+        decode=mode,
+        decode_cache_hits=rise["cache_hits"],
+        decode_cache_misses=rise["cache_misses"],
+        cudagraph_skips=rise["cudagraph_skips"],
     )
 
 # %% ../nbs/13_grpo.ipynb #c9910704
@@ -1352,18 +1377,20 @@ def step(self: GRPOTrainer, step: int) -> dict:
     if c.backend == "vllm":
         self._sync_vllm(step)
     before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
+    dec0 = decode_counts(self.policy)
     try:
         groups, plan = self.rollout(step)
     except NonFiniteLogitsError as e:
         raise NonFiniteLogitsError(f"GRPO step {step}, rollout: {e}") from None
     t_roll = time.perf_counter() - t0
+    dec = decode_telemetry(self.policy, dec0)
     read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
     eps, advs, flats, R, flat = self.score(plan, groups)
     if c.placebo:
         advs = permute_advantages(advs, placebo_slots(plan, flats, c.k), _rng(c.seed, step, 13))
     samples = collect_samples(eps, advs, flats, c.flat_groups)
     up = self.update_policy(samples)
-    row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached)
+    row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached, dec)
     return row, eps
 
 # %% ../nbs/13_grpo.ipynb #512f9d20

@@ -514,6 +514,10 @@ _STEP_RUN = {  # the run's provenance, and a DPO step's own figures
     "reward_accuracy": "share of drawn pairs whose margin is positive",
     "logp_chosen": "mean log-prob of the chosen answers",
     "logp_rejected": "mean log-prob of the rejected answers",
+    "decode": "the HF rollouts' decoding at the step's end: dynamic, static or graphed (dynamic once another failed)",
+    "decode_cache_hits": "decoding calls of the step that reused a kept static cache (and so its CUDA graphs)",
+    "decode_cache_misses": "decoding calls of the step that allocated a static cache (a graphed one records anew)",
+    "cudagraph_skips": "CUDA graphs torch skipped during the step's graphed decoding (it ran those calls eagerly)",
 }
 
 # %% ../nbs/02_store.ipynb #e489cf16
@@ -529,7 +533,7 @@ def step_row(**fields) -> dict:
     return {k: fields.get(k) for k in STEP_FIELDS}
 
 # %% ../nbs/02_store.ipynb #22dd373a
-# what the machine measured, not what the step computed
+# what the machine measured (or what this process kept: decode caches), not what the step computed
 STEP_MEASURED = (
     "prompt_tokens_computed",
     "rollout_s",
@@ -555,6 +559,10 @@ STEP_MEASURED = (
     "code_version",
     "gradient_checkpointing",
     "checkpointing_why",
+    "decode",
+    "decode_cache_hits",
+    "decode_cache_misses",
+    "cudagraph_skips",
 )
 
 

@@ -127,6 +127,11 @@ def test_two_step_smoke(bank, tmp_path):
     # the loss is a mean over every generated token of the trained seats (all seats here), flat groups' included
     assert all(x["flat_groups"] == "kl_only" and x["tokens_trained"] == x["tokens_generated"] for x in rows), rows
     assert r["base_dtype"] == "float32"  # a CPU default
+    # the rollouts decoded dynamically (auto, on a CPU): no static cache made or reused, no graph skipped
+    assert all(
+        (x["decode"], x["decode_cache_hits"], x["decode_cache_misses"], x["cudagraph_skips"]) == ("dynamic", 0, 0, 0)
+        for x in rows
+    )
     assert r["experiment_name"] == "fairness_grpo_lam0" and r["policy_turns"] > 0 and r["tokens_generated"] > 0
     assert r["fabrication"] == 0 and r["illegal"] == 0  # the tiny model is constrained to legal actions
     # the hf sampler is the trained model: its logged log-probs and the teacher-forced ones agree (float32 CPU)
@@ -603,6 +608,28 @@ def test_vllm_backend_on_the_real_cpu_engine(bank, tmp_path):
     rb = read_jsonl(cut / "training_steps.jsonl")
     assert [r["step"] for r in rb] == [1, 2, 3]  # no duplicated or missing rows
     assert strip(rows) == strip(rb)
+
+
+def test_rows_count_static_decode_caches(bank, tmp_path):
+    "With `decode=static` a step's row counts the decoding calls that reused a kept static cache and those that made one."
+    cfg = GRPOConfig(
+        model="tiny-test",
+        bank=str(bank),
+        out=str(tmp_path / "run"),
+        steps=1,
+        groups=1,
+        k=2,
+        max_new_tokens=80,
+        max_turns=3,
+        checkpoint_steps=[1],
+        scratchpad_chars=16,
+        message_chars=16,
+        decode="static",
+    )
+    (r,) = train(cfg, progress=False)
+    assert r["decode"] == "static" and r["decode_cache_misses"] >= 1, r  # the first call of a width makes its cache
+    assert r["decode_cache_hits"] >= 1 and r["cudagraph_skips"] == 0, r  # later calls of that width reuse it
+    assert r["decode_cache_hits"] + r["decode_cache_misses"] <= r["policy_turns"], r  # at most one call per turn
 
 
 def test_conversation_context_trains_packed(bank, tmp_path):
