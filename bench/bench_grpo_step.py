@@ -55,6 +55,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 TARGET_S, SEED_S = 180.0, 17 * 60.0
 
 
+def _decode_counts(r: dict) -> str:
+    "A row's decode mode and its static-cache reuses, allocations and skipped CUDA graphs (`-` where not kept)."
+    counts = [r.get(k) for k in ("decode_cache_hits", "decode_cache_misses", "cudagraph_skips")]
+    return f"{r.get('decode') or '-'} " + "/".join("-" if c is None else str(c) for c in counts)
+
+
 def model_spec(a) -> str:
     "The model to train: `qwen3-8b-standin` is built once (bf16, on the GPU when there is one)."
     if a.model != "qwen3-8b-standin":
@@ -230,7 +236,7 @@ def one_backend(a, gpu: bool) -> dict:
         print(f"stopped: {e}")
         rows = read_jsonl(Path(cfg.out) / "training_steps.jsonl")
     wall = time.perf_counter() - t0
-    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'train seq':>9} {'train tok':>9} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8} {'grad norm':>9} {'nonfinite':>10} {'TFLOP/s':>8} {'MFU':>6}"
+    hdr = f"{'step':>4} {'rollout s':>9} {'ref s':>7} {'update s':>8} {'total s':>8} {'turns':>6} {'gen tok':>8} {'trained':>8} {'train seq':>9} {'train tok':>9} {'prompt read':>11} {'computed':>9} {'gap':>8} {'peak MB':>8} {'grad norm':>9} {'nonfinite':>10} {'TFLOP/s':>8} {'MFU':>6} {'decode hit/miss/skip':>20}"
     print(hdr)
     for r in rows:
         mem = r.get("gpu_max_allocated_mb") or r.get("rss_mb")
@@ -239,7 +245,7 @@ def one_backend(a, gpu: bool) -> dict:
             f"{r['step']:>4} {r['rollout_s']:>9.1f} {r['ref_s']:>7.1f} {r['train_s']:>8.1f} {r['total_s']:>8.1f} {r['policy_turns']:>6} "
             f"{r['tokens_generated']:>8} {r['tokens_trained']:>8} {r.get('train_sequences', 0):>9} {r.get('train_tokens', 0):>9} {r.get('prompt_tokens_read', 0):>11} {r.get('prompt_tokens_computed', 0):>9} "
             f"{gap:>8} {mem:>8} {'-' if r.get('grad_norm') is None else format(r['grad_norm'], '.3g'):>9} {r.get('nonfinite') or '-':>10} "
-            f"{r.get('train_tflops') or '-':>8} {r.get('mfu') or '-':>6}"
+            f"{r.get('train_tflops') or '-':>8} {r.get('mfu') or '-':>6} {_decode_counts(r):>20}"
         )
     if rows:
         print(
