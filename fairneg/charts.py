@@ -8,9 +8,10 @@ import html, json, re, sys
 from importlib.util import find_spec
 
 # %% auto #0
-__all__ = ['EMBED_OPTIONS', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geometry', 'drop_live_attributes', 'vl_version',
-           'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default', 'displays_charts',
-           'arm_colors', 'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe', 'md_text', 'md_code']
+__all__ = ['EMBED_OPTIONS', 'CHART_TEXT', 'RENDERER', 'ARM_PALETTE', 'BASE_COLOR', 'round_geometry', 'drop_live_attributes',
+           'vl_version', 'spec_svg', 'has_widgets', 'widget_bundle', 'chart_bundle', 'enable', 'enable_default',
+           'displays_charts', 'arm_colors', 'color_scale', 'ScriptJSONEncoder', 'script_json', 'html_safe', 'md_text',
+           'md_code']
 
 # %% ../nbs/00_charts.ipynb #fb672e72
 _GEOM_ATTR = re.compile(r'\b(transform|d|x|y|x1|x2|y1|y2|width|height)="([^"]*)"')
@@ -63,12 +64,12 @@ def widget_bundle(spec: dict) -> dict:
     return data
 
 # %% ../nbs/00_charts.ipynb #db976886
+CHART_TEXT = "<altair chart: interactive in JupyterLab, an SVG elsewhere>"  # a chart output's plain text
+
+
 def chart_bundle(spec: dict, **metadata) -> dict:
     "The `fairneg` renderer: an offline interactive widget where anywidget is installed, beside a static SVG."
-    bundle = {
-        "image/svg+xml": spec_svg(spec),
-        "text/plain": "<altair chart: interactive in JupyterLab, an SVG elsewhere>",
-    }
+    bundle = {"image/svg+xml": spec_svg(spec), "text/plain": CHART_TEXT}
     return {**widget_bundle(spec), **bundle} if has_widgets() else bundle
 
 # %% ../nbs/00_charts.ipynb #fe1ea428
