@@ -302,9 +302,9 @@ def test_report_refusals(tmp_path, run_dir):
 
 def test_the_trainer_writes_the_step_schema():
     """GRPOTrainer._row builds its row with store.step_row and names every field of STEP_FIELDS but the memory readings
-    (which `**memory_reading()` adds), itself or in the dicts `_policy_turns` (its `**pt`) and `pass_rates` return; read from their
-    source, so no model is needed."""
-    from fairneg.grpo import GRPOTrainer, _policy_turns
+    (which `**memory_reading()` adds), itself or in the dicts `_policy_turns` (its `**pt`), `pass_rates` and
+    `decode_telemetry` (its `**dec`) return; read from their source, so no model is needed."""
+    from fairneg.grpo import GRPOTrainer, _policy_turns, decode_telemetry
     from fairneg.telemetry import pass_rates
 
     tree = ast.parse(textwrap.dedent(inspect.getsource(GRPOTrainer._row)))
@@ -322,10 +322,21 @@ def test_the_trainer_writes_the_step_schema():
         n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(pass_rates)))) if isinstance(n, ast.Return)
     ]
     assert rates and all(n.value.func.id == "dict" for n in rates)  # every return of pass_rates names its fields
+    spreads_dec = any(
+        k.arg is None and isinstance(k.value, ast.BoolOp) and getattr(k.value.values[0], "id", "") == "dec"
+        for k in ret.value.keywords
+    )  # `**(dec or {})`
+    decode = next(
+        n
+        for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(decode_telemetry))))
+        if isinstance(n, ast.Return)
+    )
+    assert spreads_dec and decode.value.func.id == "dict"
     written = (
         {k.arg for k in ret.value.keywords if k.arg}
         | {k.arg for k in turns.value.keywords}
         | {k.arg for n in rates for k in n.value.keywords}
+        | {k.arg for k in decode.value.keywords}
     )
     memory = {k for k in STEP_FIELDS if k == "rss_mb" or k.startswith("gpu_")}
     dpo_only = {
