@@ -9,7 +9,7 @@ fails on a chapter it would change.
 """
 
 from __future__ import annotations
-import glob, json, sys
+import glob, json, os, sys
 from pathlib import Path
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -32,8 +32,11 @@ def main(paths: list) -> int:
         text = Path(p).read_text(encoding="utf-8")
         nb = json.loads(text)
         if strip(nb):
-            # nbdev-clean's layout: one-space indent, non-ASCII kept, a final newline
-            Path(p).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            # nbdev-clean's layout: one-space indent, non-ASCII kept, a final newline; written beside, then moved over
+            # the chapter, so a kill or a full disk leaves the old file whole
+            tmp = Path(p).with_name(f".{Path(p).name}.strip.tmp")
+            tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            os.replace(tmp, p)
             print(f"strip_widgets: {p}: widget state removed")
     return 0
 
