@@ -17,7 +17,7 @@ from .commands import UnknownName
 __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
            'COUNTERFACTUAL_TYPES', 'make_action', 'answer_text', 'grid_sum', 'deal_index', 'label_index', 'index_label',
            'dp_n_options', 'OwnView', 'own_view', 'Belief', 'pass_prob', 'truth_belief', 'sample_prior_sheets',
-           'PriorPool', 'prior_pool', 'ultimatum_pool', 'public_evidence', 'posterior_weights', 'private_belief',
+           'PriorPool', 'prior_pool', 'rival_pool', 'public_evidence', 'posterior_weights', 'private_belief',
            'time_factor', 'rational_rule', 'greedy_rule', 'passive_rule', 'demand_rule', 'Agent', 'get_agent']
 
 # %% ../nbs/07_agents.ipynb #ceff141b
@@ -297,12 +297,13 @@ def prior_pool(
     return _POOLS.get_or(key, make)
 
 # %% ../nbs/07_agents.ipynb #91064cd3
-def ultimatum_pool(own_sheet) -> PriorPool:
-    "Ultimatum: the other party's sheet follows from the rules (`100 - share`); its threshold is uniform on 0..60."
-    other = np.array([[100 - v for v in own_sheet[0]]], np.float32)
+def rival_pool(rival_sheet) -> PriorPool:
+    "The other party's sheet where the rules fix it (`ProtocolKind.rival_sheet`); its threshold is uniform on 0..60."
+    other = np.array(rival_sheet, np.float32)
     tau = np.arange(0, 61, dtype=np.float32)
-    key = ("ultimatum", tuple(own_sheet[0]))
-    return _POOLS.get_or(key, lambda: PriorPool(np.repeat(other[None], len(tau), 0), tau, (len(own_sheet[0]),)))
+    shape = tuple(len(r) for r in rival_sheet)
+    key = ("rival", tuple(map(tuple, rival_sheet)))
+    return _POOLS.get_or(key, lambda: PriorPool(np.repeat(other[None], len(tau), 0), tau, shape))
 
 # %% ../nbs/07_agents.ipynb #e2cff288
 def public_evidence(dp: DecisionPoint) -> list:
@@ -312,7 +313,7 @@ def public_evidence(dp: DecisionPoint) -> list:
     for e in dp.history:
         j, at = e["seat"], e["atype"]
         off = offers.get(e.get("offer_id"))
-        if at in ("propose", "accept", "pass") and not e.get("forced") and protocol_kind(dp.protocol).signs:
+        if at in ("propose", "accept", "pass") and not e.get("forced"):
             ev += [
                 (j, "skip", o["deal"]) for oid, o in live.items() if j not in o["signers"] and oid != e.get("offer_id")
             ]
@@ -404,15 +405,16 @@ def private_belief(
     need_r: bool = True,  # compute the nnw factors
 ) -> Belief:
     "The posterior belief of a seat that sees only its own sheet and the public moves."
-    ult = protocol_kind(dp.protocol).complement
-    pool = ultimatum_pool(dp.own_sheet) if ult else prior_pool(own.n_options, prior_seed)
-    key = ("ultimatum", tuple(dp.own_sheet[0])) if ult else prior_seed
+    rival = protocol_kind(dp.protocol).rival_sheet(dp.own_sheet)
+    known = rival is not None  # the rules fix the other's sheet: its samples differ in their threshold alone
+    pool = rival_pool(rival) if known else prior_pool(own.n_options, prior_seed)
+    key = ("rival", str(rival)) if known else prior_seed
     W = posterior_weights(dp, pool, own.strict)
-    p = _expect(W, *_seat_table(dp, own, pool, key, "A", not ult), hi=1.0)
+    p = _expect(W, *_seat_table(dp, own, pool, key, "A", not known), hi=1.0)
     p[own.seat] = 1.0
     r = None
     if need_r:
-        r = _expect(W, *_seat_table(dp, own, pool, key, "R", not ult))
+        r = _expect(W, *_seat_table(dp, own, pool, key, "R", not known))
         r[own.seat] = np.maximum(own.z, 0) ** (1 / own.n)
     return Belief(p, r, W)
 
@@ -626,7 +628,7 @@ class Agent:
             raise ValueError(f"seat {dp.seat} does not act at this decision point (phase {dp.phase})")
         g = _checked_game(dp, game) if self.information_leaky else None
         strict = g.strict if g is not None else False  # a decision point does not carry the game's acceptance rule
-        if protocol_kind(dp.protocol).own_issue:
+        if "demand" in dp.legal:
             return demand_rule(dp, self.kind, self.objective, strict)
         own = own_view(dp, strict)
         if self.kind == "greedy":

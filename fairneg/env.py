@@ -50,8 +50,7 @@ class NegotiationEnv(AECEnv):
         self.state, self._seed = new_episode(self.game, 0, **self._kw), -1
         g, p = self.game, self.state.protocol
         k = protocol_kind(p.kind)
-        self._m = 1 if k.responds else (p.max_turns + 1 if k.signs else 0)  # the most offers an episode can hold
-        self._d = max(g.n_options) if k.own_issue else g.n_deals
+        self._m, self._d = k.most_offers(p), k.claim_count(g)  # the most offers an episode holds; claims a move makes
         if action_mode == "discrete" and self._d > 500_000:
             raise ValueError(f"{g.n_deals} deals is too many for discrete actions")
         self._n_act = 5 + self._m + self._d
@@ -117,7 +116,7 @@ def _action(self: NegotiationEnv, a, seat) -> dict:
     if a < 5 + self._m:
         return {"atype": "accept", "offer_id": f"o{a - 4}"}
     d = a - 5 - self._m
-    if protocol_kind(s.protocol.kind).own_issue:
+    if "demand" in LEGAL_ATYPES[s.phase]:
         return {"atype": "demand", "deal": option_label(seat, d)}
     # row-major, as `solve`
     return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}

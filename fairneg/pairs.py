@@ -11,7 +11,7 @@ import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
 from .reward import EPS, g_smooth, table_reward
-from .protocol import Protocol, protocol_kind, deadline_turns, new_episode, apply_action, decision_point
+from .protocol import Protocol, deadline_turns, new_episode, apply_action, decision_point
 from .protocol import game_sha, check_poolable, PoolingError, DecisionPoint, Offer, field_names
 from .protocol import read_decision_point, version_context
 from .protocol import row_decision_point
@@ -235,7 +235,7 @@ def counterfactual_actions(
     out, bel = {}, {}
     for name in types:
         ag = _agent(name, prior_seed)
-        if ag.kind != "bayes" or protocol_kind(dp.protocol).own_issue:
+        if ag.kind != "bayes" or "demand" in dp.legal:
             out[name] = ag.act(dp, game)
             continue
         leaky = ag.information_leaky

@@ -5,8 +5,8 @@
 # %% ../nbs/06_prompts.ipynb #62c89e23
 from __future__ import annotations
 import re
-from .game import Game, issue_letter, issue_index, label_option, label_options
-from .answers import ANSWER_FORMAT
+from .game import Game, issue_letter
+from .wording import who
 from .protocol import State, DecisionPoint, decision_point, vote_form, protocol_kind
 from .settings import FRAMINGS, PlaySettings, check_choice
 
@@ -14,231 +14,17 @@ from .settings import FRAMINGS, PlaySettings, check_choice
 __all__ = ['system_text', 'render_prompt', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
            'render_conversation']
 
-# %% ../nbs/06_prompts.ipynb #26f608a6
-_SYSTEM = {}
-
-
-def _who(dp, i):
-    return dp.parties[i]
-
-# %% ../nbs/06_prompts.ipynb #dfb7b446
-def _names(dp, idx, conj="and"):
-    idx = list(idx)
-    if len(idx) == dp.n_parties:
-        return "every party" if conj == "and" else "any party"
-    nm = [_who(dp, i) for i in idx]
-    return f" {conj} ".join(nm) if len(nm) <= 2 else ", ".join(nm[:-1]) + f" {conj} " + nm[-1]
-
-# %% ../nbs/06_prompts.ipynb #30e40d24
-def _row(sheet):
-    return " | ".join(f"{issue_letter(k)} " + " ".join(map(str, r)) for k, r in enumerate(sheet))
-
-# %% ../nbs/06_prompts.ipynb #b04cdcc5
-def _named_issues(dp) -> bool:
-    return any(iss["name"] != f"Issue {issue_letter(k)}" for k, iss in enumerate(dp.issues))
-
-# %% ../nbs/06_prompts.ipynb #3537ae3d
-def _issue_line(dp, with_options: bool) -> str:
-    parts = []
-    for k, iss in enumerate(dp.issues):
-        L = issue_letter(k)
-        opts = (": " + ", ".join(f"{L}{o + 1}={d}" for o, d in enumerate(iss["options"]))) if with_options else ""
-        parts.append(f"{L} {iss['name']}{opts}")
-    return "Issues: " + "; ".join(parts) + "."
-
-# %% ../nbs/06_prompts.ipynb #ad63329d
-def _sheet_table(dp) -> str:
-    me = dp.seat
-    if dp.sheets is None:
-        return (
-            f"Your points per option (row A: A1 A2 ...). You need at least {dp.own_threshold:g} "
-            f"(best {sum(map(max, dp.own_sheet)):g}).\n"
-            + "\n".join(f"{issue_letter(k)} " + " ".join(map(str, r)) for k, r in enumerate(dp.own_sheet))
-        )
-    lines = ["Points per option (A: A1 A2 ...); need = the least a party accepts."]
-    for i, sh in enumerate(dp.sheets):
-        tag = "YOU" if i == me else dp.roles[i]
-        lines.append(f"{_who(dp, i)} {tag} need {dp.thresholds[i]:g}: {_row(sh)}")
-    return "\n".join(lines)
-
-# %% ../nbs/06_prompts.ipynb #4cdad2e7
-def _score_words(v):
-    return "nothing" if v == 0 else f"{v:g}"
-
-# %% ../nbs/06_prompts.ipynb #298dc9b8
-def _sheet_prose(dp, sheet, subject: str) -> str:
-    "A narrative of one sheet: issues by importance, options by value."
-    order = sorted(range(len(sheet)), key=lambda k: -max(sheet[k]))
-    bits = []
-    for j, k in enumerate(order):
-        L, name = issue_letter(k), dp.issues[k]["name"]
-        opts = sorted(range(len(sheet[k])), key=lambda o: -sheet[k][o])
-        vals = ", ".join(f"{L}{o + 1} {_score_words(sheet[k][o])}" for o in opts)
-        lead = (
-            f"What matters most to {subject} is {name}"
-            if j == 0
-            else ("and last " if j == len(order) - 1 else "then ") + name
-        )
-        bits.append(f"{lead} ({vals})")
-    return "; ".join(bits) + "."
-
-# %% ../nbs/06_prompts.ipynb #58b9380e
-def _fill_brief(text: str, sheet) -> str:
-    def sub(m):
-        k = issue_index(m[1])
-        if k >= len(sheet):
-            return m[0]
-        if m[3]:
-            return f"{max(sheet[k]):g}"
-        o = int(m[2]) - 1 if m[2] else -1
-        return f"{sheet[k][o]:g}" if 0 <= o < len(sheet[k]) else m[0]
-
-    return re.sub(r"#([A-Z])(\d+)?(_MAX)?_NUM", sub, text)
-
-# %% ../nbs/06_prompts.ipynb #02fccd75
-def _rules_table(dp, prose: bool) -> str:
-    q, veto, T, chair = dp.min_accept, _names(dp, dp.veto), dp.deadline, _who(dp, dp.roles.index("p1"))
-    vor = _names(dp, dp.veto, "or")
-    if prose:
-        return (
-            f"How the talks run: {chair} chairs and opens with a proposal. Then the parties take {T} turns in a "
-            "shuffled order; on a turn a party proposes a complete deal (its earlier proposal is withdrawn), "
-            "signs someone's live proposal, passes, or walks out for good. A proposal becomes the agreement once "
-            f"{q} parties, {veto} among them, have signed it. If {vor} walks out, or fewer than {q} parties "
-            "remain, the talks fail. After the last turn everyone still there votes yes or no on the proposal "
-            f"with the most signatures; {q} yes votes including {veto} adopt it. Otherwise nobody gets a deal."
-        )
-    return (
-        f"Rules: {chair} opens, then {T} turns; each turn is one action: propose a full deal (you sign it; "
-        "it replaces your older offer), accept a live offer (sign it), pass, or walk (leave for good). "
-        f"An offer is the deal once {q} sign, {veto} included. No deal if {vor} walks or fewer than {q} remain. "
-        f"After turn {T}: yes/no vote on the standing offer (most signatures; newest on ties), "
-        f"passing with {q} yes, {veto} included."
-    )
-
-# %% ../nbs/06_prompts.ipynb #756cbb8b
-def _format_block(hint: str) -> str:
-    return f"Answer in JSON only ({hint}):\n" + ANSWER_FORMAT
-
-# %% ../nbs/06_prompts.ipynb #77d7838b
-def _ultimatum_system(dp: DecisionPoint, prose: bool) -> str:
-    "The ultimatum game's system message, to the proposer or to the responder."
-    me, other = dp.party, _who(dp, 1 - dp.seat)
-    other = "the " + other if other in ("proposer", "responder") else other
-    mine = "proposer" if dp.role == "p1" else "responder"
-    you = f"You are the {mine}" + ("" if me == mine else f" ({me})")
-    if mine == "proposer":
-        head = (
-            f"{you} in an ultimatum game: two parties split 100 points. You propose once: one option of issue A as "
-            f"your share; {other} gets the rest, accepting (deal) or rejecting (both get 0)."
-        )
-    else:
-        head = (
-            f"{you} in an ultimatum game: two parties split 100 points. {other[0].upper() + other[1:]} proposes "
-            "its share once (one option of issue A); you get the rest if you accept; if you reject, both get 0."
-        )
-    body = _issue_line(dp, True) if prose else _issue_line(dp, True) + "\n" + _sheet_table(dp)
-    hint = "atype propose with a deal" if dp.role == "p1" else "atype accept with the offer_id, or reject"
-    return "\n".join([head, body, _format_block(hint)])
-
-# %% ../nbs/06_prompts.ipynb #5d8e1368
-def _divide_system(dp: DecisionPoint) -> str:
-    "Divide-the-dollar's system message: the claimant's own issue of demands and the size of the pie."
-    me, n = dp.party, dp.n_parties
-    L = issue_letter(dp.seat)
-    opts = dp.issues[dp.seat]["options"]
-    head = (
-        f"You are {me}, one of {n} claimants to 100 points. "
-        "Each claimant secretly demands a share at the same time: "
-        f"you demand one option of your issue {L} ({', '.join(f'{L}{o + 1}={d}' for o, d in enumerate(opts))}). "
-        f"If the demands add up to at most {dp.pie if dp.pie is not None else 100:g}, each gets its demand; "
-        f"otherwise everyone gets 0."
-    )
-    return "\n".join([head, _format_block(f"atype demand, deal one option of {L}")])
-
-# %% ../nbs/06_prompts.ipynb #bbbf732c
-def _table_terse(dp: DecisionPoint, ex: str) -> list:
-    "The terse opening: who the seat is, then its sheet and the rules as tables."
-    me, n, m = dp.party, dp.n_parties, len(dp.issues)
-    parts = [
-        f"You are {me} ({dp.role}), one of {n} parties negotiating {m} issues. A deal is one option per issue, "
-        f'like "{ex}".'
-    ]
-    if _named_issues(dp):
-        parts.append(_issue_line(dp, False))
-    return parts + [_sheet_table(dp), _rules_table(dp, False)]
-
-# %% ../nbs/06_prompts.ipynb #6d30c8b6
-def _table_brief(dp: DecisionPoint, game: Game | None, ex: str) -> list:
-    "The prose opening of a game with its own text: global instructions, the party's brief, its threshold, the names."
-    me = dp.party
-    if game is None:
-        raise ValueError(f"the prose framing of {dp.instance_id} needs its game (render_prompt(..., game=g))")
-    pr = game.prose
-    brief = _fill_brief(pr.get("individual", {}).get(me, ""), dp.own_sheet)
-    names = pr.get("party_names", {})
-    return [
-        pr.get("global_text", "").strip(),
-        brief.strip(),
-        f"You will not accept a deal worth less than {dp.own_threshold:g} points to you.",
-        "In this negotiation the parties are called "
-        + ", ".join(f"{p} ({names.get(p, p)})" for p in dp.parties)
-        + f'; you are {me}. A deal is written as one option per issue, e.g. "{ex}".',
-    ]
-
-# %% ../nbs/06_prompts.ipynb #f2b50d2d
-def _table_prose(dp: DecisionPoint, ex: str) -> list:
-    "The prose opening of a generated game: the meeting, its issues, the seat's sheet in sentences and its threshold."
-    me, n, m = dp.party, dp.n_parties, len(dp.issues)
-    issues = ", ".join(
-        f"{iss['name']} (options {issue_letter(k)}1-{issue_letter(k)}{len(iss['options'])})"
-        for k, iss in enumerate(dp.issues)
-    )
-    return [
-        f"You represent {me} in a meeting of {n} parties ({', '.join(dp.parties)}) that must settle {m} issues: "
-        f'{issues}. An agreement settles every issue, written like "{ex}".',
-        _sheet_prose(dp, dp.own_sheet, "you")
-        + f" You will not settle for less than {dp.own_threshold:g} points in total; the best possible deal would "
-        f"give you {sum(map(max, dp.own_sheet)):g}.",
-    ]
-
-# %% ../nbs/06_prompts.ipynb #5e7be4f2
-def _table_system(dp: DecisionPoint, prose: bool, game: Game | None) -> str:
-    "The table game's system message: the framing's opening, others' needs (prose, full information), rules and format."
-    ex = " ".join(f"{issue_letter(k)}1" for k in range(len(dp.issues)))
-    parts = _table_terse(dp, ex) if not prose else _table_brief(dp, game, ex) if dp.has_prose else _table_prose(dp, ex)
-    if prose and dp.sheets is not None:
-        parts.append(
-            "You also know what the others want. "
-            + " ".join(
-                f"{_who(dp, i)} needs at least {dp.thresholds[i]:g} points. " + _sheet_prose(dp, sh, _who(dp, i))
-                for i, sh in enumerate(dp.sheets)
-                if i != dp.seat
-            )
-        )
-    if prose:
-        parts.append(_rules_table(dp, True))
-    parts.append(
-        _format_block(
-            "atype propose, accept, pass, walk, or vote in the final vote; offer_id to accept or vote; deal to propose"
-        )
-    )
-    return "\n".join(parts)
-
 # %% ../nbs/06_prompts.ipynb #52b67310
+_SYSTEM = {}  # (game_sha, seat, framing, info_mode, protocol_version) -> its system message
+
+
 def _system_text(dp: DecisionPoint, framing: str, game: Game | None) -> str:
-    "The system message of the decision point's protocol in a framing (`table` or `prose`)."
-    prose = framing == "prose"
-    k = protocol_kind(dp.protocol)
-    if k.responds:
-        return _ultimatum_system(dp, prose)
-    if k.own_issue:
-        return _divide_system(dp)
-    return _table_system(dp, prose, game)
+    "The system message of the decision point's kind of game (`ProtocolKind.system_text`) in a framing."
+    return protocol_kind(dp.protocol).system_text(dp, framing == "prose", game)
 
 # %% ../nbs/06_prompts.ipynb #996b0c62
 def _event_text(dp, ev) -> str:
-    at, who = ev["atype"], _who(dp, ev["seat"])
+    at, name = ev["atype"], who(dp, ev["seat"])
     if at == "propose":
         t = f"proposes {ev['offer_id']}: {ev['deal']}"
     elif at == "accept":
@@ -254,59 +40,7 @@ def _event_text(dp, ev) -> str:
     msg = ev.get("message")
     if msg:
         t += ' "' + (msg if len(msg) <= 300 else msg[:297] + "...") + '"'
-    return f"[{ev['round']}] {who} {t}"
-
-# %% ../nbs/06_prompts.ipynb #23cb5e46
-def _value(dp, deal: str) -> float:
-    return sum(dp.own_sheet[k][o] for k, o in label_options(deal))
-
-# %% ../nbs/06_prompts.ipynb #5ac888de
-def _table_lines(dp: DecisionPoint, live: list, since: int | None, show_values: bool) -> list:
-    "The table game's header: turn, who walked out, the live offers (in full, or ids and signers in a conversation)."
-    ph, L = dp.phase, []
-    if ph == "open":
-        L.append(f"You open the negotiation; {dp.deadline} turns follow.")
-    elif ph == "turn":
-        L.append(f"Turn {dp.round} of {dp.deadline}.")
-    gone = [_who(dp, i) for i, a in enumerate(dp.active) if not a]
-    if gone:
-        L.append("Walked out: " + ", ".join(gone) + ".")
-    if ph != "vote" and since is not None:  # a conversation: each deal was in the news once; ids and signers suffice
-        if live:
-            L.append(
-                "Live offers: "
-                + ", ".join(f"{o.offer_id} ({' '.join(_who(dp, i) for i in o.signers)})" for o in live)
-                + f"; standing offer {dp.standing_offer_id}."
-            )
-        elif ph == "turn":
-            L.append("No live offers.")
-    elif ph != "vote":
-        if live:
-            L.append("Live offers:")
-            for o in live:
-                v = f" | worth {_value(dp, o.deal):g} to you" if show_values else ""
-                L.append(
-                    f"{o.offer_id} by {_who(dp, o.proposer)}: {o.deal} | signed "
-                    f"{' '.join(_who(dp, i) for i in o.signers)}{v}"
-                )
-            L.append(f"Standing offer: {dp.standing_offer_id}.")
-        elif ph == "turn":
-            L.append("No live offers.")
-    return L
-
-# %% ../nbs/06_prompts.ipynb #850353e7
-def _ballot_lines(dp: DecisionPoint, show_values: bool) -> list:
-    "The forced-final vote: the ballot, what it takes to pass, and the votes cast so far."
-    b = next(o for o in dp.offers if o.offer_id == dp.ballot)
-    v = f" (worth {_value(dp, b.deal):g} to you)" if show_values else ""
-    L = [
-        f"Forced-final vote on {b.offer_id}: {b.deal}{v}, signed {' '.join(_who(dp, i) for i in b.signers)}. "
-        f"It passes with {dp.min_accept} yes votes including {_names(dp, dp.veto)}."
-    ]
-    cast = [e for e in dp.history if e["atype"] == "vote"]
-    if cast:
-        L.append("Votes so far: " + ", ".join(f"{_who(dp, e['seat'])} {e['vote']}" for e in cast) + ".")
-    return L
+    return f"[{ev['round']}] {name} {t}"
 
 # %% ../nbs/06_prompts.ipynb #6276baa2
 def _retry_line(dp) -> str:
@@ -341,9 +75,9 @@ def _user_text(
     show_values: bool = False,
     since: int | None = None,  # conversation context: show every public event from this history index on
 ) -> str:
-    ph, k = dp.phase, protocol_kind(dp.protocol)
-    L = _table_lines(dp, [o for o in dp.offers if o.status == "live"], since, show_values) if k.signs else []
-    vote = ph == "vote"  # cast votes are listed under the ballot instead
+    k = protocol_kind(dp.protocol)
+    L = k.status_lines(dp, since, show_values)
+    vote = dp.phase == "vote"  # cast votes are listed under the ballot instead
     if since is None:
         hist = [e for e in dp.history if not (vote and e["atype"] == "vote")][-history_window:]
         if hist:
@@ -352,15 +86,7 @@ def _user_text(
         hist = [e for e in dp.history[since:] if not (vote and e["atype"] == "vote")]
         if hist:
             L += ["Since your last turn:" if since else "Moves so far:"] + [_event_text(dp, e) for e in hist]
-    if vote:
-        L += _ballot_lines(dp, show_values)
-    if k.responds and ph == "respond":
-        o = dp.offers[-1]
-        k = label_option(o.deal)[1]
-        L.append(
-            f"{_who(dp, o.proposer)} offers {o.offer_id}: {o.deal} (proposer share {dp.issues[0]['options'][k]}, "
-            f"{_value(dp, o.deal):g} to you)."
-        )
+    L += k.answer_lines(dp, show_values)
     if dp.retry_error:
         L.append(_retry_line(dp))
     L.append(_move_line(dp))

@@ -11,19 +11,21 @@ from typing import Callable
 from fastcore.basics import patch
 from .game import PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label
 from .game import parse_deal_label, utility, game_to_dict, game_from_dict
+from .wording import table_system, table_lines, ballot_lines, ultimatum_system, divide_system, offer_line
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 from .commands import BadValue
 from .settings import CONTEXTS, PlaySettings, play_settings
 
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'KINDS', 'TABLE', 'ULTIMATUM', 'DIVIDE_DOLLAR',
-           'COUNTERS', 'LENIENT_FIELDS', 'ProtocolError', 'ProtocolKind', 'register_kind', 'protocol_kind',
-           'deadline_turns', 'Protocol', 'version_context', 'protocol_for', 'PoolingError', 'budget_items',
-           'check_poolable', 'field_names', 'read_record', 'Record', 'Offer', 'State', 'game_sha', 'kind_of',
-           'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed', 'standing_offer_id',
-           'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings', 'apply_action',
-           'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict', 'DecisionPoint',
-           'read_decision_point', 'row_decision_point', 'as_decision_point', 'decision_point', 'resolve_game']
+           'COUNTERS', 'LENIENT_FIELDS', 'ProtocolError', 'ProtocolKind', 'register_kind', 'protocol_kind', 'Table',
+           'Ultimatum', 'DivideDollar', 'deadline_turns', 'Protocol', 'version_context', 'protocol_for', 'PoolingError',
+           'budget_items', 'check_poolable', 'field_names', 'read_record', 'Record', 'Offer', 'State', 'game_sha',
+           'kind_of', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed',
+           'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings',
+           'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict',
+           'DecisionPoint', 'read_decision_point', 'row_decision_point', 'as_decision_point', 'decision_point',
+           'resolve_game']
 
 # %% ../nbs/05_protocol.ipynb #fdbb911f
 LEGALITY = ("ok", "illegal", "fabrication", "parse_error")
@@ -46,32 +48,79 @@ class ProtocolError(RuntimeError):
 # %% ../nbs/05_protocol.ipynb #9e9a33f2
 @dataclass(frozen=True)
 class ProtocolKind:
-    "One kind of game: what its rules do differently, declared once and registered by name (`register_kind`)."
+    "One kind of game: its declaration (the fields) and its rules (the methods), registered by name (`register_kind`)."
 
     name: str  # the name games give in their `protocol` field
     opening: str  # the phase an episode opens in (one of `PHASES`)
     parties: int | None = None  # the number of parties it needs (None: any)
-    simultaneous: bool = False  # every seat moves at once, resolved when all have moved
-    own_issue: bool = False  # a move claims an option of the seat's own issue (one per party), not a whole deal
-    responds: bool = False  # a proposal goes to the other seat, whose answer ends the episode
     deadline: bool = False  # played `max_turns` turns after the opening (default 4 per party; a run may set it)
     vote: bool = False  # ends, unless signed first, in a forced-final vote with its own token cap
     closes_as: str = "signed"  # the end reason when an offer gathers its quorum
-    complement: bool = False  # two parties split one issue: their sheets sum to 100 (a private seat knows it)
-    # (n parties, info mode) -> (base, opening base) of its versions (default: name)
-    version_base: Callable | None = None
-
-    @property
-    def signs(self) -> bool:
-        "Seats post and sign offers on a table: neither one answer to one proposal nor simultaneous claims."
-        return not (self.responds or self.simultaneous)
 
     def problem(self, game: Game) -> str | None:
         "Why `game` cannot be played as this kind; None when it can."
         if self.parties is not None and game.n != self.parties:
             return f"{self.name} needs {self.parties} parties, {game.name} has {game.n}"
-        if self.own_issue and game.m != game.n:
-            return f"{self.name} needs one issue per party ({game.name})"
+
+    def version_base(self, n: int, info: str) -> tuple:
+        "`(base, opening base)` of its protocol versions for `n` parties in information mode `info`."
+        return self.name, self.name
+
+    # who moves
+    def first_to_act(self, game: Game) -> list:
+        "The seats the opening waits for: the chair."
+        return [game.chair]
+
+    def to_act(self, s: State) -> list:
+        "The seats that must act now, in an episode that is not over: the head of the queue."
+        return [s.queue[0]]
+
+    def advance(self, s: State, seat: int):
+        "Who moves after `seat`'s completed turn, in an episode that goes on: the queue moves on by one."
+        if s.queue and s.queue[0] == seat:
+            s.queue.pop(0)
+
+    # what a move does
+    def read_demand(self, game: Game, seat: int, text) -> tuple:
+        "A demand's claim, checked as a proposal's deal is (`check_deal`): `(legality, error, canonical)`."
+        return check_deal(game, text)
+
+    def demand_label(self, seat: int, canon: tuple) -> str:
+        "The label of a demand's canonical claim."
+        return deal_label(canon)
+
+    def proposed(self, s: State, seat: int):
+        "What follows `seat`'s proposal, before its quorum is checked: nothing (it waits on the table to be signed)."
+
+    def rejected(self, s: State, seat: int):
+        "What follows `seat`'s rejection of the offer it answers: the episode ends."
+        _end(s, "rejected")
+
+    # its sizes and what a seat can infer
+    def most_offers(self, protocol: Protocol) -> int:
+        "The most offers an episode can hold: one per turn and the opening's."
+        return protocol.max_turns + 1
+
+    def claim_count(self, game: Game) -> int:
+        "How many claims a move may make: every deal."
+        return game.n_deals
+
+    def rival_sheet(self, own_sheet: list) -> list | None:
+        "The other party's sheet where the rules fix it from the seat's own; None where only a prior can guess it."
+        return None
+
+    # what a seat reads (a `DecisionPoint`; the words are in `fairneg.wording`)
+    def system_text(self, dp, prose: bool, game: Game | None) -> str:
+        "The seat's system message: the rules, its sheet and the answer format (`prose`: the prose framing)."
+        raise NotImplementedError(f"the {self.name} kind has no words for a language model: declare its system_text")
+
+    def status_lines(self, dp, since: int | None, show_values: bool) -> list:
+        "The user message's lines before the moves (`since`: a conversation's first unread event): none."
+        return []
+
+    def answer_lines(self, dp, show_values: bool) -> list:
+        "The user message's lines after the moves, on what the seat answers: none."
+        return []
 
 # %% ../nbs/05_protocol.ipynb #38711ff2
 KINDS: dict = {}  # name -> ProtocolKind: every kind of game the engine plays
@@ -94,21 +143,133 @@ def protocol_kind(name: str) -> ProtocolKind:
     except KeyError:
         raise BadValue(f"unknown protocol `{name}` (known: {', '.join(KINDS)})") from None
 
+# %% ../nbs/05_protocol.ipynb #0bf56deb
+@dataclass(frozen=True)
+class Table(ProtocolKind):
+    "Seats post, sign and withdraw offers in a seeded turn order, to a deadline and a forced-final vote (SPEC §5)."
+
+    opening: str = "open"  # the chair's proposal opens
+    deadline: bool = True  # `max_turns` turns after the opening
+    vote: bool = True  # then the forced-final vote on the standing offer
+
+    def version_base(self, n: int, info: str) -> tuple:
+        "The seed's names of the table's versions: `six-party`, `five-seat-private` (opening `five-seat`); else its name."
+        if self.name != "table":  # a kind derived from the table versions under its own name
+            return super().version_base(n, info)
+        if n == 6:
+            return "six-party", "six-party"
+        if n == 5 and info == "private":
+            return "five-seat-private", "five-seat"
+        return self.name, self.name
+
+    def advance(self, s: State, seat: int):
+        "The next seat of the cycle (a new cycle drawn when one ends), the vote at the deadline, its count at its end."
+        super().advance(s, seat)
+        if s.phase == "vote":
+            if not s.queue:
+                _resolve_vote(s)
+            return
+        if s.phase == "open":
+            s.phase = "turn"
+        if s.round >= s.protocol.max_turns:
+            return _start_vote(s)
+        s.round += 1
+        if not s.queue:
+            s.queue = _draw_cycle(s)
+
+    def system_text(self, dp, prose: bool, game: Game | None) -> str:
+        "The table's opening in its framing, the others' needs where known, the rules and the answer format."
+        return table_system(dp, prose, game)
+
+    def status_lines(self, dp, since: int | None, show_values: bool) -> list:
+        "The turn, who walked out, the live offers and the standing offer."
+        return table_lines(dp, [o for o in dp.offers if o.status == "live"], since, show_values)
+
+    def answer_lines(self, dp, show_values: bool) -> list:
+        "In the forced-final vote: the ballot and the votes cast so far."
+        return ballot_lines(dp, show_values) if dp.phase == "vote" else []
+
+# %% ../nbs/05_protocol.ipynb #4bc9eee4
+@dataclass(frozen=True)
+class Ultimatum(ProtocolKind):
+    "Two parties split one issue: the proposer proposes once; the responder's accept is the deal, its reject ends it."
+
+    opening: str = "propose"  # the proposer's one proposal
+    parties: int | None = 2  # proposer and responder
+    closes_as: str = "accepted"  # the responder's signature closes it
+
+    def proposed(self, s: State, seat: int):
+        "The other seat answers."
+        s.phase, s.round, s.queue = "respond", s.round + 1, [1 - seat]
+
+    def most_offers(self, protocol: Protocol) -> int:
+        "One proposal."
+        return 1
+
+    def rival_sheet(self, own_sheet: list) -> list:
+        "The two sheets of a split sum to 100 on every option: the other's is the complement of the seat's own."
+        return [[100 - v for v in own_sheet[0]]]
+
+    def system_text(self, dp, prose: bool, game: Game | None) -> str:
+        "The split, the seat's side of it and the answer format."
+        return ultimatum_system(dp, prose)
+
+    def answer_lines(self, dp, show_values: bool) -> list:
+        "The responder's line: the split it answers."
+        return [offer_line(dp)] if dp.phase == "respond" else []
+
+# %% ../nbs/05_protocol.ipynb #cb3b47f4
+@dataclass(frozen=True)
+class DivideDollar(ProtocolKind):
+    "Every seat claims an option of its own issue at once, hidden; the claims are the deal if they fit in the pie."
+
+    opening: str = "demand"  # every seat's hidden demand
+
+    def problem(self, game: Game) -> str | None:
+        "It also needs one issue per party (each seat's own)."
+        if why := super().problem(game):
+            return why
+        if game.m != game.n:
+            return f"{self.name} needs one issue per party ({game.name})"
+
+    def first_to_act(self, game: Game) -> list:
+        "Every seat at once."
+        return list(range(game.n))
+
+    def to_act(self, s: State) -> list:
+        "Every seat yet to demand."
+        return list(s.queue)
+
+    def advance(self, s: State, seat: int):
+        "The seat has demanded; the last demand resolves them all."
+        s.queue.remove(seat)
+        if not s.queue:
+            _resolve_demands(s)
+
+    def read_demand(self, game: Game, seat: int, text) -> tuple:
+        "One option of the seat's own issue (`_check_demand`)."
+        return _check_demand(game, seat, text)
+
+    def demand_label(self, seat: int, canon: tuple) -> str:
+        "The option's label on the seat's own issue."
+        return option_label(seat, canon[0])
+
+    def most_offers(self, protocol: Protocol) -> int:
+        "Demands are not offers."
+        return 0
+
+    def claim_count(self, game: Game) -> int:
+        "An option of the seat's own issue."
+        return max(game.n_options)
+
+    def system_text(self, dp, prose: bool, game: Game | None) -> str:
+        "The claimant's own issue, the pie and the answer format (one framing)."
+        return divide_system(dp)
+
 # %% ../nbs/05_protocol.ipynb #d0670448
-def _table_names(n: int, info: str) -> tuple:
-    "The seed's names for a table's versions: `six-party`, `five-seat-private` (opening `five-seat`), else `table`."
-    if n == 6:
-        return "six-party", "six-party"
-    if n == 5 and info == "private":
-        return "five-seat-private", "five-seat"
-    return "table", "table"
-
-
-TABLE = register_kind(ProtocolKind("table", "open", deadline=True, vote=True, version_base=_table_names))
-ULTIMATUM = register_kind(
-    ProtocolKind("ultimatum", "propose", parties=2, responds=True, closes_as="accepted", complement=True)
-)
-DIVIDE_DOLLAR = register_kind(ProtocolKind("divide-dollar", "demand", simultaneous=True, own_issue=True))
+TABLE = register_kind(Table("table"))
+ULTIMATUM = register_kind(Ultimatum("ultimatum"))
+DIVIDE_DOLLAR = register_kind(DivideDollar("divide-dollar"))
 
 # %% ../nbs/05_protocol.ipynb #4b46c49f
 def deadline_turns(
@@ -155,7 +316,7 @@ def protocol_for(
         if max_turns not in (None, 0):
             raise BadValue(f"max_turns does not apply to the {k.name} protocol")
         default_t = max_turns = 0
-    base, open_base = k.version_base(n, info) if k.version_base else (k.name, k.name)
+    base, open_base = k.version_base(n, info)
     parts = [open_base, f"uncapped-turn{turn_max_tokens}"] if turn_max_tokens else [base]
     if max_turns != default_t:
         parts.append(f"turns{max_turns}")
@@ -363,7 +524,7 @@ def new_episode(
     k = protocol_kind(proto.kind)
     if why := k.problem(game):
         raise ValueError(why)
-    phase, queue = k.opening, list(range(n)) if k.simultaneous else [game.chair]
+    phase, queue = k.opening, k.first_to_act(game)
     return State(
         game=game,
         protocol=proto,
@@ -398,7 +559,7 @@ def current_seats(s: State) -> list:
     "Seats that must act now: one seat, or every seat yet to demand in divide-the-dollar; [] when done."
     if s.phase == "done":
         return []
-    return list(s.queue) if kind_of(s).simultaneous else [s.queue[0]]
+    return kind_of(s).to_act(s)
 
 # %% ../nbs/05_protocol.ipynb #c22d9cee
 def turn_token_budget(s: State) -> int:
@@ -493,8 +654,8 @@ def check_action(s: State, seat: int, a: dict) -> tuple:
             known = ", ".join(o.offer_id for o in s.offers if o.status == "live") or "none"
             return "fabrication", f"offer {a['offer_id']} does not exist (live offers: {known})", None
     if at in ("propose", "demand"):
-        dd = at == "demand" and kind_of(s).own_issue
-        lg, err, canon = _check_demand(s.game, seat, a.get("deal")) if dd else check_deal(s.game, a.get("deal"))
+        read = kind_of(s).read_demand if at == "demand" else lambda g, _, text: check_deal(g, text)
+        lg, err, canon = read(s.game, seat, a.get("deal"))
         if lg == "fabrication":
             return lg, err, None
     if at not in legal:
@@ -543,7 +704,7 @@ def lenient_readings(s: State, seat: int, p: dict, canon=None) -> dict:
     if at == "accept" and s.phase == "respond" and a["offer_id"] is None and s.offers:
         how["accept_last_offer_implied"] = 1
     if at in ("propose", "demand") and isinstance(canon, tuple):
-        label = option_label(seat, canon[0]) if at == "demand" and kind_of(s).own_issue else deal_label(canon)
+        label = kind_of(s).demand_label(seat, canon) if at == "demand" else deal_label(canon)
         if a["deal"] != label:
             how["deal_normalised"] = 1
     return lenient_record(how)
@@ -606,35 +767,14 @@ def _resolve_demands(s: State):
 
 # %% ../nbs/05_protocol.ipynb #13ced4b0
 def _advance(s: State, seat: int):
-    "Move on after a completed turn of `seat`."
+    "Move on after a completed turn of `seat`, by the rules of the episode's kind."
     s.last_actor = seat
-    if s.phase == "done":
-        return
-    k = kind_of(s)
-    if k.simultaneous:
-        s.queue.remove(seat)
-        if not s.queue:
-            _resolve_demands(s)
-        return
-    if s.queue and s.queue[0] == seat:
-        s.queue.pop(0)
-    if k.responds:
-        return
-    if s.phase == "vote":
-        if not s.queue:
-            _resolve_vote(s)
-        return
-    if s.phase == "open":
-        s.phase = "turn"
-    if s.round >= s.protocol.max_turns:
-        return _start_vote(s)
-    s.round += 1
-    if not s.queue:
-        s.queue = _draw_cycle(s)
+    if s.phase != "done":
+        kind_of(s).advance(s, seat)
 
 # %% ../nbs/05_protocol.ipynb #2f471021
 def _do_propose(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
-    "Withdraw the seat's live offer, post the new one (in the ultimatum the other seat responds); close it if signed."
+    "Withdraw the seat's live offer, post the new one (and what follows by the kind's rules); close it if signed."
     for o in s.offers:
         if o.proposer == seat and o.status == "live":
             o.status = "withdrawn"
@@ -642,8 +782,7 @@ def _do_propose(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
     s.offers.append(off)
     applied["offer_id"] = ev["offer_id"] = off.offer_id
     applied["deal"] = ev["deal"] = off.deal
-    if kind_of(s).responds:
-        s.phase, s.round, s.queue = "respond", 1, [1 - seat]
+    kind_of(s).proposed(s, seat)
     _maybe_close(s, off)
 
 # %% ../nbs/05_protocol.ipynb #9c93ea59
@@ -674,8 +813,8 @@ def _do_vote(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
 
 # %% ../nbs/05_protocol.ipynb #184c591d
 def _do_reject(s: State, seat: int, a: dict, canon, ev: dict, applied: dict):
-    "The ultimatum's responder rejects: the episode ends."
-    _end(s, "rejected")
+    "The seat rejects the offer it answers: what follows is the kind's rule (the ultimatum ends)."
+    kind_of(s).rejected(s, seat)
 
 # %% ../nbs/05_protocol.ipynb #407e0b47
 def _do_demand(s: State, seat: int, a: dict, canon, ev: dict, applied: dict) -> bool:
