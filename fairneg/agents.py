@@ -18,7 +18,8 @@ __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SI
            'COUNTERFACTUAL_TYPES', 'make_action', 'answer_text', 'grid_sum', 'deal_index', 'label_index', 'index_label',
            'dp_n_options', 'OwnView', 'own_view', 'Belief', 'pass_prob', 'truth_belief', 'sample_prior_sheets',
            'PriorPool', 'prior_pool', 'rival_pool', 'public_evidence', 'posterior_weights', 'private_belief',
-           'time_factor', 'rational_rule', 'greedy_rule', 'passive_rule', 'demand_rule', 'Agent', 'get_agent']
+           'seat_belief', 'time_factor', 'rational_rule', 'greedy_rule', 'passive_rule', 'demand_rule', 'Agent',
+           'get_agent']
 
 # %% ../nbs/07_agents.ipynb #ceff141b
 ACTION_KEYS = ("atype", "offer_id", "deal", "vote")
@@ -179,6 +180,7 @@ def truth_belief(
     sheets,  # every party's score sheet S[j][k][o]
     thresholds,  # every party's threshold
     key,  # cache key: the game fingerprint
+    floors=None,  # per party, points below which it rejects now beyond its threshold (`ProtocolKind.reservations`)
 ) -> Belief:
     "A belief that knows every sheet: 0/1 acceptance and exact nnw factors."
 
@@ -191,11 +193,11 @@ def truth_belief(
             U += S[:, deals[:, k]]
         tau = np.asarray(thresholds, float)[:, None]
         ideal = np.array([sum(max(r) for r in sh) for sh in sheets], float)[:, None]
-        A = accepts(U, tau, own.strict)
+        A = accepts(U, tau if floors is None else np.maximum(tau, np.asarray(floors, float)[:, None]), own.strict)
         Z = (U - tau) / (ideal - tau)
         return Belief(A.astype(np.float64), np.maximum(Z, 0) ** (1 / n))
 
-    return _TRUTH.get_or((key, own.seat, own.strict), make)
+    return _TRUTH.get_or((key, own.seat, own.strict, floors and tuple(floors)), make)
 
 # %% ../nbs/07_agents.ipynb #81da2871
 POOL_SIZE = 256  # prior samples per game shape
@@ -309,7 +311,7 @@ def rival_pool(rival_sheet) -> PriorPool:
 def public_evidence(dp: DecisionPoint) -> list:
     "The public moves of a decision point as evidence `(party, kind, deal label)`, kind in propose / yes / no / skip."
     offers = {o.offer_id: o for o in dp.offers}
-    ev, live = [], {}
+    ev, live, last = [], {}, None  # `last`: the latest proposal, the one a rejection answers
     for e in dp.history:
         j, at = e["seat"], e["atype"]
         off = offers.get(e.get("offer_id"))
@@ -322,12 +324,14 @@ def public_evidence(dp: DecisionPoint) -> list:
             for oid in [k for k, o in live.items() if o["proposer"] == j]:
                 del live[oid]
             live[e["offer_id"]] = {"proposer": j, "deal": e["deal"], "signers": {j}}
+            last = e["offer_id"]
         elif at == "accept" and off is not None:
             ev.append((j, "yes", off.deal))
             if e["offer_id"] in live:
                 live[e["offer_id"]]["signers"].add(j)
-        elif at == "reject" and dp.offers:
-            ev.append((j, "no", dp.offers[-1].deal))
+        elif at == "reject" and last is not None:  # a rejected offer is dead (alternating offers)
+            ev.append((j, "no", offers[last].deal))
+            live.pop(last, None)
         elif at == "vote" and off is not None and e.get("vote") in ("yes", "no"):
             ev.append((j, e["vote"], off.deal))
         elif at == "walk":
@@ -360,13 +364,13 @@ def posterior_weights(
 _TABLES = _LRU(192)
 
 
-def _seat_table(dp, own: OwnView, pool: PriorPool, key, what: str, exchangeable: bool) -> tuple:
+def _seat_table(dp, own: OwnView, pool: PriorPool, key, what: str, exchangeable: bool, floor: float = 0.0) -> tuple:
     "`(X, X0, x_bar)`: samples' acceptance (`A`) or nnw factor (`R`) on its deals `(P, Di)`, with the control variate."
 
     def make():
         u = pool.utilities(np.stack(np.unravel_index(own.idx, own.n_options), 1))
         if what == "A":
-            X = accepts(u, pool.tau[:, None], own.strict)
+            X = accepts(u, (np.maximum(pool.tau, floor) if floor else pool.tau)[:, None], own.strict)
         else:
             X = np.maximum((u - pool.tau[:, None]) / pool.c[:, None], 0) ** (1 / own.n)
         X = np.ascontiguousarray(X, dtype=np.float32)  # C order: the products in `_expect` take BLAS's fast path
@@ -375,7 +379,7 @@ def _seat_table(dp, own: OwnView, pool: PriorPool, key, what: str, exchangeable:
         X0 = X.mean(0)
         return X, X0, float(X0.mean())
 
-    return _TABLES.get_or((key, dp.game_ref["game_sha"], own.seat, own.strict, what), make)
+    return _TABLES.get_or((key, dp.game_ref["game_sha"], own.seat, own.strict, what, floor), make)
 
 # %% ../nbs/07_agents.ipynb #99823e67
 @functools.cache
@@ -405,18 +409,38 @@ def private_belief(
     need_r: bool = True,  # compute the nnw factors
 ) -> Belief:
     "The posterior belief of a seat that sees only its own sheet and the public moves."
-    rival = protocol_kind(dp.protocol).rival_sheet(dp.own_sheet)
+    kind = protocol_kind(dp.protocol)
+    rival = kind.rival_sheet(dp.own_sheet)
+    # the pool's samples stand for every other party: one floor, theirs (a kind with floors has one other party)
+    floor = max((f for j, f in enumerate(kind.reservations(dp)) if j != own.seat), default=0.0)
     known = rival is not None  # the rules fix the other's sheet: its samples differ in their threshold alone
     pool = rival_pool(rival) if known else prior_pool(own.n_options, prior_seed)
     key = ("rival", str(rival)) if known else prior_seed
     W = posterior_weights(dp, pool, own.strict)
-    p = _expect(W, *_seat_table(dp, own, pool, key, "A", not known), hi=1.0)
+    p = _expect(W, *_seat_table(dp, own, pool, key, "A", not known, floor), hi=1.0)
     p[own.seat] = 1.0
     r = None
     if need_r:
         r = _expect(W, *_seat_table(dp, own, pool, key, "R", not known))
         r[own.seat] = np.maximum(own.z, 0) ** (1 / own.n)
     return Belief(p, r, W)
+
+# %% ../nbs/07_agents.ipynb #fb2660a3
+def seat_belief(
+    dp: DecisionPoint,  # decision point
+    own: OwnView,  # the seat's own view
+    game: Game | None = None,  # the game, for an information-leaky agent (it reads every sheet)
+    prior_seed: int = 0,  # seed of the prior pool (private information)
+    need_r: bool = True,  # compute the nnw factors (private information)
+) -> Belief:
+    "What a seat believes: every sheet (a leaky agent, or full information), else a posterior over the others'."
+    floors = protocol_kind(dp.protocol).reservations(dp)
+    floors = floors if any(floors) else None  # what rejecting is worth to each, where the kind's rules say
+    if game is not None:
+        return truth_belief(own, game.scores, game.thresholds, dp.game_ref["game_sha"], floors)
+    if dp.sheets is not None:
+        return truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"], floors)
+    return private_belief(dp, own, prior_seed, need_r)
 
 # %% ../nbs/07_agents.ipynb #04472166
 ANCHOR_Z = 0.8  # greedy_anchor signs only offers with z_i >= ANCHOR_Z
@@ -475,8 +499,10 @@ def rational_rule(dp: DecisionPoint, own: OwnView, bel: Belief, objective: str) 
     if ph == "respond":
         o = dp.offers[-1]
         ok = _beats_no_deal(own, bel, o.deal, objective)
-        return (make_action("accept", o.offer_id) if ok else make_action("reject")), dict(
-            rule="respond", beats_no_deal=ok
+        res = protocol_kind(dp.protocol).reservations(dp)[own.seat]  # what rejecting is worth to the seat
+        worth = objective == "table" or own.u[label_index(o.deal, own.n_options)] >= res
+        return (make_action("accept", o.offer_id) if ok and worth else make_action("reject")), dict(
+            rule="respond", beats_no_deal=ok, reservation=res
         )
     S = _scores(own, bel, dp, objective)
     b = int(np.argmax(S))
@@ -635,13 +661,7 @@ class Agent:
             return greedy_rule(dp, own)
         if self.kind == "passive":
             return passive_rule(dp, own)
-        need_r = self.objective == "table"
-        if g is not None:
-            bel = truth_belief(own, g.scores, g.thresholds, dp.game_ref["game_sha"])
-        elif dp.sheets is not None:
-            bel = truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"])
-        else:
-            bel = private_belief(dp, own, self.prior_seed, need_r)
+        bel = seat_belief(dp, own, g, self.prior_seed, need_r=self.objective == "table")
         return rational_rule(dp, own, bel, self.objective)
 
     def act(self, dp: DecisionPoint | dict, game=None, seed: int = 0) -> dict:

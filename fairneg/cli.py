@@ -168,16 +168,20 @@ def geometry(
         bool, typer.Option("--json", help="Print JSON: one object for a game, a list for several.")
     ] = False,
 ):
-    "Print a game's exact geometry (per solution: deal, nnw, each party's u and z), or one row per game of a bank."
+    "Print a game's exact geometry (per solution: deal, nnw, each party's u and z; its kind's equilibria), or a bank's."
     from fairneg.bank import bank_games
     from fairneg.geometry import bank_geometry, geometry_summary, geometry_text, solve
 
+    from fairneg.protocol import protocol_kind, equilibria_text
+
     games = _pick_game(bank_games(game), name, game)
     geos = [solve(g) for g in games]
+    eqs = [protocol_kind(g.protocol).equilibria(g) for g in games]  # what the kind's rules imply (alternating offers)
     if json_:
-        typer.echo(json.dumps(geometry_summary(geos[0]) if len(geos) == 1 else [geometry_summary(g) for g in geos]))
+        out = [{**geometry_summary(geo), **({"equilibria": eq} if eq else {})} for geo, eq in zip(geos, eqs)]
+        typer.echo(json.dumps(out[0] if len(out) == 1 else out))
     elif len(geos) == 1:
-        typer.echo(geometry_text(geos[0]))
+        typer.echo(geometry_text(geos[0]) + ("\n" + equilibria_text(eqs[0]) if eqs[0] else ""))
     else:
         typer.echo(f"{game}: {len(geos)} games; `--game NAME` shows one in full")
         typer.echo(bank_geometry(geos).to_string(index=False))

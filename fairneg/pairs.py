@@ -16,7 +16,7 @@ from .protocol import game_sha, check_poolable, PoolingError, DecisionPoint, Off
 from .protocol import read_decision_point, version_context
 from .protocol import row_decision_point
 from .prompts import render_prompt, render_conversation
-from .agents import get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, truth_belief, private_belief
+from .agents import get_agent, answer_text, COUNTERFACTUAL_TYPES, own_view, seat_belief
 from .agents import rational_rule, label_index
 from .rollout import view_ref, llm_seats
 from .llm import chat_text
@@ -242,17 +242,11 @@ def counterfactual_actions(
         if leaky not in bel:
             strict = game.strict if leaky else False  # a decision point does not carry the game's acceptance rule
             own = own_view(dp, strict)
-            sha = dp.game_ref["game_sha"]
-            if leaky:
-                b = truth_belief(own, game.scores, game.thresholds, sha)
-            elif dp.sheets is not None:
-                b = truth_belief(own, dp.sheets, dp.thresholds, sha)
-            else:
-                need_r = any(
-                    _agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky
-                    for t in types
-                )
-                b = private_belief(dp, own, prior_seed, need_r)
+            need_r = any(
+                _agent(t, prior_seed).objective == "table" and not _agent(t, prior_seed).information_leaky
+                for t in types
+            )
+            b = seat_belief(dp, own, game if leaky else None, prior_seed, need_r)
             bel[leaky] = (own, b)
         own, b = bel[leaky]
         a, _ = rational_rule(dp, own, b, ag.objective)

@@ -77,6 +77,7 @@ def test_launch_analyze_gate(tmp_path, bank):
         "primary",
         "ultimatum",
         "divide_dollar",
+        "alternating_offers",
         "rational_guard",
         "--bank",
         bank,
@@ -87,14 +88,14 @@ def test_launch_analyze_gate(tmp_path, bank):
     )
     assert r.exit_code == 0, r.output
     cells = sorted(p.parent.name for p in out.glob("*/cell.json"))
-    assert len(cells) == 8 and "fair_step1_rational_guard" in cells
+    assert len(cells) == 10 and "fair_step1_rational_guard" in cells
     for side in ("trained", "base"):
         rows = read_jsonl(out / "fair_step1_primary" / side / "episodes.jsonl")
         assert len(rows) == 6 and {r["episode_seed"] for r in rows} == {0, 1}
         assert rows[0]["experiment_name"] == f"fairness_grpo_eval_fair_step1_primary_{side}"
     # each condition's untrained side was played once and copied into both checkpoints' cells
     stores = sorted(p.parent.name.split("-")[0] for p in (out / "_shared_base").glob("*/episodes.jsonl"))
-    assert stores == ["divide_dollar", "primary", "rational_guard", "ultimatum"]
+    assert stores == ["alternating_offers", "divide_dollar", "primary", "rational_guard", "ultimatum"]
     b1, b2 = (read_jsonl(out / f"fair_step{i}_primary" / "base" / "episodes.jsonl") for i in (1, 2))
     assert {r["eval_base_shared"] for r in b1} == {r["eval_base_shared"] for r in b2} and b1[0][
         "eval_cell"
@@ -115,7 +116,7 @@ def test_launch_analyze_gate(tmp_path, bank):
     assert r.exit_code == 0, r.output
     res = json.loads((out / "eval.json").read_text())
     contrasts = read_jsonl(out / "eval_contrasts.jsonl")
-    assert len(contrasts) == 8 * 15 and {c["experiment_name"] for c in contrasts} >= {
+    assert len(contrasts) == 10 * 15 and {c["experiment_name"] for c in contrasts} >= {
         "fairness_grpo_eval_fair_step1_primary"
     }
     ult = res["cells"]["fair_step1_ultimatum"]
@@ -123,6 +124,10 @@ def test_launch_analyze_gate(tmp_path, bank):
     # the self-interested base proposes 100/0 in the ultimatum game: every closure guard is fine, max_share is not
     assert ult["endpoints"]["max_share"]["base"] == 1.0 and ult["endpoints"]["max_share"]["verdict"] == "favourable"
     assert ult["endpoints"]["below_threshold"]["delta"] == 0.0
+    # alternating offers: the self-interested base strikes the subgame-perfect split (25 to 75 on steps of 5), the
+    # fairness agent 50 to 50
+    alt = res["cells"]["fair_step1_alternating_offers"]["endpoints"]["max_share"]
+    assert (alt["base"], alt["base"] + alt["delta"]) == (0.75, 0.5), alt
     tab = ladder_table(contrasts, "nnw", condition="primary")
     assert list(tab.columns) == [1, 2] and list(tab.index) == ["fair"]
 

@@ -10,6 +10,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("xgrammar")
 from typer.testing import CliRunner
 from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
+from fairneg.protocol import alternating_offers_game
 from fairneg.bank import write_bank
 from fairneg.rollout import AgentPolicy, EpisodeSpec, co_step, make_policies, run_tournament
 from fairneg.settings import PlaySettings
@@ -51,6 +52,7 @@ def test_tournament_llm_and_agents(standin, tmp_path):
 def test_same_turns_at_any_width(standin):
     "Per-turn seeds: the same episodes give the same answers one at a time and co-stepped (ultimatum, divide-the-dollar too)."
     games = [generate_game(42002), generate_game(42003, n_parties=3), ultimatum_game(), divide_dollar_game(3)]
+    games.append(alternating_offers_game())
 
     def play(width):
         specs = [EpisodeSpec(g, 0, ["llm"] * g.n, play=PlaySettings(max_turns=2)) for g in games]
@@ -58,6 +60,25 @@ def test_same_turns_at_any_width(standin):
         return {e.state.episode_id: [t["raw"] for t in e.state.turns] for e in eps}
 
     assert play(1) == play(4)
+
+
+def test_llm_plays_alternating_offers(standin):
+    "The LLM policy plays alternating offers by the kind's declaration alone: legal proposals and answers, rounds on."
+    res = run_tournament(
+        [alternating_offers_game()],
+        ["llm", "greedy_anchor"],  # greedy rejects most splits, so the talks go into later rounds
+        [0, 1, 2],
+        progress=False,
+        play=PlaySettings(max_turns=3),
+        extra_policies={"llm": _policy(standin)},
+    )
+    mine = [t for t in res["transcripts"] if t["policy"] == "llm"]
+    assert mine and all(t["legality"] == "ok" for t in mine)
+    assert {t["phase"] for t in mine} == {"propose", "respond"}  # it proposed, and it answered the other's proposals
+    for e in res["episodes"]:  # each round's proposer is the previous round's rejecter: the seats take turns
+        proposers = [t["seat"] for t in e.state.turns if t["phase"] == "propose"]
+        assert proposers == [k % 2 for k in range(len(proposers))]
+    assert {r["end_reason"] for r in res["rows"]} <= {"accepted", "rejected"}
 
 
 def test_trainer_logprobs_and_grad(standin):

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 from ..commands import user_error
 from ..bank import LLMDEL_ALIAS, SAFE_ID, bank_games
-from ..game import Game, generate_game, ultimatum_game, divide_dollar_game, read_json
+from ..game import Game, generate_game, read_json
 from ..rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version
 from ..rollout import write_cell_tables
-from ..protocol import game_sha
+from ..protocol import game_sha, kind_conditions, condition_kind
 from ..rollout import games_content
 from ..settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings
 from ..policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
@@ -51,8 +51,8 @@ CONDITIONS = {
     "crossgame": "games of another family (4-, 5- and 7-party generated games, or --crossgame-bank)",
     "framing": "the held-out bank in prose framing",
     "rational_guard": "the held-out bank, the policy in one seat (rotating with the seed) against rational agents",
-    "ultimatum": "the ultimatum game, both seats the policy",
-    "divide_dollar": "two-party divide-the-dollar, both seats the policy",
+    # and one for each kind of game that names one: its canonical games (`ProtocolKind.condition`, `canonical_games`)
+    **kind_conditions(),
 }
 NEEDS_BANK = ("primary", "framing", "rational_guard")
 
@@ -94,7 +94,7 @@ def condition_games(
         return bank_games(LLMDEL_ALIAS)
     if condition == "crossgame":
         return bank_games(crossgame_bank) if crossgame_bank else crossgame_games()
-    return [ultimatum_game()] if condition == "ultimatum" else [divide_dollar_game(2)]
+    return condition_kind(condition).canonical_games()
 
 # %% ../../nbs/13_eval_cells.ipynb #d0acc905
 # condition -> the settings it changes on purpose (SPEC §7, Same game: every other setting is the one trained under)
