@@ -11,6 +11,7 @@ import numpy as np
 from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
 from .geometry import solve
 from .reward import EPS, g_smooth, table_reward
+from .settings import DecodeSettings
 from .protocol import Protocol, deadline_turns, new_episode, apply_action, decision_point
 from .protocol import game_sha, check_poolable, PoolingError, DecisionPoint, Offer, field_names
 from .protocol import read_decision_point, version_context
@@ -1250,7 +1251,9 @@ def dpo_cmd(
     framing: Annotated[str | None, typer.Option(help="Prompt framing (default: the logged one).")] = None,
     instances: Annotated[Path | None, typer.Option(help="The games (needed for the prose framing).")] = None,
     model: Annotated[str | None, typer.Option(help="Apply this model's chat template (string prompts).")] = None,
-    model_thinking: Annotated[str, typer.Option(help="Thinking mode of the chat template: on or off.")] = "off",
+    thinking: Annotated[
+        bool, typer.Option(help="Qwen3's thinking mode of the chat template.")
+    ] = DecodeSettings.thinking,
     min_regret: Annotated[float | None, typer.Option(help="Drop pairs below this regret.")] = None,
     weighting: Annotated[
         str,
@@ -1283,7 +1286,7 @@ def dpo_cmd(
             framing,
             games,
             tok,
-            model_thinking == "on",
+            thinking,
             min_regret,
             weighting,
             g_floor,

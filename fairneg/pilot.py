@@ -14,7 +14,7 @@ from .game import read_json, load_game, llmdel_games_dir
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy, needs_gpu
 from .rollout import run_cell, run_tournament, soundness, code_version
-from .settings import PlaySettings, game_settings
+from .settings import PlaySettings, game_settings, thinking_label
 from .grpo import GRPOConfig, make_config, train, submit_train, JOBS, check_inputs
 from .jobs import JobConfig, live_job, run_as_job, slurm_watch, wait_jobs
 from .eval import MIN_GAMES, LaunchConfig, launch_config, plan_launch, launch, executor_params, analyze_cells
@@ -534,7 +534,9 @@ def stage_pairs(
             extra_policies={"llm": make_policy(model, name="llm", **kw)},
             progress=progress,
             cell=dict(
-                model=model, model_thinking="on" if kw.get("thinking") else "off", max_new_tokens=kw["max_new_tokens"]
+                model=model,
+                model_thinking=thinking_label(bool(kw.get("thinking"))),
+                max_new_tokens=kw["max_new_tokens"],
             ),
             play=_train_play(params),
         )

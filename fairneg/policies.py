@@ -15,13 +15,13 @@ from .bank import adapter_config, bank_games
 from .rollout import RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names
 from .rollout import max_budget, run_cell, summary_table, quality_report, merge_cmd, cell_identity, held_episodes
 from .rollout import missing_runs
-from .llm import CONSTRAIN, HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
+from .llm import HFPolicy, VLLMPolicy, constrain_mode, model_path, evaluate_model, eval_text
 from .game import INFO_MODES
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from .store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES, QUALITY, CELL
 from .store import folder_lock, check_writable
 from .game import read_json
-from .settings import PlaySettings, play_settings
+from .settings import DecodeSettings, PlaySettings, play_settings, thinking_label
 
 # %% auto #0
 __all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'needs_gpu',
@@ -192,7 +192,7 @@ def model_spec(name: str) -> PolicySpec:
 def seat_policies(
     names,  # seat policy names
     model: str | None = None,  # the `--model` spec (the seats named after it are that model)
-    thinking: bool = False,  # thinking mode of model policies
+    thinking: bool = DecodeSettings.thinking,  # Qwen3 thinking mode of model policies
     max_new_tokens: int | None = None,  # cap of new tokens of model policies
     extra: dict | None = None,  # ready policies by name (tests, notebooks)
     constrain: str | None = None,  # `legal` or `none` (default: legal for embedded models, none for real ones)
@@ -258,7 +258,7 @@ class PlayConfig:
     # episodes live at once (the co-stepping wave width, the memory knob)
     width: int = field(default=64, metadata=dict(flags=("--width", "--instance-batch")))
     model: str | None = None  # LLM seats' policy: folder, hub id, hf:PATH, vllm:PATH, tiny(-test), random-legal
-    model_thinking: str = "off"  # thinking mode of --model: on or off
+    thinking: bool = DecodeSettings.thinking  # Qwen3's thinking mode of --model (recorded as `model_thinking` on/off)
     constrain: str | None = None  # constrained decoding: legal or none (default: legal for tiny models, else none)
     turn_max_tokens: int | None = None  # raise every turn's token cap to N (protocol `...-uncapped-turn<N>-v1`)
     framing: str = PlaySettings.framing  # prompt framing: table or prose
@@ -286,10 +286,7 @@ def _check_play_config(c: PlayConfig):
     "Refuse a missing bank or a value that is not one of its choices: a `ValueError` that names the field."
     if c.bank is None:
         raise ValueError("bank is missing: give --bank, a bank folder or a folder of game JSON files")
-    if c.model_thinking not in ("on", "off"):
-        raise ValueError(f"model_thinking must be on or off, got {c.model_thinking!r}")
-    if c.constrain not in (None, *CONSTRAIN):
-        raise ValueError(f"constrain must be {' or '.join(CONSTRAIN)}, got {c.constrain!r}")
+    DecodeSettings(thinking=c.thinking, constrain=c.constrain)  # checked by their owner
     c.play  # context, framing, info_mode, max_turns and turn_max_tokens
     if c.width < 1:
         raise ValueError(f"width must be at least 1, got {c.width}")
@@ -355,7 +352,7 @@ def _play_cell(force: bool, c: PlayConfig, games: list, names: list, experiment_
     llm = any(not is_agent_seat(n) for n in names)
     cell = dict(
         model=c.model,
-        model_thinking=c.model_thinking if llm else None,
+        model_thinking=thinking_label(c.thinking) if llm else None,
         constrain=c.constrain,
         turn_max_tokens=c.turn_max_tokens,
         max_new_tokens=cap if llm else None,
@@ -374,7 +371,7 @@ def _play_cell(force: bool, c: PlayConfig, games: list, names: list, experiment_
     if blocks:
         check_writable(out, "cell folder")  # a folder it cannot write is refused before the model loads
         # only now: a model loads
-        pols = seat_policies(names, c.model, c.model_thinking == "on", cap, constrain=c.constrain)
+        pols = seat_policies(names, c.model, c.thinking, cap, constrain=c.constrain)
         run = lambda d, gs, ss: run_cell(
             gs,
             names,
@@ -455,9 +452,8 @@ def eval_cmd(
     ):
         if v < 1:
             raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
-    if constrain not in ("auto", *CONSTRAIN):
-        raise typer.BadParameter(f"`{constrain}`, not {' or '.join(('auto', *CONSTRAIN))}", param_hint="--constrain")
     try:
+        DecodeSettings(constrain=None if constrain == "auto" else constrain)  # `auto`: the model's default
         play = play_settings(framing=framing, context=context, max_turns=max_turns)
     except BadValue as e:
         raise typer.BadParameter(str(e)) from None

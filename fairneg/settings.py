@@ -9,8 +9,9 @@ from .commands import BadValue
 from .game import INFO_MODES
 
 # %% auto #0
-__all__ = ['CONTEXTS', 'FRAMINGS', 'ANSWER_SETTINGS', 'check_choice', 'check_count', 'PlaySettings', 'play_settings',
-           'game_settings', 'settings_differences']
+__all__ = ['CONTEXTS', 'FRAMINGS', 'CONSTRAINTS', 'ANSWER_CAPS', 'ANSWER_SETTINGS', 'check_choice', 'check_count', 'PlaySettings',
+           'play_settings', 'DecodeSettings', 'thinking_label', 'read_thinking', 'game_settings',
+           'settings_differences']
 
 # %% ../nbs/02_settings.ipynb #35401a72
 # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
@@ -67,9 +68,44 @@ def play_settings(**given) -> PlaySettings:
         **{k: v for k, v in given.items() if v is not None or PlaySettings.__dataclass_fields__[k].default is None}
     )
 
+# %% ../nbs/02_settings.ipynb #2fddb921
+CONSTRAINTS = ("legal", "none")  # constrained decoding: a grammar of the legal actions, or free text
+ANSWER_CAPS = {"hf": 512, "vllm": 512}  # a backend's default cap of new tokens per turn (the turn's budget caps too)
+
+# %% ../nbs/02_settings.ipynb #f9725444
+@dataclass(frozen=True)
+class DecodeSettings:
+    "How a model seat answers a turn; every value is checked when the record is made."
+
+    max_new_tokens: int | None = None  # cap of new tokens per turn (None: the backend's, `ANSWER_CAPS`)
+    scratchpad_chars: int = 256  # longest scratchpad under the constraint
+    message_chars: int = 160  # longest public message under the constraint
+    thinking: bool = False  # Qwen3's thinking mode (`enable_thinking`); off under the constraint
+    constrain: str | None = None  # `legal` or `none` (None: legal for the embedded models, none for real ones)
+
+    def __post_init__(self):
+        check_count("max_new_tokens", self.max_new_tokens, 1)
+        check_count("scratchpad_chars", self.scratchpad_chars, 0)
+        check_count("message_chars", self.message_chars, 0)
+        check_choice("thinking", self.thinking, (True, False))
+        check_choice("constrain", self.constrain, (None, *CONSTRAINTS))
+
+# %% ../nbs/02_settings.ipynb #1c3a4b75
+def thinking_label(thinking: bool) -> str:
+    "The thinking mode as run records spell it: `on` or `off`."
+    return "on" if check_choice("thinking", thinking, (True, False)) else "off"
+
+
+def read_thinking(value) -> bool:
+    "A recorded or given thinking mode as the one bool: `on`/True is True, `off`/False/None is False; else `BadValue`."
+    return {"on": True, True: True, "off": False, False: False, None: False}[
+        check_choice("thinking", value, ("on", "off", True, False, None))
+    ]
+
 # %% ../nbs/02_settings.ipynb #60e82fd3
 # a model seat's answer caps and Qwen3 thinking mode: the options of `make_policy` that change the game a policy plays
-ANSWER_SETTINGS = ("max_new_tokens", "scratchpad_chars", "message_chars", "thinking")
+# (every `DecodeSettings` field but the constraint, which changes how an answer is drawn, not the game)
+ANSWER_SETTINGS = tuple(f.name for f in fields(DecodeSettings) if f.name != "constrain")
 
 
 def game_settings(

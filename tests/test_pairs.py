@@ -109,9 +109,11 @@ def test_play_seat_errors(games, tmp_path):
     r = runner.invoke(play_app, ["--bank", str(games), "--out", str(tmp_path)])
     assert r.exit_code == 2 and "give --seats" in flat(r.output)
     r = runner.invoke(
-        play_app, ["--bank", str(games), "--model", "random-legal", "--model-thinking", "maybe", "--out", str(tmp_path)]
+        play_app, ["--bank", str(games), "--model", "random-legal", "--constrain", "maybe", "--out", str(tmp_path)]
     )
-    assert r.exit_code == 2
+    assert r.exit_code == 2 and "constrain must be legal or none, got 'maybe'" in flat(r.output)
+    r = runner.invoke(play_app, ["--bank", str(games), "--model", "random-legal", "--model-thinking", "on"])
+    assert r.exit_code == 2 and "--thinking" in flat(r.output)  # thinking is one bool flag: --thinking/--no-thinking
     assert not (tmp_path / "episodes.jsonl").exists()
 
 
@@ -483,8 +485,7 @@ def test_play_model_seats_go_through_the_policy_registry(games, tmp_path, monkey
             str(games),
             "--model",
             "hf:/models/qwen",
-            "--model-thinking",
-            "on",
+            "--thinking",
             "--seats",
             "llm,bayes_rational,llm,passive_gate,llm",
             "--turn-max-tokens",

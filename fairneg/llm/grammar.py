@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy, json
 from collections.abc import Mapping
 from ..game import option_label, generate_game, ultimatum_game, divide_dollar_game
+from ..settings import DecodeSettings
 from ..protocol import DecisionPoint, new_episode, current_seats, as_decision_point, decision_point, apply_action
 
 # %% auto #0
@@ -50,7 +51,7 @@ def _act(atype: str, offer_id: dict | None = None, deal: dict | None = None, vot
 
 # %% ../../nbs/09_llm_grammar.ipynb #456e8f17
 # a model seat's longest scratchpad and public message under the constraint (defaults)
-SCRATCHPAD_CHARS, MESSAGE_CHARS = 256, 160
+SCRATCHPAD_CHARS, MESSAGE_CHARS = DecodeSettings.scratchpad_chars, DecodeSettings.message_chars  # their owner
 
 # %% ../../nbs/09_llm_grammar.ipynb #eba70baf
 def legal_action_schema(

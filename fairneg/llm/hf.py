@@ -9,6 +9,7 @@ from pathlib import Path
 from ..protocol import DecisionPoint, parse_action
 from fastcore.basics import patch
 from ..commands import BadValue
+from ..settings import ANSWER_CAPS, DecodeSettings
 from .load import _device, load_model, stop_ids, vocab_size
 from .chat import encode_request
 from .sampling import check_context_limit, context_limit
@@ -16,21 +17,16 @@ from .sampling import decode_record, sample_decoding
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
 
 # %% auto #0
-__all__ = ['CONSTRAIN', 'constrain_mode', 'policy_answer', 'count_call', 'HFPolicy']
+__all__ = ['constrain_mode', 'policy_answer', 'count_call', 'HFPolicy']
 
 # %% ../../nbs/09_llm_hf.ipynb #24550369
-CONSTRAIN = ("legal", "none")
-
-
 def constrain_mode(constrain=None) -> str:
     "`legal` or `none` from a `constrain` option (a name, a bool, or None: `none`)."
     if constrain in (None, "auto"):
         return "none"
     if constrain is True or constrain is False:
         return "legal" if constrain else "none"
-    if constrain not in CONSTRAIN:
-        raise BadValue(f"constrain must be one of {', '.join(CONSTRAIN)} (got `{constrain}`)")
-    return constrain
+    return DecodeSettings(constrain=constrain).constrain  # checked by its owner
 
 # %% ../../nbs/09_llm_hf.ipynb #df0e06eb
 def policy_answer(
@@ -83,9 +79,9 @@ class HFPolicy:
         device=None,  # see `load_model`
         temperature: float = 1.0,
         top_p: float = 1.0,
-        max_new_tokens: int = 512,  # cap of new tokens per turn (the turn's own budget applies too)
+        max_new_tokens: int = ANSWER_CAPS["hf"],  # cap of new tokens per turn (the turn's own budget applies too)
         batch_size: int = 16,  # rows per decoding batch (the whole request list runs in chunks)
-        thinking: bool = False,  # Qwen3 `enable_thinking` (off under the constraint)
+        thinking: bool = DecodeSettings.thinking,  # Qwen3 `enable_thinking` (off under the constraint)
         constrain: str | None = None,  # `legal` or `none` (None: `none`)
         scratchpad_chars: int = SCRATCHPAD_CHARS,
         message_chars: int = MESSAGE_CHARS,  # lengths under the constraint

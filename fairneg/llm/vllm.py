@@ -11,6 +11,7 @@ from .chat import encode_request
 from .sampling import check_context_limit
 from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, grammar_text
 from .hf import HFPolicy, constrain_mode, count_call, policy_answer
+from ..settings import ANSWER_CAPS, DecodeSettings
 
 # %% auto #0
 __all__ = ['BROKEN_XGRAMMAR', 'CPU_BATCHED_TOKENS', 'CPU_MEMORY_SHARE', 'CPU_BLOCK_SIZE', 'CPU_DTYPE', 'vllm_on_cpu',
@@ -130,8 +131,8 @@ class VLLMPolicy:
         adapter=None,  # a first LoRA adapter folder (optional)
         temperature: float = 1.0,
         top_p: float = 1.0,
-        max_new_tokens: int = 512,
-        thinking: bool = False,
+        max_new_tokens: int = ANSWER_CAPS["vllm"],
+        thinking: bool = DecodeSettings.thinking,
         constrain: str | None = None,
         scratchpad_chars: int = SCRATCHPAD_CHARS,
         message_chars: int = MESSAGE_CHARS,
