@@ -5,6 +5,7 @@
 # %% ../nbs/16_pilot.ipynb #2765aaf8
 from __future__ import annotations
 import contextlib, dataclasses, shutil, time
+from dataclasses import dataclass, field
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,8 +35,9 @@ from .lockfile import file_sha256
 from .numerics import provenance
 
 # %% auto #0
-__all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'check_params',
-           'load_params', 'need', 'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry',
+__all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'PilotSection',
+           'SoundnessSection', 'AnalysisSection', 'GateSection', 'ReportSection', 'GeometrySection', 'check_params',
+           'load_params', 'section', 'need', 'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry',
            'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'Arm', 'arms', 'arm_configs', 'train_arm',
            'stage_train', 'ladder_rungs', 'split_finals', 'gate_checkpoints', 'train_arms_as_jobs', 'dpo_arms',
            'stage_pairs', 'stage_validity', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate',
@@ -49,32 +51,81 @@ class ParamsError(ValueError):
 class PilotStopped(RuntimeError):
     "A gate the pilot must pass did not pass; the message says which and where its numbers are."
 
+# %% ../nbs/16_pilot.ipynb #496fd365
+@dataclass
+class PilotSection:
+    "`pilot:`: the design: its λ arms and their replicates, the placebo, DPO arms and what each is evaluated on."
+
+    run_dir: str = "runs/pilot"  # the run folder `fairneg report` reads
+    lams: list[float] = field(default_factory=lambda: [0.0, 1.0])  # the λ of each GRPO arm
+    seeds: list[int] | None = None  # training seeds per λ (SPEC §7 replicates; None: one each)
+    placebo_seeds: int = 0  # placebo arms: `placebo_lam`'s rewards, advantages permuted per step
+    placebo_lam: float = 0.5  # the λ of the placebo arms' rewards
+    ladder_seeds: int | None = None  # seeds per arm whose earlier checkpoints are evaluated (None: all)
+    condition_seeds: int | None = None  # seeds per arm evaluated on the single-game conditions (None: all)
+    replicate_conditions: list[str] = field(default_factory=lambda: ["primary"])  # what every seed is evaluated on
+    dpo_types: list[str] = field(default_factory=list)  # one DPO arm per counterfactual type
+    ladder_conditions: list[str] = field(default_factory=list)  # the conditions of the earlier checkpoints
+    pairs_games: int = 12  # private-information training games the untrained model plays for the DPO pairs
+    pairs_seeds: int = 2  # episodes per game
+    pinned_model: bool = True  # check the embedded model's weights against the sha pinned in the package
+
+
+@dataclass
+class SoundnessSection:
+    "`soundness:`: the reward soundness gate before training."
+
+    games: int = 6  # training games played by both campaigns
+    seeds: int = 2  # episodes per game
+    required: bool = True  # stop the pilot when the gate fails
+
+
+@dataclass
+class AnalysisSection:
+    "`analysis:`: the statistics of the eval contrasts."
+
+    B: int = 10_000  # bootstrap resamples of the percentile interval (SPEC §7)
+    min_games: int = MIN_GAMES  # a cell of fewer games gets `too_few_games` verdicts (single-game cells exempt)
+
+
+@dataclass
+class GateSection:
+    "`gate:`: the preregistration the gate judges (and the DPO arms' minimum of effective pairs comes from)."
+
+    prereg: str = "params/prereg-pilot.yaml"  # the preregistration file
+
+
+@dataclass
+class ReportSection:
+    "`report:`: the research-note page."
+
+    out: str = "reports/pilot.html"  # the HTML file
+    title: str = "fairneg CPU pilot"  # its title
+
+
+@dataclass
+class GeometrySection:
+    "`geometry:`: the LLM-Deliberation games' geometry."
+
+    out: str | None = None  # its JSON lines (None: `llmdel-geometry.jsonl` in the run folder)
+
 # %% ../nbs/16_pilot.ipynb #b56a4146
-PARAM_KEYS = {  # the pilot's own sections and their keys (train, dpo and eval are the configs of their chapters)
+PARAM_KEYS = {  # the bank sections' keys (the commands' flags)
     "bank.train": ("n_games", "seed_offset", "modes", "out"),
     "bank.eval": ("n", "first_seed", "min_spread", "modes", "max_candidates", "known_banks", "out"),
-    "geometry": ("out",),
-    "soundness": ("games", "seeds", "required"),
-    "analysis": ("B", "min_games"),
-    "gate": ("prereg",),
-    "report": ("out", "title"),
-    "pilot": (
-        "run_dir",
-        "lams",
-        "seeds",
-        "placebo_seeds",
-        "placebo_lam",
-        "ladder_seeds",
-        "condition_seeds",
-        "replicate_conditions",
-        "dpo_types",
-        "ladder_conditions",
-        "pairs_games",
-        "pairs_seeds",
-        "pinned_model",
-    ),
 }
-CONFIG_SECTIONS = {"train": GRPOConfig, "dpo": DPOTrainConfig, "eval": LaunchConfig}
+# every other section is a dataclass: train, dpo and eval are the configs of their chapters, the rest the pilot's own
+CONFIG_SECTIONS = {
+    "train": GRPOConfig,
+    "dpo": DPOTrainConfig,
+    "eval": LaunchConfig,
+    "pilot": PilotSection,
+    "soundness": SoundnessSection,
+    "analysis": AnalysisSection,
+    "gate": GateSection,
+    "report": ReportSection,
+    "geometry": GeometrySection,
+}
 
 
 def check_params(p: dict, src: str):
@@ -109,6 +160,12 @@ def load_params(path) -> dict:
         raise ParamsError(f"{path}: must hold a mapping of sections")
     check_params(p, str(path))
     return {**p, "_source": str(path)}
+
+# %% ../nbs/16_pilot.ipynb #81ec19e2
+def section(params: dict, name: str):
+    "The `name:` section of a parameters file as its dataclass (`CONFIG_SECTIONS`): given values, else the defaults."
+    cls = CONFIG_SECTIONS[name]
+    return cls(**config_section(params, name, cls, params.get("_source", "<params>"), ParamsError))
 
 # %% ../nbs/16_pilot.ipynb #67108824
 def need(params: dict, key: str):
@@ -200,7 +257,7 @@ def stage_banks(params: dict, run: Path, force: bool, only, progress: bool) -> t
 # %% ../nbs/16_pilot.ipynb #6f94558a
 def stage_geometry(params: dict, run: Path, force: bool, only) -> Path:
     "The geometry of the six LLM-Deliberation games."
-    out = Path(get(params, "geometry.out", run / "llmdel-geometry.jsonl"))
+    out = Path(section(params, "geometry").out or run / "llmdel-geometry.jsonl")
     rows = lambda: [geometry_summary(solve(load_game(p))) for p in sorted(llmdel_games_dir().iterdir()) if p.is_dir()]
     run_stage("llmdel-geometry", out, lambda: write_jsonl(out, rows()), force, only)
     return out
@@ -247,7 +304,7 @@ def stage_model(params: dict, run: Path, force: bool, only) -> str:
 
     run_stage("model", run / "model.json", build, force, only)
     if (run / "model.json").exists():  # not yet, where `--only` leaves the stage out
-        check_model(read_json(run / "model.json", ParamsError), get(params, "pilot.pinned_model", True))
+        check_model(read_json(run / "model.json", ParamsError), section(params, "pilot").pinned_model)
     return spec
 
 # %% ../nbs/16_pilot.ipynb #b218edb4
@@ -304,7 +361,7 @@ def stage_soundness(
     def play_and_judge():
         # an interrupted (or forced) stage starts over: cells are never doubled
         shutil.rmtree(run / "soundness", ignore_errors=True)
-        n, seeds = get(params, "soundness.games", 6), list(range(get(params, "soundness.seeds", 2)))
+        n, seeds = section(params, "soundness").games, list(range(section(params, "soundness").seeds))
         games = load_bank(train_bank)[:n]
         kw = dict(play=_train_play(params), progress=progress)
         rat = run_tournament(
@@ -328,7 +385,7 @@ def stage_soundness(
         res = soundness(
             {"rational control": rat["rows"], "all-LLM": llm["rows"]},
             ["rational control>all-LLM"],
-            B=get(params, "analysis.B", 10_000),
+            B=section(params, "analysis").B,
             g_floor=make_config(params, lam=0.0).g_floor,
         )
         for nm, s in res["campaigns"].items():
@@ -340,7 +397,7 @@ def stage_soundness(
 
     run_stage("soundness", out, on_cluster("soundness", play_and_judge, run, job, model), force, only)
     res = read_json(out, ParamsError) if out.exists() else None
-    if res is not None and not res["passed"] and get(params, "soundness.required", True):
+    if res is not None and not res["passed"] and section(params, "soundness").required:
         c = res["campaigns"]
         raise PilotStopped(
             f"the reward soundness gate failed ({out}): rational tables R_table "
@@ -367,8 +424,8 @@ class Arm:
 
 def arms(params: dict) -> list:
     "The pilot's GRPO arms: each λ under its seeds (`pilot.seeds`, in `lams` order), then the placebo's seeds."
-    lams, seeds = [float(l) for l in get(params, "pilot.lams", [0.0, 1.0])], get(params, "pilot.seeds", None)
-    first = int(get(params, "train.seed", 0))
+    lams, seeds = [float(l) for l in section(params, "pilot").lams], section(params, "pilot").seeds
+    first = int(get(params, "train.seed", GRPOConfig.seed))
     if seeds is None:
         out = [Arm(l, None, 0, False, grpo_arm(l)) for l in lams]
     else:
@@ -378,10 +435,10 @@ def arms(params: dict) -> list:
                 f"λ of pilot.lams {lams}"
             )
         out = [Arm(l, first + i, i, False, grpo_arm(l, first + i)) for l, n in zip(lams, seeds) for i in range(int(n))]
-    pl = float(get(params, "pilot.placebo_lam", 0.5))
+    pl = float(section(params, "pilot").placebo_lam)
     return out + [
         Arm(pl, first + i, i, True, grpo_arm(pl, first + i, placebo=True))
-        for i in range(int(get(params, "pilot.placebo_seeds", 0) or 0))
+        for i in range(section(params, "pilot").placebo_seeds)
     ]
 
 # %% ../nbs/16_pilot.ipynb #8505805f
@@ -434,7 +491,7 @@ def stage_train(
 # %% ../nbs/16_pilot.ipynb #9a4dcea8
 def ladder_rungs(params: dict, run: Path, train_bank: Path) -> dict:
     "The earlier checkpoints (`checkpoint_steps` below the last) of each arm's first `pilot.ladder_seeds` seeds."
-    out, n = {}, get(params, "pilot.ladder_seeds", None)
+    out, n = {}, section(params, "pilot").ladder_seeds
     for a, cfg in zip(arms(params), arm_configs(params, run, train_bank)):
         if n is not None and a.index >= int(n):
             continue
@@ -450,7 +507,7 @@ def ladder_rungs(params: dict, run: Path, train_bank: Path) -> dict:
 # %% ../nbs/16_pilot.ipynb #ebec3f9a
 def split_finals(params: dict, finals: dict) -> tuple:
     "The arms' last checkpoints: those of the first `pilot.condition_seeds` seeds (every condition), then the rest."
-    n, idx = get(params, "pilot.condition_seeds", None), {a.name: a.index for a in arms(params)}
+    n, idx = section(params, "pilot").condition_seeds, {a.name: a.index for a in arms(params)}
     first = {k: v for k, v in finals.items() if n is None or idx.get(arm_step(k)[0], 0) < int(n)}
     return first, {k: v for k, v in finals.items() if k not in first}
 
@@ -492,12 +549,12 @@ def train_arms_as_jobs(
 # %% ../nbs/16_pilot.ipynb #a6c7f6ee
 def dpo_arms(params: dict) -> list:
     "The counterfactual type of each DPO arm and its name (`dpo_fairness_private`, ...)."
-    return [(t, dpo_arm(t)) for t in get(params, "pilot.dpo_types", [])]
+    return [(t, dpo_arm(t)) for t in section(params, "pilot").dpo_types]
 
 # %% ../nbs/16_pilot.ipynb #d87c9b2b
 def _min_effective_pairs(params: dict) -> float | None:
     "The preregistered minimum of effective pairs a DPO arm needs (`analysis.min_effective_pairs`; None: none)."
-    pre = get(params, "gate.prereg", None)
+    pre = section(params, "gate").prereg
     return load_prereg(pre)["analysis"].get("min_effective_pairs") if pre and Path(pre).exists() else None
 
 # %% ../nbs/16_pilot.ipynb #bb50602e
@@ -519,7 +576,7 @@ def stage_pairs(
 
     def annotate_pairs():
         shutil.rmtree(out, ignore_errors=True)  # an interrupted stage starts over (cell tables are appended)
-        games = [g for g in load_bank(train_bank) if g.info_mode == "private"][: get(params, "pilot.pairs_games", 12)]
+        games = [g for g in load_bank(train_bank) if g.info_mode == "private"][: section(params, "pilot").pairs_games]
         if not games:
             raise ParamsError(
                 f"{train_bank}: no private-information game for the DPO pairs (add `private` to bank.train.modes)"
@@ -528,7 +585,7 @@ def stage_pairs(
         played = run_cell(
             games,
             ["llm"],
-            range(get(params, "pilot.pairs_seeds", 2)),
+            range(section(params, "pilot").pairs_seeds),
             out=out / "episodes",
             experiment_name="pilot_pairs_base",
             extra_policies={"llm": make_policy(model, name="llm", **kw)},
@@ -557,7 +614,7 @@ def stage_validity(params: dict, run: Path, pairs: Path | None, force: bool, onl
     out = run / "validity.json"
 
     def check():
-        res = payoff_sensitivity(load_pairs(pairs), B=get(params, "analysis.B", 10_000))
+        res = payoff_sensitivity(load_pairs(pairs), B=section(params, "analysis").B)
         log(f"  {validity_sentence(res)}")
         write_json(out, res)
 
@@ -657,8 +714,8 @@ def stage_eval(
         if force:
             # retrained checkpoints keep their paths: never reuse their old sides
             shutil.rmtree(run / "eval", ignore_errors=True)
-        ladder = list(get(params, "pilot.ladder_conditions", []) or [])
-        again = list(get(params, "pilot.replicate_conditions", ["primary"]))
+        ladder = list(section(params, "pilot").ladder_conditions)
+        again = list(section(params, "pilot").replicate_conditions)
         cells = (
             plan(ckpts)
             + (plan(replicas, cells=again) if replicas else [])
@@ -690,8 +747,8 @@ def stage_analyze(params: dict, run: Path, force: bool, only) -> Path:
         write_eval(
             analyze_cells(
                 cells,
-                B=get(params, "analysis.B", 10_000),
-                min_games=get(params, "analysis.min_games", MIN_GAMES),
+                B=section(params, "analysis").B,
+                min_games=section(params, "analysis").min_games,
                 **replicate_design(cells),
             ),
             out,
@@ -720,7 +777,7 @@ def stage_gate(
     def judge_gate():
         res = read_json(run / "eval.json", ParamsError)
         g = evaluate_gate(
-            load_prereg(get(params, "gate.prereg", "params/prereg-pilot.yaml")),
+            load_prereg(section(params, "gate").prereg),
             gated(res, checkpoints) if checkpoints is not None else res,
         )
         log(gate_text(g))
@@ -732,10 +789,10 @@ def stage_gate(
 # %% ../nbs/16_pilot.ipynb #89e06d2c
 def stage_report(params: dict, run: Path, force: bool, only) -> Path:
     "The research-note report of the run."
-    out = Path(get(params, "report.out", "reports/pilot.html"))
+    out = Path(section(params, "report").out)
 
     def render():
-        render_report(run, out, title=get(params, "report.title", "fairneg CPU pilot"))
+        render_report(run, out, title=section(params, "report").title)
 
     run_stage("report", out, render, force, only)
     return out
@@ -789,7 +846,7 @@ def run_pilot(
     job: JobConfig | None = None,  # `--submit`: model stages (soundness, arms, pairs, DPO, eval) as cluster jobs
 ) -> dict:
     "The CPU pilot, stage by stage, skipping stages whose output exists; return the outputs."
-    run, only = Path(get(params, "pilot.run_dir", "runs/pilot")), only_stages(params, only)  # checked before writing
+    run, only = Path(section(params, "pilot").run_dir), only_stages(params, only)  # checked before writing
     with folder_lock(run, "fairneg pilot"):
         return _run_pilot(params, run, force, progress, only, job)
 
