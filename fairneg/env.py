@@ -6,7 +6,6 @@
 from __future__ import annotations
 import json
 import numpy as np
-from fastcore.basics import patch
 from .game import Game, deal_label, generate_game, option_label
 from .metrics import outcome_z
 from .settings import PlaySettings
@@ -74,119 +73,103 @@ class NegotiationEnv(AECEnv):
     def action_space(self, agent):
         return self._act_spaces[agent]
 
-# %% ../nbs/07_env.ipynb #96d6d353
-@patch
-def reset(self: NegotiationEnv, seed=None, options=None):
-    "Start a new episode (seed: the episode seed; default: the previous one plus 1)."
-    self._seed = int(seed) if seed is not None else self._seed + 1
-    self.state = new_episode(self.game, self._seed, **self._kw)
-    self.agents = self.possible_agents[:]
-    self.rewards = {a: 0.0 for a in self.agents}
-    self._cumulative_rewards = {a: 0.0 for a in self.agents}
-    self.terminations = {a: False for a in self.agents}
-    self.truncations = {a: False for a in self.agents}
-    self.infos = {a: {} for a in self.agents}
-    self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
-
-# %% ../nbs/07_env.ipynb #0092e30e
-@patch
-def _mask(self: NegotiationEnv, seat):
-    s, m = self.state, np.zeros(self._n_act, np.int8)
-    dp_legal = LEGAL_ATYPES[s.phase] if seat in current_seats(s) else ()
-    for a, j in (("pass", 0), ("walk", 1), ("vote", 2), ("vote", 3), ("reject", 4)):
-        if a in dp_legal:
-            m[j] = 1
-    if "accept" in dp_legal:
-        for o in s.offers:
-            if o.status == "live" and seat not in o.signers:
-                m[4 + int(o.offer_id[1:])] = 1
-    if "propose" in dp_legal:
-        m[5 + self._m :] = 1
-    if "demand" in dp_legal:
-        m[5 + self._m : 5 + self._m + s.game.n_options[seat]] = 1
-    return m
-
-# %% ../nbs/07_env.ipynb #169e71fb
-@patch
-def _action(self: NegotiationEnv, a, seat) -> dict:
-    s = self.state
-    if a < 5:
-        at = ("pass", "walk", "vote", "vote", "reject")[a]
-        return {"atype": at, "vote": {2: "yes", 3: "no"}.get(a), "offer_id": s.ballot if at == "vote" else None}
-    if a < 5 + self._m:
-        return {"atype": "accept", "offer_id": f"o{a - 4}"}
-    d = a - 5 - self._m
-    if "demand" in LEGAL_ATYPES[s.phase]:
-        return {"atype": "demand", "deal": option_label(seat, d)}
-    # row-major, as `solve`
-    return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}
-
-# %% ../nbs/07_env.ipynb #9b444659
-@patch
-def _decode(self: NegotiationEnv, a, seat) -> dict:
-    "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
-    return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
-
-# %% ../nbs/07_env.ipynb #64c9e645
-@patch
-def observe(self: NegotiationEnv, agent):
-    s, seat = self.state, self.possible_agents.index(agent)
-    dp = decision_point(s, seat)
-    live = [o for o in s.offers if o.status == "live"]
-    so = find_offer(s, dp.standing_offer_id) if dp.standing_offer_id else None
-    vec = np.array(
-        [
-            seat,
-            PHASES.index(s.phase),
-            s.round,
-            s.protocol.max_turns,
-            sum(s.active),
-            len(live),
-            len(so.signers) if so else 0,
-            int(s.pending[seat] is not None),
-        ],
-        np.int64,
-    )
-    obs = {"observation": vec, "decision_point": json.dumps(dp.to_dict(), ensure_ascii=True, separators=(",", ":"))}
-    if self.action_mode == "discrete":
-        obs["action_mask"] = self._mask(seat)
-    return obs
-
-# %% ../nbs/07_env.ipynb #482e8389
-@patch
-def step(self: NegotiationEnv, action):
-    if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
-        return self._was_dead_step(action)
-    agent = self.agent_selection
-    seat = self.possible_agents.index(agent)
-    self._cumulative_rewards[agent] = 0.0
-    act = self._decode(action, seat) if self.action_mode == "discrete" and action is not None else action
-    rec = apply_action(self.state, seat, act)
-    self.infos[agent] = {"legality": rec["legality"], "turn_idx": rec["turn_idx"], "lenient": rec["lenient"]}
-    if is_done(self.state):
-        z = outcome_z(self.game, outcome(self.state))
-        for i, a in enumerate(self.possible_agents):
-            self.rewards[a] = float(z[i])
-            self.terminations[a] = True
-    else:
-        for a in self.agents:
-            self.rewards[a] = 0.0
+    def reset(self, seed=None, options=None):
+        "Start a new episode (seed: the episode seed; default: the previous one plus 1)."
+        self._seed = int(seed) if seed is not None else self._seed + 1
+        self.state = new_episode(self.game, self._seed, **self._kw)
+        self.agents = self.possible_agents[:]
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
         self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
-    self._accumulate_rewards()
 
-# %% ../nbs/07_env.ipynb #9151899c
-@patch
-def render(self: NegotiationEnv):
-    "The current seat's prompt (ANSI text), or the outcome once the episode is over."
-    if is_done(self.state):
-        return json.dumps({k: v for k, v in outcome(self.state).items() if k != "deal"})
-    seat = current_seats(self.state)[0]
-    return "\n\n".join(m["content"] for m in prompt(self.state, seat, self.framing))
+    def _mask(self, seat):
+        s, m = self.state, np.zeros(self._n_act, np.int8)
+        dp_legal = LEGAL_ATYPES[s.phase] if seat in current_seats(s) else ()
+        for a, j in (("pass", 0), ("walk", 1), ("vote", 2), ("vote", 3), ("reject", 4)):
+            if a in dp_legal:
+                m[j] = 1
+        if "accept" in dp_legal:
+            for o in s.offers:
+                if o.status == "live" and seat not in o.signers:
+                    m[4 + int(o.offer_id[1:])] = 1
+        if "propose" in dp_legal:
+            m[5 + self._m :] = 1
+        if "demand" in dp_legal:
+            m[5 + self._m : 5 + self._m + s.game.n_options[seat]] = 1
+        return m
 
-# %% ../nbs/07_env.ipynb #696a7ee2
-@patch
-def close(self: NegotiationEnv):
-    pass
+    def _action(self, a, seat) -> dict:
+        s = self.state
+        if a < 5:
+            at = ("pass", "walk", "vote", "vote", "reject")[a]
+            return {"atype": at, "vote": {2: "yes", 3: "no"}.get(a), "offer_id": s.ballot if at == "vote" else None}
+        if a < 5 + self._m:
+            return {"atype": "accept", "offer_id": f"o{a - 4}"}
+        d = a - 5 - self._m
+        if "demand" in LEGAL_ATYPES[s.phase]:
+            return {"atype": "demand", "deal": option_label(seat, d)}
+        # row-major, as `solve`
+        return {"atype": "propose", "deal": deal_label(np.unravel_index(d, tuple(s.game.n_options)))}
+
+    def _decode(self, a, seat) -> dict:
+        "A discrete action as an answer in the exact format (so nothing in it is read leniently)."
+        return {"action": {"atype": None, "offer_id": None, "deal": None, "vote": None, **self._action(int(a), seat)}}
+
+    def observe(self, agent):
+        s, seat = self.state, self.possible_agents.index(agent)
+        dp = decision_point(s, seat)
+        live = [o for o in s.offers if o.status == "live"]
+        so = find_offer(s, dp.standing_offer_id) if dp.standing_offer_id else None
+        vec = np.array(
+            [
+                seat,
+                PHASES.index(s.phase),
+                s.round,
+                s.protocol.max_turns,
+                sum(s.active),
+                len(live),
+                len(so.signers) if so else 0,
+                int(s.pending[seat] is not None),
+            ],
+            np.int64,
+        )
+        obs = {"observation": vec, "decision_point": json.dumps(dp.to_dict(), ensure_ascii=True, separators=(",", ":"))}
+        if self.action_mode == "discrete":
+            obs["action_mask"] = self._mask(seat)
+        return obs
+
+    def step(self, action):
+        if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
+            return self._was_dead_step(action)
+        agent = self.agent_selection
+        seat = self.possible_agents.index(agent)
+        self._cumulative_rewards[agent] = 0.0
+        act = self._decode(action, seat) if self.action_mode == "discrete" and action is not None else action
+        rec = apply_action(self.state, seat, act)
+        self.infos[agent] = {"legality": rec["legality"], "turn_idx": rec["turn_idx"], "lenient": rec["lenient"]}
+        if is_done(self.state):
+            z = outcome_z(self.game, outcome(self.state))
+            for i, a in enumerate(self.possible_agents):
+                self.rewards[a] = float(z[i])
+                self.terminations[a] = True
+        else:
+            for a in self.agents:
+                self.rewards[a] = 0.0
+            self.agent_selection = self.possible_agents[current_seats(self.state)[0]]
+        self._accumulate_rewards()
+
+    def render(self):
+        "The current seat's prompt (ANSI text), or the outcome once the episode is over."
+        if is_done(self.state):
+            return json.dumps({k: v for k, v in outcome(self.state).items() if k != "deal"})
+        seat = current_seats(self.state)[0]
+        return "\n\n".join(m["content"] for m in prompt(self.state, seat, self.framing))
+
+    def close(self):
+        pass
 
 # %% ../nbs/07_env.ipynb #e6151ede
 from pettingzoo.utils import wrappers

@@ -22,7 +22,6 @@ from .llm import constrained_masks, span_logprobs, prefix_groups, is_checkpointi
 from .llm import require_vllm, HFPolicy, VLLMPolicy, default_dtype, NonFiniteLogitsError, decode_mode
 from .llm import release_decode_caches
 from .policies import default_constrain, resolve_model, needs_gpu
-from fastcore.basics import patch
 from .commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
 from .store import load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json, write_jsonl
 from .store import step_row, out_folder, check_replaceable, step_differences
@@ -1144,95 +1143,297 @@ class GRPOTrainer:
             cfg.wandb_project, cfg.wandb_group, cfg.wandb_run_name or cfg.arm, asdict(cfg), self.out, self.run_id
         )
 
-# %% ../nbs/13_grpo.ipynb #4f508aab
-@patch
-def _policy(self: GRPOTrainer):
-    c = self.cfg
-    cons = default_constrain(c.model, c.constrain)  # from the model spec: the HF policy only sees a loaded model
-    if c.backend == "vllm":
-        return VLLMPolicy(
-            resolve_model(c.model),
+    def _policy(self):
+        c = self.cfg
+        cons = default_constrain(c.model, c.constrain)  # from the model spec: the HF policy only sees a loaded model
+        if c.backend == "vllm":
+            return VLLMPolicy(
+                resolve_model(c.model),
+                name=POLICY,
+                temperature=c.temperature,
+                max_new_tokens=c.max_new_tokens,
+                constrain=cons,
+                thinking=c.thinking,
+                max_lora_rank=max(c.lora_r, 16),
+                scratchpad_chars=c.scratchpad_chars,
+                message_chars=c.message_chars,
+                gpu_memory=c.vllm_gpu_memory,
+                **self._vllm_dtype(),
+            )
+        return HFPolicy(
+            self.model,
+            self.tok,
             name=POLICY,
             temperature=c.temperature,
             max_new_tokens=c.max_new_tokens,
-            constrain=cons,
+            batch_size=c.rollout_batch,
             thinking=c.thinking,
-            max_lora_rank=max(c.lora_r, 16),
             scratchpad_chars=c.scratchpad_chars,
             message_chars=c.message_chars,
-            gpu_memory=c.vllm_gpu_memory,
-            **self._vllm_dtype(),
+            constrain=cons,
+            decode=c.decode,
         )
-    return HFPolicy(
-        self.model,
-        self.tok,
-        name=POLICY,
-        temperature=c.temperature,
-        max_new_tokens=c.max_new_tokens,
-        batch_size=c.rollout_batch,
-        thinking=c.thinking,
-        scratchpad_chars=c.scratchpad_chars,
-        message_chars=c.message_chars,
-        constrain=cons,
-        decode=c.decode,
-    )
 
-# %% ../nbs/13_grpo.ipynb #4fffdd97
-@patch
-def _vllm_dtype(self: GRPOTrainer) -> dict:
-    "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
-    c = self.cfg
-    return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
+    def _vllm_dtype(self) -> dict:
+        "The engine's dtype keyword, spelled as vLLM takes it (`bf16` -> `bfloat16`), when the run sets one."
+        c = self.cfg
+        return {"dtype": str(default_dtype(c.dtype)).removeprefix("torch.")} if c.dtype not in (None, "auto") else {}
 
-# %% ../nbs/13_grpo.ipynb #8c2b0181
-@patch
-def _sync_vllm(self: GRPOTrainer, step: int):
-    "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
-    import shutil
+    def _sync_vllm(self, step: int):
+        "Save the current adapter and serve it under a new LoRA name; drop earlier steps' copies (vLLM holds them loaded)."
+        import shutil
 
-    root = self.out / "_vllm_adapters"
-    path = root / f"step-{step}"
-    self.model.save_pretrained(path)
-    self.policy.set_adapter(path)
-    for old in root.glob("step-*"):  # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
-        if old != path:
-            shutil.rmtree(old, ignore_errors=True)
+        root = self.out / "_vllm_adapters"
+        path = root / f"step-{step}"
+        self.model.save_pretrained(path)
+        self.policy.set_adapter(path)
+        for old in root.glob("step-*"):  # a Qwen3-8B r32 adapter is ~350 MB: 24 copies would be ~8 GB
+            if old != path:
+                shutil.rmtree(old, ignore_errors=True)
 
-# %% ../nbs/13_grpo.ipynb #e33cd48c
-@patch
-def rollout(self: GRPOTrainer, step: int) -> tuple:
-    "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
-    c = self.cfg
-    plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
-    specs = [
-        EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play) for gi, seats, seeds in plan for s in seeds
-    ]
-    pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
-    eps = co_step(specs, pols, width=len(specs), progress=False)
-    order = {(e.spec.game.name, e.spec.seed): e for e in eps}
-    groups = [[order[(self.games[gi].name, s)] for s in seeds] for gi, seats, seeds in plan]
-    return groups, plan
+    def rollout(self, step: int) -> tuple:
+        "Play the step's groups × k episodes, co-stepped; return (episodes by group, plan)."
+        c = self.cfg
+        plan = step_plan(step, len(self.games), c, [g.n for g in self.games])
+        specs = [
+            EpisodeSpec(self.games[gi], s, seats, c.experiment_name, c.play) for gi, seats, seeds in plan for s in seeds
+        ]
+        pols = {POLICY: self.policy, **{z: AgentPolicy(z) for z in c.zoo}}
+        eps = co_step(specs, pols, width=len(specs), progress=False)
+        order = {(e.spec.game.name, e.spec.seed): e for e in eps}
+        groups = [[order[(self.games[gi].name, s)] for s in seeds] for gi, seats, seeds in plan]
+        return groups, plan
 
-# %% ../nbs/13_grpo.ipynb #fe745f28
-@patch
-def score(self: GRPOTrainer, plan: list, groups: list) -> tuple:
-    "A step's rewards and group advantages: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
-    eps, advs, flats, Rs, flat = [], [], [], [], 0
-    for (gi, seats, seeds), grp in zip(plan, groups):
-        R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
-        A, f = group_advantages(R, [s == POLICY for s in seats], self.cfg.std_normalize)
-        flat += int(f.sum())
-        eps += grp
-        advs += list(A)
-        flats += [f] * len(grp)
-        Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
-    return eps, advs, flats, np.concatenate(Rs), flat
+    def score(self, plan: list, groups: list) -> tuple:
+        "A step's rewards and group advantages: (episodes, advantages, flat flags, the policy seats' R, flat groups)."
+        eps, advs, flats, Rs, flat = [], [], [], [], 0
+        for (gi, seats, seeds), grp in zip(plan, groups):
+            R = np.stack([episode_seat_rewards(e, self.cfg) for e in grp])
+            A, f = group_advantages(R, [s == POLICY for s in seats], self.cfg.std_normalize)
+            flat += int(f.sum())
+            eps += grp
+            advs += list(A)
+            flats += [f] * len(grp)
+            Rs.append(R[:, [i for i, s in enumerate(seats) if s == POLICY]].ravel())
+        return eps, advs, flats, np.concatenate(Rs), flat
 
-# %% ../nbs/13_grpo.ipynb #53fc41ac
-@patch
-def update_policy(self: GRPOTrainer, samples: list) -> dict:
-    "The step's optimizer update (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
-    return update(self.model, self.opt, self.sch, samples, self.cfg, self.tok)
+    def update_policy(self, samples: list) -> dict:
+        "The step's optimizer update (`update`: the reference pass, the clipped loss with KL, one optimizer step)."
+        return update(self.model, self.opt, self.sch, samples, self.cfg, self.tok)
+
+    def _row(
+        self,
+        step,
+        eps,
+        advs,
+        flats,
+        R,
+        flat,
+        samples,
+        up,
+        t_roll,
+        t_total,
+        read: int,
+        cached: int,  # the rollout's prompt tokens, and those of them its engine's prefix cache served
+        dec: dict | None = None,  # the rollout's decode fields (`decode_telemetry`)
+    ) -> dict:
+        c = self.cfg
+        rows = [e.row for e in eps]
+        pt = _policy_turns(eps, flats)
+        gen = pt["tokens_generated"]
+        worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
+        A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
+        n_tok = max(up["n_tokens"], 1)
+        trained = up["n_tokens"] > 0
+        tis = trained and c.importance_correction == "tis"
+        return step_row(
+            experiment_name=c.experiment_name,
+            arm=c.arm,
+            step=step,
+            lam=c.lam,
+            groups=c.groups,
+            k=c.k,
+            episodes=len(rows),
+            reward_mean=float(R.mean()),
+            reward_std=float(R.std()),
+            worst_off_g=float(np.mean(worst_g)),
+            deal_rate=float(np.mean([r["deal"] for r in rows])),
+            walk_rate=float(np.mean([r["walk"] for r in rows])),
+            below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
+            nnw=float(np.mean([r["nnw"] for r in rows])),
+            worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
+            adv_mean=float(A.mean()),
+            adv_std=float(A.std()),
+            adv_abs_mean=float(np.abs(A).mean()),
+            zero_spread_groups=flat,
+            flat_groups=c.flat_groups,
+            samples=len(samples),
+            tokens_trained=up["n_tokens"],
+            kl_only_tokens=up["kl_only_tokens"],
+            train_sequences=up["train_sequences"],
+            train_tokens=up["train_tokens"],
+            train_tokens_shared=up["train_tokens_shared"],
+            kl=up["kl_sum"] / n_tok,
+            logprob_drift=up["drift_sum"] / n_tok,
+            loss=up["loss"],
+            grad_norm=up["grad_norm"],
+            nonfinite=up["nonfinite"],
+            nonfinite_tokens=up["nonfinite_tokens"],
+            clipped_frac=up["clipped"] / n_tok,
+            ratio_max=up["ratio_max"],
+            lr=float(self.sch.get_last_lr()[0]),
+            optimizer_steps=up["optimizer_steps"],
+            sampler_gap=up["gap_sum"] / n_tok if trained else None,
+            sampler_gap_max=up["gap_max"] if trained else None,
+            importance_correction=c.importance_correction,
+            tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None,
+            tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
+            **pt,
+            prompt_tokens_read=int(read),  # what the rollout's prompts hold
+            prompt_tokens_computed=int(read - cached),  # less what the prefix cache served
+            rollout_s=round(t_roll, 3),
+            ref_s=round(up["ref_s"], 3),
+            train_s=round(up["update_s"], 3),
+            total_s=round(t_total, 3),
+            rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
+            train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
+            **memory_reading(),
+            config_hash=config_hash(c),
+            code_version=code_version(),
+            backend=c.backend,
+            method="grpo",
+            base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."),
+            gradient_checkpointing=self.checkpointing,
+            checkpointing_why=self.checkpointing_why,
+            micro_batches=up["micro_batches"],
+            micro_batch_tokens=up["micro_batch_tokens"],
+            **pass_rates(up),
+            **(dec or {}),
+        )
+
+    def step(self, step: int) -> dict:
+        "One GRPO step: `rollout`, `score` (advantages; a placebo permutes them), `update_policy`, `_row` (telemetry)."
+        c, t0 = self.cfg, time.perf_counter()
+        if c.backend == "vllm":
+            self._sync_vllm(step)
+        before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
+        dec0 = decode_counts(self.policy)
+        try:
+            groups, plan = self.rollout(step)
+        except NonFiniteLogitsError as e:
+            raise NonFiniteLogitsError(f"GRPO step {step}, rollout: {e}") from None
+        t_roll = time.perf_counter() - t0
+        dec = decode_telemetry(self.policy, dec0)
+        read, cached = (
+            self.policy.stats["prompt_tokens"] - before[0],
+            self.policy.stats["prompt_tokens_cached"] - before[1],
+        )
+        eps, advs, flats, R, flat = self.score(plan, groups)
+        if c.placebo:
+            advs = permute_advantages(advs, placebo_slots(plan, flats, c.k), _rng(c.seed, step, 13))
+        samples = collect_samples(eps, advs, flats, c.flat_groups)
+        up = self.update_policy(samples)
+        row = self._row(
+            step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached, dec
+        )
+        return row, eps
+
+    def log_step(self, step: int, row: dict, eps: list) -> bool:
+        "Write a step's row (and wandb), its transcripts when due, and its checkpoint when due; whether the row was new."
+        c, new = self.cfg, step not in self.logged
+        if not new and step in self.logged_rows:
+            check_recomputed(c, step, self.logged_rows[step], row, self.start)
+        if new:
+            append_jsonl([row], self.rows_path)
+            self.logged.add(step)
+            if self.wandb is not None:
+                self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
+        if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
+            append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
+            self.logged_trans.add(step)
+        if step in c.checkpoint_steps or step == c.steps:
+            self.save(step)
+        return new
+
+    def save(self, step: int) -> Path:
+        "Write the checkpoint of `step` (the adapter, optimizer, scheduler and RNG states, the trainer state)."
+        return save_checkpoint(self.out, step, self.model, self.opt, self.sch, self.cfg, self.history, self.run_id)
+
+    def stop_at(
+        self,
+        step: int,  # the last step done
+        why: str,  # what asked the run to stop (a signal's name)
+    ):
+        "Stop a warned run after `step`: its checkpoint written when it has none, so the run resumes from there."
+        if step > self.start and not checkpoint_dir(self.out, step).is_dir():
+            self.save(step)
+        self.stopped = step
+        print(
+            f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; its checkpoint is complete",
+            flush=True,
+        )
+
+    def run(
+        self,
+        stop=None,  # asked before each step (`fairneg.jobs.StopSignals`): once its `received` is set, the run stops
+    ) -> list:
+        "Train from the start (or resumed checkpoint) to `cfg.steps`; return the rows written; session in `segments.jsonl`."
+        c = self.cfg
+        if self.start >= c.steps:
+            return self.train_steps(stop)  # complete already: no session to record
+        self.segment = start_segment(
+            self.out,
+            self.start,
+            self.changes,
+            dict(
+                model=c.model,
+                backend=c.backend,
+                groups=c.groups,
+                k=c.k,
+                lr=c.lr,
+                steps=c.steps,
+                # newer checkpoints that did not load: which, and why
+                skipped_checkpoints=self.skipped_checkpoints,
+            ),
+            code_version(),
+        )
+        try:
+            written = self.train_steps(stop)
+        except BaseException as e:
+            end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}")
+            raise
+        end_segment(
+            self.out,
+            self.segment,
+            self.done_step,
+            f"stopped on {stop.received}" if self.stopped is not None else "complete",
+        )
+        return written
+
+    def train_steps(self, stop=None) -> list:
+        "The steps of `run`: from the start (or the resumed checkpoint) to `cfg.steps`, or to the stop asked for."
+        from tqdm import tqdm
+
+        c, written = self.cfg, []
+        bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
+        for step in bar:
+            if stop is not None and stop.received:
+                self.stop_at(step - 1, stop.received)
+                break
+            row, eps = self.step(step)
+            self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
+            if self.log_step(step, row, eps):
+                written.append(row)
+            self.done_step = step
+            bar.set_postfix(
+                reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}"
+            )
+            self.skipped = self.skipped + 1 if row["nonfinite"] else 0
+            if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps:
+                raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))
+        if self.wandb is not None:
+            self.wandb.finish()
+        return written
 
 # %% ../nbs/13_grpo.ipynb #b93dde85
 def _policy_turns(eps: list, flats: list) -> dict:
@@ -1253,98 +1454,6 @@ def _policy_turns(eps: list, flats: list) -> dict:
         policy_turns=len(turns),
         tokens_generated=int(sum(n for _, n, _ in pol)),
         flat_tokens=int(sum(n for _, n, f in pol if f)),
-    )
-
-# %% ../nbs/13_grpo.ipynb #3ac1db66
-@patch
-def _row(
-    self: GRPOTrainer,
-    step,
-    eps,
-    advs,
-    flats,
-    R,
-    flat,
-    samples,
-    up,
-    t_roll,
-    t_total,
-    read: int,
-    cached: int,  # the rollout's prompt tokens, and those of them its engine's prefix cache served
-    dec: dict | None = None,  # the rollout's decode fields (`decode_telemetry`)
-) -> dict:
-    c = self.cfg
-    rows = [e.row for e in eps]
-    pt = _policy_turns(eps, flats)
-    gen = pt["tokens_generated"]
-    worst_g = [float(np.min(g_smooth(np.asarray(r["z"], float), c.eps, c.g_floor))) for r in rows]
-    A = np.concatenate([a[a != 0] for a in advs]) if any((a != 0).any() for a in advs) else np.zeros(1)
-    n_tok = max(up["n_tokens"], 1)
-    trained = up["n_tokens"] > 0
-    tis = trained and c.importance_correction == "tis"
-    return step_row(
-        experiment_name=c.experiment_name,
-        arm=c.arm,
-        step=step,
-        lam=c.lam,
-        groups=c.groups,
-        k=c.k,
-        episodes=len(rows),
-        reward_mean=float(R.mean()),
-        reward_std=float(R.std()),
-        worst_off_g=float(np.mean(worst_g)),
-        deal_rate=float(np.mean([r["deal"] for r in rows])),
-        walk_rate=float(np.mean([r["walk"] for r in rows])),
-        below_threshold_rate=float(np.mean([r["below_threshold"] for r in rows])),
-        nnw=float(np.mean([r["nnw"] for r in rows])),
-        worst_off_z=float(np.mean([r["worst_off_z"] for r in rows])),
-        adv_mean=float(A.mean()),
-        adv_std=float(A.std()),
-        adv_abs_mean=float(np.abs(A).mean()),
-        zero_spread_groups=flat,
-        flat_groups=c.flat_groups,
-        samples=len(samples),
-        tokens_trained=up["n_tokens"],
-        kl_only_tokens=up["kl_only_tokens"],
-        train_sequences=up["train_sequences"],
-        train_tokens=up["train_tokens"],
-        train_tokens_shared=up["train_tokens_shared"],
-        kl=up["kl_sum"] / n_tok,
-        logprob_drift=up["drift_sum"] / n_tok,
-        loss=up["loss"],
-        grad_norm=up["grad_norm"],
-        nonfinite=up["nonfinite"],
-        nonfinite_tokens=up["nonfinite_tokens"],
-        clipped_frac=up["clipped"] / n_tok,
-        ratio_max=up["ratio_max"],
-        lr=float(self.sch.get_last_lr()[0]),
-        optimizer_steps=up["optimizer_steps"],
-        sampler_gap=up["gap_sum"] / n_tok if trained else None,
-        sampler_gap_max=up["gap_max"] if trained else None,
-        importance_correction=c.importance_correction,
-        tis_weight_mean=up["tis_w_sum"] / n_tok if tis else None,
-        tis_capped_frac=up["tis_capped"] / n_tok if tis else None,
-        **pt,
-        prompt_tokens_read=int(read),  # what the rollout's prompts hold
-        prompt_tokens_computed=int(read - cached),  # less what the prefix cache served
-        rollout_s=round(t_roll, 3),
-        ref_s=round(up["ref_s"], 3),
-        train_s=round(up["update_s"], 3),
-        total_s=round(t_total, 3),
-        rollout_tokens_per_s=round(gen / t_roll, 1) if t_roll else None,
-        train_tokens_per_s=round(up["n_tokens"] / (up["ref_s"] + up["update_s"]), 1) if up["n_tokens"] else None,
-        **memory_reading(),
-        config_hash=config_hash(c),
-        code_version=code_version(),
-        backend=c.backend,
-        method="grpo",
-        base_dtype=str(self.model.get_base_model().dtype).removeprefix("torch."),
-        gradient_checkpointing=self.checkpointing,
-        checkpointing_why=self.checkpointing_why,
-        micro_batches=up["micro_batches"],
-        micro_batch_tokens=up["micro_batch_tokens"],
-        **pass_rates(up),
-        **(dec or {}),
     )
 
 # %% ../nbs/13_grpo.ipynb #806a6964
@@ -1368,134 +1477,6 @@ def decode_telemetry(policy, before: dict) -> dict:
         decode_cache_misses=rise["cache_misses"],
         cudagraph_skips=rise["cudagraph_skips"],
     )
-
-# %% ../nbs/13_grpo.ipynb #c9910704
-@patch
-def step(self: GRPOTrainer, step: int) -> dict:
-    "One GRPO step: `rollout`, `score` (advantages; a placebo permutes them), `update_policy`, `_row` (telemetry)."
-    c, t0 = self.cfg, time.perf_counter()
-    if c.backend == "vllm":
-        self._sync_vllm(step)
-    before = (self.policy.stats["prompt_tokens"], self.policy.stats["prompt_tokens_cached"])
-    dec0 = decode_counts(self.policy)
-    try:
-        groups, plan = self.rollout(step)
-    except NonFiniteLogitsError as e:
-        raise NonFiniteLogitsError(f"GRPO step {step}, rollout: {e}") from None
-    t_roll = time.perf_counter() - t0
-    dec = decode_telemetry(self.policy, dec0)
-    read, cached = self.policy.stats["prompt_tokens"] - before[0], self.policy.stats["prompt_tokens_cached"] - before[1]
-    eps, advs, flats, R, flat = self.score(plan, groups)
-    if c.placebo:
-        advs = permute_advantages(advs, placebo_slots(plan, flats, c.k), _rng(c.seed, step, 13))
-    samples = collect_samples(eps, advs, flats, c.flat_groups)
-    up = self.update_policy(samples)
-    row = self._row(step, eps, advs, flats, R, flat, samples, up, t_roll, time.perf_counter() - t0, read, cached, dec)
-    return row, eps
-
-# %% ../nbs/13_grpo.ipynb #512f9d20
-@patch
-def log_step(self: GRPOTrainer, step: int, row: dict, eps: list) -> bool:
-    "Write a step's row (and wandb), its transcripts when due, and its checkpoint when due; whether the row was new."
-    c, new = self.cfg, step not in self.logged
-    if not new and step in self.logged_rows:
-        check_recomputed(c, step, self.logged_rows[step], row, self.start)
-    if new:
-        append_jsonl([row], self.rows_path)
-        self.logged.add(step)
-        if self.wandb is not None:
-            self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
-    if c.transcript_every and step % c.transcript_every == 0 and step not in self.logged_trans:
-        append_jsonl([dict(t, step=step, arm=c.arm) for e in eps for t in transcript_rows(e)], self.trans_path)
-        self.logged_trans.add(step)
-    if step in c.checkpoint_steps or step == c.steps:
-        self.save(step)
-    return new
-
-# %% ../nbs/13_grpo.ipynb #f8e42058
-@patch
-def save(self: GRPOTrainer, step: int) -> Path:
-    "Write the checkpoint of `step` (the adapter, optimizer, scheduler and RNG states, the trainer state)."
-    return save_checkpoint(self.out, step, self.model, self.opt, self.sch, self.cfg, self.history, self.run_id)
-
-# %% ../nbs/13_grpo.ipynb #caf80ed1
-@patch
-def stop_at(
-    self: GRPOTrainer,
-    step: int,  # the last step done
-    why: str,  # what asked the run to stop (a signal's name)
-):
-    "Stop a warned run after `step`: its checkpoint written when it has none, so the run resumes from there."
-    if step > self.start and not checkpoint_dir(self.out, step).is_dir():
-        self.save(step)
-    self.stopped = step
-    print(
-        f"{self.cfg.arm}: {why}: stopped after step {step} of {self.cfg.steps}; its checkpoint is complete", flush=True
-    )
-
-# %% ../nbs/13_grpo.ipynb #3ba96fba
-@patch
-def run(
-    self: GRPOTrainer,
-    stop=None,  # asked before each step (`fairneg.jobs.StopSignals`): once its `received` is set, the run stops
-) -> list:
-    "Train from the start (or resumed checkpoint) to `cfg.steps`; return the rows written; session in `segments.jsonl`."
-    c = self.cfg
-    if self.start >= c.steps:
-        return self.train_steps(stop)  # complete already: no session to record
-    self.segment = start_segment(
-        self.out,
-        self.start,
-        self.changes,
-        dict(
-            model=c.model,
-            backend=c.backend,
-            groups=c.groups,
-            k=c.k,
-            lr=c.lr,
-            steps=c.steps,
-            # newer checkpoints that did not load: which, and why
-            skipped_checkpoints=self.skipped_checkpoints,
-        ),
-        code_version(),
-    )
-    try:
-        written = self.train_steps(stop)
-    except BaseException as e:
-        end_segment(self.out, self.segment, self.done_step, f"failed: {type(e).__name__}")
-        raise
-    end_segment(
-        self.out,
-        self.segment,
-        self.done_step,
-        f"stopped on {stop.received}" if self.stopped is not None else "complete",
-    )
-    return written
-
-# %% ../nbs/13_grpo.ipynb #ef4e809f
-@patch
-def train_steps(self: GRPOTrainer, stop=None) -> list:
-    "The steps of `run`: from the start (or the resumed checkpoint) to `cfg.steps`, or to the stop asked for."
-    from tqdm import tqdm
-
-    c, written = self.cfg, []
-    bar = tqdm(range(self.start + 1, c.steps + 1), desc=f"GRPO {c.arm}", disable=not self.progress)
-    for step in bar:
-        if stop is not None and stop.received:
-            self.stop_at(step - 1, stop.received)
-            break
-        row, eps = self.step(step)
-        self.history.append(dict(step=step, groups=c.groups, k=c.k, flat_groups=c.flat_groups))
-        if self.log_step(step, row, eps):
-            written.append(row)
-        self.done_step = step
-        bar.set_postfix(reward=f"{row['reward_mean']:+.2f}", deal=f"{row['deal_rate']:.2f}", nnw=f"{row['nnw']:.3f}")
-        self.skipped = self.skipped + 1 if row["nonfinite"] else 0
-        if c.max_nonfinite_steps and self.skipped >= c.max_nonfinite_steps:
-            raise NonFiniteStepsError(_skipped_text(c, step, self.skipped, row))
-    if self.wandb is not None:
-        self.wandb.finish()
-    return written
 
 # %% ../nbs/13_grpo.ipynb #55fd6b40
 def train(

@@ -9,7 +9,6 @@ from fractions import Fraction
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
 from typing import Callable
-from fastcore.basics import patch
 from .game import PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label
 from .game import parse_deal_label, utility, game_to_dict, game_from_dict
 from .game import validate_game, ultimatum_game, divide_dollar_game
@@ -1099,20 +1098,17 @@ class DecisionPoint(Record):
     own_scratchpad: str | None  # its latest scratchpad (None before its first turn)
     has_prose: bool  # whether the game has a prose framing
 
-# %% ../nbs/05_protocol.ipynb #5e5bc337
-@patch
-def to_dict(self: DecisionPoint) -> dict:
-    "The JSON form, its offers as theirs (shallow otherwise: the lists are the decision point's own)."
-    d = Record.to_dict(self)
-    d["offers"] = [o.to_dict() for o in self.offers]
-    return d
+    def to_dict(self) -> dict:
+        "The JSON form, its offers as theirs (shallow otherwise: the lists are the decision point's own)."
+        d = Record.to_dict(self)
+        d["offers"] = [o.to_dict() for o in self.offers]
+        return d
 
-# %% ../nbs/05_protocol.ipynb #4900f2f4
-@patch(cls_method=True)
-def from_dict(cls: DecisionPoint, d: dict) -> DecisionPoint:
-    "The decision point a JSON form holds, each offer read too; a field unknown or missing is a `ValueError` naming it."
-    r = read_record(cls, d)
-    return cls(**{**r, "offers": [Offer.from_dict(o) for o in r["offers"]]})
+    @classmethod
+    def from_dict(cls, d: dict) -> DecisionPoint:
+        "The decision point a JSON form holds, each offer read too; a field unknown or missing is a `ValueError` naming it."
+        r = read_record(cls, d)
+        return cls(**{**r, "offers": [Offer.from_dict(o) for o in r["offers"]]})
 
 # %% ../nbs/05_protocol.ipynb #ba3e163c
 def read_decision_point(d: dict) -> DecisionPoint:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from ..protocol import DecisionPoint, parse_action
-from fastcore.basics import patch
 from ..commands import BadValue
 from ..settings import ANSWER_CAPS, DecodeSettings
 from .load import _device, load_model, stop_ids, vocab_size
@@ -145,84 +144,76 @@ class HFPolicy:
         "The legal-action schema of a decision point under this policy's field lengths."
         return legal_action_schema(dp, self.scratchpad_chars, self.message_chars)
 
-# %% ../../nbs/09_llm_hf.ipynb #b5cad6e0
-@patch
-def act_batch(self: HFPolicy, requests: list) -> list:
-    "Answer a list of `TurnRequest`s: `[{text, action, prompt_ids, completion_ids, logprobs, ...}]`."
-    t0, n = time.perf_counter(), len(requests)
-    cons = self.constrain == "legal"
-    prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
-    caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
-    check_context_limit(requests, prompts, caps, self.context_limit)
-    schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
-    hits = [self._cached(r, p) for r, p in zip(requests, prompts)]  # (cached length, keys and values) per row
-    res = [None] * n
-    order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))
-    for c in range(0, n, self.batch_size):
-        idx = order[c : c + self.batch_size]
-        t1 = time.perf_counter()
-        outs = self._sample(
-            self.model,
-            [prompts[i][hits[i][0] :] for i in idx],
-            [requests[i].seed for i in idx],
-            [caps[i] for i in idx],
-            self.temperature,
-            self.top_p,
-            self.eos_ids,
-            self.pad_id,
-            [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None,
-            self.stats,
-            prefixes=[hits[i][1] for i in idx],  # a seat's cache is kept for conversations only
-            keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
-            vocab=self.n_tokens,
-        )
-        self.stats["decode_s"] += time.perf_counter() - t1
-        for i, o in zip(idx, outs):
-            kv = o.pop("kv", None)
-            if kv is not None and requests[i].messages is not None:  # only a conversation's next prompt continues it
-                self._remember(requests[i], prompts[i] + o["completion_ids"][:-1], kv)
-            res[i] = policy_answer(
-                self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True),
-                prompts[i],
-                o["completion_ids"],
-                o["logprobs"],
-                o["truncated"],
-                schemas[i],
+    def act_batch(self, requests: list) -> list:
+        "Answer a list of `TurnRequest`s: `[{text, action, prompt_ids, completion_ids, logprobs, ...}]`."
+        t0, n = time.perf_counter(), len(requests)
+        cons = self.constrain == "legal"
+        prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
+        caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
+        check_context_limit(requests, prompts, caps, self.context_limit)
+        schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
+        hits = [self._cached(r, p) for r, p in zip(requests, prompts)]  # (cached length, keys and values) per row
+        res = [None] * n
+        order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))
+        for c in range(0, n, self.batch_size):
+            idx = order[c : c + self.batch_size]
+            t1 = time.perf_counter()
+            outs = self._sample(
+                self.model,
+                [prompts[i][hits[i][0] :] for i in idx],
+                [requests[i].seed for i in idx],
+                [caps[i] for i in idx],
+                self.temperature,
+                self.top_p,
+                self.eos_ids,
+                self.pad_id,
+                [compiled_grammar(self.tokenizer, schemas[i], self.vocab) for i in idx] if cons else None,
+                self.stats,
+                prefixes=[hits[i][1] for i in idx],  # a seat's cache is kept for conversations only
+                keep_cache=self.kv_reuse and any(requests[i].messages is not None for i in idx),
+                vocab=self.n_tokens,
             )
-    count_call(self.stats, prompts, res, t0, cached=sum(h[0] for h in hits))
-    return res
+            self.stats["decode_s"] += time.perf_counter() - t1
+            for i, o in zip(idx, outs):
+                kv = o.pop("kv", None)
+                if (
+                    kv is not None and requests[i].messages is not None
+                ):  # only a conversation's next prompt continues it
+                    self._remember(requests[i], prompts[i] + o["completion_ids"][:-1], kv)
+                res[i] = policy_answer(
+                    self.tokenizer.decode(o["completion_ids"], skip_special_tokens=True),
+                    prompts[i],
+                    o["completion_ids"],
+                    o["logprobs"],
+                    o["truncated"],
+                    schemas[i],
+                )
+        count_call(self.stats, prompts, res, t0, cached=sum(h[0] for h in hits))
+        return res
+
+    def _cached(self, r, prompt: list) -> tuple:
+        "`(length, keys and values)` of cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
+        e = self._kv.pop(_kv_key(r), None)
+        if e is None or len(e[0]) >= len(prompt) or prompt[: len(e[0])] != e[0]:
+            return 0, None
+        return len(e[0]), e[1]
+
+    def _remember(self, r, ids: list, kv) -> None:
+        "Keep a seat's ids and their keys and values for its next turn, dropping the oldest past `kv_cache_tokens`."
+        self._kv[_kv_key(r)] = (ids, kv)
+        while sum(len(i) for i, _ in self._kv.values()) > self.kv_cache_tokens and len(self._kv) > 1:
+            self._kv.pop(next(iter(self._kv)))
+
+    def end_episodes(self, episode_ids) -> None:
+        "Drop the caches of finished episodes (`co_step` calls this as episodes end)."
+        ids = set(episode_ids)
+        for k in [k for k in self._kv if k[0] in ids]:
+            del self._kv[k]
+
+    def _sample(self, *args, **kw) -> list:
+        "`sample_batch` with this policy's decoding; a failing static or graphed path warns, is recorded, and goes dynamic."
+        return sample_decoding(self.decoding, *args, name=self.name, **kw)
 
 # %% ../../nbs/09_llm_hf.ipynb #458c5622
 def _kv_key(r) -> tuple:
     return (r.dp.episode_id, r.dp.seat)
-
-# %% ../../nbs/09_llm_hf.ipynb #711a50b7
-@patch
-def _cached(self: HFPolicy, r, prompt: list) -> tuple:
-    "`(length, keys and values)` of cached ids a request's prompt continues (taken out of the cache), or `(0, None)`."
-    e = self._kv.pop(_kv_key(r), None)
-    if e is None or len(e[0]) >= len(prompt) or prompt[: len(e[0])] != e[0]:
-        return 0, None
-    return len(e[0]), e[1]
-
-# %% ../../nbs/09_llm_hf.ipynb #7d7b017a
-@patch
-def _remember(self: HFPolicy, r, ids: list, kv) -> None:
-    "Keep a seat's ids and their keys and values for its next turn, dropping the oldest past `kv_cache_tokens`."
-    self._kv[_kv_key(r)] = (ids, kv)
-    while sum(len(i) for i, _ in self._kv.values()) > self.kv_cache_tokens and len(self._kv) > 1:
-        self._kv.pop(next(iter(self._kv)))
-
-# %% ../../nbs/09_llm_hf.ipynb #593e99bd
-@patch
-def end_episodes(self: HFPolicy, episode_ids) -> None:
-    "Drop the caches of finished episodes (`co_step` calls this as episodes end)."
-    ids = set(episode_ids)
-    for k in [k for k in self._kv if k[0] in ids]:
-        del self._kv[k]
-
-# %% ../../nbs/09_llm_hf.ipynb #45615979
-@patch
-def _sample(self: HFPolicy, *args, **kw) -> list:
-    "`sample_batch` with this policy's decoding; a failing static or graphed path warns, is recorded, and goes dynamic."
-    return sample_decoding(self.decoding, *args, name=self.name, **kw)

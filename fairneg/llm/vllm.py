@@ -5,7 +5,6 @@
 # %% ../../nbs/09_llm_vllm.ipynb #921b2b2a
 from __future__ import annotations
 import copy, dataclasses, itertools, time
-from fastcore.basics import patch
 from .load import model_path
 from .chat import encode_request
 from .sampling import check_context_limit
@@ -177,73 +176,71 @@ class VLLMPolicy:
 
     schema = HFPolicy.schema
 
-# %% ../../nbs/09_llm_vllm.ipynb #81cf7f9a
-@patch
-def view(
-    self: VLLMPolicy,
-    name: str | None = None,  # the view's policy name
-    adapter=None,  # a LoRA adapter folder, or None: the base model
-) -> "VLLMPolicy":
-    "Another policy on this engine (the model is not loaded twice): its own name, statistics and adapter."
-    v = copy.copy(self)
-    v.name, v.lora = name or self.name, None
-    v.stats = {k: type(x)() for k, x in self.stats.items()}
-    if adapter is not None:
-        v.set_adapter(adapter)
-    return v
+    def view(
+        self,
+        name: str | None = None,  # the view's policy name
+        adapter=None,  # a LoRA adapter folder, or None: the base model
+    ) -> "VLLMPolicy":
+        "Another policy on this engine (the model is not loaded twice): its own name, statistics and adapter."
+        v = copy.copy(self)
+        v.name, v.lora = name or self.name, None
+        v.stats = {k: type(x)() for k, x in self.stats.items()}
+        if adapter is not None:
+            v.set_adapter(adapter)
+        return v
 
-# %% ../../nbs/09_llm_vllm.ipynb #6c3fbb8c
-@patch
-def set_adapter(self: VLLMPolicy, path) -> int:
-    "Serve a new LoRA adapter version under a fresh name and id (never a reused one); returns the version."
-    from vllm.lora.request import LoRARequest
+    def set_adapter(self, path) -> int:
+        "Serve a new LoRA adapter version under a fresh name and id (never a reused one); returns the version."
+        from vllm.lora.request import LoRARequest
 
-    self.adapter_version = next(self._lora_ids)
-    self.lora = LoRARequest(f"{self.name}-v{self.adapter_version}", self.adapter_version, str(path))
-    return self.adapter_version
+        self.adapter_version = next(self._lora_ids)
+        self.lora = LoRARequest(f"{self.name}-v{self.adapter_version}", self.adapter_version, str(path))
+        return self.adapter_version
 
-# %% ../../nbs/09_llm_vllm.ipynb #9c2820e6
-@patch
-def act_batch(self: VLLMPolicy, requests: list) -> list:
-    "Answer a list of `TurnRequest`s in one engine call (vLLM batches and schedules internally)."
-    from vllm import SamplingParams
+    def act_batch(self, requests: list) -> list:
+        "Answer a list of `TurnRequest`s in one engine call (vLLM batches and schedules internally)."
+        from vllm import SamplingParams
 
-    t0, cons = time.perf_counter(), self.constrain == "legal"
-    prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
-    caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
-    check_context_limit(requests, prompts, caps, self.context_limit)
-    schemas = [self.schema(r.dp) if cons else None for r in requests]
-    params = [
-        SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=int(r.seed),
-            max_tokens=cap,
-            logprobs=0,
-            **(
-                _structured(sc)
-                if sc is not None
-                else {"allowed_token_ids": self.tokens_only}
-                if self.tokens_only
-                else {}
-            ),
-        )
-        for r, sc, cap in zip(requests, schemas, caps)
-    ]
-    gens = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, lora_request=self.lora, use_tqdm=False)
-    res = []
-    for p, sc, g in zip(prompts, schemas, gens):
-        c = g.outputs[0]
-        ids = list(c.token_ids)
-        res.append(
-            policy_answer(
-                c.text,
-                p,
-                ids,
-                [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)],
-                c.finish_reason == "length",
-                sc,
+        t0, cons = time.perf_counter(), self.constrain == "legal"
+        prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
+        caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
+        check_context_limit(requests, prompts, caps, self.context_limit)
+        schemas = [self.schema(r.dp) if cons else None for r in requests]
+        params = [
+            SamplingParams(
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=int(r.seed),
+                max_tokens=cap,
+                logprobs=0,
+                **(
+                    _structured(sc)
+                    if sc is not None
+                    else {"allowed_token_ids": self.tokens_only}
+                    if self.tokens_only
+                    else {}
+                ),
             )
+            for r, sc, cap in zip(requests, schemas, caps)
+        ]
+        gens = self.llm.generate(
+            [{"prompt_token_ids": p} for p in prompts], params, lora_request=self.lora, use_tqdm=False
         )
-    count_call(self.stats, prompts, res, t0, cached=sum(int(getattr(g, "num_cached_tokens", None) or 0) for g in gens))
-    return res
+        res = []
+        for p, sc, g in zip(prompts, schemas, gens):
+            c = g.outputs[0]
+            ids = list(c.token_ids)
+            res.append(
+                policy_answer(
+                    c.text,
+                    p,
+                    ids,
+                    [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)],
+                    c.finish_reason == "length",
+                    sc,
+                )
+            )
+        count_call(
+            self.stats, prompts, res, t0, cached=sum(int(getattr(g, "num_cached_tokens", None) or 0) for g in gens)
+        )
+        return res

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from fastcore.basics import patch
 from ..commands import user_error
 from ..bank import GameError, LLMDEL_ALIAS, MANIFEST, bank_games
 from ..game import ReadError, read_json, ultimatum_game, divide_dollar_game
@@ -183,32 +182,28 @@ class Run:
             return f"{INPUTS[key]}: {self.problems[key]}"
         return f"no {INPUTS[key]} in {self.root} (looked for {', '.join(LAYOUT[key])})"
 
-# %% ../../nbs/15_report_run.ipynb #4109e45a
-@patch
-def rows(self: Run, cell: str, side: str, table: str = EPISODES) -> list:
-    "Rows of one side (`trained` or `base`) of an eval cell: its episodes, or another table such as the transcripts."
-    key = (cell, side, table)
-    if key not in self._cache:
-        p = self.cells[cell]["dir"] / side / table
-        # an episode twice is refused
-        read = (lambda q: episode_rows(q, ReportError)) if table == EPISODES else read_jsonl
-        self._cache[key] = read(p) if p.is_file() else []
-    return self._cache[key]
+    def rows(self, cell: str, side: str, table: str = EPISODES) -> list:
+        "Rows of one side (`trained` or `base`) of an eval cell: its episodes, or another table such as the transcripts."
+        key = (cell, side, table)
+        if key not in self._cache:
+            p = self.cells[cell]["dir"] / side / table
+            # an episode twice is refused
+            read = (lambda q: episode_rows(q, ReportError)) if table == EPISODES else read_jsonl
+            self._cache[key] = read(p) if p.is_file() else []
+        return self._cache[key]
 
-# %% ../../nbs/15_report_run.ipynb #e6fc23db
-@patch
-def games(self: Run) -> dict:
-    "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
-    if "games" not in self._cache:
-        gs = {}
-        for d in self.banks.values():
-            with contextlib.suppress(GameError, OSError, ValueError):
-                for g in bank_games(d):
-                    gs.setdefault(g.name, g)
-        for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]:
-            gs.setdefault(g.name, g)
-        self._cache["games"] = gs
-    return self._cache["games"]
+    def games(self) -> dict:
+        "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
+        if "games" not in self._cache:
+            gs = {}
+            for d in self.banks.values():
+                with contextlib.suppress(GameError, OSError, ValueError):
+                    for g in bank_games(d):
+                        gs.setdefault(g.name, g)
+            for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]:
+                gs.setdefault(g.name, g)
+            self._cache["games"] = gs
+        return self._cache["games"]
 
 # %% ../../nbs/15_report_run.ipynb #4c3dcd44
 def check_run_dir(root: Path) -> dict:
