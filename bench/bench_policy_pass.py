@@ -124,10 +124,10 @@ def set_checkpointing(model, on: bool):
 def left_padded_logprobs(model, S: list, SP: list, vocab: int, pad: int) -> list:
     "`span_logprobs`' pass laid out left-padded (the trainer's layout before the fix: pads' query rows see no key)."
     from fairneg.llm.logprobs import _forward_spans
-    from fairneg.llm.load import _device
+    from fairneg.llm.load import model_device
     from fairneg.llm.sampling import left_pad
 
-    ids, mask, pos = left_pad(S, pad, _device(model))
+    ids, mask, pos = left_pad(S, pad, model_device(model))
     L = ids.shape[1]
     out = _forward_spans(
         model,

@@ -15,11 +15,11 @@ from .commands import UnknownName
 
 # %% auto #0
 __all__ = ['ACTION_KEYS', 'POOL_SIZE', 'TAU_BAND', 'BETA', 'EVIDENCE_EPS', 'P_SIGN', 'ANCHOR_Z', 'AGENT_NAMES', 'AGENT_ALIASES',
-           'COUNTERFACTUAL_TYPES', 'make_action', 'answer_text', 'grid_sum', 'deal_index', 'label_index', 'index_label',
-           'dp_n_options', 'OwnView', 'own_view', 'Belief', 'pass_prob', 'truth_belief', 'sample_prior_sheets',
-           'PriorPool', 'prior_pool', 'rival_pool', 'public_evidence', 'posterior_weights', 'private_belief',
-           'seat_belief', 'time_factor', 'rational_rule', 'greedy_rule', 'passive_rule', 'demand_rule', 'Agent',
-           'get_agent']
+           'COUNTERFACTUAL_TYPES', 'make_action', 'answer_text', 'LRU', 'grid_sum', 'deal_index', 'label_index',
+           'index_label', 'dp_n_options', 'OwnView', 'own_view', 'Belief', 'pass_prob', 'truth_belief',
+           'sample_prior_sheets', 'PriorPool', 'prior_pool', 'rival_pool', 'public_evidence', 'posterior_weights',
+           'private_belief', 'seat_belief', 'time_factor', 'rational_rule', 'greedy_rule', 'passive_rule',
+           'demand_rule', 'Agent', 'get_agent']
 
 # %% ../nbs/07_agents.ipynb #ceff141b
 ACTION_KEYS = ("atype", "offer_id", "deal", "vote")
@@ -44,7 +44,7 @@ def answer_text(
     return json.dumps({"scratchpad": scratchpad, "message": message, "action": {k: action.get(k) for k in ACTION_KEYS}})
 
 # %% ../nbs/07_agents.ipynb #c61aed57
-class _LRU(OrderedDict):
+class LRU(OrderedDict):
     "A small least-recently-used cache."
 
     def __init__(self, size: int):
@@ -116,7 +116,7 @@ class OwnView:
         return float((self.u[label_index(label, self.n_options)] - self.tau) / (self.ideal - self.tau))
 
 
-_OWN = _LRU(512)
+_OWN = LRU(512)
 
 # %% ../nbs/07_agents.ipynb #a88da8ed
 def own_view(dp: DecisionPoint, strict: bool = False) -> OwnView:
@@ -172,7 +172,7 @@ def pass_prob(
     return out * dist[need:].sum(0)
 
 # %% ../nbs/07_agents.ipynb #cf9f4071
-_TRUTH = _LRU(512)
+_TRUTH = LRU(512)
 
 
 def truth_belief(
@@ -280,7 +280,7 @@ class PriorPool:
         return col
 
 # %% ../nbs/07_agents.ipynb #d1b8f937
-_POOLS = _LRU(32)
+_POOLS = LRU(32)
 
 
 def prior_pool(
@@ -361,7 +361,7 @@ def posterior_weights(
     return W / W.sum(1, keepdims=True)
 
 # %% ../nbs/07_agents.ipynb #e379718c
-_TABLES = _LRU(192)
+_TABLES = LRU(192)
 
 
 def _seat_table(dp, own: OwnView, pool: PriorPool, key, what: str, exchangeable: bool, floor: float = 0.0) -> tuple:
@@ -622,7 +622,7 @@ _SPECS = {
 }
 
 # %% ../nbs/07_agents.ipynb #1d7217c1
-_SHA = _LRU(256)
+_SHA = LRU(256)
 
 
 def _checked_game(dp: DecisionPoint, game) -> Game:

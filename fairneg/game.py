@@ -17,7 +17,7 @@ __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'MAX_GAME_CE
            'accepts', 'max_game_cells', 'enumeration_bytes', 'GameTooLarge', 'check_game_size', 'validate_game',
            'PartyError', 'party_index', 'ReadError', 'read_text', 'read_json', 'TornLine', 'json_lines', 'game_to_dict',
            'game_from_dict', 'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation',
-           'generate_game', 'ultimatum_game', 'divide_dollar_game']
+           'grid_sums', 'generate_game', 'ultimatum_game', 'divide_dollar_game']
 
 # %% ../nbs/01_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -572,7 +572,7 @@ def import_llm_deliberation(folder) -> Game:
     return validate_game(g, src)
 
 # %% ../nbs/01_game.ipynb #4197eb9f
-def _grid_sums(rows: np.ndarray, n_options) -> np.ndarray:
+def grid_sums(rows: np.ndarray, n_options) -> np.ndarray:
     "Per row of `rows` (a score per option, issue after issue), its sum over issues per deal, issue A most significant."
     ends = list(itertools.accumulate(n_options))
     U = rows[:, : ends[0]] + 0
@@ -583,7 +583,7 @@ def _grid_sums(rows: np.ndarray, n_options) -> np.ndarray:
 # %% ../nbs/01_game.ipynb #f355fb35
 def _has_nbs_deal(scores, thresholds, n_options) -> bool:
     "Does some deal give every party a positive surplus (so IR is non-empty and the NBS exists)?"
-    U = _grid_sums(np.array([[s for row in sheet for s in row] for sheet in scores]), n_options)
+    U = grid_sums(np.array([[s for row in sheet for s in row] for sheet in scores]), n_options)
     return bool((U > np.asarray(thresholds)[:, None]).all(0).any())
 
 # %% ../nbs/01_game.ipynb #2bc8f70b

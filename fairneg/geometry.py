@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib, itertools, json, math
 from dataclasses import dataclass
 import numpy as np
-from .game import Game, accepts, deal_label, validate_game, _grid_sums, party_index, check_game_size
+from .game import Game, accepts, deal_label, validate_game, grid_sums, party_index, check_game_size
 
 # %% auto #0
 __all__ = ['SOLUTIONS', 'SOLUTION_COLOR', 'SOLUTION_DY', 'enumerate_deals', 'score_arrays', 'utility_matrix', 'nnw_from_z',
@@ -37,7 +37,7 @@ def utility_matrix(g: Game, deals: np.ndarray) -> np.ndarray:
 # %% ../nbs/02_geometry.ipynb #06bb59f0
 def _grid_utilities(g: Game) -> np.ndarray:
     "`U` for every deal in `enumerate_deals` order, by broadcasting each issue's scores onto the grid (no gathers)."
-    return _grid_sums(np.array([[s for row in sheet for s in row] for sheet in g.scores], dtype=float), g.n_options)
+    return grid_sums(np.array([[s for row in sheet for s in row] for sheet in g.scores], dtype=float), g.n_options)
 
 # %% ../nbs/02_geometry.ipynb #1d43cd29
 def _sorted_sum(X: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from .jobs import JobConfig, JobError, StopSignals, job_params, end_job, running
 from .jobs import submitit_module, wait_jobs
 from .telemetry import memory_reading, wandb_run, pass_rates
 from .telemetry import flop_coefficients, pass_flops
-from .llm.load import _base, _forward_params
+from .llm.load import peft_base, forward_params
 
 # %% auto #0
 __all__ = ['ZOO', 'POLICY', 'TRAINING_STATE', 'ACCELERATE_FILES', 'SUPERSEDED', 'ADAPTER_WEIGHTS', 'DECODE_COUNTS', 'JOBS',
@@ -664,7 +664,7 @@ def update(model, optimizer, scheduler, samples: list, cfg: GRPOConfig, tokenize
     release_decode_caches(model, need=activation_need(model, max(len(mb) * max(map(_n_tokens, mb)) for mb in mbs)))
     kept = [{} for _ in mbs]
     # the plan, and the FLOPs it counts (`pass_flops`): each micro-batch's forwards as `span_logprobs` runs them
-    keep, coef, ckpt = _forward_params(type(_base(model)))[1], flop_coefficients(model), is_checkpointing(model)
+    keep, coef, ckpt = forward_params(type(peft_base(model)))[1], flop_coefficients(model), is_checkpointing(model)
     shapes = [pass_shapes(mb, share, keep) for mb in mbs]
     res.update(
         micro_batches=len(mbs),

@@ -46,9 +46,9 @@ class PackageError(ValueError):
     "Logged episodes or rows that cannot be annotated or packaged as they are (duplicates, another schema)."
 
 
-from .agents import _LRU  # the agents' small least-recently-used cache
+from .agents import LRU  # the agents' small least-recently-used cache
 
-_GAMES = _LRU(256)
+_GAMES = LRU(256)
 
 # %% ../nbs/13_pairs.ipynb #2173b426
 def line_game(line: dict) -> Game:
@@ -192,7 +192,7 @@ class TableValues:
         return ((u - self.tau) / self.span).tolist()
 
 
-_VALUES = _LRU(256)
+_VALUES = LRU(256)
 
 # %% ../nbs/13_pairs.ipynb #48121f4e
 def table_values(g: Game, key: str | None = None) -> TableValues:

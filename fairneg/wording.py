@@ -27,6 +27,7 @@ def _names(dp, idx, conj="and"):
 
 # %% ../nbs/04_wording.ipynb #30e40d24
 def sheet_row(sheet):
+    "One sheet as a line of rows: `A 0 32 28 | B 5 1`."
     return " | ".join(f"{issue_letter(k)} " + " ".join(map(str, r)) for k, r in enumerate(sheet))
 
 # %% ../nbs/04_wording.ipynb #b04cdcc5
@@ -223,6 +224,7 @@ def table_system(dp: DecisionPoint, prose: bool, game: Game | None) -> str:
 
 # %% ../nbs/04_wording.ipynb #23cb5e46
 def own_value(dp, deal: str) -> float:
+    "The points a deal label is worth to the seat."
     return sum(dp.own_sheet[k][o] for k, o in label_options(deal))
 
 # %% ../nbs/04_wording.ipynb #5ac888de

@@ -21,3 +21,23 @@ def test_package_imports_itself_relatively():
     # nbdev (maker.update_import) rewrites a multi-line `from fairneg.x import (` only when the statement's last line
     # reaches past the module name on its first: a short last line leaves the import absolute. Seen on 1581ecb.
     assert absolute_self_imports() == []
+
+
+def private_names_crossing(pkg: Path = PKG) -> list:
+    "`file:line module.name` of every private name (`_x`) one module of the package imports from another."
+    out = []
+    for f in sorted(pkg.rglob("*.py")):
+        if f.name == "_modidx.py":
+            continue
+        for n in ast.walk(ast.parse(f.read_text())):
+            own = isinstance(n, ast.ImportFrom) and (n.level > 0 or (n.module or "").split(".")[0] == "fairneg")
+            for a in n.names if own else ():
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"{f.relative_to(pkg.parent)}:{n.lineno} {n.module}.{a.name}")
+    return out
+
+
+def test_no_private_name_crosses_modules():
+    # a name another module needs is that module's public name (#52: 18 such imports, e.g. report.sections took
+    # `_fmt`, `_styled`, `_arm_of` and `_arm_step` from report.figures)
+    assert private_names_crossing() == []

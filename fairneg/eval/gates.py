@@ -237,7 +237,7 @@ def check_guards(clauses: list, src: str = "<prereg>", drop: float = 0.10):
                 )
 
 # %% ../../nbs/13_eval_gates.ipynb #a23677e7
-def _fmt(e: dict) -> str:
+def _term_text(e: dict) -> str:
     f = lambda x: "nan" if x is None else f"{x:+.3f}"
     return f"{e['endpoint']} {f(e['delta'])} [{f(e['lo'])}, {f(e['hi'])}]"
 
@@ -245,9 +245,9 @@ def _fmt(e: dict) -> str:
 def _judge(t: dict, e: dict) -> tuple[str, str]:
     few = too_few_games(e.get("cluster"), e.get("n_games"), max(e.get("min_games") or MIN_GAMES, MIN_GAMES))
     if few or e["verdict"] == "too_few_games":
-        return "VOID", f"{_fmt(e)} has too few games: {few or e.get('few_games_reason')}"
+        return "VOID", f"{_term_text(e)} has too few games: {few or e.get('few_games_reason')}"
     if e["verdict"] == "VOID":
-        return "VOID", f"{_fmt(e)} is VOID: {e['void_reason']}"
+        return "VOID", f"{_term_text(e)} is VOID: {e['void_reason']}"
     nu, B = e.get("undefined_draws") or 0, e.get("B")
     many = bool(B) and too_many_undefined(nu, B)
     if e["verdict"] == "undefined" or e["delta"] is None or e["lo"] is None or many:
@@ -262,19 +262,19 @@ def _judge(t: dict, e: dict) -> tuple[str, str]:
         ok = lo > m if g > 0 else hi < -m
         need = f"lo > {m:+g}" if g > 0 else f"hi < {-m if m else 0.0:+g}"
         return (
-            ("PASS", f"{_fmt(e)} favourable beyond {m:g}")
+            ("PASS", f"{_term_text(e)} favourable beyond {m:g}")
             if ok
-            else ("FAIL", f"{_fmt(e)} not favourable beyond {m:g} (needs {need})")
+            else ("FAIL", f"{_term_text(e)} not favourable beyond {m:g} (needs {need})")
         )
     if req == "not_unfavourable":
         bad = (hi < 0) if g > 0 else (lo > 0)
-        return ("FAIL", f"{_fmt(e)} unfavourable") if bad else ("PASS", f"{_fmt(e)} not unfavourable")
+        return ("FAIL", f"{_term_text(e)} unfavourable") if bad else ("PASS", f"{_term_text(e)} not unfavourable")
     val = e["delta" if t["stat"] == "estimate" else t["stat"]]
     bound = t[req]
     ok = val >= bound if req == "floor" else val <= bound
     rel = ">=" if req == "floor" else "<="
     return ("PASS" if ok else "FAIL"), (
-        f"{_fmt(e)}: {t['stat']} {val:+.3f} {rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}"
+        f"{_term_text(e)}: {t['stat']} {val:+.3f} {rel if ok else ('<' if req == 'floor' else '>')} {req} {bound:+g}"
     )
 
 # %% ../../nbs/13_eval_gates.ipynb #05e3edfd

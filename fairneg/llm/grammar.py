@@ -12,7 +12,7 @@ from ..protocol import DecisionPoint, new_episode, current_seats, as_decision_po
 
 # %% auto #0
 __all__ = ['NULL', 'SCRATCHPAD_CHARS', 'MESSAGE_CHARS', 'deal_schema', 'text_schema', 'legal_action_schema', 'phase_states',
-           'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks']
+           'schema_text', 'grammar_text', 'compiled_ebnf', 'compiled_grammar', 'constrained_masks']
 
 # %% ../../nbs/09_llm_grammar.ipynb #86799b2f
 def _labels(k: int, n: int) -> list:
@@ -116,7 +116,7 @@ def phase_states() -> dict:
 _GRAMMARS = {}  # (id(tokenizer), vocab) -> (tokenizer, GrammarCompiler, {grammar text: CompiledGrammar})
 
 
-def _schema_str(schema) -> str:
+def schema_text(schema) -> str:
     "A schema as a JSON string; keys keep their order (xgrammar writes object properties in the schema's order)."
     return schema if isinstance(schema, str) else json.dumps(schema, ensure_ascii=False)
 
@@ -128,7 +128,7 @@ def grammar_text(schema) -> str:
     "The EBNF text of a JSON schema's grammar (xgrammar, no free whitespace): the one the sampler and trainer compile."
     import xgrammar as xgr
 
-    s = _schema_str(schema)
+    s = schema_text(schema)
     if s not in _EBNF:
         _EBNF[s] = str(xgr.Grammar.from_json_schema(s, any_whitespace=False))
     return _EBNF[s]

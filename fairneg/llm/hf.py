@@ -9,11 +9,11 @@ from pathlib import Path
 from ..protocol import DecisionPoint, parse_action
 from ..commands import BadValue
 from ..settings import ANSWER_CAPS, DecodeSettings
-from .load import _device, load_model, stop_ids, vocab_size
+from .load import model_device, load_model, stop_ids, vocab_size
 from .chat import encode_request
 from .sampling import check_context_limit, context_limit
 from .sampling import decode_record, sample_decoding
-from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, _schema_str, compiled_grammar, legal_action_schema
+from .grammar import MESSAGE_CHARS, SCRATCHPAD_CHARS, schema_text, compiled_grammar, legal_action_schema
 
 # %% auto #0
 __all__ = ['constrain_mode', 'policy_answer', 'count_call', 'HFPolicy']
@@ -45,7 +45,7 @@ def policy_answer(
         truncated=truncated,
     )
     if schema is not None:
-        out["schema"] = _schema_str(schema)
+        out["schema"] = schema_text(schema)
     return out
 
 # %% ../../nbs/09_llm_hf.ipynb #2707d176
@@ -109,7 +109,7 @@ class HFPolicy:
         self.vocab, self.context_limit = vocab_size(self.model), context_limit(self.model, self.tokenizer)
         self.n_tokens = len(self.tokenizer)  # ids past it are padding of the output layer: never drawn
         # asked, chosen here, used now, and why a static or graphed path was left (`sample_decoding`)
-        self.decoding = decode_record(decode, _device(self.model))
+        self.decoding = decode_record(decode, model_device(self.model))
         # (episode, seat) -> (ids, keys and values)
         self.kv_reuse, self.kv_cache_tokens, self._kv = kv_reuse, kv_cache_tokens, {}
         self.stats = dict(
@@ -151,7 +151,7 @@ class HFPolicy:
         prompts = [encode_request(self.tokenizer, r, self.thinking and not cons) for r in requests]
         caps = [min(int(r.budget), self.max_new_tokens) for r in requests]
         check_context_limit(requests, prompts, caps, self.context_limit)
-        schemas = [_schema_str(self.schema(r.dp)) if cons else None for r in requests]
+        schemas = [schema_text(self.schema(r.dp)) if cons else None for r in requests]
         hits = [self._cached(r, p) for r, p in zip(requests, prompts)]  # (cached length, keys and values) per row
         res = [None] * n
         order = sorted(range(n), key=lambda i: -(len(prompts[i]) - hits[i][0]))

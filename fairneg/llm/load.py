@@ -16,7 +16,7 @@ from ..answers import ANSWER_FORMAT
 # %% auto #0
 __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'model_path', 'default_dtype',
            'load_model', 'train_tokenizer', 'qwen3_config', 'make_model', 'n_params', 'standin_shape', 'standin_model',
-           'vocab_size', 'stop_ids']
+           'peft_base', 'forward_params', 'model_device', 'vocab_size', 'stop_ids']
 
 # %% ../../nbs/09_llm_load.ipynb #2048b80f
 def model_path(spec) -> str:
@@ -249,18 +249,20 @@ def standin_model(
     return out
 
 # %% ../../nbs/09_llm_load.ipynb #82beefe9
-def _base(model):
+def peft_base(model):
     "The underlying `transformers` model of a PEFT model (or the model itself)."
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 # %% ../../nbs/09_llm_load.ipynb #11cb0689
 @lru_cache(maxsize=None)
-def _forward_params(cls) -> tuple:
+def forward_params(cls) -> tuple:
+    "What a model class's `forward` takes: the cache keyword's name, and whether it has `logits_to_keep`."
     ps = inspect.signature(cls.forward).parameters
     return ("cache" if "cache" in ps else "past_key_values"), "logits_to_keep" in ps
 
 # %% ../../nbs/09_llm_load.ipynb #90a4785a
-def _device(model):
+def model_device(model):
+    "The device of a model's parameters."
     return next(model.parameters()).device
 
 # %% ../../nbs/09_llm_load.ipynb #adcfe6c7
@@ -273,7 +275,7 @@ def vocab_size(model) -> int:
 def stop_ids(model, tokenizer) -> list:
     "End-of-sequence token ids: the tokenizer's and those of the model's generation config."
     ids = [tokenizer.eos_token_id]
-    gc = getattr(_base(model), "generation_config", None)
+    gc = getattr(peft_base(model), "generation_config", None)
     e = getattr(gc, "eos_token_id", None)
     ids += e if isinstance(e, (list, tuple)) else [e]
     return list(dict.fromkeys(i for i in ids if i is not None))

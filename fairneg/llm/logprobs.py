@@ -5,7 +5,7 @@
 # %% ../../nbs/09_llm_logprobs.ipynb #a34a11da
 from __future__ import annotations
 import itertools
-from .load import _base, _device, _forward_params, vocab_size
+from .load import peft_base, model_device, forward_params, vocab_size
 from .sampling import right_pad
 
 # %% auto #0
@@ -37,9 +37,9 @@ def _forward_spans(
     import torch
     from trl.trainer.utils import selective_log_softmax
 
-    dev, V = _device(model), vocab_size(model)
+    dev, V = model_device(model), vocab_size(model)
     past = torch.arange(V, device=dev) >= vocab if vocab is not None and vocab < V else None  # ids no token has
-    keep = _forward_params(type(_base(model)))[1]
+    keep = forward_params(type(peft_base(model)))[1]
     need = sorted({col(i, p - 1) for i, sp in enumerate(SP) for a, b in sp for p in range(a, b)})  # logit rows used
     if need:
         logits = model(
@@ -66,7 +66,7 @@ def _forward_spans(
 # %% ../../nbs/09_llm_logprobs.ipynb #c30a7978
 def _padded_spans(model, S: list, SP: list, M: list, temperature: float, pad_id: int, vocab: int | None = None) -> list:
     "Per sequence, per span: log-probs from one forward over the right-padded whole sequences (`right_pad`)."
-    ids, mask, pos = right_pad(S, pad_id, _device(model))
+    ids, mask, pos = right_pad(S, pad_id, model_device(model))
     return _forward_spans(
         model, dict(input_ids=ids, attention_mask=mask, position_ids=pos), lambda i, p: p, S, SP, M, temperature, vocab
     )
@@ -169,7 +169,7 @@ def prefix_groups(
 # %% ../../nbs/09_llm_logprobs.ipynb #918b127f
 def is_checkpointing(model) -> bool:
     "Whether gradient checkpointing is enabled on any layer (what `GradientCheckpointingLayer` reads; PEFT or not)."
-    return any(getattr(m, "gradient_checkpointing", False) for m in _base(model).modules())
+    return any(getattr(m, "gradient_checkpointing", False) for m in peft_base(model).modules())
 
 # %% ../../nbs/09_llm_logprobs.ipynb #84c30392
 def _shared_spans(
@@ -186,7 +186,7 @@ def _shared_spans(
     "Per sequence, per span: log-probs, each group's stretch run once (one forward for all), its KV repeated per row."
     import torch
 
-    dev, (cache_kw, keep) = _device(model), _forward_params(type(_base(model)))
+    dev, (cache_kw, keep) = model_device(model), forward_params(type(peft_base(model)))
     starts = [r for r in range(len(S)) if r == 0 or ks[r] != ks[r - 1]]  # each group's first row
     pre_ids, pre_mask, pre_pos = right_pad([S[r][: Ps[r]] for r in starts], pad_id, dev)  # no query row without a key
     cache = model(

@@ -5,7 +5,7 @@
 # %% ../../nbs/09_llm_sampling.ipynb #04a3c579
 from __future__ import annotations
 import time
-from .load import _base, _device, _forward_params, vocab_size
+from .load import peft_base, model_device, forward_params, vocab_size
 
 # %% auto #0
 __all__ = ['DECODES', 'KEEP_CACHES', 'left_pad', 'right_pad', 'ContextLimitError', 'context_limit', 'check_context_limit',
@@ -51,7 +51,7 @@ class ContextLimitError(RuntimeError):
 # %% ../../nbs/09_llm_sampling.ipynb #735ce2e1
 def context_limit(model=None, tokenizer=None) -> int | None:
     "The context length a model serves: its `max_position_embeddings`, or the tokenizer's `model_max_length` if lower."
-    cfg = getattr(_base(model), "config", None) if model is not None else None
+    cfg = getattr(peft_base(model), "config", None) if model is not None else None
     lims = [getattr(cfg, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
     lims = [int(x) for x in lims if isinstance(x, int) and 0 < x < 10**8]  # transformers' "no limit" is ~1e30
     return min(lims) if lims else None
@@ -97,7 +97,7 @@ def _new_cache(model):
     from transformers import DynamicCache
 
     try:
-        return DynamicCache(config=_base(model).config)
+        return DynamicCache(config=peft_base(model).config)
     except TypeError:
         return DynamicCache()  # older transformers
 
@@ -327,7 +327,7 @@ def sample_batch(
     "Sample completions row by row reproducibly: `[{completion_ids, logprobs, truncated}]` (and `kv` when asked)."
     import torch
 
-    decode = decode_mode(decode, _device(model))
+    decode = decode_mode(decode, model_device(model))
     # a conversation's cache grows: dynamic
     if static_path(decode, keep_cache, prefixes):
         return sample_static(
@@ -344,8 +344,8 @@ def sample_batch(
             vocab,
             graphed=decode == "graphed",
         )
-    B, dev = len(prompts), _device(model)
-    cache_kw, keep = _forward_params(type(_base(model)))
+    B, dev = len(prompts), model_device(model)
+    cache_kw, keep = forward_params(type(peft_base(model)))
     cache, pmask = seed_cache(model, prefixes or [None] * B, dev)
     gens = [torch.Generator().manual_seed(int(s) % 2**64) for s in seeds]
     gram, rows = _Grammars(grammars or [None] * B, vocab_size(model)), _Rows(max_new, eos_ids)
@@ -401,7 +401,7 @@ def static_cache(
         c.reset()  # in place; also after a forward that failed midway
     else:
         c = None
-        n, c = L, StaticCache(config=_base(model).config, max_cache_len=L)  # the old one freed before the new
+        n, c = L, StaticCache(config=peft_base(model).config, max_cache_len=L)  # the old one freed before the new
     kept[B] = (n, c)  # the most recent last
     while len(kept) > keep:
         kept.pop(next(iter(kept)))
@@ -445,7 +445,7 @@ def release_decode_caches(
     import torch
 
     kept, freed = model.__dict__.get("_fairneg_static", {}), 0
-    free = free or (lambda: device_free_bytes(_device(model)))
+    free = free or (lambda: device_free_bytes(model_device(model)))
     while kept:
         if need is not None and (f := free()) is not None and f >= need:
             break
@@ -508,7 +508,7 @@ def sample_static(
     "`sample_batch` on a static cache, its rows and columns padded to powers of two so decode steps keep their shapes."
     import torch
 
-    B, dev = len(prompts), _device(model)
+    B, dev = len(prompts), model_device(model)
     W = bucket(B, 8 if dev.type == "cuda" else 1)  # the rows past B are idle
     x, m, pos = left_pad(list(prompts) + [[pad_id]] * (W - B), pad_id, dev)
     P = x.shape[1]
@@ -524,7 +524,7 @@ def sample_static(
     )
     fwd, st = graphed_forward(model) if graphed else model, dict(pos=pos, col=P)
     skips = _cudagraph_skips() if graphed and dev.type == "cuda" else None  # torch's silent fallbacks, counted
-    cache_kw, keep = _forward_params(type(_base(model)))
+    cache_kw, keep = forward_params(type(peft_base(model)))
 
     def step(nxt):  # the prompt's forward (uncompiled), then the steps
         if nxt is None:

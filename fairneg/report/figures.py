@@ -13,7 +13,7 @@ from ..game import SHARES, label_options, parse_deal_label
 from ..geometry import Geometry, plot_deals, struck_points
 from ..runlayout import CheckpointNameError, arm_step, arm_order, arm_family, arm_seed
 from ..store import TRANSCRIPTS, STEP_FIELDS
-from .run import ReportError, Run, _read_json
+from .run import ReportError, Run, read_report_json
 from .page import STATUS_COLORS, VERDICT_COLORS
 from .page import safe_style
 
@@ -21,12 +21,13 @@ from .page import safe_style
 __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMPLED_EPISODES', 'SINGLE_GAME_MARK',
            'VERDICT_TINTS', 'VERDICT_MARKS', 'MATRIX_COLUMNS', 'FAIRNESS_ENDPOINTS', 'FRONTIER_ENDPOINTS',
            'curve_label', 'curve_unit', 'coinciding_arms', 'plot_curves', 'training_summary', 'segments_table',
-           'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms', 'run_colors', 'run_policy_colors',
-           'contrast_table', 'contrast_matrix', 'column_chunks', 'contrast_matrices', 'resampling_notes',
-           'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest', 'replicate_frame', 'plot_replicates',
-           'frontier_frame', 'plot_lambda_frontier', 'frontier_table', 'plot_share_deal', 'last_checkpoints',
-           'struck_frame', 'pick_game', 'plot_game', 'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table',
-           'divide_demands', 'divide_table', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table']
+           'try_arm_step', 'checkpoint_arm', 'checkpoint_order', 'select_contrasts', 'dpo_arm_names', 'run_arms',
+           'run_colors', 'run_policy_colors', 'contrast_table', 'contrast_matrix', 'column_chunks', 'contrast_matrices',
+           'resampling_notes', 'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest',
+           'replicate_frame', 'plot_replicates', 'frontier_frame', 'plot_lambda_frontier', 'contrast_text',
+           'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game',
+           'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'styled_table',
+           'base_level', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table']
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
@@ -190,22 +191,23 @@ KEY_ENDPOINTS = (
 )
 
 
-def _arm_step(ck: str):
+def try_arm_step(ck: str):
+    "`(arm, step)` of a checkpoint name, or None when it says neither."
     try:
         return arm_step(ck)
     except CheckpointNameError:
         return None
 
 # %% ../../nbs/15_report_figures.ipynb #1464990c
-def _arm_of(ck: str) -> str:
+def checkpoint_arm(ck: str) -> str:
     "A checkpoint's arm; the name itself when it says no arm and step."
-    return (_arm_step(ck) or (ck,))[0]
+    return (try_arm_step(ck) or (ck,))[0]
 
 # %% ../../nbs/15_report_figures.ipynb #4e5e283b
 def checkpoint_order(names: Iterable[str]) -> list[str]:
     "Checkpoint names by arm (λ order, then seed: `runlayout.arm_order`), then step; other names last, as given."
     names = list(dict.fromkeys(names))
-    parsed = {n: _arm_step(n) for n in names}
+    parsed = {n: try_arm_step(n) for n in names}
     return sorted(names, key=lambda n: (0, arm_order(parsed[n][0]), parsed[n][1]) if parsed[n] else (1, (), 0))
 
 # %% ../../nbs/15_report_figures.ipynb #b454e442
@@ -253,7 +255,7 @@ def run_arms(run: Run) -> list[str]:
     cks = [c.get("checkpoint") for c in run.cells.values()] + (
         list(run.contrasts.checkpoint) if run.has("contrasts") else []
     )
-    return list(dict.fromkeys(arms + dpo_arm_names(run) + [_arm_of(ck) for ck in checkpoint_order(cks) if ck]))
+    return list(dict.fromkeys(arms + dpo_arm_names(run) + [checkpoint_arm(ck) for ck in checkpoint_order(cks) if ck]))
 
 # %% ../../nbs/15_report_figures.ipynb #d833d266
 def run_colors(run: Run) -> dict:
@@ -264,7 +266,7 @@ def run_colors(run: Run) -> dict:
 def run_policy_colors(run: Run, policies: Iterable[str]) -> dict:
     "Each policy's colour: a checkpoint gets its arm's, an untrained base `BASE_COLOR`."
     colors = run_colors(run)
-    return {p: colors.get(_arm_of(p), BASE_COLOR) for p in dict.fromkeys(policies)}
+    return {p: colors.get(checkpoint_arm(p), BASE_COLOR) for p in dict.fromkeys(policies)}
 
 # %% ../../nbs/15_report_figures.ipynb #b64157a1
 def contrast_table(
@@ -591,7 +593,7 @@ def plot_forest(
 def _replicate_rows(name: str, c: dict, who: str, endpoints) -> list:
     "One cell's rows of `replicate_frame`."
     ck = c["checkpoint"]
-    arm, step = _arm_step(ck) or (ck, None)
+    arm, step = try_arm_step(ck) or (ck, None)
     seed = arm_seed(arm)
     pooled = "members" in c
     rep = c.get("replication") or {}
@@ -748,7 +750,7 @@ def plot_lambda_frontier(
 FRONTIER_ENDPOINTS = ("deal", "nnw_given_deal", "worst_off_z_given_deal", "below_threshold_given_deal", "max_share")
 
 
-def _fmt(e: dict) -> str:
+def contrast_text(e: dict) -> str:
     "`+0.083 [-0.010, +0.200]` of one contrast, or its reason when it has none."
     num = lambda x: x is not None and x == x  # neither missing nor NaN
     if not num(e.get("delta")):
@@ -762,7 +764,7 @@ def _cell_text(r) -> str:
         return f"VOID (Δ {r.delta:+.3f})" if r.delta is not None and r.delta == r.delta else "VOID"
     if r.verdict == "undefined":
         return f"undefined ({getattr(r, 'undefined_reason', None) or 'no value to resample'})"
-    return f"{_fmt(r._asdict())} {r.verdict}"
+    return f"{contrast_text(r._asdict())} {r.verdict}"
 
 # %% ../../nbs/15_report_figures.ipynb #23aa104c
 def frontier_table(run: Run, condition: str = "primary", endpoints: Iterable[str] = FRONTIER_ENDPOINTS) -> object:
@@ -779,7 +781,7 @@ def frontier_table(run: Run, condition: str = "primary", endpoints: Iterable[str
     )
     recs = []
     for ck in checkpoint_order(c.checkpoint):
-        arm, step = _arm_step(ck) or (ck, None)
+        arm, step = try_arm_step(ck) or (ck, None)
         rows = {r.endpoint: r for r in c[c.checkpoint == ck].itertuples(index=False)}
         recs.append(
             {
@@ -852,7 +854,7 @@ def last_checkpoints(checkpoints: Iterable[str]) -> list[str]:
     "The checkpoint of the highest step of each arm (names that are not `<arm>_step<N>` are all kept)."
     best, other = {}, []
     for ck in dict.fromkeys(checkpoints):
-        a = _arm_step(ck)
+        a = try_arm_step(ck)
         if a is None:
             other.append(ck)
         elif a[0] not in best or a[1] > best[a[0]][1]:
@@ -1132,7 +1134,7 @@ def divide_table(demands) -> object:
     ).reset_index()
 
 # %% ../../nbs/15_report_figures.ipynb #9f941a73
-def _styled(df, colour_cols, caption=None, left=()):
+def styled_table(df, colour_cols, caption=None, left=()):
     "A report table (`safe_style`: its strings as text): three digits, statuses coloured, `left` columns left."
     colour = lambda v: (
         f"background-color: {STATUS_COLORS[v]}; color: white; font-weight: 600; text-align: center"
@@ -1143,7 +1145,7 @@ def _styled(df, colour_cols, caption=None, left=()):
     return sty.set_properties(subset=list(left), **{"text-align": "left"}) if left else sty
 
 # %% ../../nbs/15_report_figures.ipynb #8b7f3e74
-def _base_level(result: dict | None, ck: str, cond: str, ep: str):
+def base_level(result: dict | None, ck: str, cond: str, ep: str):
     "The untrained side's level of an endpoint in the eval result's cell (or pooled cell) of a checkpoint and condition."
     every = {**(result or {}).get("cells", {}), **(result or {}).get("pooled", {})}
     c = next((c for c in every.values() if c["checkpoint"] == ck and c["condition"] == cond), None)
@@ -1165,7 +1167,7 @@ def gate_table(
             condition=c["condition"],
             endpoint=c["endpoint"],
             require=c["require"],
-            base=_base_level(result, ck, c["condition"], c["endpoint"]),
+            base=base_level(result, ck, c["condition"], c["endpoint"]),
             margin=c.get("margin"),
             mde=c.get("mde"),
             status=c["status"],
@@ -1188,7 +1190,7 @@ def gate_table(
         "status",
         "reason",
     ]
-    return _styled(
+    return styled_table(
         pd.DataFrame(rows, columns=cols),
         ["verdict", "status"],
         f"Gate {gate.get('prereg', '')}: {gate['verdict']} (mde: the smallest true contrast the clause "
@@ -1214,7 +1216,7 @@ def soundness_table(s: dict):
         )
         for k, v in s["campaigns"].items()
     ]
-    return _styled(pd.DataFrame(rows), [], f"Reward soundness ({s.get('B', '?')} resamples)", left=["campaign"])
+    return styled_table(pd.DataFrame(rows), [], f"Reward soundness ({s.get('B', '?')} resamples)", left=["campaign"])
 
 # %% ../../nbs/15_report_figures.ipynb #abb37cc5
 def soundness_checks(s: dict):
@@ -1224,7 +1226,7 @@ def soundness_checks(s: dict):
     df = pd.DataFrame(
         [dict(expected=c["expect"], result="holds" if c["holds"] else "does not hold") for c in s["checks"]]
     )
-    return _styled(df, ["result"], "PASS" if s.get("passed") else "FAIL", left=["expected"])
+    return styled_table(df, ["result"], "PASS" if s.get("passed") else "FAIL", left=["expected"])
 
 # %% ../../nbs/15_report_figures.ipynb #f67d8714
 def bank_table(run: Run) -> object:
@@ -1247,7 +1249,7 @@ def bank_table(run: Run) -> object:
                 modes=", ".join(sorted({str(r.get("info_mode")) for r in m})),
                 generator=", ".join(sorted({str(r.get("generator_version")) for r in m})),
                 **{"nnw spread": f"{min(spreads):.3f} – {max(spreads):.3f}" if spreads else "—"},
-                note=_read_json(guard).get("summary", "") if guard.is_file() else "",
+                note=read_report_json(guard).get("summary", "") if guard.is_file() else "",
             )
         )
     return pd.DataFrame(rows).set_index("bank")

@@ -16,7 +16,7 @@ from ..store import EPISODES, read_jsonl, episode_rows
 from ..adapters import read_segments
 
 # %% auto #0
-__all__ = ['LAYOUT', 'INPUTS', 'ReportError', 'find_inputs', 'Run', 'check_run_dir', 'load_run']
+__all__ = ['LAYOUT', 'INPUTS', 'ReportError', 'find_inputs', 'read_report_json', 'Run', 'check_run_dir', 'load_run']
 
 # %% ../../nbs/15_report_run.ipynb #dade2967
 class ReportError(ValueError):
@@ -70,7 +70,7 @@ def find_inputs(run_dir) -> dict:
     return out
 
 # %% ../../nbs/15_report_run.ipynb #1dff6e54
-def _read_json(path) -> dict:
+def read_report_json(path) -> dict:
     "A JSON input; one line naming the file and why when it is unreadable, not UTF-8 or not JSON."
     return read_json(path, ReportError)
 
@@ -236,7 +236,7 @@ def load_run(run_dir) -> Run:
     if f["train"]:
         run.steps = attempt("train", lambda: _steps_frame(f["train"]))
     if f["eval"]:
-        run.eval = attempt("eval", lambda: _read_json(f["eval"][0]))
+        run.eval = attempt("eval", lambda: read_report_json(f["eval"][0]))
     if f["contrasts"]:
         run.contrasts = attempt("contrasts", lambda: _contrasts_frame(read_jsonl(f["contrasts"][0])))
     elif isinstance(run.eval, dict) and "cells" in run.eval:
@@ -244,26 +244,26 @@ def load_run(run_dir) -> Run:
     elif "eval" in run.problems:
         run.problems["contrasts"] = f"no eval_contrasts.jsonl, and {run.problems['eval']}"
     for p in f["eval_cells"]:
-        info = attempt("eval_cells", lambda: _read_json(p))
+        info = attempt("eval_cells", lambda: read_report_json(p))
         if isinstance(info, dict):
             run.cells[info.get("cell", p.parent.name)] = {**info, "dir": p.parent}
     if f["gate"]:
-        run.gate = attempt("gate", lambda: _read_json(f["gate"][0]))
+        run.gate = attempt("gate", lambda: read_report_json(f["gate"][0]))
     if f["soundness"]:
-        run.soundness = attempt("soundness", lambda: _read_json(f["soundness"][0]))
+        run.soundness = attempt("soundness", lambda: read_report_json(f["soundness"][0]))
     run.banks = {p.parent.name: p.parent for p in f["banks"]}
     if f["dpo_steps"]:
         run.dpo_steps = attempt("dpo_steps", lambda: _steps_frame(f["dpo_steps"]))
     if f["segments"]:
         run.segments = attempt("segments", lambda: _segments_frame(f["segments"]))
     if f["model"]:
-        run.model = attempt("model", lambda: _read_json(f["model"][0]))
+        run.model = attempt("model", lambda: read_report_json(f["model"][0]))
     if f["validity"]:
-        run.validity = attempt("validity", lambda: _read_json(f["validity"][0]))
+        run.validity = attempt("validity", lambda: read_report_json(f["validity"][0]))
     if f["provenance"]:
         run.provenance = attempt("provenance", lambda: read_jsonl(f["provenance"][0])) or []
     for p in f["dpo"]:
-        o = attempt("dpo", lambda: _read_json(p))
+        o = attempt("dpo", lambda: read_report_json(p))
         if isinstance(o, dict):
             run.dpo.append({"arm": p.parent.name, **o})
     return run

@@ -14,14 +14,22 @@ from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table, validity_sentence, validity_table
 from .run import INPUTS, LAYOUT, ReportError, Run
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from .figures import CURVES, KEY_ENDPOINTS, _arm_of, _arm_step, _fmt, _styled, bank_table
+from fairneg.report.figures import (
+    CURVES,
+    KEY_ENDPOINTS,
+    checkpoint_arm,
+    try_arm_step,
+    contrast_text,
+    styled_table,
+    bank_table,
+)
 from .figures import checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands
 from .figures import divide_table, dpo_arm_names, few_games_notes, frontier_table, gate_table
 from .figures import last_checkpoints, pick_game, plot_curves, plot_forest, plot_game, plot_share_deal
 from .figures import plot_ultimatum, resampling_notes, run_arms, run_colors, run_policy_colors
 from .figures import soundness_checks, soundness_table, struck_frame, segments_table, training_summary
 from .figures import ultimatum_splits, ultimatum_table, undefined_notes, viability_notes
-from .figures import replicate_frame, plot_replicates, _base_level, frontier_frame, plot_lambda_frontier
+from .figures import replicate_frame, plot_replicates, base_level, frontier_frame, plot_lambda_frontier
 
 # %% auto #0
 __all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'footer', 'validity_section', 'replicates_section',
@@ -161,7 +169,7 @@ def validity_section(run: Run) -> list:
         df = pd.DataFrame(validity_table(run.validity))
         return [
             Html(f"<p><b>{_html.escape(validity_sentence(run.validity))}</b></p>"),
-            _styled(
+            styled_table(
                 df.round(3),
                 [],
                 "Slope of yes on own z (linear probability, per unit z) with its 95% "
@@ -176,7 +184,7 @@ def validity_section(run: Run) -> list:
 def _replication_table(df):
     "The pooled rows of a replicate frame: estimate, interval, verdict and the seeds' agreement."
     t = df[df.pooled][["comparison", "endpoint", "delta", "lo", "hi", "verdict", "replication"]]
-    return _styled(
+    return styled_table(
         t.round(3),
         ["verdict"],
         "Pooled contrasts at each comparison's last step, and how many seeds agree",
@@ -249,10 +257,10 @@ def training_section(run: Run) -> list:
             if (ch := plot_curves(run.steps, cols, colors=run_colors(run))) is not None
         ]
         summ = training_summary(run.steps).reset_index()
-        out += [_styled(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
+        out += [styled_table(summ, [], "Last step of each arm and totals over the run", left=["arm"])]
         if run.has("segments"):
             out += [
-                _styled(
+                styled_table(
                     segments_table(run.segments),
                     [],
                     "Training sessions of each arm (segments.jsonl): where each ran, what "
@@ -268,7 +276,7 @@ def training_section(run: Run) -> list:
 def _arm_rows(run: Run, arms: Iterable[str]):
     "The contrast rows of some arms' checkpoints."
     arms = set(arms)
-    return run.contrasts[run.contrasts.checkpoint.map(_arm_of).isin(arms)]
+    return run.contrasts[run.contrasts.checkpoint.map(checkpoint_arm).isin(arms)]
 
 # %% ../../nbs/15_report_sections.ipynb #1c13a8fe
 def ladder_tables(run: Run, endpoint: str, condition: str = "primary") -> list:
@@ -315,7 +323,7 @@ def frontier_section(run: Run, condition: str = "primary") -> list:
         return [note(run.why_missing("contrasts"))]
     return _guard(
         lambda: [
-            _styled(
+            styled_table(
                 frontier_table(run, condition),
                 [],
                 f"The frontier on {condition}: trained − untrained per arm and "
@@ -440,7 +448,7 @@ def dpo_section(run: Run) -> list:
             else []
         )
         return figs + [
-            _styled(
+            styled_table(
                 dpo_table(run),
                 [],
                 "DPO arms: the pairs each drew from (effective: Kish, under the draw weights) and its last step",
@@ -486,7 +494,7 @@ def dpo_checkpoints(run: Run) -> dict:
     "Each trained DPO arm's last evaluated checkpoint, by arm."
     cks = [c.get("checkpoint") for c in run.cells.values()]
     arms = {o["arm"] for o in run.dpo if o.get("trained")}
-    return {a: ck for ck in last_checkpoints(cks) if (a := (_arm_step(ck) or (None,))[0]) in arms}
+    return {a: ck for ck in last_checkpoints(cks) if (a := (try_arm_step(ck) or (None,))[0]) in arms}
 
 # %% ../../nbs/15_report_sections.ipynb #d078bb27
 def dpo_pair_table(
@@ -519,11 +527,11 @@ def dpo_pair_table(
             {
                 "endpoint": ep,
                 "base": t.get("base"),
-                f"{target} − base": _fmt(t),
+                f"{target} − base": contrast_text(t),
                 "verdict (target)": t.get("verdict"),
-                f"{control} − base": _fmt(k),
+                f"{control} − base": contrast_text(k),
                 "verdict (control)": k.get("verdict"),
-                "target − control": _fmt(d),
+                "target − control": contrast_text(d),
                 "verdict (difference)": d.get("verdict"),
             }
         )
@@ -538,7 +546,7 @@ def dpo_pair_section(run: Run, condition: str = "primary", B: int = 10_000) -> l
         return [note(run.why_missing("contrasts"))]
     return _guard(
         lambda: [
-            _styled(
+            styled_table(
                 dpo_pair_table(run, condition=condition, B=B),
                 ["verdict (target)", "verdict (control)", "verdict (difference)"],
                 f"The DPO pair on {condition}: each arm against the untrained base, and the target "
@@ -620,7 +628,7 @@ def divide_section(run: Run, condition: str = "divide_dollar") -> list:
         return [note(run.why_missing("eval_cells"))]
     return _guard(
         lambda: [
-            _styled(
+            styled_table(
                 divide_table(divide_demands(run, condition)),
                 [],
                 "Divide-the-dollar: the mean demand (of 100), how "
@@ -646,7 +654,7 @@ def ultimatum_section(run: Run, condition: str = "ultimatum") -> list:
         )
         return [
             figure(plot_ultimatum(spl), "The proposer's share per episode and policy; green accepted, red rejected."),
-            _styled(
+            styled_table(
                 ultimatum_table(spl),
                 [],
                 "The proposer's mean share, how often it was accepted, and the mean accepted share",
@@ -668,7 +676,7 @@ def detectable_sentences(gate: dict, result: dict | None) -> list[str]:
         for c in v["clauses"]:
             if c.get("mde") is None:
                 continue
-            b, lo_hi = _base_level(result, ck, c["condition"], c["endpoint"]), _RANGE.get(c["endpoint"])
+            b, lo_hi = base_level(result, ck, c["condition"], c["endpoint"]), _RANGE.get(c["endpoint"])
             need = f"{ck} {c['id']}: passes 80% of the time only if the true Δ of {c['endpoint']} is {c['mde']:+.3f} or beyond"
             if b is None:
                 out.append(need + f" (margin {c.get('margin', 0):+g}).")
@@ -716,4 +724,6 @@ def banks_section(run: Run) -> list:
     "One line per bank."
     if not run.has("banks"):
         return [note(run.why_missing("banks"))]
-    return _guard(lambda: [_styled(bank_table(run).reset_index(), [], left=["bank", "modes", "generator", "note"])])
+    return _guard(
+        lambda: [styled_table(bank_table(run).reset_index(), [], left=["bank", "modes", "generator", "note"])]
+    )
