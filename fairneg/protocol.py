@@ -22,9 +22,9 @@ from .settings import CONTEXTS, PlaySettings, play_settings
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'KINDS', 'TABLE', 'ULTIMATUM', 'DIVIDE_DOLLAR',
            'COUNTERS', 'LENIENT_FIELDS', 'ALTERNATING_OFFERS', 'ProtocolError', 'ProtocolKind', 'register_kind',
            'protocol_kind', 'Table', 'Ultimatum', 'DivideDollar', 'kind_conditions', 'condition_kind',
-           'equilibria_text', 'deadline_turns', 'Protocol', 'version_context', 'protocol_for', 'PoolingError',
-           'budget_items', 'check_poolable', 'field_names', 'read_record', 'Record', 'Offer', 'State', 'game_sha',
-           'kind_of', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed',
+           'kinds_canonical_games', 'equilibria_text', 'deadline_turns', 'Protocol', 'version_context', 'protocol_for',
+           'PoolingError', 'budget_items', 'check_poolable', 'field_names', 'read_record', 'Record', 'Offer', 'State',
+           'game_sha', 'kind_of', 'new_episode', 'is_done', 'current_seats', 'turn_token_budget', 'most_signed',
            'standing_offer_id', 'find_offer', 'check_deal', 'vote_form', 'check_action', 'lenient_readings',
            'apply_action', 'lenient_totals', 'outcome', 'episode_record', 'state_to_dict', 'state_from_dict',
            'DecisionPoint', 'read_decision_point', 'row_decision_point', 'as_decision_point', 'decision_point',
@@ -314,6 +314,11 @@ def condition_kind(condition: str) -> ProtocolKind:
         raise BadValue(
             f"no kind of game names the condition `{condition}` (known: {', '.join(kind_conditions())})"
         ) from None
+
+
+def kinds_canonical_games() -> list:
+    "Every kind's canonical games (the games of the eval conditions the kinds name), in the kinds' order."
+    return [g for k in KINDS.values() for g in k.canonical_games()]
 
 # %% ../nbs/05_protocol.ipynb #7ba0edcf
 def equilibria_text(eq: dict) -> str:

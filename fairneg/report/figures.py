@@ -10,6 +10,7 @@ from ..charts import BASE_COLOR, arm_colors, color_scale
 from ..explorer import policy_colors
 from ..bank import GameError, GUARD, read_manifest
 from ..game import SHARES, label_options, parse_deal_label
+from ..protocol import protocol_kind
 from ..geometry import Geometry, plot_deals, struck_points
 from ..runlayout import CheckpointNameError, arm_step, arm_order, arm_family, arm_seed
 from ..store import TRANSCRIPTS, STEP_FIELDS
@@ -26,8 +27,9 @@ __all__ = ['CURVES', 'CURVE_LABELS', 'SEGMENT_COLUMNS', 'KEY_ENDPOINTS', 'RESAMP
            'resampling_notes', 'undefined_notes', 'few_games_notes', 'viability_notes', 'plot_forest',
            'replicate_frame', 'plot_replicates', 'frontier_frame', 'plot_lambda_frontier', 'contrast_text',
            'frontier_table', 'plot_share_deal', 'last_checkpoints', 'struck_frame', 'pick_game', 'plot_game',
-           'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table', 'styled_table',
-           'base_level', 'gate_table', 'soundness_table', 'soundness_checks', 'bank_table']
+           'ultimatum_splits', 'plot_ultimatum', 'ultimatum_table', 'divide_demands', 'divide_table',
+           'alternating_splits', 'alternating_table', 'styled_table', 'base_level', 'gate_table', 'soundness_table',
+           'soundness_checks', 'bank_table']
 
 # %% ../../nbs/15_report_figures.ipynb #f3d10ff8
 CURVES = {  # figure -> (telemetry columns, caption)
@@ -1132,6 +1134,62 @@ def divide_table(demands) -> object:
             "mean total claimed": g.total.mean(),
         }
     ).reset_index()
+
+# %% ../../nbs/15_report_figures.ipynb #efe8d488
+def _spe_share(g, settings: dict | None) -> float | None:
+    "The first party's subgame-perfect share (of 100) of a game under a cell's deadline; None where its kind has none."
+    spe = protocol_kind(g.protocol).equilibria(g, (settings or {}).get("max_turns")).get("spe") if g else None
+    return spe["u"][0] if spe else None
+
+
+def alternating_splits(run: Run, condition: str = "alternating_offers") -> object:
+    "One row per alternating-offers episode and policy: the first party's share struck, its round, the SPE share."
+    import pandas as pd
+
+    cells = {n: c for n, c in run.cells.items() if c.get("condition") == condition}
+    if not cells:
+        raise ReportError(f"no eval cells on `{condition}` in {run.root}")
+    games, recs, seen = run.games(), [], set()
+    for n, c in cells.items():
+        for side in ("base", "trained"):
+            label = _side_label(c, side)
+            for r in run.rows(n, side):
+                if (key := (label, r["instance_id"], r["episode_seed"])) in seen:
+                    continue
+                seen.add(key)
+                g = games.get(r["instance_id"])
+                share = _proposer_share(g, r.get("deal_label")) if r["deal"] else None
+                recs.append(
+                    dict(
+                        policy=label,
+                        side=side,
+                        episode_seed=r["episode_seed"],
+                        share=share,
+                        round=r["n_turns"] // 2 if r["deal"] else None,  # a round is a proposal and its answer
+                        spe_share=_spe_share(g, c.get("settings")),
+                    )
+                )
+    cols = ["policy", "side", "episode_seed", "share", "round", "spe_share"]
+    return _policy_sorted(pd.DataFrame(recs, columns=cols))
+
+# %% ../../nbs/15_report_figures.ipynb #9508c5a5
+def alternating_table(splits) -> object:
+    "Per policy: episodes, how often they agreed, the mean share and round of agreement, and the subgame-perfect share."
+    import pandas as pd
+
+    pols = list(dict.fromkeys(splits.policy))
+    by = {p: splits[splits.policy == p] for p in pols}
+    mean = lambda s: float(s.mean()) if s.notna().any() else None
+    return pd.DataFrame(
+        {
+            "policy": pols,
+            "episodes": [len(by[p]) for p in pols],
+            "agreed": [float(by[p].share.notna().mean()) for p in pols],
+            "mean share": [mean(by[p].share) for p in pols],
+            "SPE share": [mean(by[p].spe_share) for p in pols],
+            "mean round": [mean(by[p]["round"]) for p in pols],
+        }
+    )
 
 # %% ../../nbs/15_report_figures.ipynb #9f941a73
 def styled_table(df, colour_cols, caption=None, left=()):

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..commands import user_error
 from ..bank import GameError, LLMDEL_ALIAS, MANIFEST, bank_games
 from ..game import ReadError, read_json, ultimatum_game, divide_dollar_game
+from ..protocol import kinds_canonical_games
 from ..rollout import soundness
 from ..eval import resampling_note, crossgame_games, contrast_rows
 from ..store import EPISODES, read_jsonl, episode_rows
@@ -193,14 +194,14 @@ class Run:
         return self._cache[key]
 
     def games(self) -> dict:
-        "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and canonical games."
+        "Every game the run can name: its banks' games, then the LLM-Deliberation, cross-game and each kind's canonical games."
         if "games" not in self._cache:
             gs = {}
             for d in self.banks.values():
                 with contextlib.suppress(GameError, OSError, ValueError):
                     for g in bank_games(d):
                         gs.setdefault(g.name, g)
-            for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), ultimatum_game(), divide_dollar_game(2)]:
+            for g in [*bank_games(LLMDEL_ALIAS), *crossgame_games(), *kinds_canonical_games()]:
                 gs.setdefault(g.name, g)
             self._cache["games"] = gs
         return self._cache["games"]

@@ -14,15 +14,8 @@ from ..geometry import solve
 from ..eval import analyze_cells, EvalError, plot_ladder, ladder_table, validity_sentence, validity_table
 from .run import INPUTS, LAYOUT, ReportError, Run
 from .page import Html, OPTIONS, badge, figure, note, vega_bundle
-from fairneg.report.figures import (
-    CURVES,
-    KEY_ENDPOINTS,
-    checkpoint_arm,
-    try_arm_step,
-    contrast_text,
-    styled_table,
-    bank_table,
-)
+from .figures import CURVES, KEY_ENDPOINTS, checkpoint_arm, try_arm_step, contrast_text, styled_table
+from .figures import bank_table, alternating_splits, alternating_table
 from .figures import checkpoint_order, coinciding_arms, contrast_matrices, contrast_table, divide_demands
 from .figures import divide_table, dpo_arm_names, few_games_notes, frontier_table, gate_table
 from .figures import last_checkpoints, pick_game, plot_curves, plot_forest, plot_game, plot_share_deal
@@ -36,7 +29,8 @@ __all__ = ['show', 'model_fact', 'provenance_fact', 'run_summary', 'header', 'fo
            'details', 'training_section', 'ladder_tables', 'ladder_section', 'frontier_section', 'contrast_section',
            'share_section', 'last_dpo_steps', 'dpo_table', 'dpo_section', 'checkpoint_contrast', 'dpo_checkpoints',
            'dpo_pair_table', 'dpo_pair_section', 'geometry_section', 'explorer_section', 'divide_section',
-           'ultimatum_section', 'detectable_sentences', 'gate_section', 'soundness_section', 'banks_section']
+           'ultimatum_section', 'alternating_section', 'detectable_sentences', 'gate_section', 'soundness_section',
+           'banks_section']
 
 # %% ../../nbs/15_report_sections.ipynb #3c2f913a
 def show(*items):
@@ -664,6 +658,19 @@ def ultimatum_section(run: Run, condition: str = "ultimatum") -> list:
         ]
 
     return _guard(build)
+
+# %% ../../nbs/15_report_sections.ipynb #57794468
+def alternating_section(run: Run, condition: str = "alternating_offers") -> list:
+    "Alternating offers: how often each policy agreed, on which split and in which round, beside the SPE split."
+    if not run.has("eval_cells"):
+        return [note(run.why_missing("eval_cells"))]
+    caption = (
+        "Alternating offers: how often the policies agreed, the first party's mean share (of 100) and the mean round "
+        "of agreement, beside the subgame-perfect share under the deadline played"
+    )
+    return _guard(
+        lambda: [styled_table(alternating_table(alternating_splits(run, condition)), [], caption, left=["policy"])]
+    )
 
 # %% ../../nbs/15_report_sections.ipynb #fc84c1c6
 _RANGE = {"nnw": (0, 1), "deal": (0, 1), "below_threshold": (0, 1), "max_share": (0, 1), "walk": (0, 1)}
