@@ -11,7 +11,7 @@ import numpy as np
 from .commands import BadValue, user_error, nearest, json_kind
 
 # %% auto #0
-__all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'MAX_GAME_CELLS', 'MAX_CELLS_VAR', 'BYTES_PER_DEAL',
+__all__ = ['ROLES', 'INFO_MODES', 'KIND_NAME', 'GENERATOR_VERSION', 'MAX_GAME_CELLS', 'MAX_CELLS_VAR', 'BYTES_PER_DEAL',
            'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game', 'issue_letter', 'issue_index',
            'label_option', 'label_options', 'deal_key', 'option_label', 'deal_label', 'parse_deal_label', 'utility',
            'accepts', 'max_game_cells', 'enumeration_bytes', 'GameTooLarge', 'check_game_size', 'validate_game',
@@ -22,8 +22,8 @@ __all__ = ['ROLES', 'INFO_MODES', 'PROTOCOLS', 'GENERATOR_VERSION', 'MAX_GAME_CE
 # %% ../nbs/01_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
 INFO_MODES = ("full", "private")
-# the kinds a game may name; `fairneg.protocol.register_kind` adds a new one
-PROTOCOLS = ["table", "ultimatum", "divide-dollar"]
+# a game's `protocol` is a kind's name: this form here; that it names a registered kind, where the kind is looked up
+KIND_NAME = re.compile(r"[a-z][a-z0-9-]*")
 GENERATOR_VERSION = "fairneg-gen-v2"
 
 
@@ -324,7 +324,10 @@ def validate_game(g: Game, source="<game>") -> Game:
         f"unknown information mode `{g.info_mode}` (known: {', '.join(INFO_MODES)})",
     )
     _check(
-        g.protocol in PROTOCOLS, source, "protocol", f"unknown protocol `{g.protocol}` (known: {', '.join(PROTOCOLS)})"
+        bool(KIND_NAME.fullmatch(g.protocol)),
+        source,
+        "protocol",
+        f"`{g.protocol}` is not a kind's name (lower-case letters, digits and `-`, like `table`)",
     )
     return g
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields, asdict
 from typing import Callable
-from .game import PROTOCOLS, Game, issue_letter, issue_index, label_option, option_label, deal_label
+from .game import Game, issue_letter, issue_index, label_option, option_label, deal_label
 from .game import parse_deal_label, utility, game_to_dict, game_from_dict
 from .game import validate_game, ultimatum_game, divide_dollar_game
 from .wording import table_system, table_lines, ballot_lines, ultimatum_system, divide_system, offer_line
@@ -148,8 +148,6 @@ def register_kind(kind: ProtocolKind) -> ProtocolKind:
     if kind.opening not in PHASES:
         raise ValueError(f"kind {kind.name}: opening phase `{kind.opening}` is not one of {', '.join(PHASES)}")
     KINDS[kind.name] = kind
-    if kind.name not in PROTOCOLS:
-        PROTOCOLS.append(kind.name)  # so a game file may name it
     return kind
 
 # %% ../nbs/05_protocol.ipynb #38fb6226
@@ -364,7 +362,11 @@ def protocol_for(
     "The protocol a game is played under (SPEC §5), with optional deadline, token-cap and context overrides."
     # checks them
     play = play_settings(info_mode=info_mode, max_turns=max_turns, turn_max_tokens=turn_max_tokens, context=context)
-    k, info, n, context = protocol_kind(game.protocol), play.info_mode or game.info_mode, game.n, play.context
+    try:
+        k = protocol_kind(game.protocol)
+    except BadValue as e:  # a game file may name a kind this process has not registered
+        raise BadValue(f"game {game.name}: {e}") from None
+    info, n, context = play.info_mode or game.info_mode, game.n, play.context
     if k.deadline:
         default_t = 4 * n
         if max_turns is None:

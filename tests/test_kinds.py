@@ -98,3 +98,19 @@ def test_the_search_finds_branches():
         "if objective == 'table':\n    pass",
     ):
         assert kind_branches(src) == [], src
+
+
+def test_a_game_file_loads_without_the_engine(tmp_path):
+    "A game file naming a kind loads where only the game layer is imported (as `fairneg bank` commands do)."
+    import json, subprocess, sys
+    from fairneg.game import game_to_dict
+    from fairneg.protocol import alternating_offers_game
+
+    path = tmp_path / "alt.json"
+    path.write_text(json.dumps(game_to_dict(alternating_offers_game())))
+    code = (
+        "import sys; from fairneg.bank import bank_games; g = bank_games(sys.argv[1])[0]; "
+        "print(g.protocol, 'fairneg.protocol' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.split() == ["alternating-offers", "False"], r.stderr[-800:]
