@@ -407,15 +407,17 @@ def private_belief(
     own: OwnView,  # the seat's own view
     prior_seed: int = 0,  # seed of the prior pool
     need_r: bool = True,  # compute the nnw factors
+    floors=None,  # per party, what rejecting is worth to it now (`ProtocolKind.reservations`; None: ask the kind)
 ) -> Belief:
     "The posterior belief of a seat that sees only its own sheet and the public moves."
     kind = protocol_kind(dp.protocol)
     rival = kind.rival_sheet(dp.own_sheet)
+    floors = kind.reservations(dp) if floors is None else floors
     # the pool's samples stand for every other party: one floor, theirs (a kind with floors has one other party)
-    floor = max((f for j, f in enumerate(kind.reservations(dp)) if j != own.seat), default=0.0)
+    floor = max((f for j, f in enumerate(floors) if j != own.seat), default=0.0)
     known = rival is not None  # the rules fix the other's sheet: its samples differ in their threshold alone
     pool = rival_pool(rival) if known else prior_pool(own.n_options, prior_seed)
-    key = ("rival", str(rival)) if known else prior_seed
+    key = ("rival", tuple(map(tuple, rival))) if known else prior_seed
     W = posterior_weights(dp, pool, own.strict)
     p = _expect(W, *_seat_table(dp, own, pool, key, "A", not known, floor), hi=1.0)
     p[own.seat] = 1.0
@@ -434,13 +436,13 @@ def seat_belief(
     need_r: bool = True,  # compute the nnw factors (private information)
 ) -> Belief:
     "What a seat believes: every sheet (a leaky agent, or full information), else a posterior over the others'."
-    floors = protocol_kind(dp.protocol).reservations(dp)
-    floors = floors if any(floors) else None  # what rejecting is worth to each, where the kind's rules say
+    floors = protocol_kind(dp.protocol).reservations(dp)  # what rejecting is worth to each, where the rules say
+    given = floors if any(floors) else None
     if game is not None:
-        return truth_belief(own, game.scores, game.thresholds, dp.game_ref["game_sha"], floors)
+        return truth_belief(own, game.scores, game.thresholds, dp.game_ref["game_sha"], given)
     if dp.sheets is not None:
-        return truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"], floors)
-    return private_belief(dp, own, prior_seed, need_r)
+        return truth_belief(own, dp.sheets, dp.thresholds, dp.game_ref["game_sha"], given)
+    return private_belief(dp, own, prior_seed, need_r, floors)
 
 # %% ../nbs/07_agents.ipynb #04472166
 ANCHOR_Z = 0.8  # greedy_anchor signs only offers with z_i >= ANCHOR_Z

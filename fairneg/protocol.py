@@ -713,8 +713,8 @@ def check_action(s: State, seat: int, a: dict) -> tuple:
             known = ", ".join(o.offer_id for o in s.offers if o.status == "live") or "none"
             return "fabrication", f"offer {a['offer_id']} does not exist (live offers: {known})", None
     if at in ("propose", "demand"):
-        read = kind_of(s).read_demand if at == "demand" else lambda g, _, text: check_deal(g, text)
-        lg, err, canon = read(s.game, seat, a.get("deal"))
+        d = a.get("deal")
+        lg, err, canon = kind_of(s).read_demand(s.game, seat, d) if at == "demand" else check_deal(s.game, d)
         if lg == "fabrication":
             return lg, err, None
     if at not in legal:

@@ -299,22 +299,7 @@ def bf16_gap_bound(bank) -> float:
 
 def test_bf16_base_on_cpu(bank, tmp_path):
     "The GPU default (a bf16 base) trains: LoRA weights stay float32 and the sampler/trainer gap is reported and small."
-    cfg = GRPOConfig(
-        model="tiny-test",
-        bank=str(bank),
-        out=str(tmp_path / "run"),
-        steps=3,
-        groups=2,
-        k=2,
-        max_new_tokens=80,
-        max_turns=3,
-        checkpoint_steps=[3],
-        transcript_every=0,
-        lr=1e-3,
-        scratchpad_chars=16,
-        message_chars=16,
-        dtype="bfloat16",
-    )
+    cfg = _tiny_cfg(bank, tmp_path / "run", steps=3, checkpoint_steps=[3], lr=1e-3, dtype="bfloat16")
     rows = train(cfg, progress=False)
     t = [r for r in rows if r["tokens_trained"]]
     assert t and all(np.isfinite(r["loss"]) and np.isfinite(r["grad_norm"]) for r in t)
@@ -612,20 +597,7 @@ def test_vllm_backend_on_the_real_cpu_engine(bank, tmp_path):
 
 def test_rows_count_static_decode_caches(bank, tmp_path):
     "With `decode=static` a step's row counts the decoding calls that reused a kept static cache and those that made one."
-    cfg = GRPOConfig(
-        model="tiny-test",
-        bank=str(bank),
-        out=str(tmp_path / "run"),
-        steps=1,
-        groups=1,
-        k=2,
-        max_new_tokens=80,
-        max_turns=3,
-        checkpoint_steps=[1],
-        scratchpad_chars=16,
-        message_chars=16,
-        decode="static",
-    )
+    cfg = _tiny_cfg(bank, tmp_path / "run", groups=1, decode="static")
     (r,) = train(cfg, progress=False)
     assert r["decode"] == "static" and r["decode_cache_misses"] >= 1, r  # the first call of a width makes its cache
     assert r["decode_cache_hits"] >= 1 and r["cudagraph_skips"] == 0, r  # later calls of that width reuse it
