@@ -8,7 +8,7 @@ import contextlib, os, shutil, socket
 from datetime import datetime, timezone
 from pathlib import Path
 from .runlayout import checkpoint_dir, checkpoint_dir_step
-from .store import append_jsonl, read_jsonl
+from .store import ReadError, append_jsonl, read_jsonl
 from .numerics import provenance
 
 # %% auto #0
@@ -70,7 +70,7 @@ def check_base_model(
     "Refuse a spec naming a local folder that is missing or holds no model (`config.json`); hub ids pass."
     from importlib import import_module  # lazily, by name: the adapters chapter stays free of the model code
 
-    ReadError, model_path = import_module("fairneg.game").ReadError, import_module("fairneg.llm.load").model_path
+    model_path = import_module("fairneg.llm.load").model_path
     p = model_path(spec)
     path = Path(p).expanduser()
     if not (p.startswith(("/", ".", "~")) or p.count("/") > 1 or path.exists()):

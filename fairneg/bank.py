@@ -11,8 +11,9 @@ from typing import Annotated, Callable, Iterable
 import typer
 from .commands import CliGroup, MultiValueCommand, user_error
 from tqdm import tqdm
-from .game import Game, GameError, ReadError, INFO_MODES, generate_game, import_llm_deliberation, json_lines
-from .game import llmdel_games_dir, load_game, read_json, read_text, save_game, game_text
+from .game import Game, GameError, INFO_MODES, generate_game, import_llm_deliberation
+from .game import llmdel_games_dir, load_game, save_game, game_text
+from .store import ReadError, json_lines, read_json, read_text
 from .geometry import Geometry, solve
 from .store import write_jsonl, write_json, jsonl_text, json_text, out_folder, is_empty_folder, fresh_folder
 from .store import check_replaceable

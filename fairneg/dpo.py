@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 import numpy as np
 import typer
-from .game import ReadError, read_json
+from .store import ReadError, read_json
 from .protocol import version_context
 from .agents import COUNTERFACTUAL_TYPES, get_agent
 from .rollout import code_version

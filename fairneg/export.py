@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer, yaml
 from .adapters import checkpoints, read_segments
 from .commands import CliGroup, MultiValueCommand, user_error
-from .game import read_json
+from .store import read_json
 from .runlayout import arm_lam, checkpoint_name
 from .charts import md_text, md_code
 from .store import folder_lock

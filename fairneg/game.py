@@ -9,15 +9,16 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
 from .commands import BadValue, user_error, nearest, json_kind
+from .store import FieldError, read_json, read_text
 
 # %% auto #0
 __all__ = ['ROLES', 'INFO_MODES', 'KIND_NAME', 'GENERATOR_VERSION', 'MAX_GAME_CELLS', 'MAX_CELLS_VAR', 'BYTES_PER_DEAL',
            'FIELD_TYPES', 'LLMDEL_UNANIMITY_BONUS', 'SHARES', 'GameError', 'Game', 'issue_letter', 'issue_index',
            'label_option', 'label_options', 'deal_key', 'option_label', 'deal_label', 'parse_deal_label', 'utility',
            'accepts', 'max_game_cells', 'enumeration_bytes', 'GameTooLarge', 'check_game_size', 'validate_game',
-           'PartyError', 'party_index', 'ReadError', 'read_text', 'read_json', 'TornLine', 'json_lines', 'game_to_dict',
-           'game_from_dict', 'game_text', 'save_game', 'load_game', 'llmdel_games_dir', 'import_llm_deliberation',
-           'grid_sums', 'generate_game', 'ultimatum_game', 'divide_dollar_game']
+           'PartyError', 'party_index', 'game_to_dict', 'game_from_dict', 'game_text', 'save_game', 'load_game',
+           'llmdel_games_dir', 'import_llm_deliberation', 'grid_sums', 'generate_game', 'ultimatum_game',
+           'divide_dollar_game']
 
 # %% ../nbs/01_game.ipynb #7d4d43cc
 ROLES = ("p1", "p2", "player")
@@ -28,12 +29,8 @@ GENERATOR_VERSION = "fairneg-gen-v2"
 
 
 @user_error
-class GameError(ValueError):
+class GameError(FieldError):
     "A game that cannot be used, with the file, the field and the problem in its message."
-
-    def __init__(self, source, field, problem):
-        self.source, self.field, self.problem = str(source), field, problem
-        super().__init__(f"{source}: field `{field}`: {problem}")
 
 # %% ../nbs/01_game.ipynb #7e5a3608
 @dataclass
@@ -354,59 +351,6 @@ def party_index(
         + (f" (did you mean `{near}`?)" if near else "")
         + f" (parties: {', '.join(g.parties)})"
     )
-
-# %% ../nbs/01_game.ipynb #82993755
-@user_error
-class ReadError(ValueError):
-    "A file that cannot be read as UTF-8 text or parsed, with the file and the problem in its one-line message."
-
-# %% ../nbs/01_game.ipynb #2340d072
-def _fail(error: type, source, field: str, problem: str):
-    "Raise `error` about `source`: `GameError(source, field, problem)` for game errors, else `<source>: <problem>`."
-    raise (error(source, field, problem) if issubclass(error, GameError) else error(f"{source}: {problem}")) from None
-
-# %% ../nbs/01_game.ipynb #0b39580a
-def read_text(path, error: type = ReadError) -> str:
-    "A UTF-8 text file's content (universal newlines); `error` names the file and why if it is unreadable or not UTF-8."
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        _fail(error, path, "<file>", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-# %% ../nbs/01_game.ipynb #b3f50303
-def read_json(path, error: type = ReadError):
-    "A JSON file's content; `error` names the file and why if it cannot be read (see `read_text`) or is not valid JSON."
-    text = read_text(path, error)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        _fail(error, path, "<json>", f"not valid JSON: {e}")
-
-# %% ../nbs/01_game.ipynb #73e04cba
-class TornLine(UserWarning):
-    "A JSON Lines file whose last line was cut short (a write killed, or a full disk): read without it."
-
-
-def json_lines(path, error: type = ReadError) -> list[tuple[int, object]]:
-    "`(line number, value)` for every non-blank line of a JSON Lines file; `error` names the file, the line and why."
-    out, lines = [], read_text(path, error).split("\n")  # not splitlines: U+2028 may sit inside a string
-    for ln, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((ln, json.loads(line)))
-        except json.JSONDecodeError as e:
-            if ln == len(lines):  # no newline after it: a write cut short, not a bad row
-                warnings.warn(f"{path}:{ln}: a half-written last line (a write cut short) is left out", TornLine)
-                continue
-            _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
-    return out
 
 # %% ../nbs/01_game.ipynb #20418b66
 _is_text = lambda v: isinstance(v, str)

@@ -16,7 +16,7 @@ from .settings import PlaySettings, game_settings
 from .runlayout import grpo_arm, checkpoint_dir
 from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment
 from .adapters import end_segment, check_base_model
-from .game import ReadError, read_json
+from .store import ReadError, read_json
 from .bank import adapter_config, bank_games
 from .llm import constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model
 from .llm import require_vllm, HFPolicy, VLLMPolicy, default_dtype, NonFiniteLogitsError, decode_mode

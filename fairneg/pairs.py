@@ -8,7 +8,8 @@ import json, math, os, time
 from collections import Counter
 from pathlib import Path
 import numpy as np
-from .game import Game, deal_key, game_from_dict, json_lines, label_options, read_json
+from .game import Game, deal_key, game_from_dict, label_options
+from .store import json_lines, read_json
 from .geometry import solve
 from .reward import EPS, g_smooth, table_reward
 from .settings import DecodeSettings

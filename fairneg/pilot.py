@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 from .bank import generate_bank, make_eval_bank, MANIFEST, load_bank
-from .game import read_json, load_game, llmdel_games_dir
+from .game import load_game, llmdel_games_dir
+from .store import read_json
 from .geometry import solve, geometry_summary
 from .policies import resolve_model, make_policy, needs_gpu
 from .rollout import run_cell, run_tournament, soundness, code_version

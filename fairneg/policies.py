@@ -20,7 +20,7 @@ from .game import INFO_MODES
 from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from .store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES, QUALITY, CELL
 from .store import folder_lock, check_writable
-from .game import read_json
+from .store import read_json
 from .settings import DecodeSettings, PlaySettings, play_settings, thinking_label
 
 # %% auto #0

@@ -12,16 +12,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 from .commands import config_section, user_error
-from .game import ReadError, json_lines, read_text
-from .game import TornLine
 
 # %% auto #0
 __all__ = ['EPISODES', 'TRANSCRIPTS', 'STATES', 'CELL', 'QUALITY', 'TRAINING_STEPS', 'CELL_TABLES', 'EPISODE_KEY', 'STEP_FIELDS',
-           'STEP_MEASURED', 'RunFolderError', 'file_in_the_way', 'writable_file', 'naming_path', 'write_text_atomic',
-           'jsonl_text', 'json_text', 'write_jsonl', 'write_json', 'trim_torn_tail', 'append_jsonl', 'read_jsonl',
-           'duplicate_keys', 'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable',
-           'check_writable', 'fresh_folder', 'FolderBusy', 'cache_root', 'lock_files', 'folder_lock', 'read_yaml',
-           'read_params', 'params_mapping', 'load_config', 'step_row', 'step_differences']
+           'STEP_MEASURED', 'ReadError', 'FieldError', 'read_text', 'read_json', 'TornLine', 'json_lines',
+           'RunFolderError', 'file_in_the_way', 'writable_file', 'naming_path', 'write_text_atomic', 'jsonl_text',
+           'json_text', 'write_jsonl', 'write_json', 'trim_torn_tail', 'append_jsonl', 'read_jsonl', 'duplicate_keys',
+           'refuse_duplicates', 'episode_rows', 'out_folder', 'is_empty_folder', 'check_replaceable', 'check_writable',
+           'fresh_folder', 'FolderBusy', 'cache_root', 'lock_files', 'folder_lock', 'read_yaml', 'read_params',
+           'params_mapping', 'load_config', 'step_row', 'step_differences']
 
 # %% ../nbs/02_store.ipynb #5d5f7009
 # one row per episode (SPEC §8); an eval side writes it last (its presence: done)
@@ -32,6 +31,68 @@ CELL = "cell.jsonl"  # one line per invocation that wrote to a cell folder: its 
 QUALITY = "quality_report.json"  # the quality report of the folder's episodes
 TRAINING_STEPS = "training_steps.jsonl"  # one row per GRPO step
 CELL_TABLES = (EPISODES, TRANSCRIPTS, STATES, CELL)  # the tables of a campaign cell
+
+# %% ../nbs/02_store.ipynb #82993755
+@user_error
+class ReadError(ValueError):
+    "A file that cannot be read as UTF-8 text or parsed, with the file and the problem in its one-line message."
+
+# %% ../nbs/02_store.ipynb #88e0200f
+@user_error
+class FieldError(ValueError):
+    "A file with one bad field, with the file, the field and the problem in its message (`GameError` is one)."
+
+    def __init__(self, source, field, problem):
+        self.source, self.field, self.problem = str(source), field, problem
+        super().__init__(f"{source}: field `{field}`: {problem}")
+
+# %% ../nbs/02_store.ipynb #2340d072
+def _fail(error: type, source, field: str, problem: str):
+    "Raise `error` about `source`: `error(source, field, problem)` for a `FieldError`, else `<source>: <problem>`."
+    raise (error(source, field, problem) if issubclass(error, FieldError) else error(f"{source}: {problem}")) from None
+
+# %% ../nbs/02_store.ipynb #0b39580a
+def read_text(path, error: type = ReadError) -> str:
+    "A UTF-8 text file's content (universal newlines); `error` names the file and why if it is unreadable or not UTF-8."
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        _fail(error, path, "<file>", f"cannot read: {e.strerror or e}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _fail(error, path, "<file>", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+# %% ../nbs/02_store.ipynb #b3f50303
+def read_json(path, error: type = ReadError):
+    "A JSON file's content; `error` names the file and why if it cannot be read (see `read_text`) or is not valid JSON."
+    text = read_text(path, error)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        _fail(error, path, "<json>", f"not valid JSON: {e}")
+
+# %% ../nbs/02_store.ipynb #73e04cba
+class TornLine(UserWarning):
+    "A JSON Lines file whose last line was cut short (a write killed, or a full disk): read without it."
+
+
+def json_lines(path, error: type = ReadError) -> list[tuple[int, object]]:
+    "`(line number, value)` for every non-blank line of a JSON Lines file; `error` names the file, the line and why."
+    out, lines = [], read_text(path, error).split("\n")  # not splitlines: U+2028 may sit inside a string
+    for ln, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((ln, json.loads(line)))
+        except json.JSONDecodeError as e:
+            if ln == len(lines):  # no newline after it: a write cut short, not a bad row
+                warnings.warn(f"{path}:{ln}: a half-written last line (a write cut short) is left out", TornLine)
+                continue
+            _fail(error, f"{path}:{ln}", "<json>", f"not valid JSON: {e.msg} (column {e.colno})")
+    return out
 
 # %% ../nbs/02_store.ipynb #7203e241
 @user_error

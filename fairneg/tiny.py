@@ -13,7 +13,8 @@ import numpy as np
 import typer
 from tqdm.auto import tqdm
 from .agents import get_agent, answer_text
-from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game, read_json
+from .game import Game, GameError, generate_game, ultimatum_game, divide_dollar_game
+from .store import read_json
 from .lockfile import file_sha256
 from .protocol import State, DecisionPoint, new_episode, decision_point, apply_action, parse_action, check_action
 from .prompts import render_prompt

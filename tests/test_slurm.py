@@ -14,7 +14,7 @@ from fairneg.cli import app
 from fairneg.jobs import SLURM_ALIVE, slurm_states, wait_jobs
 from fairneg.game import generate_game
 from fairneg.store import read_jsonl
-from fairneg.game import read_json
+from fairneg.store import read_json
 
 from conftest import IN_CI
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 from ..commands import user_error
 from ..bank import LLMDEL_ALIAS, SAFE_ID, bank_games
-from ..game import Game, generate_game, read_json
+from ..game import Game, generate_game
+from ..store import read_json
 from ..rollout import EpisodeSpec, co_step, transcript_rows, quality_report, episode_state_line, code_version
 from ..rollout import write_cell_tables
 from ..protocol import game_sha, kind_conditions, condition_kind

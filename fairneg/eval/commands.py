@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
 from ..commands import BadValue, CliGroup, MultiValueCommand, config_command, key_values, extra_option
-from ..game import read_json
+from ..store import read_json
 from ..settings import play_settings
 from ..store import load_config, write_text_atomic
 from .cells import CONDITIONS, EvalError, check_cell_folder, plan_cells

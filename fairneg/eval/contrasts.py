@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
-from ..game import read_json
+from ..store import read_json
 from ..metrics import GOOD_DIRECTION
 from ..protocol import check_poolable, PoolingError
 from ..settings import settings_differences

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from ..commands import user_error
 from ..bank import GameError, LLMDEL_ALIAS, MANIFEST, bank_games
-from ..game import ReadError, read_json, ultimatum_game, divide_dollar_game
+from ..game import ultimatum_game, divide_dollar_game
+from ..store import ReadError, read_json
 from ..protocol import kinds_canonical_games
 from ..rollout import soundness
 from ..eval import resampling_note, crossgame_games, contrast_rows
