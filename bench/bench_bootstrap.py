@@ -42,7 +42,7 @@ from fairneg.eval import (
     endpoint_values,
     pair_sides,
 )
-from fairneg.stats import cluster_sums, resample_counts
+from fairneg.core.stats import cluster_sums, resample_counts
 
 B, G, E, N_CELLS, TARGET_S = 10_000, 24, 8, 7, 2.0
 ENDPOINTS = (

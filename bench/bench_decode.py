@@ -7,7 +7,7 @@ batch sizes, beside the memory-bandwidth bound of one step.
 
 Setup. `--model qwen3-8b-standin` writes (once, to `--standin-dir`) the randomly initialized model of Qwen3-8B's
 architecture (`fairneg.llm.standin_model(shape="qwen3-8b")`, bf16, built on the GPU); `standin` the small 2-layer one
-(float32, on the CPU); anything else is a model spec `fairneg.policies.resolve_model` takes (a folder, `tiny-test`, ...).
+(float32, on the CPU); anything else is a model spec `fairneg.llm.policies.resolve_model` takes (a folder, `tiny-test`, ...).
 The model is loaded as the rollouts load it (`fairneg.llm.load_model`: bf16 on a GPU, float32 on a CPU). For each batch
 size B: B random prompts of `--prompt-len` token ids, sampled at temperature 1 with per-row seeds, no grammar, and
 `eos_ids=()`, so that every row runs to its cap. Two warm-up calls (3 new tokens), then one call with 1 new token (the
@@ -63,7 +63,7 @@ def model_folder(a) -> str:
         )
         print(f"{a.model} at {p} ({time.perf_counter() - t0:.1f} s)", flush=True)
         return str(p)
-    from fairneg.policies import resolve_model
+    from fairneg.llm.policies import resolve_model
 
     return resolve_model(a.model)
 
@@ -190,8 +190,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     model, tok = load_model(path)
     if a.lora:
-        from fairneg.adapters import lora_model
-        from fairneg.grpo import GRPOConfig
+        from fairneg.train.adapters import lora_model
+        from fairneg.train.grpo import GRPOConfig
 
         model = lora_model(model, GRPOConfig(model="probe", bank="probe")).eval()
     if a.compile_backend:  # graphed_forward returns the compiled forward it finds

@@ -1,4 +1,4 @@
-"""Geometry benchmark: how long `fairneg.geometry.solve` takes, against a pure-Python enumeration of the same games.
+"""Geometry benchmark: how long `fairneg.engine.geometry.solve` takes, against a pure-Python enumeration of the same games.
 
     .venv/bin/python bench/bench_geometry.py                      # defaults: --games 1000 --workers 2
     .venv/bin/python bench/bench_geometry.py --repeats 50 --pure-repeats 1 --games 200   # quick look
@@ -23,9 +23,9 @@ from __future__ import annotations
 import argparse, gc, hashlib, itertools, json, math, os, platform, sys, time
 from concurrent.futures import ProcessPoolExecutor
 import numpy as np
-import fairneg.geometry as G
-from fairneg.game import generate_game, import_llm_deliberation, llmdel_games_dir
-from fairneg.geometry import SOLUTIONS, sheet_fingerprint, solutions_as_deals, solve, solve_pure
+import fairneg.engine.geometry as G
+from fairneg.engine.game import generate_game, import_llm_deliberation, llmdel_games_dir
+from fairneg.engine.geometry import SOLUTIONS, sheet_fingerprint, solutions_as_deals, solve, solve_pure
 
 SOLVE_TARGET_US, BANK_TARGET_S = 1000.0, 5.0
 THREAD_VARS = (

@@ -32,15 +32,15 @@ def main():
     import torch
 
     torch.set_num_threads(2)
-    from fairneg.bank import generate_bank
-    from fairneg.game import generate_game
-    from fairneg.grpo import GRPOConfig, train
-    from fairneg.adapters import checkpoints
-    from fairneg.policies import make_policy
-    from fairneg.rollout import run_tournament, episode_table_rewards
-    from fairneg.settings import PlaySettings
-    from fairneg.store import read_jsonl
-    from fairneg.stats import cluster_bootstrap
+    from fairneg.engine.bank import generate_bank
+    from fairneg.engine.game import generate_game
+    from fairneg.train.grpo import GRPOConfig, train
+    from fairneg.train.adapters import checkpoints
+    from fairneg.llm.policies import make_policy
+    from fairneg.play.rollout import run_tournament, episode_table_rewards
+    from fairneg.engine.settings import PlaySettings
+    from fairneg.core.store import read_jsonl
+    from fairneg.core.stats import cluster_bootstrap
 
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_"))
     generate_bank(n_games=a.train_games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)

@@ -26,7 +26,7 @@ targets: at least 4x fewer training tokens per answer token trained (the context
 are compared per answer token), and the whole step at least 2x faster. Both comparisons are printed; the verdict
 (PASS/FAIL, exit 1 when missed) is against the window context under the same trainer.
 
-Setup. A bank of `--games` generated six-party games (private information); `fairneg.grpo.train` runs `--steps` steps
+Setup. A bank of `--games` generated six-party games (private information); `fairneg.train.grpo.train` runs `--steps` steps
 of `--groups` games × `--k` episodes (the issue's GPU setting is 4 × 8), every seat the policy, the full protocol
 deadline unless `--max-turns`, `--max-new-tokens` per turn (384 as in the seed's runs), constrained to legal actions
 when the model is a stand-in or `--constrain legal`. `--model qwen3-8b-standin` writes (once, to `--standin-dir`) a
@@ -82,8 +82,8 @@ def target_model_reasons(spec: str) -> list:
             "the model is the random-weight stand-in (random legal answers under the grammar, not Qwen3-8B's episodes)"
         ]
     from fairneg.llm import QWEN3_8B
-    from fairneg.policies import resolve_model
-    from fairneg.tiny import EMBEDDED
+    from fairneg.llm.policies import resolve_model
+    from fairneg.llm.tiny import EMBEDDED
 
     if str(spec) in EMBEDDED:
         return [f"the model is the embedded `{spec}`, not Qwen3-8B"]
@@ -121,7 +121,7 @@ def target_model_reasons(spec: str) -> list:
 
 def setting_reasons(cfg, gpu: bool, name: str) -> list:
     "Why this run (its GRPOConfig; `name` the model as asked for) is not the target's setting (empty when it is exactly that)."
-    from fairneg.policies import default_constrain
+    from fairneg.llm.policies import default_constrain
 
     why = [] if gpu else ["no GPU"]
     if cfg.backend != "vllm":
@@ -139,7 +139,7 @@ def setting_reasons(cfg, gpu: bool, name: str) -> list:
 
 def live_trainer(path: Path, backend: str):
     "A `GRPOTrainer` that writes `path` (partial: its checkpointing decision, then the rows so far) as it goes."
-    from fairneg.grpo import GRPOTrainer
+    from fairneg.train.grpo import GRPOTrainer
 
     def write(t, rows: list, partial: bool = True):
         d = dict(
@@ -175,10 +175,10 @@ CPU_TARGET_X = 2.5  # the vLLM rollout of a CPU pilot step at least this many ti
 def one_backend(a, gpu: bool) -> dict:
     "Train `--steps` steps on `a.backend`; print the per-step table and the GPU target's verdict; return the figures."
     import torch
-    from fairneg.bank import generate_bank
-    from fairneg.grpo import make_config, train, NonFiniteStepsError
-    from fairneg.store import read_jsonl
-    from fairneg.policies import default_constrain
+    from fairneg.engine.bank import generate_bank
+    from fairneg.train.grpo import make_config, train, NonFiniteStepsError
+    from fairneg.core.store import read_jsonl
+    from fairneg.llm.policies import default_constrain
 
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_grpo_step_"))
     generate_bank(n_games=a.games, seed_offset=40000, modes=("private",), out=out / "bank", progress=False)

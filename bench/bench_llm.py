@@ -8,7 +8,7 @@ prefix caching) on one GRPO step's real prompts.
     .venv/bin/python bench/bench_llm.py --model standin --constrain none --max-new-tokens 64
 
 Section `engines`. The episodes are those of one GRPO step of the CPU pilot (`--params`, default
-params/pilot-cpu.yaml: its model, groups x k, deadline, new tokens and field lengths; `fairneg.grpo.step_plan`
+params/pilot-cpu.yaml: its model, groups x k, deadline, new tokens and field lengths; `fairneg.train.grpo.step_plan`
 picks the games and seeds from a generated five-seat private-information bank), every seat the base model. Each engine
 plays them in its own process, one after the other: `hf` (`HFPolicy`, transformers), `vllm` (`VLLMPolicy`, prefix
 caching on) and `vllm-nocache` (off). After a warm-up episode on another game (vLLM's prefix cache is then emptied),
@@ -20,11 +20,11 @@ generate the same completions from the same prompts. Printed side by side: rollo
 parsing answers, the protocol; target >= 0.8 on vLLM, exit status 1 when missed), prompt tokens read and computed
 (prefix-cache hits), completion tokens, tokens per second, and whether the replay sampled the rollout's very tokens.
 
-Section `costep`. Setup. The model (`--model`: `auto` = `tiny` when `fairneg.tiny` is there, else `standin`, the random
-2-layer Qwen3 of `fairneg.llm.standin_model`; or any spec `fairneg.policies.make_policy` takes) plays `--episodes`
+Section `costep`. Setup. The model (`--model`: `auto` = `tiny` when `fairneg.llm.tiny` is there, else `standin`, the random
+2-layer Qwen3 of `fairneg.llm.standin_model`; or any spec `fairneg.llm.policies.make_policy` takes) plays `--episodes`
 six-party games (`generate_game`, fresh seeds) in every seat, `--max-turns` turns after the opening then the
 forced-final vote, with torch on `--threads` threads (2 by default: the 2-core target machine). The same episodes are
-played twice through `fairneg.rollout.co_step`: with `width=16` (every live episode's turns in one `act_batch` call,
+played twice through `fairneg.play.rollout.co_step`: with `width=16` (every live episode's turns in one `act_batch` call,
 decoded as one batch) and with `width=1` (one episode at a time, every turn its own batch of 1). Per-turn seeds make
 both runs sample the same tokens; the script checks the transcripts are identical, so the two runs do the same work.
 
@@ -58,7 +58,7 @@ def pick_model(spec: str) -> str:
 
     if spec == "auto":
         try:
-            from fairneg.tiny import tiny_path
+            from fairneg.llm.tiny import tiny_path
 
             tiny_path("pilot")
             return "tiny"
@@ -70,8 +70,8 @@ def pick_model(spec: str) -> str:
 
 
 def run(policy, games, width: int, max_turns: int) -> dict:
-    from fairneg.rollout import EpisodeSpec, co_step
-    from fairneg.settings import PlaySettings
+    from fairneg.play.rollout import EpisodeSpec, co_step
+    from fairneg.engine.settings import PlaySettings
 
     for k in policy.stats:
         policy.stats[k] = type(policy.stats[k])()
@@ -111,9 +111,9 @@ def costep(a) -> int:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    from fairneg.game import generate_game
+    from fairneg.engine.game import generate_game
     from fairneg.llm import HFPolicy
-    from fairneg.policies import resolve_model
+    from fairneg.llm.policies import resolve_model
 
     spec = pick_model(a.model)
     constrain = a.constrain or ("legal" if a.model in ("auto", "standin", "tiny", "tiny-test") else "none")
@@ -185,10 +185,10 @@ def costep(a) -> int:
 
 def step_specs(cfg, name: str) -> tuple:
     "The episode specs of one GRPO step of a `GRPOConfig` (every seat `name`), and a warm-up spec on another game."
-    from fairneg.game import generate_game
-    from fairneg.grpo import step_plan
-    from fairneg.rollout import EpisodeSpec
-    from fairneg.settings import PlaySettings
+    from fairneg.engine.game import generate_game
+    from fairneg.train.grpo import step_plan
+    from fairneg.play.rollout import EpisodeSpec
+    from fairneg.engine.settings import PlaySettings
 
     games = [generate_game(40000 + i, n_parties=5, info_mode="private") for i in range(8)]
     plan = step_plan(1, len(games), cfg, [g.n for g in games])
@@ -229,9 +229,9 @@ def engine_run(a) -> dict:
     "Play one GRPO step's episodes on `a.engine`, then replay its model calls; the figures as a dict."
     import torch
     from fairneg import llm
-    from fairneg.grpo import make_config
-    from fairneg.policies import default_constrain, resolve_model
-    from fairneg.rollout import co_step
+    from fairneg.train.grpo import make_config
+    from fairneg.llm.policies import default_constrain, resolve_model
+    from fairneg.play.rollout import co_step
 
     torch.set_num_threads(a.threads)
     cfg = make_config(a.params or None)
@@ -292,7 +292,7 @@ def engine_run(a) -> dict:
 def engines_section(a) -> int:
     "Run each engine in its own process and print them side by side; returns the exit status."
     import importlib.util
-    from fairneg.grpo import make_config
+    from fairneg.train.grpo import make_config
 
     names = [e for e in ENGINES if e == "hf" or importlib.util.find_spec("vllm")]
     if len(names) == 1:

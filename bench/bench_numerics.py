@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_numerics.py                 # 2 rounds of each workload, pinned and native alternating
     .venv/bin/python bench/bench_numerics.py --rounds 3 --only build
 
-Every `fairneg` command runs pinned (`fairneg.numerics`: torch's baseline kernels, MKL's SSE2 branch, OpenBLAS's generic
+Every `fairneg` command runs pinned (`fairneg.core.numerics`: torch's baseline kernels, MKL's SSE2 branch, OpenBLAS's generic
 kernels, glibc's generic maths, two threads), so that any x86-64 machine computes the same numbers; `FAIRNEG_NUMERICS=
 native` gives each library its fastest path for this CPU instead. Workloads, each run as a whole command:
 
@@ -15,7 +15,7 @@ native` gives each library its fastest path for this CPU instead. Workloads, eac
   cells on primary and ultimatum, analysis), with its model already built.
 
 Printed: each workload's wall seconds per round, the median of each mode, and the ratio pinned / native. Correctness
-beside the cost: every pinned build must give the test size's pinned weights (`fairneg.tiny.PINNED_BUILDS`), and both
+beside the cost: every pinned build must give the test size's pinned weights (`fairneg.llm.tiny.PINNED_BUILDS`), and both
 pinned pilots the same eval.json (exit 1 when either is not so). There is no speed target: the figures say what the
 pins cost on this machine.
 """
@@ -47,8 +47,8 @@ MATMUL = (
 
 
 def matmul(work: Path, mode: str, k: int) -> tuple[float, str]:
-    "The product's seconds for 20 calls, in a child process of the mode (pinned: under `python -m fairneg.numerics`)."
-    pre = [] if mode == "native" else [sys.executable, "-m", "fairneg.numerics"]
+    "The product's seconds for 20 calls, in a child process of the mode (pinned: under `python -m fairneg.core.numerics`)."
+    pre = [] if mode == "native" else [sys.executable, "-m", "fairneg.core.numerics"]
     r = subprocess.run(
         [*pre, sys.executable, "-c", MATMUL],
         env={**os.environ, **MODES[mode]},
@@ -85,12 +85,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="rounds of each workload in each mode")
     ap.add_argument("--only", choices=["matmul", "build", "pilot"], nargs="*", default=["matmul", "build", "pilot"])
     a = ap.parse_args()
-    from fairneg.tiny import pinned_build, tiny_path
-    from fairneg.numerics import cpu_model
+    from fairneg.llm.tiny import pinned_build, tiny_path
+    from fairneg.core.numerics import cpu_model
 
     tiny_path("test", progress=False)  # the pilots' model, built (pinned) once
     subprocess.run(
-        [sys.executable, "-c", "from fairneg.tiny import tiny_path; tiny_path('test', progress=False)"],
+        [sys.executable, "-c", "from fairneg.llm.tiny import tiny_path; tiny_path('test', progress=False)"],
         env={**os.environ, **MODES["native"]},
         check=True,
     )  # and the native recipe's, for native pilots

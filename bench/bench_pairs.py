@@ -3,13 +3,13 @@
     .venv/bin/python bench/bench_pairs.py                   # the target run (~1 min with episode generation)
     .venv/bin/python bench/bench_pairs.py --points 4000     # quick look
 
-Target (project issue 7): `fairneg.pairs.annotate` over 18,048 decision points × 4 types (72,192 rows, the size of
+Target (project issue 7): `fairneg.train.pairs.annotate` over 18,048 decision points × 4 types (72,192 rows, the size of
 the seed's dataset) in under 30 s on 2 cores.
 
 Setup (not timed): 24 generated five-seat private games (`generate_game(s, n_parties=5, info_mode="private")`,
-seeds 41000-41023); every seat is the `random-legal` stand-in LLM (`fairneg.rollout.RandomLegalPolicy`: a random
+seeds 41000-41023); every seat is the `random-legal` stand-in LLM (`fairneg.play.rollout.RandomLegalPolicy`: a random
 but legal answer per request, seeded by the turn; 5% of its answers do not parse, so there are retries and
-non-action rows), co-stepped with `fairneg.rollout.run_cell`, which logs `states.jsonl`. Episode seeds are added
+non-action rows), co-stepped with `fairneg.play.rollout.run_cell`, which logs `states.jsonl`. Episode seeds are added
 until the episodes hold at least `--points` LLM decision points.
 
 Timed: `annotate(lines, out=FILE, workers=2, max_points=N)` exactly as `fairneg pairs annotate` runs it: replay
@@ -26,10 +26,10 @@ Exit status 1 when the target fails.
 from __future__ import annotations
 import argparse, os, statistics, sys, tempfile, time
 from pathlib import Path
-from fairneg.game import generate_game
-from fairneg.agents import COUNTERFACTUAL_TYPES
-from fairneg.rollout import run_cell, RandomLegalPolicy
-from fairneg.pairs import annotate, replay
+from fairneg.engine.game import generate_game
+from fairneg.play.agents import COUNTERFACTUAL_TYPES
+from fairneg.play.rollout import run_cell, RandomLegalPolicy
+from fairneg.train.pairs import annotate, replay
 
 TARGET_S, TARGET_POINTS = 30.0, 18_048
 

@@ -7,7 +7,7 @@ activation checkpointing costs.
     .venv/bin/python bench/bench_policy_pass.py --section padding --model standin --seqs 3 --len 40  # CPU: checks the script
 
 The model is loaded as the trainer loads it (`fairneg.llm.load_model`: bf16 on a GPU) and wrapped in a fresh LoRA
-adapter of `GRPOConfig`'s defaults (`fairneg.adapters.lora_model`). The micro-batch is built at the real run's shape:
+adapter of `GRPOConfig`'s defaults (`fairneg.train.adapters.lora_model`). The micro-batch is built at the real run's shape:
 sequences of random token ids of about `--len` tokens (their lengths spread ±25%, so rows are padded), each scoring its
 last `--answer` tokens, cut by the trainer's own sizing (`grpo.pack_samples`, `grpo.micro_batches` with `GRPOConfig`'s
 `micro_batch` and `token_budget`); the one computing the most tokens is used. `--steps-json` (the GRPO stage's JSON)
@@ -41,15 +41,10 @@ from bench_decode import model_folder  # the stand-ins are written once, by the 
 def import_sweep() -> dict:
     "Import every fairneg module the GPU path can reach (report and pilot aside: altair, vl-convert) and the carried needs."
     root = Path(__file__).resolve().parent.parent / "fairneg"
-    skip = {"__init__", "_modidx", "report", "pilot"}
-    mods = ["fairneg"] + [f"fairneg.{p.stem}" for p in sorted(root.glob("*.py")) if p.stem not in skip]
-    mods += [
-        f"fairneg.{d.name}.{p.stem}"
-        for d in sorted(root.iterdir())
-        if d.is_dir() and d.name not in skip and (d / "__init__.py").exists()
-        for p in sorted(d.glob("*.py"))
-        if p.stem != "__init__"
-    ]
+    # report/ (export with it: importing a folder's module imports its face, which re-exports the report) and the pilot
+    skip = ("fairneg._modidx", "fairneg.report", "fairneg.run.pilot")
+    dotted = lambda p: ".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+    mods = sorted(m for m in map(dotted, root.rglob("*.py")) if not m.startswith(skip))
     bad = {}
     for m in mods + ["xgrammar", "trl.trainer.utils", "pynvml"]:
         try:
@@ -95,7 +90,7 @@ def shape_from_steps(path: Path) -> tuple:
 def micro_batch(tok, n: int, L: int, A: int, cfg, seed: int = 0) -> list:
     "The trainer's largest micro-batch (`Packed`s) of `n` random sequences of about `L` tokens, the last `A` scored."
     import numpy as np
-    from fairneg.grpo import Sample, pack_samples, micro_batches
+    from fairneg.train.grpo import Sample, pack_samples, micro_batches
 
     rng = np.random.default_rng(seed)
     V = len(tok)
@@ -111,7 +106,7 @@ def micro_batch(tok, n: int, L: int, A: int, cfg, seed: int = 0) -> list:
 def set_checkpointing(model, on: bool):
     "Activation checkpointing on (as the trainer turns it on) or off."
     from types import SimpleNamespace
-    from fairneg.grpo import use_gradient_checkpointing
+    from fairneg.train.grpo import use_gradient_checkpointing
 
     if on:
         use_gradient_checkpointing(model, SimpleNamespace(gradient_checkpointing=True, token_budget=0))
@@ -230,8 +225,8 @@ def padding(a, model, tok, mb, out: Out, gpu: bool):
 def update_section(a, model, tok, mb, out: Out, gpu: bool, cfg):
     "One `grpo.update` on the micro-batch, checkpointing on then forced off (each twice): seconds and peak memory."
     import torch
-    from fairneg.adapters import lora_model  # noqa: F401  (the model is wrapped already)
-    from fairneg.grpo import update, make_optimizer
+    from fairneg.train.adapters import lora_model  # noqa: F401  (the model is wrapped already)
+    from fairneg.train.grpo import update, make_optimizer
     from fairneg.llm import span_logprobs
 
     samples = [s for p in mb for s in p.samples]
@@ -315,8 +310,8 @@ def main(argv=None) -> int:
         out.write()
         bad = imp["failed"]
     import torch
-    from fairneg.adapters import lora_model
-    from fairneg.grpo import GRPOConfig
+    from fairneg.train.adapters import lora_model
+    from fairneg.train.grpo import GRPOConfig
     from fairneg.llm import load_model
 
     gpu = torch.cuda.is_available()

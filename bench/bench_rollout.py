@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_rollout.py                       # defaults, ~1-2 min on 2 cores
     .venv/bin/python bench/bench_rollout.py --turns 2000 --repeats 1 --agent-repeats 1 --costep-k 1   # quick look
     .venv/bin/python bench/bench_rollout.py --skip-agents         # only the engine and co-stepping parts
-    .venv/bin/python bench/bench_rollout.py --wait-agents 1200    # poll for fairneg.agents (every 60 s) before part 2
+    .venv/bin/python bench/bench_rollout.py --wait-agents 1200    # poll for fairneg.play.agents (every 60 s) before part 2
 
 Targets (project issue):
  1. Engine overhead per turn (protocol step + decision point + render + parse, no policy) under 0.2 ms median.
@@ -23,7 +23,7 @@ Targets (project issue):
    parses again, checks and applies). The answer text is built from the decision point between the timed
    parts and is not counted. Engine total = current_seats + decision_point + render + apply_action
    (parse is inside apply_action; it is shown apart, and "step excl. parse" = apply_action - parse).
-   Comparison: the same engine inside `fairneg.rollout.co_step` with a free scripted policy (what the runner
+   Comparison: the same engine inside `fairneg.play.rollout.co_step` with a free scripted policy (what the runner
    adds: turn seeds, requests, batching, and `episode_row` with solve + metrics at the end).
 2. Agents. `co_step` over fresh generated games × seeds, all six seats one agent, width `--width`; the process
    is pinned to one core (`os.sched_setaffinity(0, {core})`) for this part only and restored afterwards.
@@ -41,17 +41,25 @@ Targets (project issue):
 Timings are noisy: this machine is shared with other processes. Every part is repeated (`--repeats`,
 `--agent-repeats`, `--costep-repeats`) and medians are reported; the load average is printed at the start.
 The garbage collector is left on. Exit status 1 when a measured target fails; a part that cannot run
-(e.g. `fairneg.agents` not there yet) is reported as SKIP.
+(e.g. `fairneg.play.agents` not there yet) is reported as SKIP.
 """
 
 from __future__ import annotations
 import argparse, gc, importlib, importlib.util, json, os, platform, random, sys, time
 import numpy as np
-from fairneg.game import generate_game
-from fairneg.geometry import solve
-from fairneg.protocol import new_episode, current_seats, decision_point, parse_action, apply_action, is_done, outcome
-from fairneg.prompts import render_prompt
-from fairneg.rollout import ScriptedPolicy, EpisodeSpec, co_step, make_policies
+from fairneg.engine.game import generate_game
+from fairneg.engine.geometry import solve
+from fairneg.engine.protocol import (
+    new_episode,
+    current_seats,
+    decision_point,
+    parse_action,
+    apply_action,
+    is_done,
+    outcome,
+)
+from fairneg.play.prompts import render_prompt
+from fairneg.play.rollout import ScriptedPolicy, EpisodeSpec, co_step, make_policies
 
 TURN_TARGET_US, EPS_TARGET = 200.0, 10.0
 COST_PER_CALL = (
@@ -313,16 +321,16 @@ class Timed:
 
 
 def agents_available(wait_s: float) -> tuple:
-    "(module or None, why): import fairneg.agents, polling every 60 s for up to `wait_s` seconds while it is missing."
+    "(module or None, why): import fairneg.play.agents, polling every 60 s for up to `wait_s` seconds while it is missing."
     t0 = time.time()
     while True:
-        if importlib.util.find_spec("fairneg.agents") is not None:
+        if importlib.util.find_spec("fairneg.play.agents") is not None:
             try:
-                return importlib.import_module("fairneg.agents"), ""
+                return importlib.import_module("fairneg.play.agents"), ""
             except Exception as e:
-                why = f"fairneg.agents does not import: {type(e).__name__}: {e}"
+                why = f"fairneg.play.agents does not import: {type(e).__name__}: {e}"
         else:
-            why = "fairneg/agents.py does not exist yet"
+            why = "fairneg/play/agents.py does not exist yet"
         if time.time() - t0 + 60 > wait_s:
             return None, why
         print(f"  ({why}; waiting 60 s, {time.time() - t0:.0f} s so far)", flush=True)
@@ -449,7 +457,9 @@ def main(argv=None):
     )
     ap.add_argument("--width", type=int, default=64, help="co_step width for the agents (part 2)")
     ap.add_argument("--core", type=int, default=0, help="the core part 2 is pinned to")
-    ap.add_argument("--wait-agents", type=float, default=0.0, help="poll up to this many s for fairneg.agents (part 2)")
+    ap.add_argument(
+        "--wait-agents", type=float, default=0.0, help="poll up to this many s for fairneg.play.agents (part 2)"
+    )
     ap.add_argument(
         "--B", type=int, nargs="+", default=[4, 16, 64], help="co-step widths > 1, each against width 1 (part 3)"
     )

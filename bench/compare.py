@@ -104,7 +104,12 @@ def shared_models(base: Path, work: Path) -> Path:
     "A model cache where the base's embedded-model folders are the head's: the tiny recipe carries a version, so by default each revision plays its own weights."
     cache = work / "same-models"
     (cache / "tiny").mkdir(parents=True, exist_ok=True)
-    path = "from fairneg.tiny import tiny_path; d = tiny_path('{0}', 0, progress=False); print(d.name, d)"  # built when missing
+    path = "from fairneg.llm.tiny import tiny_path; d = tiny_path('{0}', 0, progress=False); print(d.name, d)"  # built when missing
+    # the base may predate the package's folders (fairneg.tiny until 78a2003's successor moved it to fairneg.llm.tiny)
+    BASE_FOLDER = (
+        "try:\n    from fairneg.llm.tiny import tiny_folder\nexcept ImportError:\n    from fairneg.tiny import tiny_folder\n"
+        "print(tiny_folder('{0}', 0).name)"
+    )
     for size in ("pilot", "test"):
         head_name, head_dir = subprocess.run(
             [sys.executable, "-c", path.format(size)],
@@ -115,7 +120,7 @@ def shared_models(base: Path, work: Path) -> Path:
             check=True,
         ).stdout.split()
         base_name = subprocess.run(
-            [sys.executable, "-c", f"from fairneg.tiny import tiny_folder; print(tiny_folder('{size}', 0).name)"],
+            [sys.executable, "-c", BASE_FOLDER.format(size)],
             cwd=base,
             env=tree_env(base),
             capture_output=True,

@@ -64,7 +64,7 @@ ROOT=$PWD
 # fastcore (fairneg's modules import it at the top); trl (fairneg.llm's selective_log_softmax: trl.trainer.utils imports
 # datasets, which imports dill, multiprocess and xxhash, xxhash being the image's); xgrammar (the legal-action grammar)
 # with apache-tvm-ffi and pydantic (pydantic-core, annotated-types, typing-inspection); pettingzoo and gymnasium
-# (fairneg.env; farama-notifications is gymnasium's declared need). Keep one version of each.
+# (fairneg.play.env; farama-notifications is gymnasium's declared need). Keep one version of each.
 WHEELS="fastcore==2.2.41 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 pettingzoo==1.27.0 gymnasium==1.4.0
 farama-notifications==0.0.6"
@@ -72,7 +72,7 @@ WHEELS=$(echo $WHEELS)
 # The image's packages that the dry run's venv installs (all of them in bench/gpu_image_packages.txt, with what pip
 # pulls in for them): the versions the image has where KINDS.md gives them; typer and python-dateutil at the newest
 # releases whose own needs lie in the image (typer 0.29 needs pydantic, python-dateutil 3 needs tzdata: the image has
-# neither); xxhash for datasets; nvidia-ml-py for fairneg.telemetry's pynvml.
+# neither); xxhash for datasets; nvidia-ml-py for fairneg.core.telemetry's pynvml.
 TORCH_PIN=torch==2.13.0
 IMAGE_PKGS="transformers==5.17.0 peft==0.21.0 accelerate==1.15.0 huggingface-hub==1.33.0 safetensors==0.8.0 tokenizers==0.23.2
 numpy scipy pandas pyarrow pyyaml tqdm typer==0.28.0 python-dateutil==2.9.0.post0 rich jinja2 psutil threadpoolctl xxhash

@@ -26,11 +26,11 @@ PRELOAD = (
     "trl.trainer.utils",
     "xgrammar",
     "fairneg.llm",
-    "fairneg.grpo",
-    "fairneg.rollout",
-    "fairneg.policies",
-    "fairneg.adapters",
-    "fairneg.bank",
+    "fairneg.train.grpo",
+    "fairneg.play.rollout",
+    "fairneg.llm.policies",
+    "fairneg.train.adapters",
+    "fairneg.engine.bank",
 )
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.bank import generate_bank
-from fairneg.game import game_to_dict, generate_game
+from fairneg.engine.bank import generate_bank
+from fairneg.engine.game import game_to_dict, generate_game
 
 ROOT = Path(__file__).resolve().parents[1]
 BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
@@ -425,7 +425,7 @@ def test_force_with_a_bad_input_removes_nothing(work, argv, bad, monkeypatch):
 
 def test_readme_lists_the_exit_codes():
     "The README's table of exit codes is `EXIT_CODES`, row for row."
-    from fairneg.commands import EXIT_CODES
+    from fairneg.core.commands import EXIT_CODES
 
     readme = (ROOT / "README.md").read_text()
     for code, meaning in EXIT_CODES.items():
@@ -489,7 +489,7 @@ def test_a_second_writer_is_refused_at_once(work, folder, commands, monkeypatch,
     monkeypatch.chdir(work)
     monkeypatch.setenv("FAIRNEG_CRASH_DIR", str(tmp_path / "crashes"))
     hold = (
-        f"import time\nfrom fairneg.store import folder_lock\nwith folder_lock({folder!r}, 'the first writer'):\n"
+        f"import time\nfrom fairneg.core.store import folder_lock\nwith folder_lock({folder!r}, 'the first writer'):\n"
         "    print('held', flush=True); time.sleep(120)"
     )
     holder = subprocess.Popen([sys.executable, "-c", hold], cwd=work, stdout=subprocess.PIPE, text=True)

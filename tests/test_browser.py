@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import ROOT, lab_server, need as _need
-from fairneg.charts import CHART_TEXT
+from fairneg.core.charts import CHART_TEXT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -58,7 +58,7 @@ def run_chapter(page, base, q, nb, timeout_s=420):
     page.wait_for_function(DONE_JS, timeout=timeout_s * 1000, polling=1000)
 
 
-@pytest.mark.parametrize("nb", ["03_reward.ipynb", "02_geometry.ipynb", "04_explorer.ipynb"])
+@pytest.mark.parametrize("nb", ["05_engine_reward.ipynb", "04_engine_geometry.ipynb", "06_engine_explorer.ipynb"])
 def test_chapter_charts_render_offline_in_jupyterlab(nb, tmp_path):
     _need("Chromium (/usr/bin/chromium)", Path(CHROMIUM).exists())
     try:
@@ -117,7 +117,9 @@ def test_chapter_charts_render_offline_in_jupyterlab(nb, tmp_path):
                     "([e, b]) => e.innerHTML !== b", arg=[chart.element_handle(), before], timeout=10_000
                 )
             else:
-                assert nb not in ("03_reward.ipynb", "04_explorer.ipynb"), f"{nb}: its chart selector is gone"
+                assert nb not in ("05_engine_reward.ipynb", "06_engine_explorer.ipynb"), (
+                    f"{nb}: its chart selector is gone"
+                )
             page.screenshot(path=str(tmp_path / f"{nb}.png"), full_page=False)
         finally:
             browser.close()
@@ -188,8 +190,8 @@ def _edit_json(path: Path, fn):
 
 def plant_run(root: Path) -> list[str]:
     "Plant a payload in every field of the demo run at `root` that a user controls; return those the page shows as text."
-    from fairneg.demo import synthetic_steps
-    from fairneg.store import append_jsonl, read_jsonl, write_json
+    from fairneg.run.demo import synthetic_steps
+    from fairneg.core.store import append_jsonl, read_jsonl, write_json
 
     shown = []
 
@@ -277,8 +279,8 @@ def plant_run(root: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def planted_run(tmp_path_factory):
-    "A small demo run (`fairneg.demo.demo_run`, as tests/test_report.py's) with a payload in every field a user controls."
-    from fairneg.demo import demo_run
+    "A small demo run (`fairneg.run.demo.demo_run`, as tests/test_report.py's) with a payload in every field a user controls."
+    from fairneg.run.demo import demo_run
 
     root = demo_run(tmp_path_factory.mktemp("planted") / "run", B=200)
     return root, plant_run(root)
@@ -301,8 +303,8 @@ def test_report_shows_planted_strings_as_text(planted_run, mode, tmp_path):
 
 def test_explorer_page_shows_planted_strings_as_text(tmp_path):
     import dataclasses
-    from fairneg.explorer import explorer
-    from fairneg.game import save_game, ultimatum_game
+    from fairneg.engine.explorer import explorer
+    from fairneg.engine.game import save_game, ultimatum_game
 
     game, parties = planted("game", 0), [planted("party", 0), planted("party 2", 1)]
     save_game(dataclasses.replace(ultimatum_game(), name=game, parties=parties), tmp_path / "game.json")

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest, yaml
 from typer.testing import CliRunner
 
-from fairneg.bank import GUARD, MANIFEST, REJECTIONS, check_bank, read_manifest
+from fairneg.engine.bank import GUARD, MANIFEST, REJECTIONS, check_bank, read_manifest
 from fairneg.cli import app
-from fairneg.game import generate_game, llmdel_games_dir, load_game, save_game
-from fairneg.geometry import solve
-from fairneg.store import read_jsonl
+from fairneg.engine.game import generate_game, llmdel_games_dir, load_game, save_game
+from fairneg.engine.geometry import solve
+from fairneg.core.store import read_jsonl
 
 runner = CliRunner()
 BASE = llmdel_games_dir() / "base"
@@ -129,7 +129,7 @@ def test_flag_help_reads_what_docments_reads():
     import dataclasses
     from fastcore.docments import docments
     from fairneg.cli import SUBAPPS
-    from fairneg.commands import class_comments
+    from fairneg.core.commands import class_comments
 
     for load in SUBAPPS.values():
         load()

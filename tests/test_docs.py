@@ -75,7 +75,7 @@ def test_every_chapter_has_a_page_with_its_code_and_charts(site):
 
 
 def test_charts_pages_show_their_svg(site):
-    html = (site / "explorer.html").read_text()
+    html = (site / "engine_explorer.html").read_text()
     svgs = [base64.b64decode(m).decode() for m in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', html)]
     assert svgs and all(s.lstrip().startswith("<svg") for s in svgs)
     assert any(s.count("<path") > 100 and "mark-symbol" in s for s in svgs)  # the explorer's deals, drawn
@@ -106,7 +106,7 @@ def test_every_link_between_pages_resolves(site):
 
 def test_a_chapter_link_to_a_notebook_points_at_its_page():
     assert (
-        docs.link_pages("see [the reward](03_reward.ipynb#the-reward) and [x](https://a.org/b.ipynb)")
-        == "see [the reward](reward.html#the-reward) and [x](https://a.org/b.ipynb)"
+        docs.link_pages("see [the reward](05_engine_reward.ipynb#the-reward) and [x](https://a.org/b.ipynb)")
+        == "see [the reward](engine_reward.html#the-reward) and [x](https://a.org/b.ipynb)"
     )
-    assert docs.page_name(Path("00_commands.ipynb")) == "commands.html"
+    assert docs.page_name(Path("00_core_commands.ipynb")) == "core_commands.html"

@@ -5,10 +5,10 @@ on the PEFT checkpoint it wrote, paired with the untrained base → `fairneg eva
 import json
 import pytest
 from typer.testing import CliRunner
-from fairneg.bank import write_bank
+from fairneg.engine.bank import write_bank
 from fairneg.cli import app
-from fairneg.game import generate_game
-from fairneg.store import STEP_FIELDS, read_jsonl
+from fairneg.engine.game import generate_game
+from fairneg.core.store import STEP_FIELDS, read_jsonl
 
 runner = CliRunner()
 
@@ -162,11 +162,11 @@ def test_dpo_learns_a_hand_made_preference(pairs, tmp_path):
     DPO through TRL must reverse that on every pair: the adapter comes to prefer no (the log-ratio crosses 0, so it moves
     by more than the base's whole preference)."""
     import numpy as np, torch
-    from fairneg.dpo import DPOTrainConfig, train_dpo, training_pairs, pair_ids
+    from fairneg.train.dpo import DPOTrainConfig, train_dpo, training_pairs, pair_ids
     from fairneg.llm import load_model, sequence_logprobs
-    from fairneg.pairs import load_pairs
-    from fairneg.policies import resolve_model
-    from fairneg.store import append_jsonl
+    from fairneg.train.pairs import load_pairs
+    from fairneg.llm.policies import resolve_model
+    from fairneg.core.store import append_jsonl
 
     ballots = [
         r for r in load_pairs(pairs / "ann") if r["counterfactual_type"] == "rational_private" and r["phase"] == "vote"

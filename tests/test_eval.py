@@ -6,8 +6,8 @@ import json, sys
 from pathlib import Path
 import pytest
 from typer.testing import CliRunner
-from fairneg.bank import write_bank
-import fairneg.policies
+from fairneg.engine.bank import write_bank
+import fairneg.llm.policies
 from fairneg.cli import app
 from fairneg.eval import (
     discover_cells,
@@ -24,9 +24,9 @@ from fairneg.eval import (
     synthetic_cell,
     write_eval,
 )
-from fairneg.game import generate_game
-from fairneg.rollout import ScriptedPolicy, nbs_then_accept
-from fairneg.store import read_jsonl
+from fairneg.engine.game import generate_game
+from fairneg.play.rollout import ScriptedPolicy, nbs_then_accept
+from fairneg.core.store import read_jsonl
 
 PILOT = Path(__file__).resolve().parents[1] / "params" / "prereg-pilot.yaml"
 runner = CliRunner()
@@ -326,7 +326,7 @@ def test_adapter_checkpoint_through_the_policy_registry(tmp_path, bank, monkeypa
         calls.append((spec, kw))
         return ScriptedPolicy(nbs_then_accept, kw.get("name", spec))
 
-    monkeypatch.setattr(fairneg.policies, "make_policy", make_policy)  # the registry eval builds model specs with
+    monkeypatch.setattr(fairneg.llm.policies, "make_policy", make_policy)  # the registry eval builds model specs with
     ad = tmp_path / "runs" / "lam0" / "checkpoint-24"
     ad.mkdir(parents=True)
     (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen3-8B"}))
@@ -363,7 +363,7 @@ def test_launch_plays_the_game_the_arm_was_trained_under(tmp_path, bank):
     and short answers, plays its cell under them with no flag saying so (the untrained side too); a flag that says
     another deadline is refused, naming both; analyze reads the cell, whose rows all carry the one game they played."""
     pytest.importorskip("torch")
-    from fairneg.grpo import GRPOConfig, train
+    from fairneg.train.grpo import GRPOConfig, train
 
     cfg = GRPOConfig(
         model="tiny-test",
@@ -491,7 +491,7 @@ def _tiny_adapter(tmp_path):
     torch = pytest.importorskip("torch")
     from peft import LoraConfig, get_peft_model
     from fairneg.llm import load_model
-    from fairneg.policies import resolve_model
+    from fairneg.llm.policies import resolve_model
 
     base = resolve_model("tiny-test")
     m, _ = load_model(base, device="cpu", dtype="float32")
@@ -635,7 +635,7 @@ def test_two_vllm_models_never_held_at_once(tmp_path, bank):
 
     pytest.importorskip("torch")
     from fairneg.llm import standin_model
-    from fairneg.policies import resolve_model
+    from fairneg.llm.policies import resolve_model
 
     a, b = resolve_model("tiny-test"), standin_model(tmp_path / "other")
     log = tmp_path / "engine.jsonl"

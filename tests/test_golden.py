@@ -39,7 +39,7 @@ def test_html_tables():
 def test_play_hashes_repeat_and_see_a_planted_change(monkeypatch):
     first, second = golden.play_hashes(), golden.play_hashes()
     assert first == second and len(first) == 3 * 2 * 2 * 4
-    import fairneg.rollout as R
+    import fairneg.play.rollout as R
 
     real = R.render_prompt
     monkeypatch.setattr(

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from fairneg.bank import generate_bank
-from fairneg.grpo import GRPOConfig, train
-from fairneg.adapters import checkpoints
-from fairneg.store import read_jsonl
+from fairneg.engine.bank import generate_bank
+from fairneg.train.grpo import GRPOConfig, train
+from fairneg.train.adapters import checkpoints
+from fairneg.core.store import read_jsonl
 
 VOLATILE = (
     "rollout_s",
@@ -144,7 +144,7 @@ def test_two_step_smoke(bank, tmp_path):
     assert step == 2 and (ck / "adapter_config.json").exists()
     from peft import PeftModel
     from fairneg.llm import load_model
-    from fairneg.policies import resolve_model
+    from fairneg.llm.policies import resolve_model
 
     base, _ = load_model(resolve_model("tiny-test"))
     PeftModel.from_pretrained(base, str(ck))  # a loadable PEFT adapter
@@ -266,10 +266,10 @@ def test_vllm_backend_without_vllm_fails_before_loading_the_model(bank, tmp_path
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a, **k: None if name == "vllm" else real(name, *a, **k)
     )
-    import fairneg.grpo  # the name the trainer calls (patching fairneg.llm's would not reach it)
+    import fairneg.train.grpo  # the name the trainer calls (patching fairneg.llm's would not reach it)
 
     monkeypatch.setattr(
-        fairneg.grpo, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check")
+        fairneg.train.grpo, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the vLLM check")
     )
     cfg = GRPOConfig(model="tiny-test", bank=str(bank), out=str(tmp_path / "run"), steps=1, backend="vllm")
     with pytest.raises(RuntimeError, match=r"--backend vllm needs vLLM.*--backend hf"):
@@ -281,11 +281,11 @@ def bf16_gap_bound(bank) -> float:
     to a neighbouring bf16 value, one unit in the last place (ulp) apart at most, and a log-softmax moves by at most twice
     the largest logit difference. So 2 ulp at the model's largest logit, read on a decision point of the bank."""
     import math
-    from fairneg.bank import bank_games
+    from fairneg.engine.bank import bank_games
     from fairneg.llm import load_model, chat_text
-    from fairneg.policies import resolve_model
-    from fairneg.prompts import render_prompt
-    from fairneg.protocol import new_episode, decision_point, current_seats
+    from fairneg.llm.policies import resolve_model
+    from fairneg.play.prompts import render_prompt
+    from fairneg.engine.protocol import new_episode, decision_point, current_seats
 
     m, tok = load_model(resolve_model("tiny-test"), dtype="bfloat16")
     st = new_episode(bank_games(bank)[0], seed=0)
@@ -409,7 +409,7 @@ def test_update_does_not_depend_on_how_the_step_is_cut(bank, tmp_path):
     the padded shape), which the tolerance below bounds. Hand-set advantages (a third of them 0: KL only) and
     a random adapter (policy ≠ base, so the KL has a gradient) make every term of the loss count."""
     from dataclasses import replace
-    from fairneg.grpo import GRPOTrainer, collect_samples, micro_batches, pack_samples, update
+    from fairneg.train.grpo import GRPOTrainer, collect_samples, micro_batches, pack_samples, update
 
     cfg = _tiny_cfg(
         bank, tmp_path / "run", kl_coef=0.05, share_prefix=64
@@ -482,7 +482,7 @@ def test_flat_groups_kl_only_vs_drop(bank, tmp_path, monkeypatch):
     """A step whose first group is flat (every episode pays every seat 0) and whose second is not: under `kl_only` the
     flat group's tokens are trained on (every generated token is in `tokens_trained`), under `drop` they are not;
     the rollouts are the same (same seed, same initial adapter), so the counts must add up exactly."""
-    import fairneg.grpo as G
+    import fairneg.train.grpo as G
 
     def rewards(ep, cfg):  # seeds are step·1e6 + group·1e3 + episode
         group, j = ep.spec.seed // 1000 % 1000, ep.spec.seed % 1000
@@ -505,7 +505,7 @@ def test_wandb_id_names_the_run(bank, tmp_path, monkeypatch):
     it resumes (stored in the checkpoint), even with `groups` changed; a checkpoint of an earlier version, without a
     stored id, resumes under the id it used (`arm-config_hash`)."""
     import json, sys, types
-    from fairneg.grpo import GRPOTrainer, config_hash, run_id
+    from fairneg.train.grpo import GRPOTrainer, config_hash, run_id
     import accelerate.tracking, transformers.generation.utils  # noqa: F401  (loaded before wandb is faked: they probe for it)
 
     ids = []
@@ -624,7 +624,7 @@ def test_conversation_context_trains_packed(bank, tmp_path):
 
 
 def _nan_gradient_trainer():
-    from fairneg.grpo import GRPOTrainer
+    from fairneg.train.grpo import GRPOTrainer
 
     class NaNGradient(GRPOTrainer):
         "Every update's gradient turns NaN on one LoRA weight while its loss stays finite (what the H200 run logged)."
@@ -645,7 +645,7 @@ def test_nonfinite_updates_are_skipped_then_stop_the_run(bank, tmp_path):
     fresh LoRA B of zeros; after max_nonfinite_steps in a row the run stops with an error naming the steps, and a resumed
     run counts the skipped steps its rows end with."""
     from safetensors.torch import load_file
-    from fairneg.grpo import NonFiniteStepsError, train
+    from fairneg.train.grpo import NonFiniteStepsError, train
 
     NaNGradient = _nan_gradient_trainer()
     cfg = _tiny_cfg(bank, tmp_path / "run", steps=3, max_nonfinite_steps=2, checkpoint_steps=[1, 2, 3])
@@ -666,7 +666,7 @@ def test_nonfinite_updates_are_skipped_then_stop_the_run(bank, tmp_path):
 
 def test_nan_weights_stop_the_rollout_naming_the_step(bank, tmp_path):
     "A NaN in the weights stops the rollout with an error naming the GRPO step and the decode step, not a token drawn from NaN."
-    from fairneg.grpo import GRPOTrainer
+    from fairneg.train.grpo import GRPOTrainer
     from fairneg.llm import NonFiniteLogitsError
 
     tr = GRPOTrainer(_tiny_cfg(bank, tmp_path / "run"), progress=False)
@@ -686,8 +686,8 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
     resume that changes the config does too: each moves the rows it computes again to superseded_steps.jsonl."""
     import shutil
     from safetensors.torch import load_file
-    from fairneg.grpo import ResumeMismatchError, train
-    from fairneg.store import write_jsonl, step_differences
+    from fairneg.train.grpo import ResumeMismatchError, train
+    from fairneg.core.store import write_jsonl, step_differences
 
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     train(_tiny_cfg(bank, ref, steps=3, checkpoint_steps=[2]), progress=False)
@@ -727,7 +727,7 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
         (3, 2, 2)
     ] * 2
     assert [(r["step"], r["groups"]) for r in read_jsonl(cut / "training_steps.jsonl")] == [(1, 2), (2, 2), (3, 1)]
-    from fairneg.adapters import read_segments  # five sessions: the first, three resumes, one refused
+    from fairneg.train.adapters import read_segments  # five sessions: the first, three resumes, one refused
 
     assert [(s["start_step"], s["optimizer"], s["changes"], s["end_step"], s["ended"]) for s in read_segments(cut)] == [
         (0, "fresh", [], 3, "complete"),
@@ -742,8 +742,8 @@ def test_resume_checks_the_steps_it_computes_again(bank, tmp_path):
 
 _DIES = r"""
 import json, os, signal, sys
-from fairneg.grpo import GRPOConfig, GRPOTrainer
-from fairneg.adapters import checkpoint_writer
+from fairneg.train.grpo import GRPOConfig, GRPOTrainer
+from fairneg.train.adapters import checkpoint_writer
 point, at = sys.argv[1], int(sys.argv[2])
 cfg = GRPOConfig(**json.loads(sys.argv[3]))
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)          # no warning, no cleanup: a node gone
@@ -765,7 +765,7 @@ Dies(cfg, resume=True, progress=False).run()
 @pytest.fixture(scope="module")
 def uninterrupted(bank, tmp_path_factory):
     "Three steps, checkpoints after 2 and 3, in one go: what every killed and resumed run must end as."
-    from fairneg.grpo import train
+    from fairneg.train.grpo import train
 
     out = tmp_path_factory.mktemp("uninterrupted") / "lam0"
     train(_tiny_cfg(bank, out, steps=3, checkpoint_steps=[2]), progress=False)
@@ -779,8 +779,8 @@ def test_killed_at_any_point_resumes_to_the_uninterrupted_arm(bank, uninterrupte
     checkpoint kept (checked against the logged rows) and ends with the rows and adapter of an uninterrupted run."""
     import dataclasses, json
     from safetensors.torch import load_file
-    from fairneg.grpo import train
-    from fairneg.store import step_differences
+    from fairneg.train.grpo import train
+    from fairneg.core.store import step_differences
 
     ref, cut = uninterrupted, tmp_path / "cut"
     cfg = lambda out: _tiny_cfg(bank, out, steps=3, checkpoint_steps=[2])
@@ -926,8 +926,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_named_and_recorded(bank, uninter
     and records the skip in the session; the arm ends as the uninterrupted one."""
     import json, shutil
     from safetensors.torch import load_file
-    from fairneg.adapters import read_segments
-    from fairneg.store import step_differences
+    from fairneg.train.adapters import read_segments
+    from fairneg.core.store import step_differences
 
     cut = tmp_path / "lam0"
     shutil.copytree(uninterrupted, cut)

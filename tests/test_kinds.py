@@ -1,4 +1,4 @@
-"""Each kind of game owns its rules (#52): no module outside `fairneg.protocol`, where the kinds are declared, tests
+"""Each kind of game owns its rules (#52): no module outside `fairneg.engine.protocol`, where the kinds are declared, tests
 which kind it runs or reads a kind's declaration to decide what to do. The package is read as syntax trees: a branch
 on a kind would be a comparison of a game's `protocol` (or a kind's name) with a kind's name, a read of a declaration
 field (`opening`, `deadline`, `vote`, ... or the old flags `responds`, `own_issue`, ...) off a kind, or the registry
@@ -9,10 +9,10 @@ from dataclasses import fields
 from pathlib import Path
 
 import fairneg
-from fairneg.protocol import KINDS, ProtocolKind
+from fairneg.engine.protocol import KINDS, ProtocolKind
 
 PACKAGE = Path(fairneg.__file__).parent
-HOME = {"protocol.py", "_modidx.py"}  # the kinds' own module; nbdev's index
+HOME = {"engine/protocol.py", "_modidx.py"}  # the kinds' own module; nbdev's index
 FIELDS = {f.name for f in fields(ProtocolKind)} - {"name"}
 OLD_FLAGS = {"responds", "simultaneous", "own_issue", "complement", "signs"}
 KIND_CALLS = {"protocol_kind", "kind_of", "condition_kind"}
@@ -64,7 +64,7 @@ def kind_branches(source: str, names=None) -> list:
             if hit and _mentions_kind(n):
                 out.append((n.lineno, f"compares a kind with `{hit[0]}`"))
         if isinstance(n, ast.Name) and n.id == "KINDS":
-            out.append((n.lineno, "walks the kinds' registry (ask `fairneg.protocol` for what it needs)"))
+            out.append((n.lineno, "walks the kinds' registry (ask `fairneg.engine.protocol` for what it needs)"))
     return out
 
 
@@ -72,7 +72,7 @@ def test_no_kind_branch_outside_the_kinds():
     found = [
         f"{p.relative_to(PACKAGE)}:{line}: {why}"
         for p in sorted(PACKAGE.rglob("*.py"))
-        if p.name not in HOME or p.parent != PACKAGE
+        if p.relative_to(PACKAGE).as_posix() not in HOME
         for line, why in kind_branches(p.read_text())
     ]
     assert not found, "a kind tested outside its declaration:\n" + "\n".join(found)
@@ -103,14 +103,14 @@ def test_the_search_finds_branches():
 def test_a_game_file_loads_without_the_engine(tmp_path):
     "A game file naming a kind loads where only the game layer is imported (as `fairneg bank` commands do)."
     import json, subprocess, sys
-    from fairneg.game import game_to_dict
-    from fairneg.protocol import alternating_offers_game
+    from fairneg.engine.game import game_to_dict
+    from fairneg.engine.protocol import alternating_offers_game
 
     path = tmp_path / "alt.json"
     path.write_text(json.dumps(game_to_dict(alternating_offers_game())))
     code = (
-        "import sys; from fairneg.bank import bank_games; g = bank_games(sys.argv[1])[0]; "
-        "print(g.protocol, 'fairneg.protocol' in sys.modules)"
+        "import sys; from fairneg.engine.bank import bank_games; g = bank_games(sys.argv[1])[0]; "
+        "print(g.protocol, 'fairneg.engine.protocol' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.split() == ["alternating-offers", "False"], r.stderr[-800:]

@@ -9,8 +9,8 @@ from conftest import get_json as _get, lab_server
 
 def test_make_lab_serves_the_chapters_on_this_venv(tmp_path):
     with lab_server(tmp_path) as (base, q):
-        nb = _get(f"{base}/api/contents/03_reward.ipynb{q}&content=0")
-        assert nb["type"] == "notebook" and nb["name"] == "03_reward.ipynb"
+        nb = _get(f"{base}/api/contents/05_engine_reward.ipynb{q}&content=0")
+        assert nb["type"] == "notebook" and nb["name"] == "05_engine_reward.ipynb"
         with urllib.request.urlopen(f"{base}/lab{q}", timeout=10) as r:  # the JupyterLab page itself
             assert r.status == 200 and b"JupyterLab" in r.read()
         specs = _get(f"{base}/api/kernelspecs{q}")["kernelspecs"]

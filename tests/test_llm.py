@@ -4,18 +4,18 @@ determinism across co-stepping widths, trainer log-probs with gradients, seat na
 import json, os
 import pytest
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no effect if torch is already loaded; see nbs/09_llm.ipynb
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no effect if torch is already loaded; see nbs/11_llm.ipynb
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("xgrammar")
 from typer.testing import CliRunner
-from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
-from fairneg.protocol import alternating_offers_game
-from fairneg.bank import write_bank
-from fairneg.rollout import AgentPolicy, EpisodeSpec, co_step, make_policies, run_tournament
-from fairneg.settings import PlaySettings
+from fairneg.engine.game import generate_game, ultimatum_game, divide_dollar_game
+from fairneg.engine.protocol import alternating_offers_game
+from fairneg.engine.bank import write_bank
+from fairneg.play.rollout import AgentPolicy, EpisodeSpec, co_step, make_policies, run_tournament
+from fairneg.engine.settings import PlaySettings
 from fairneg.llm import HFPolicy, standin_model, sequence_logprobs, constrained_masks, evaluate_model
-from fairneg.policies import model_app, seat_policies
+from fairneg.llm.policies import model_app, seat_policies
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +83,8 @@ def test_llm_plays_alternating_offers(standin):
 
 def test_trainer_logprobs_and_grad(standin):
     "sequence_logprobs under the replayed masks equals the sampling log-probs; the GRPO ratio is 1 and has a gradient."
-    from fairneg.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action
-    from fairneg.rollout import TurnRequest
+    from fairneg.engine.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action
+    from fairneg.play.rollout import TurnRequest
 
     pol = _policy(standin, temperature=0.8)
     reqs = []
@@ -167,7 +167,7 @@ def test_graphed_decode_gives_the_dynamic_completions(tmp_path):
     """`decode="graphed"` runs the decode steps through torch.compile (`reduce-overhead`: CUDA graphs on a GPU; here, on a
     CPU, Inductor's compiled code): the same completions and log-probs as the dynamic cache, for two batch shapes (the
     second a recompile) and under the grammar, through HFPolicy as a rollout calls it."""
-    from fairneg.game import generate_game
+    from fairneg.engine.game import generate_game
     from fairneg.llm import (
         sample_batch,
         encode_request,
@@ -177,8 +177,8 @@ def test_graphed_decode_gives_the_dynamic_completions(tmp_path):
         legal_action_schema,
         vocab_size,
     )
-    from fairneg.protocol import new_episode, current_seats, decision_point
-    from fairneg.rollout import TurnRequest, turn_seed
+    from fairneg.engine.protocol import new_episode, current_seats, decision_point
+    from fairneg.play.rollout import TurnRequest, turn_seed
 
     model, tok = load_model(standin_model(tmp_path / "s"))
     reqs = []

@@ -1,4 +1,4 @@
-"""The locked environment (fairneg.lockfile): the venv `make` built is exactly locks/cpu.txt, both locks satisfy what
+"""The locked environment (fairneg.core.lockfile): the venv `make` built is exactly locks/cpu.txt, both locks satisfy what
 pyproject.toml asks for, every pin carries its hashes, and `make` installs the lock (not pyproject's ranges)."""
 
 import re, subprocess, sys, tomllib
@@ -6,7 +6,7 @@ import re, subprocess, sys, tomllib
 import pytest
 from packaging.requirements import Requirement
 
-from fairneg.lockfile import LOCKS, check, lock_record, normalize, project_root, read_lock
+from fairneg.core.lockfile import LOCKS, check, lock_record, normalize, project_root, read_lock
 
 ROOT = project_root()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -83,10 +83,12 @@ def test_make_installs_the_lock(tmp_path):
 
 
 def test_check_command_names_the_drift(tmp_path):
-    "`python -m fairneg.lockfile check LOCK` exits 1 and names what differs when the venv is not the lock."
+    "`python -m fairneg.core.lockfile check LOCK` exits 1 and names what differs when the venv is not the lock."
     lock = tmp_path / "lock.txt"
     pins = read_lock(ROOT / "locks/cpu.txt")
     lock.write_text("".join(f"{k}=={'0.0.1' if k == 'tqdm' else v}\n" for k, v in pins.items()) + "notinstalled==1.0\n")
-    r = subprocess.run([sys.executable, "-m", "fairneg.lockfile", "check", str(lock)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "fairneg.core.lockfile", "check", str(lock)], capture_output=True, text=True
+    )
     assert r.returncode == 1
     assert "tqdm" in r.stdout and "(locked 0.0.1)" in r.stdout and "notinstalled" in r.stdout, r.stdout

@@ -1,12 +1,12 @@
-"""The exported `fairneg.metrics` and `fairneg.reward` modules (the notebooks test their own cells; this checks the package)."""
+"""The exported `fairneg.engine.metrics` and `fairneg.engine.reward` modules (the notebooks test their own cells; this checks the package)."""
 
 import math
 import numpy as np
 import pytest
-from fairneg.game import generate_game, ultimatum_game
-from fairneg.geometry import solve
-from fairneg.metrics import episode_metrics, summarize_metrics, GOOD_DIRECTION, METRIC_NAMES
-from fairneg.reward import g_smooth, seat_rewards, episode_rewards
+from fairneg.engine.game import generate_game, ultimatum_game
+from fairneg.engine.geometry import solve
+from fairneg.engine.metrics import episode_metrics, summarize_metrics, GOOD_DIRECTION, METRIC_NAMES
+from fairneg.engine.reward import g_smooth, seat_rewards, episode_rewards
 
 L = math.log(0.01)
 

@@ -41,3 +41,22 @@ def test_no_private_name_crosses_modules():
     # a name another module needs is that module's public name (#52: 18 such imports, e.g. report.sections took
     # `_fmt`, `_styled`, `_arm_of` and `_arm_step` from report.figures)
     assert private_names_crossing() == []
+
+
+def test_a_wheel_holds_every_folder(tmp_path):
+    # pyproject's `packages.find` once included `fairneg` alone: a wheel (not the editable install the tests use) held
+    # none of llm/, eval/ or report/. Every folder with an `__init__.py` must be in the wheel, and the package data too.
+    import subprocess, sys, zipfile
+
+    import shutil
+
+    src = tmp_path / "src"  # a copy, so that no `build/` folder of an earlier build stands in for this one
+    shutil.copytree(PKG, src / "fairneg", ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy(PKG.parent / f, src / f)
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(src)]
+    subprocess.run([*cmd, "-w", str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)
+    names = zipfile.ZipFile(next(tmp_path.glob("fairneg-*.whl"))).namelist()
+    folders = {p.parent.relative_to(PKG.parent).as_posix() for p in PKG.rglob("__init__.py")}
+    assert folders == {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
+    assert any(n.startswith("fairneg/data/llm_deliberation/") for n in names)  # the six public games

@@ -6,14 +6,14 @@ import json, re, shutil
 import pytest
 from typer.testing import CliRunner
 
-from fairneg.agents import COUNTERFACTUAL_TYPES, get_agent
+from fairneg.play.agents import COUNTERFACTUAL_TYPES, get_agent
 from fairneg.cli import app as root
-from fairneg.game import generate_game, save_game
-from fairneg.prompts import render_prompt
-from fairneg.rollout import ScriptedPolicy, RandomLegalPolicy, run_cell, view_ref
-from fairneg.store import read_jsonl
-from fairneg.policies import play_app
-from fairneg.pairs import (
+from fairneg.engine.game import generate_game, save_game
+from fairneg.play.prompts import render_prompt
+from fairneg.play.rollout import ScriptedPolicy, RandomLegalPolicy, run_cell, view_ref
+from fairneg.core.store import read_jsonl
+from fairneg.llm.policies import play_app
+from fairneg.train.pairs import (
     PoolingError,
     ReplayError,
     annotate,
@@ -468,8 +468,8 @@ def test_dpo_output_loads_with_datasets(cell, tmp_path):
 
 
 def test_play_model_seats_go_through_the_policy_registry(games, tmp_path, monkeypatch):
-    "`--model` seats are built by `fairneg.policies.make_policy` with the thinking mode and the protocol's largest cap."
-    import fairneg.policies
+    "`--model` seats are built by `fairneg.llm.policies.make_policy` with the thinking mode and the protocol's largest cap."
+    import fairneg.llm.policies
 
     made = []
 
@@ -477,7 +477,7 @@ def test_play_model_seats_go_through_the_policy_registry(games, tmp_path, monkey
         made.append((spec, kw))
         return RandomLegalPolicy(kw.get("name", spec))
 
-    monkeypatch.setattr(fairneg.policies, "make_policy", fake_make_policy)
+    monkeypatch.setattr(fairneg.llm.policies, "make_policy", fake_make_policy)
     r = runner.invoke(
         play_app,
         [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest, yaml
 
-from fairneg.store import read_jsonl
+from fairneg.core.store import read_jsonl
 
 pytestmark = pytest.mark.xdist_group("pilot_design")  # one worker: the module's pilot runs once
 

@@ -1,14 +1,14 @@
 """The pilot's numbers are the same on any machine from the same commit (issue #48): a reduced pilot, run twice by the
 console script under two CPU kernel levels and thread counts set in the user's shell, writes the same eval.json, the
 same training rows and adapters, the same pairs and DPO adapter. Every `fairneg` command runs pinned
-(`fairneg.numerics`), whatever the shell says."""
+(`fairneg.core.numerics`), whatever the shell says."""
 
 import hashlib, json, os, subprocess, sys
 from pathlib import Path
 
 import pytest, yaml
 
-from fairneg.store import STEP_MEASURED, read_jsonl
+from fairneg.core.store import STEP_MEASURED, read_jsonl
 
 # A pilot small enough for a test: one GRPO arm (2 steps), the DPO control, primary and ultimatum cells.
 PARAMS = dict(

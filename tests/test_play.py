@@ -1,18 +1,18 @@
-"""End-to-end tests of `fairneg play` (the co-stepping tournament command of `fairneg.rollout`) with computable agents."""
+"""End-to-end tests of `fairneg play` (the co-stepping tournament command of `fairneg.play.rollout`) with computable agents."""
 
 import json, re
 
 import pytest
 from collections import Counter
-from fairneg.answers import parse_action
+from fairneg.engine.answers import parse_action
 from typer.testing import CliRunner
 
-from fairneg.agents import AGENT_NAMES
-from fairneg.policies import play_app
-from fairneg.bank import generate_bank
-from fairneg.game import generate_game, save_game
-from fairneg.metrics import METRIC_NAMES
-from fairneg.protocol import LENIENT_FIELDS
+from fairneg.play.agents import AGENT_NAMES
+from fairneg.llm.policies import play_app
+from fairneg.engine.bank import generate_bank
+from fairneg.engine.game import generate_game, save_game
+from fairneg.engine.metrics import METRIC_NAMES
+from fairneg.engine.protocol import LENIENT_FIELDS
 
 runner = CliRunner()
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.demo import DEMO_WIDE_CHECKPOINTS, demo_run, synthetic_steps
-from fairneg.store import STEP_FIELDS
-from fairneg.store import append_jsonl
+from fairneg.run.demo import DEMO_WIDE_CHECKPOINTS, demo_run, synthetic_steps
+from fairneg.core.store import STEP_FIELDS
+from fairneg.core.store import append_jsonl
 
 CHROMIUM = os.environ.get("FAIRNEG_CHROMIUM", "/usr/bin/chromium")
 from conftest import IN_CI
@@ -267,8 +267,8 @@ def test_report_missing_inputs(tmp_path):
     r = report(empty, "--out", out)  # a folder holding none of a run's inputs is refused, before the notebook
     assert r.exit_code == 2 and "not a run folder" in r.output and not out.exists(), r.output
     only = tmp_path / "only"
-    from fairneg.bank import write_bank
-    from fairneg.game import generate_game
+    from fairneg.engine.bank import write_bank
+    from fairneg.engine.game import generate_game
 
     write_bank([generate_game(41000)], only / "banks" / "eval")
     r = report(only, "--out", out)  # a run with one input: every other section says what is missing
@@ -304,8 +304,8 @@ def test_the_trainer_writes_the_step_schema():
     """GRPOTrainer._row builds its row with store.step_row and names every field of STEP_FIELDS but the memory readings
     (which `**memory_reading()` adds), itself or in the dicts `_policy_turns` (its `**pt`), `pass_rates` and
     `decode_telemetry` (its `**dec`) return; read from their source, so no model is needed."""
-    from fairneg.grpo import GRPOTrainer, _policy_turns, decode_telemetry
-    from fairneg.telemetry import pass_rates
+    from fairneg.train.grpo import GRPOTrainer, _policy_turns, decode_telemetry
+    from fairneg.core.telemetry import pass_rates
 
     tree = ast.parse(textwrap.dedent(inspect.getsource(GRPOTrainer._row)))
     ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return))
@@ -355,7 +355,7 @@ def test_the_trainer_writes_the_step_schema():
     assert set(STEP_FIELDS) - written == memory | dpo_only, set(STEP_FIELDS) - written - memory - dpo_only
     assert list(synthetic_steps(steps=1)[0]) == list(STEP_FIELDS)
     # the DPO row names those fields, and the provenance it shares with GRPO (read from dpo_row's source the same way)
-    from fairneg.dpo import dpo_row, _READINGS
+    from fairneg.train.dpo import dpo_row, _READINGS
 
     ret = next(n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(dpo_row)))) if isinstance(n, ast.Return))
     dpo_written = {k.arg for k in ret.value.keywords if k.arg} | set(_READINGS)

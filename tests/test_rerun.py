@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.store import read_jsonl, duplicate_keys
+from fairneg.core.store import read_jsonl, duplicate_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 

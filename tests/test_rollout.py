@@ -4,11 +4,11 @@ import json
 from collections import Counter, defaultdict
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.game import generate_game
-from fairneg.protocol import LENIENT, LENIENT_FIELDS
-from fairneg.rollout import ScriptedPolicy, nbs_then_accept, run_tournament
-from fairneg.settings import PlaySettings
-from fairneg.store import read_jsonl
+from fairneg.engine.game import generate_game
+from fairneg.engine.protocol import LENIENT, LENIENT_FIELDS
+from fairneg.play.rollout import ScriptedPolicy, nbs_then_accept, run_tournament
+from fairneg.engine.settings import PlaySettings
+from fairneg.core.store import read_jsonl
 
 
 def _lowball(req):

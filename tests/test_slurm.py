@@ -9,12 +9,12 @@ import json, os, shutil, subprocess, time
 from pathlib import Path
 import pytest
 from typer.testing import CliRunner
-from fairneg.bank import write_bank
+from fairneg.engine.bank import write_bank
 from fairneg.cli import app
-from fairneg.jobs import SLURM_ALIVE, slurm_states, wait_jobs
-from fairneg.game import generate_game
-from fairneg.store import read_jsonl
-from fairneg.store import read_json
+from fairneg.core.jobs import SLURM_ALIVE, slurm_states, wait_jobs
+from fairneg.engine.game import generate_game
+from fairneg.core.store import read_jsonl
+from fairneg.core.store import read_json
 
 from conftest import IN_CI
 
@@ -157,7 +157,7 @@ def test_failed_job_reported_with_its_log(tmp_path, slurm):
     rows = {j["cell"]: j for j in read_jsonl(out / "launch.jsonl")}
     bad, log = rows["bad_ultimatum"], rows["bad_ultimatum"]["log"]
     assert (
-        f"[bad_ultimatum] job {bad['job_id']} failed: fairneg.policies.PolicyError: `py:fairneg_no_such_module:make`: "
+        f"[bad_ultimatum] job {bad['job_id']} failed: fairneg.llm.policies.PolicyError: `py:fairneg_no_such_module:make`: "
         f"cannot import the factory (No module named 'fairneg_no_such_module') (logs: {log})"
     ) in r.output, r.output
     assert "fairneg_no_such_module" in Path(log).read_text()  # the log it names holds the traceback
@@ -252,20 +252,20 @@ def train(*args):
 
 
 def checkpoints(out):
-    from fairneg.adapters import checkpoints
+    from fairneg.train.adapters import checkpoints
 
     return checkpoints(out)
 
 
 def read_segments(out):
-    from fairneg.adapters import read_segments
+    from fairneg.train.adapters import read_segments
 
     return read_segments(out)
 
 
 @pytest.fixture(scope="module")
 def train_bank(tmp_path_factory):
-    from fairneg.bank import generate_bank
+    from fairneg.engine.bank import generate_bank
 
     d = tmp_path_factory.mktemp("train_bank")
     generate_bank(n_games=3, seed_offset=40000, modes=("private",), out=d, progress=False)
@@ -284,7 +284,7 @@ def uninterrupted(train_bank, tmp_path_factory):
 def _same_arm(a, b):
     "Two arm folders hold the same steps and the same final adapter (what a machine measured aside)."
     from safetensors.torch import load_file
-    from fairneg.store import step_differences
+    from fairneg.core.store import step_differences
 
     ra, rb = read_jsonl(a / "training_steps.jsonl"), read_jsonl(b / "training_steps.jsonl")
     assert [r["step"] for r in rb] == [r["step"] for r in ra] == list(range(1, STEPS + 1))  # none missing, none twice

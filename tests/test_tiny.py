@@ -1,4 +1,4 @@
-"""Cross-module checks of the embedded tiny model (fairneg.tiny): the cached test-size model loads with the `Auto`
+"""Cross-module checks of the embedded tiny model (fairneg.llm.tiny): the cached test-size model loads with the `Auto`
 classes, generates, and answers held-out decision points of games it never saw in a parseable JSON format."""
 
 import json, os, subprocess, sys
@@ -9,8 +9,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("trl")
 from typer.testing import CliRunner
 from fairneg.cli import app
-from fairneg.game import generate_game, ultimatum_game
-from fairneg.tiny import (
+from fairneg.engine.game import generate_game, ultimatum_game
+from fairneg.llm.tiny import (
     tiny_path,
     tiny_recipe,
     recipe_hash,
@@ -81,7 +81,7 @@ def test_loads_and_generates(loaded):
 
 
 # Measured on the pinned build of the committed recipe (tests/test_tiny.py -s, 48 fresh decision points, decoded in
-# this unpinned test process and again under `python -m fairneg.numerics`: the same): greedy answers parse 46 of 48,
+# this unpinned test process and again under `python -m fairneg.core.numerics`: the same): greedy answers parse 46 of 48,
 # sampled ones (seed 1) 40 of 48. The floors sit three binomial standard errors below (decoding outside the pins may
 # differ on another CPU by a few points; a recipe that lost its format falls far below).
 MEASURED_PARSE = dict(greedy=46 / 48, sampled=40 / 48)

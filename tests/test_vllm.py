@@ -23,9 +23,16 @@ pytestmark = [
     pytest.mark.xdist_group("vllm"),
 ]  # one worker runs them all: one engine start for the module (~45 s on CPU)
 
-from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
-from fairneg.protocol import new_episode, decision_point, current_seats, turn_token_budget, apply_action, check_action
-from fairneg.rollout import TurnRequest
+from fairneg.engine.game import generate_game, ultimatum_game, divide_dollar_game
+from fairneg.engine.protocol import (
+    new_episode,
+    decision_point,
+    current_seats,
+    turn_token_budget,
+    apply_action,
+    check_action,
+)
+from fairneg.play.rollout import TurnRequest
 from fairneg.llm import VLLMPolicy, HFPolicy, standin_model, load_model, sequence_logprobs, constrained_masks
 
 
@@ -136,8 +143,8 @@ def test_views_share_the_engine(policy, models):
 def test_conversation_prefix_cache(policy):
     "Conversation context on the engine: every seat's turn continues its last one token for token, and the prefix cache serves it."
     from collections import defaultdict
-    from fairneg.rollout import EpisodeSpec, co_step
-    from fairneg.settings import PlaySettings
+    from fairneg.play.rollout import EpisodeSpec, co_step
+    from fairneg.engine.settings import PlaySettings
 
     v = policy.view("conv")
     v.schema = lambda dp: HFPolicy.schema(

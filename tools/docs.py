@@ -1,6 +1,6 @@
 """`make docs`: the chapters (nbs/*.ipynb but the run notebooks) as static HTML pages under _docs/, with the code shown
 and the charts as the SVG their outputs carry (no kernel, no CDN), an index page from nbs/index.ipynb, and links
-between pages (a chapter's `[x](03_metrics.ipynb)` becomes `metrics.html`, as nbdev names its pages).
+between pages (a chapter's `[x](05_engine_metrics.ipynb)` becomes `engine_metrics.html`, as nbdev names its pages).
 
     python tools/docs.py [--out _docs]
 
@@ -31,7 +31,7 @@ nav.fairneg-nav a { margin-right: 1.2em; }
 
 
 def page_name(nb: Path) -> str:
-    "The page a notebook becomes, as nbdev names it (`00_commands.ipynb` -> `commands.html`)."
+    "The page a notebook becomes, as nbdev names it (`00_core_commands.ipynb` -> `core_commands.html`)."
     return nbpath2html(Path(nb.name)).name
 
 

@@ -79,7 +79,7 @@ class Recorder:
         return getattr(self.policy, k)
 
     def act_batch(self, requests):
-        from fairneg.rollout import request_messages
+        from fairneg.play.rollout import request_messages
 
         for r in requests:
             self.log.append(dict(dp=r.dp, messages=request_messages(r)))
@@ -87,7 +87,7 @@ class Recorder:
 
 
 def games():
-    from fairneg.game import generate_game, ultimatum_game, divide_dollar_game
+    from fairneg.engine.game import generate_game, ultimatum_game, divide_dollar_game
 
     return dict(
         table=[generate_game(36000), generate_game(36001, info_mode="private")],
@@ -108,9 +108,9 @@ def seating(n: int, seed: int) -> list:
 
 def play_hashes(seeds=(0, 1)) -> dict:
     "Decision points, prompts, transcripts and episode rows of every kind × context × framing."
-    from fairneg.rollout import EpisodeSpec, co_step, transcript_rows, make_policies
-    from fairneg.settings import PlaySettings
-    from fairneg.policies import seat_policies
+    from fairneg.play.rollout import EpisodeSpec, co_step, transcript_rows, make_policies
+    from fairneg.engine.settings import PlaySettings
+    from fairneg.llm.policies import seat_policies
 
     model = seat_policies(["tiny-test"], max_new_tokens=80)
     out = {}
@@ -144,8 +144,8 @@ def play_hashes(seeds=(0, 1)) -> dict:
 
 def grpo_hashes(work: Path) -> dict:
     "A two-step GRPO run of the small test model: its rows and its adapter's tensors."
-    from fairneg.bank import generate_bank
-    from fairneg.grpo import make_config, train
+    from fairneg.engine.bank import generate_bank
+    from fairneg.train.grpo import make_config, train
     from safetensors.numpy import load_file
 
     generate_bank(n_games=2, out=work / "bank", progress=False)
@@ -174,7 +174,9 @@ def grpo_hashes(work: Path) -> dict:
     return {"grpo/rows": digest(rows), "grpo/adapter": h.hexdigest()[:16]}
 
 
-MOVED = {"py:fairneg.report:demo_mix": "py:fairneg.demo:demo_mix"}  # names a commit gave a thing that later moved (#36)
+MOVED = {
+    "py:fairneg.report:demo_mix": "py:fairneg.run.demo:demo_mix"
+}  # names a commit gave a thing that later moved (#36)
 
 
 def moved(text: str) -> str:
@@ -189,7 +191,7 @@ def report_hashes(work: Path) -> dict:
     from fairneg.report import render_report
 
     try:
-        from fairneg.demo import demo_run
+        from fairneg.run.demo import demo_run
     except ImportError:
         from fairneg.report import demo_run  # before #36 moved the demo next to the pilot
     run = demo_run(work / "demo", B=200)

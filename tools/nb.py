@@ -1,8 +1,8 @@
 """Developer helper: author notebooks in jupytext percent format and execute them in place.
 
-    python tools/nb.py topy nbs/01_game.ipynb > /tmp/01_game.py   # notebook -> percent text
-    python tools/nb.py tonb /tmp/01_game.py nbs/01_game.ipynb     # percent text -> notebook (outputs cleared)
-    python tools/nb.py run nbs/01_game.ipynb [...]                # execute in place (pinned) so examples show their output
+    python tools/nb.py topy nbs/03_engine_game.ipynb > /tmp/03_engine_game.py   # notebook -> percent text
+    python tools/nb.py tonb /tmp/03_engine_game.py nbs/03_engine_game.ipynb     # percent text -> notebook (outputs cleared)
+    python tools/nb.py run nbs/03_engine_game.ipynb [...]                # execute in place (pinned) so examples show their output
 
 The notebook stays the source of truth; the percent text is a scratch editing view, never committed.
 """
@@ -31,7 +31,7 @@ def run(*nbs):
             [
                 sys.executable,
                 "-m",
-                "fairneg.numerics",
+                "fairneg.core.numerics",
                 sys.executable,
                 "-m",
                 "jupyter",

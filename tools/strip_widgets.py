@@ -2,7 +2,7 @@
 
 JupyterLab saves every live widget's state into a notebook's metadata (`widgets`) when it saves; nbdev-clean keeps that
 key. A chart's widget state is its whole Vega-Lite spec and data again, next to the SVG the chart's output already
-holds (fairneg.charts): 933 KB of nbs/13_eval_ladder.ipynb's 990 KB were that. A committed output's widget view
+holds (fairneg.core.charts): 933 KB of nbs/15_eval_ladder.ipynb's 990 KB were that. A committed output's widget view
 (`application/vnd.jupyter.widget-view+json`) points at that state, and without it JupyterLab shows an error where the
 SVG would show. This removes both; run the chapter again in JupyterLab for a live chart. `make export` runs it, and CI
 fails on a chapter it would change.
