@@ -364,8 +364,8 @@ def config_params(
 ) -> list:
     "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
-    # its own source was read (a notebook's class is not)
-    readable = any(docs.get(n) for n in vars(cls).get("__annotations__", {}))
+    # its own source was read (a notebook's class is not, though the base it extends may be)
+    readable = any(class_comments(cls).values())
     out = []
     for f in dataclasses.fields(cls):
         if f.name in skip:

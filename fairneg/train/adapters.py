@@ -6,14 +6,16 @@
 from __future__ import annotations
 import contextlib, os, shutil, socket
 from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
 from ..core.runlayout import checkpoint_dir, checkpoint_dir_step
 from ..core.store import ReadError, append_jsonl, read_jsonl
 from ..core.numerics import provenance
+from ..engine.reward import EPS
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'check_base_model', 'checkpoint_writer',
-           'checkpoints', 'machine', 'start_segment', 'end_segment', 'read_segments']
+__all__ = ['LORA_TARGETS', 'DTYPES', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'TrainingConfig', 'check_base_model',
+           'checkpoint_writer', 'checkpoints', 'machine', 'start_segment', 'end_segment', 'read_segments']
 
 # %% ../../nbs/14_train_adapters.ipynb #d1a3288f
 # the modules LoRA adapts by default
@@ -61,6 +63,50 @@ def lora_model(
     with torch.random.fork_rng(), quiet_peft():
         torch.manual_seed(cfg.seed)
         return get_peft_model(model, lora_config(model, cfg))
+
+# %% ../../nbs/14_train_adapters.ipynb #e275cbf4
+DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32")  # a base model's dtype names (or None)
+
+
+@dataclass
+class TrainingConfig:
+    "What every training run sets, GRPO's and DPO's alike; `GRPOConfig` and `DPOTrainConfig` extend it."
+
+    # The base model and the LoRA adapter that trains on it
+    model: str = "tiny"  # base model: a folder, a hub id or `tiny`
+    dtype: str | None = None  # base `bfloat16` or `float32` (None: bf16 on a bf16 CUDA GPU); LoRA: float32
+    thinking: bool = False  # Qwen3's enable_thinking in the chat template (as the episodes are played)
+    lora_r: int = 32  # LoRA rank
+    lora_alpha: int = 64  # LoRA alpha (scale alpha / r)
+    lora_dropout: float = 0.0  # LoRA dropout
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # modules LoRA adapts
+
+    # The optimizer (AdamW: a linear warm-up, then constant) and how many steps it takes
+    steps: int = 24  # optimizer steps
+    lr: float = 5e-5  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradient clipping
+    warmup_steps: int = 0  # linear warm-up steps
+
+    # The reward: GRPO's, and the `regret_g` that DPO can price its pairs by
+    eps: float = EPS  # reward: start of the linear continuation
+    g_floor: float | None = None  # reward floor (the pilot: -17.5)
+
+    # The run: its folder, its arm, its checkpoints and its seed
+    out: str = "runs/train"  # run folder
+    arm: str | None = None  # the arm's name in rows and checkpoints (default: from the run's settings)
+    checkpoint_steps: list[int] = field(default_factory=list)  # steps that write a checkpoint
+    seed: int = 0  # seeds the adapter's initialisation and the run's draws
+
+    def check(self):
+        "Refuse a shared field out of range: a `ValueError` that names it (each trainer checks its own fields too)."
+        if self.dtype not in (None, *DTYPES):
+            raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {self.dtype!r}")
+        if not self.eps > 0:
+            raise ValueError(f"eps must be positive, got {self.eps}")
+        for k in ("steps", "lora_r"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k} must be at least 1, got {getattr(self, k)}")
 
 # %% ../../nbs/14_train_adapters.ipynb #be0ab857
 def check_base_model(

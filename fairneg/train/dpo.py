@@ -16,8 +16,8 @@ from ..play.agents import COUNTERFACTUAL_TYPES, get_agent
 from ..play.rollout import code_version
 from ..llm import chat_text, load_model
 from ..llm.policies import resolve_model
-from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_config, start_segment, end_segment
-from .adapters import check_base_model
+from .adapters import checkpoint_writer, checkpoints, lora_config, start_segment, end_segment
+from .adapters import check_base_model, TrainingConfig
 from ..core.runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, WEIGHTINGS, dpo_pairs, load_pairs, pairs_path
 from ..engine.reward import EPS
@@ -41,37 +41,33 @@ class DPOTrainError(ValueError):
 
 # %% ../../nbs/16_train_dpo.ipynb #1c999af4
 @dataclass
-class DPOTrainConfig:
+class DPOTrainConfig(TrainingConfig):
     "Every hyperparameter of a DPO run on counterfactual pairs (logged whole to each checkpoint)."
 
+    # `TrainingConfig`'s fields (model, LoRA, optimizer, reward, run), where DPO's defaults or meaning differ
+    model: str = "tiny"  # the base model that played the annotated episodes (tiny, a folder, a hub id)
+    lora_r: int = 16  # LoRA rank
+    lora_alpha: int = 32  # LoRA alpha (scale alpha / r)
+    steps: int = 16  # optimizer steps
+    lr: float = 5.0e-4  # learning rate (constant after the warm-up)
+    out: str = "runs/dpo"  # the run folder: checkpoint-STEP/ (PEFT adapters) and training_steps.jsonl
+    arm: str | None = None  # the arm's name in rows and checkpoints (default: dpo_<type>)
+    checkpoint_steps: list[int] = field(default_factory=list)  # steps that write a checkpoint (the last always does)
+
+    # The pairs: which ones, and how they are drawn
     pairs: str = ""  # an annotation folder or dataset holding pairs.jsonl
     type: str = "fairness_private"  # the counterfactual type whose actions are `chosen` (not information-leaky)
     policy_experiment: str | None = None  # experiment whose model the pairs are on-policy for (default: the only one)
-    model: str = "tiny"  # the base model that played the annotated episodes (tiny, a folder, a hub id)
-    out: str = "runs/dpo"  # the run folder: checkpoint-STEP/ (PEFT adapters) and training_steps.jsonl
-    arm: str | None = None  # the arm's name in rows and checkpoints (default: dpo_<type>)
-    steps: int = 16  # optimizer steps
     batch_size: int = 8  # pairs per step, drawn with replacement by `weighting`
     weighting: str = "regret"  # pairs drawn ∝ `regret`, ∝ `regret_g` (GRPO's smoothed objective), or `uniform`
     min_regret: float | None = None  # drop pairs whose regret (the one `weighting` prices) is below this
-    g_floor: float | None = None  # regret_g: the reward floor of the GRPO arms compared with (the pilot: -17.5)
-    eps: float = EPS  # regret_g: the reward's start of the linear continuation
+
+    # The loss
     beta: float = 0.1  # DPO's β: the strength of the anchor to the base model
-    lr: float = 5.0e-4  # learning rate (constant after the warm-up)
-    warmup_steps: int = 0  # linear warm-up steps
-    weight_decay: float = 0.0  # AdamW weight decay
-    max_grad_norm: float = 1.0  # gradient clipping
-    lora_r: int = 16  # LoRA rank
-    lora_alpha: int = 32  # LoRA α
-    lora_dropout: float = 0.0  # LoRA dropout
-    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # module names that get an adapter
-    thinking: bool = False  # the chat template's thinking mode, as the episodes were played
     max_length: int = 4096  # longest prompt + answer, in tokens: a longer pair is an error, never cut
-    checkpoint_steps: list[int] = field(default_factory=list)  # steps that write a checkpoint (the last always does)
-    seed: int = 0  # seeds the adapter's initialisation and the draws
-    dtype: str | None = None  # weights dtype (default: bf16 on a GPU with bf16, else float32)
 
     def __post_init__(self):
+        self.check()
         _check_dpo_config(self)
         self.arm = self.arm or dpo_arm(self.type)
 
@@ -86,9 +82,7 @@ def _check_dpo_config(cfg: DPOTrainConfig):
         )
     if cfg.weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be regret, regret_g or uniform, got {cfg.weighting!r}")
-    if not cfg.eps > 0:
-        raise ValueError(f"eps must be positive, got {cfg.eps}")
-    for k in ("steps", "batch_size", "lora_r", "max_length"):
+    for k in ("batch_size", "max_length"):  # `TrainingConfig.check` checks steps, lora_r, eps and dtype
         if getattr(cfg, k) < 1:
             raise ValueError(f"{k} must be at least 1, got {getattr(cfg, k)}")
     if cfg.beta <= 0:

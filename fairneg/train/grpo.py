@@ -14,8 +14,8 @@ from ..engine.reward import g_smooth, rewards_from_z
 from ..play.rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
 from ..engine.settings import PlaySettings, game_settings
 from ..core.runlayout import grpo_arm, checkpoint_dir
-from .adapters import LORA_TARGETS, checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment
-from .adapters import end_segment, check_base_model
+from .adapters import checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment
+from .adapters import end_segment, check_base_model, TrainingConfig
 from ..core.store import ReadError, read_json
 from ..engine.bank import adapter_config, bank_games
 from ..llm import constrained_masks, span_logprobs, prefix_groups, is_checkpointing, vocab_size, load_model
@@ -52,12 +52,16 @@ ZOO = ("bayes_rational", "passive_gate", "greedy_anchor")
 
 # %% ../../nbs/15_train_grpo.ipynb #de7b192c
 @dataclass
-class GRPOConfig:
+class GRPOConfig(TrainingConfig):
     "Every hyperparameter of a GRPO run (logged whole to wandb's run.config and to each checkpoint)."
+
+    # `TrainingConfig`'s fields (model, LoRA, optimizer, reward, run), where GRPO's defaults differ
+    out: str = "runs/grpo"  # run folder: exactly this if given explicitly, else the arm's own `<out>/<arm>`
+    arm: str = ""  # default lam<λ>
+    checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])  # steps to checkpoint at
 
     # One step: the reward's λ, the games and episodes it plays, and the batches it trains on
     lam: float = 0.0  # λ: weight of the table reward R_table in each seat's reward
-    steps: int = 24  # GRPO steps
     groups: int = 4  # games per step
     k: int = 8  # episodes per game (different sampling seeds)
     # at most this many sequences per micro-batch (0: no cap, token_budget sizes them)
@@ -68,28 +72,12 @@ class GRPOConfig:
     token_budget: int = 16384  # at most this many tokens computed per micro-batch, padding included
     max_new_tokens: int = 384  # cap of generated tokens per turn
 
-    # The optimizer, and what the run reads and keeps: its bank, its folder, its checkpoints and transcripts
-    lr: float = 5e-5  # AdamW learning rate
-    weight_decay: float = 0.0  # AdamW weight decay
-    max_grad_norm: float = 1.0  # gradient clipping
+    # What the optimizer may skip, and what the run reads and keeps: its bank and its transcripts
     max_nonfinite_steps: int = 3  # stop the run after this many skipped (non-finite) updates in a row (0: never)
-    warmup_steps: int = 0  # linear warm-up, then constant
-    checkpoint_steps: list[int] = field(default_factory=lambda: [5, 10, 15, 20, 24])  # steps to checkpoint at
     bank: str = ""  # training bank folder
-    out: str = "runs/grpo"  # run folder: exactly this if given explicitly, else the arm's own `<out>/<arm>`
     transcript_every: int = 5  # write the step's transcripts every N steps (0: never)
 
-    # The base model and the LoRA adapter that trains on it
-    model: str = "tiny"  # base model: a folder, a hub id or `tiny`
-    dtype: str | None = None  # base `bfloat16` or `float32` (None: bf16 on a bf16 CUDA GPU); LoRA: float32
-    lora_r: int = 32  # LoRA rank
-    lora_alpha: int = 64  # LoRA alpha (scale alpha / r)
-    lora_dropout: float = 0.0  # LoRA dropout
-    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))  # modules LoRA adapts
-
     # The objective: each seat's reward (and who fills the seats the policy does not), the clipped loss, its KL
-    eps: float = 0.01  # reward: start of the linear continuation
-    g_floor: float | None = None  # reward floor (seed 001: -17.5)
     shaping_weight: float = 0.0  # format shaping weight
     zoo_fraction: float = 0.0  # share of seats filled from the zoo
     zoo: list[str] = field(default_factory=lambda: list(ZOO))  # agents the zoo seats are drawn from
@@ -109,7 +97,6 @@ class GRPOConfig:
     constrain: str | None = None  # `legal`, `none`, or None: legal for tiny models, none for real ones
     scratchpad_chars: int = 64  # longest scratchpad under the constraint (short answers train faster)
     message_chars: int = 64  # longest public message under the constraint
-    thinking: bool = False  # Qwen3 enable_thinking
     framing: str = PlaySettings.framing  # prompt framing
     context: str = PlaySettings.context  # `window` (a prompt per turn) or `conversation` (a growing chat; own protocol)
     max_turns: int | None = None  # override the protocol deadline (shorter episodes on a CPU)
@@ -117,17 +104,16 @@ class GRPOConfig:
     vllm_gpu_memory: float = 0.45  # share of the GPU vLLM may take (the trainer needs the rest)
     rollout_batch: int = 64  # rows per decoding batch of the HF policy
     decode: str = "auto"  # HF decoding: dynamic, static or graphed (+ CUDA graphs); auto: graphed on GPU
-    seed: int = 0  # run seed: bank sampling, episode seeds, zoo draws, LoRA init
 
     # The run's names and its wandb place
     experiment_name: str = ""  # default fairness_grpo_lam<λ>
-    arm: str = ""  # default lam<λ>
     wandb_project: str | None = None  # wandb project (offline unless wandb is configured)
     wandb_group: str | None = None  # wandb group
     wandb_run_name: str | None = None  # wandb run name (default: the arm)
 
     def __post_init__(self):
         _fill_config(self)
+        self.check()
         _check_config(self)
 
     @property
@@ -163,8 +149,6 @@ def _check_config(cfg: GRPOConfig):
     if cfg.num_iterations < 1:
         raise ValueError(f"num_iterations must be at least 1, got {cfg.num_iterations}")
     decode_mode(cfg.decode)  # auto, dynamic, static or graphed: its error names the field
-    if cfg.dtype not in (None, "auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32"):
-        raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {cfg.dtype!r}")
 
 # %% ../../nbs/15_train_grpo.ipynb #32a1cef8
 _VOLATILE = (
