@@ -4,8 +4,9 @@
 
 # %% ../../nbs/15_train_pairs.ipynb #155edf55
 from __future__ import annotations
-import json, math, os, time
+import inspect, json, math, os, time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from ..engine.game import Game, deal_key, game_from_dict, label_options
@@ -27,7 +28,7 @@ from ..llm.policies import resolve_model
 from ..core.store import STATES, append_jsonl, read_jsonl, write_json, writable_file
 from ..core.store import folder_lock
 from ..core.charts import md_text, md_code
-from ..core.commands import BadValue, MissingInput
+from ..core.commands import BadValue, MissingInput, config_command, extra_option
 
 # %% auto #0
 __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS', 'WEIGHTINGS',
@@ -36,7 +37,7 @@ __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FI
            'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'annotate_line', 'annotate',
            'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g', 'dpo_pairs',
            'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd',
-           'package_cmd', 'dpo_cmd']
+           'package_cmd', 'PairsExportConfig', 'dpo_cmd']
 
 # %% ../../nbs/15_train_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -1237,68 +1238,79 @@ def package_cmd(
         f"{len(st['hazards'])} hazard warnings -> {out}"
     )
 
-# %% ../../nbs/15_train_pairs.ipynb #69336243
-@app.command("dpo", cls=MultiValueCommand)
-def dpo_cmd(
-    pairs: Annotated[Path, typer.Option(help="A dataset or annotation folder (pairs.jsonl).")],
-    out: Annotated[Path, typer.Option(help="JSON Lines file of prompt/chosen/rejected pairs.")],
-    type_: Annotated[str, typer.Option("--type", help="Counterfactual type of `chosen`.")] = "rational_private",
-    policy_experiment: Annotated[
-        str | None, typer.Option(help="Experiment whose model the pairs are on-policy for.")
-    ] = None,
-    all_experiments: Annotated[bool, typer.Option(help="Use rows of every experiment (off-policy).")] = False,
-    allow_leaky: Annotated[bool, typer.Option(help="Allow an information-leaky type.")] = False,
-    allow_mixed_protocols: Annotated[bool, typer.Option(help="Pool rows of different protocols.")] = False,
-    framing: Annotated[str | None, typer.Option(help="Prompt framing (default: the logged one).")] = None,
-    instances: Annotated[Path | None, typer.Option(help="The games (needed for the prose framing).")] = None,
-    model: Annotated[str | None, typer.Option(help="Apply this model's chat template (string prompts).")] = None,
-    thinking: Annotated[
-        bool, typer.Option(help="Qwen3's thinking mode of the chat template.")
-    ] = DecodeSettings.thinking,
-    min_regret: Annotated[float | None, typer.Option(help="Drop pairs below this regret.")] = None,
-    weighting: Annotated[
-        str,
-        typer.Option(
-            help="What prices a pair's weight: regret (nnw or own z), regret_g "
-            "(the smoothed objective GRPO trains on) or uniform."
-        ),
-    ] = "regret",
-    g_floor: Annotated[float | None, typer.Option(help="regret_g: the reward floor (e.g. -17.5).")] = None,
-    eps: Annotated[float, typer.Option(help="regret_g: the reward's eps.")] = EPS,
-):
-    "Export regret-weighted DPO pairs (TRL conversational prompt/chosen/rejected) for one counterfactual type."
-    rows = load_pairs(pairs)
-    games = None
-    if instances is not None:
-        games = {g.name: g for g in bank_games(instances)}
-    tok = None
-    if model is not None:
-        from transformers import AutoTokenizer
+# %% ../../nbs/15_train_pairs.ipynb #1f6c1c95
+@dataclass
+class PairsExportConfig:
+    "What `fairneg pairs dpo` exports: which pairs, how their prompts are shown, and what prices each pair's weight."
 
-        tok = AutoTokenizer.from_pretrained(resolve_model(model))
-    try:
-        res = dpo_pairs(
+    # Which pairs
+    type: str = "rational_private"  # counterfactual type of `chosen`
+    policy_experiment: str | None = None  # experiment whose model the pairs are on-policy for
+    all_experiments: bool = False  # use rows of every experiment (off-policy)
+    allow_leaky: bool = False  # allow an information-leaky type
+    allow_mixed_protocols: bool = False  # pool rows of different protocols
+    min_regret: float | None = None  # drop pairs below this regret
+
+    # How a prompt is shown
+    framing: str | None = None  # prompt framing (default: the logged one)
+    instances: str | None = None  # the games (needed for the prose framing)
+    model: str | None = None  # apply this model's chat template (string prompts)
+    thinking: bool = DecodeSettings.thinking  # Qwen3's thinking mode of the chat template
+
+    # What prices a pair's weight: regret (nnw or own z), regret_g (the smoothed objective GRPO trains on) or uniform
+    weighting: str = "regret"
+    g_floor: float | None = None  # regret_g: the reward floor (e.g. -17.5)
+    eps: float = EPS  # regret_g: the reward's eps
+
+    def export(self, rows: list) -> list:
+        "The DPO pairs of annotated `rows` under this config (`dpo_pairs`, with the games and tokenizer it names)."
+        games = {g.name: g for g in bank_games(self.instances)} if self.instances is not None else None
+        tok = None
+        if self.model is not None:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(resolve_model(self.model))
+        return dpo_pairs(
             rows,
-            type_,
-            policy_experiment,
-            all_experiments,
-            allow_leaky,
-            allow_mixed_protocols,
-            framing,
+            self.type,
+            self.policy_experiment,
+            self.all_experiments,
+            self.allow_leaky,
+            self.allow_mixed_protocols,
+            self.framing,
             games,
             tok,
-            thinking,
-            min_regret,
-            weighting,
-            g_floor,
-            eps,
+            self.thinking,
+            self.min_regret,
+            self.weighting,
+            self.g_floor,
+            self.eps,
         )
+
+# %% ../../nbs/15_train_pairs.ipynb #69336243
+def dpo_cmd(pairs: Path, out: Path, **fields):
+    "Export regret-weighted DPO pairs (TRL conversational prompt/chosen/rejected) for one counterfactual type."
+    cfg = PairsExportConfig(**{k: v for k, v in fields.items() if v is not None})
+    try:
+        res = cfg.export(load_pairs(pairs))
     except DPOError as e:
         raise DPOError(f"{pairs_path(pairs)}: {e}") from None
     writable_file(out).parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:
         for r in res:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    typer.echo(
-        f"{len(res):,} pairs ({type_}, mean weight {np.mean([r['weight'] for r in res]) if res else 0:.3f}) -> {out}"
+    mean = np.mean([r["weight"] for r in res]) if res else 0
+    typer.echo(f"{len(res):,} pairs ({cfg.type}, mean weight {mean:.3f}) -> {out}")
+
+
+_required = inspect.Parameter.empty
+app.command("dpo", cls=MultiValueCommand)(
+    config_command(
+        PairsExportConfig,
+        dpo_cmd,
+        [
+            extra_option("pairs", Path, _required, "A dataset or annotation folder (pairs.jsonl)."),
+            extra_option("out", Path, _required, "JSON Lines file of prompt/chosen/rejected pairs."),
+        ],
     )
+)
