@@ -10,8 +10,7 @@ from .game import INFO_MODES
 
 # %% auto #0
 __all__ = ['CONTEXTS', 'FRAMINGS', 'CONSTRAINTS', 'ANSWER_CAPS', 'ANSWER_SETTINGS', 'check_choice', 'check_count', 'PlaySettings',
-           'play_settings', 'DecodeSettings', 'thinking_label', 'read_thinking', 'game_settings',
-           'settings_differences']
+           'play_settings', 'DecodeSettings', 'thinking_label', 'game_settings', 'settings_differences']
 
 # %% ../../nbs/04_engine_settings.ipynb #35401a72
 # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
@@ -94,13 +93,6 @@ class DecodeSettings:
 def thinking_label(thinking: bool) -> str:
     "The thinking mode as run records spell it: `on` or `off`."
     return "on" if check_choice("thinking", thinking, (True, False)) else "off"
-
-
-def read_thinking(value) -> bool:
-    "A recorded or given thinking mode as the one bool: `on`/True is True, `off`/False/None is False; else `BadValue`."
-    return {"on": True, True: True, "off": False, False: False, None: False}[
-        check_choice("thinking", value, ("on", "off", True, False, None))
-    ]
 
 # %% ../../nbs/04_engine_settings.ipynb #60e82fd3
 # a model seat's answer caps and Qwen3 thinking mode: the options of `make_policy` that change the game a policy plays

@@ -26,9 +26,9 @@ from ..core.store import folder_lock
 
 # %% auto #0
 __all__ = ['CONDITIONS', 'NEEDS_BANK', 'PROBES', 'SHARED_BASE', 'CELL_RECORD_NOTES', 'CELL_RECORD_LATER', 'EvalError',
-           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_framing',
-           'condition_seats', 'parse_checkpoint', 'base_spec', 'trained_settings', 'Cell', 'plan_cells', 'play_side',
-           'side_done', 'base_key', 'side_episodes', 'cell_record', 'check_cell_folder', 'run_eval_cell']
+           'PairingError', 'PreregError', 'crossgame_games', 'check_condition', 'condition_games', 'condition_seats',
+           'parse_checkpoint', 'base_spec', 'trained_settings', 'Cell', 'plan_cells', 'play_side', 'side_done',
+           'base_key', 'side_episodes', 'cell_record', 'check_cell_folder', 'run_eval_cell']
 
 # %% ../../nbs/15_eval_cells.ipynb #9b8495d1
 class EvalError(ValueError):
@@ -101,11 +101,6 @@ def condition_games(
 # condition -> the settings it changes on purpose (SPEC §7, Same game: every other setting is the one trained under)
 PROBES = {"framing": {"framing": "prose"}}
 _PLAY = tuple(f.name for f in fields(PlaySettings))  # the play settings, in `PlaySettings` order
-
-# %% ../../nbs/15_eval_cells.ipynb #39cf58a8
-def condition_framing(condition: str) -> str:
-    "The framing a condition probes (PROBES), else the default `table`."
-    return PROBES.get(condition, {}).get("framing", "table")
 
 # %% ../../nbs/15_eval_cells.ipynb #4454eae9
 def condition_seats(condition: str, g: Game, seed: int, policy: str, opponent: str) -> list[str]:

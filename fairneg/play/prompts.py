@@ -11,8 +11,7 @@ from ..engine.protocol import State, DecisionPoint, decision_point, vote_form, p
 from ..engine.settings import FRAMINGS, PlaySettings, check_choice
 
 # %% auto #0
-__all__ = ['system_text', 'render_prompt', 'prompt', 'approx_tokens', 'last_turn_index', 'conversation_text',
-           'render_conversation']
+__all__ = ['system_text', 'render_prompt', 'prompt', 'last_turn_index', 'conversation_text', 'render_conversation']
 
 # %% ../../nbs/08_play_prompts.ipynb #52b67310
 _SYSTEM = {}  # (game_sha, seat, framing, info_mode, protocol_version) -> its system message
@@ -122,11 +121,6 @@ def render_prompt(
 def prompt(s: State, seat: int, framing: str = PlaySettings.framing, **kw) -> list:
     "Chat messages for `seat` at the current state."
     return render_prompt(decision_point(s, seat), framing, s.game, **kw)
-
-# %% ../../nbs/08_play_prompts.ipynb #586afa7b
-def approx_tokens(text: str) -> int:
-    "A rough token count (words, digits and punctuation marks; digits count one each as in Qwen-style tokenizers)."
-    return len(re.findall(r"\d|[^\W\d]+|[^\w\s]", text))
 
 # %% ../../nbs/08_play_prompts.ipynb #ee9ee43e
 def last_turn_index(dp: DecisionPoint) -> int:
