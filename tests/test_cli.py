@@ -1,6 +1,6 @@
 """End-to-end tests of the `fairneg` command line: the console script in subprocesses, and typer's CliRunner."""
 
-import json, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest, yaml
@@ -495,3 +495,21 @@ def test_pilot_force_retrains(tmp_path):
     assert "[train-lam0] running" in r.stdout and not (arm / "left-behind").exists()  # the arm's folder started over
     rows = read_jsonl(arm / "training_steps.jsonl")
     assert [x["step"] for x in rows] == [1]  # trained again from step 1: one row, not a resumed run's appended ones
+
+
+def test_output_into_a_closed_pipe_stops_quietly(tmp_path):
+    # `fairneg bank eval --help | head -40` once wrote a crash log ("a bug in fairneg", exit code 4): the reader had gone
+    # while the help was still being written. A command whose output meets a closed pipe now stops with 141 (the shell's
+    # code for SIGPIPE), saying nothing. (A pipe closed before the first write is click's own case: it exits 1.)
+    code = (
+        "import typer; from fairneg.core.commands import CliGroup\n"
+        "app = typer.Typer(cls=CliGroup)\n"
+        "@app.command()\n"
+        "def talk(): raise BrokenPipeError(32, 'Broken pipe')\n"
+        "@app.command()\n"
+        "def other(): pass\n"
+        "app(['talk'])\n"
+    )
+    env = dict(os.environ, FAIRNEG_CRASH_DIR=str(tmp_path / "crashes"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert (p.returncode, p.stderr, (tmp_path / "crashes").exists()) == (141, "", False)

@@ -17,11 +17,11 @@ except ImportError:
     from click import exceptions as click_exceptions
 
 # %% auto #0
-__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line', 'BadValue',
-           'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line', 'os_problem',
-           'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem', 'expand_multi', 'MultiValueCommand',
-           'class_comments', 'field_docs', 'config_params', 'config_command', 'extra_option', 'config_section',
-           'key_values']
+__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'EXIT_PIPE', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line',
+           'BadValue', 'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line',
+           'os_problem', 'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem', 'expand_multi',
+           'MultiValueCommand', 'class_comments', 'field_docs', 'config_params', 'config_command', 'extra_option',
+           'config_section', 'key_values']
 
 # %% ../../nbs/00_core_commands.ipynb #99a45f25
 EXIT_CODES = {  # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -34,8 +34,9 @@ EXIT_CODES = {  # what every exit status of `fairneg` means, documented once (th
     3: "a gate VOID (a clause that cannot be judged)",
     4: "a crash: one line names the log file that holds the traceback",
     130: "interrupted (Ctrl-C)",
+    141: "the reader of its output went away (piped into `head`, say): stopped there, quietly",
 }
-EXIT_USER, EXIT_CRASH = 2, 4
+EXIT_USER, EXIT_CRASH, EXIT_PIPE = 2, 4, 141
 
 USER_ERRORS = []  # exceptions the commands report as one line with exit code 2 (`user_error` adds to it)
 
@@ -137,6 +138,12 @@ def os_problem(e: BaseException) -> str | None:
 _PASS = (click_exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt)
 
 
+def _reader_gone():
+    "Stop quietly when the reader of stdout went away (`| head`): stdout to /dev/null, so that exiting flushes nothing."
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_PIPE)
+
+
 class CliGroup(TyperGroup):
     "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage/OS errors one line and 2, crash 4, a log."
 
@@ -148,6 +155,8 @@ class CliGroup(TyperGroup):
             raise typer.Exit(EXIT_USER)
         except _PASS:
             raise
+        except BrokenPipeError:
+            _reader_gone()
         except Exception as e:
             if (line := os_problem(e)) is not None:
                 typer.echo("error: " + line, err=True)
@@ -171,6 +180,8 @@ class CliGroup(TyperGroup):
         except typer.Abort:
             typer.echo("aborted", err=True)
             sys.exit(1)
+        except BrokenPipeError:  # the help, say, into a closed pipe
+            _reader_gone()
         sys.exit(code if isinstance(code, int) else 0)
 
 # %% ../../nbs/00_core_commands.ipynb #84a31557
@@ -362,7 +373,7 @@ def config_params(
     cls,  # a dataclass whose fields carry comments (their help)
     skip=(),  # fields left without a flag
 ) -> list:
-    "One optional `inspect.Parameter` (a typer flag, default None: not given) per field of a config dataclass."
+    "One `inspect.Parameter` (a typer flag, default None: not given; required where the field has no default) per field."
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
     # its own source was read (a notebook's class is not, though the base it extends may be)
     readable = any(class_comments(cls).values())
@@ -380,9 +391,11 @@ def config_params(
         opt = typer.Option(
             *flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False
         )
+        required = _field_default(f) is dataclasses.MISSING  # a field without a default is a required flag
+        default = inspect.Parameter.empty if required else None
         out.append(
             inspect.Parameter(
-                f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[t], opt]
+                f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[Optional[t], opt]
             )
         )
     return out

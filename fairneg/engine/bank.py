@@ -6,10 +6,11 @@
 from __future__ import annotations
 import copy, json, re
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Callable, Iterable
 import typer
-from ..core.commands import CliGroup, MultiValueCommand, user_error
+from ..core.commands import CliGroup, MultiValueCommand, user_error, config_command, extra_option
 from tqdm import tqdm
 from .game import Game, GameError, INFO_MODES, generate_game, import_llm_deliberation
 from .game import llmdel_games_dir, load_game, save_game, game_text
@@ -24,7 +25,7 @@ __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS',
            'REASONS', 'app', 'BankError', 'manifest_row', 'adapter_config', 'write_bank', 'read_manifest', 'load_bank',
            'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes', 'twin',
            'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row',
-           'make_eval_bank', 'check_bank', 'generate', 'import_', 'eval_', 'check']
+           'make_eval_bank', 'check_bank', 'TrainBankConfig', 'EvalBankConfig', 'generate', 'import_', 'eval_', 'check']
 
 # %% ../../nbs/05_engine_bank.ipynb #b107a1c9
 MANIFEST, REJECTIONS, GUARD = "manifest.jsonl", "rejections.jsonl", "guard.json"
@@ -510,21 +511,65 @@ def _bank_line(out: Path, rows: list, before: str | None, force: bool, what: str
         return f"{out}: already holds these {len(rows)} games; nothing written (--force rewrites it)"
     return f"{out}: {len(rows)} games {what}"
 
+# %% ../../nbs/05_engine_bank.ipynb #42ae7cae
+@dataclass
+class TrainBankConfig:
+    "A training bank (`fairneg bank generate`, the pilot's `bank.train:`): every seed in every information mode."
+
+    out: str  # the bank folder to write
+    n_games: int = 24  # number of base games (seeds)
+    seed_offset: int = 40000  # the first seed
+    modes: list[str] = field(default_factory=lambda: ["full", "private"])  # information modes (several after one flag)
+
+    def make(self, progress: bool = True, force: bool = False) -> list[dict]:
+        "Write the bank (`generate_bank`); its manifest rows."
+        return generate_bank(self.n_games, self.seed_offset, self.modes, self.out, progress=progress, force=force)
+
+# %% ../../nbs/05_engine_bank.ipynb #0e836976
+@dataclass
+class EvalBankConfig:
+    "A held-out bank (`fairneg bank eval`, the pilot's `bank.eval:`): guarded against known banks, screened for spread."
+
+    out: str  # the bank folder to write
+    n: int = 24  # number of base games (seeds) to accept
+    first_seed: int = 41000  # the first candidate seed
+    # a bank the new bank must not overlap (`--known-bank`, repeatable; `@llm_deliberation` = the six shipped games)
+    known_banks: list[str] = field(default_factory=list, metadata=dict(flags=("--known-bank",)))
+    min_spread: float = 0.2  # discriminativeness floor on the nnw spread over IR
+    modes: list[str] = field(default_factory=lambda: ["full"])  # information modes (several after one flag)
+    max_candidates: int | None = None  # give up after this many seeds (default 100 × n)
+
+    def make(self, progress: bool = True, force: bool = False, verbose: bool = False) -> list[dict]:
+        "Write the bank (`make_eval_bank`); its manifest rows."
+        return make_eval_bank(
+            self.out,
+            self.n,
+            self.first_seed,
+            self.known_banks,
+            self.min_spread,
+            self.modes,
+            self.max_candidates,
+            progress=progress,
+            verbose=verbose,
+            force=force,
+        )
+
 # %% ../../nbs/05_engine_bank.ipynb #d4b07fd8
-@app.command(cls=MultiValueCommand)
-def generate(
-    out: Annotated[Path, typer.Option(help="The bank folder to write.")],
-    n_games: Annotated[int, typer.Option(help="Number of base games (seeds).")] = 24,
-    seed_offset: Annotated[int, typer.Option(help="The first seed.")] = 40000,
-    modes: Annotated[list[str], typer.Option(help=_MODES_HELP)] = ["full", "private"],
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
-    force: Annotated[bool, typer.Option(help=_FORCE_HELP)] = False,
-):
+_PROGRESS = extra_option("progress", bool, True, "Show a progress bar.")
+_FORCE = extra_option("force", bool, False, _FORCE_HELP)
+
+
+def generate(progress: bool = True, force: bool = False, **fields):
     "Generate a training bank: every seed in every information mode."
-    with folder_lock(out, "fairneg bank generate"):
-        before = _manifest_text(out)
-        rows = generate_bank(n_games, seed_offset, modes, out, progress=progress, force=force)
-    typer.echo(_bank_line(out, rows, before, force, f"({n_games} seeds × {len(check_modes(modes))} modes)"))
+    cfg = TrainBankConfig(**{k: v for k, v in fields.items() if v is not None})
+    with folder_lock(Path(cfg.out), "fairneg bank generate"):
+        before = _manifest_text(Path(cfg.out))
+        rows = cfg.make(progress=progress, force=force)
+    seeds = f"({cfg.n_games} seeds × {len(check_modes(cfg.modes))} modes)"
+    typer.echo(_bank_line(Path(cfg.out), rows, before, force, seeds))
+
+
+app.command(cls=MultiValueCommand)(config_command(TrainBankConfig, generate, [_PROGRESS, _FORCE]))
 
 # %% ../../nbs/05_engine_bank.ipynb #fc06c01b
 @app.command("import")
@@ -540,39 +585,18 @@ def import_(
     typer.echo(_bank_line(out, rows, before, force, "imported"))
 
 # %% ../../nbs/05_engine_bank.ipynb #b82f237b
-@app.command("eval", cls=MultiValueCommand)
-def eval_(
-    out: Annotated[Path, typer.Option(help="The bank folder to write.")],
-    n: Annotated[int, typer.Option(help="Number of base games (seeds) to accept.")] = 24,
-    first_seed: Annotated[int, typer.Option(help="The first candidate seed.")] = 41000,
-    known_bank: Annotated[
-        list[str],
-        typer.Option(
-            help=f"A bank the new bank must not overlap (repeatable; `{LLMDEL_ALIAS}` = the six shipped games)."
-        ),
-    ] = [],
-    min_spread: Annotated[float, typer.Option(help="Discriminativeness floor on the nnw spread over IR.")] = 0.2,
-    modes: Annotated[list[str], typer.Option(help=_MODES_HELP)] = ["full"],
-    max_candidates: Annotated[int | None, typer.Option(help="Give up after this many seeds (default 100 × n).")] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
-    force: Annotated[bool, typer.Option(help=_FORCE_HELP)] = False,
-):
+def eval_(progress: bool = True, force: bool = False, **fields):
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
-    with folder_lock(out, "fairneg bank eval"):
-        before = _manifest_text(out)
-        rows = make_eval_bank(
-            out,
-            n,
-            first_seed,
-            known_bank,
-            min_spread,
-            modes,
-            max_candidates,
-            progress=progress,
-            verbose=False,
-            force=force,
-        )
-    typer.echo(_bank_line(out, rows, before, force, f"accepted: {read_json(out / GUARD)['summary']}"))
+    cfg = EvalBankConfig(**{k: v for k, v in fields.items() if v is not None})
+    with folder_lock(Path(cfg.out), "fairneg bank eval"):
+        before = _manifest_text(Path(cfg.out))
+        rows = cfg.make(progress=progress, force=force)
+    typer.echo(
+        _bank_line(Path(cfg.out), rows, before, force, f"accepted: {read_json(Path(cfg.out) / GUARD)['summary']}")
+    )
+
+
+app.command("eval", cls=MultiValueCommand)(config_command(EvalBankConfig, eval_, [_PROGRESS, _FORCE]))
 
 # %% ../../nbs/05_engine_bank.ipynb #7ab15668
 @app.command()

@@ -10,7 +10,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
-from ..engine.bank import generate_bank, make_eval_bank, MANIFEST, load_bank
+from ..engine.bank import MANIFEST, TrainBankConfig, EvalBankConfig, load_bank
 from ..engine.game import load_game, llmdel_games_dir
 from ..core.store import read_json
 from ..engine.geometry import solve, geometry_summary
@@ -36,13 +36,14 @@ from ..core.lockfile import file_sha256
 from ..core.numerics import provenance
 
 # %% auto #0
-__all__ = ['PARAM_KEYS', 'CONFIG_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'PilotSection',
+__all__ = ['CONFIG_SECTIONS', 'BANK_SECTIONS', 'PROVENANCE', 'STAGES', 'app', 'ParamsError', 'PilotStopped', 'PilotSection',
            'SoundnessSection', 'AnalysisSection', 'GateSection', 'ReportSection', 'GeometrySection', 'check_params',
-           'load_params', 'section', 'need', 'get', 'log', 'stage_due', 'run_stage', 'stage_banks', 'stage_geometry',
-           'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'Arm', 'arms', 'arm_configs', 'train_arm',
-           'stage_train', 'ladder_rungs', 'split_finals', 'gate_checkpoints', 'train_arms_as_jobs', 'dpo_arms',
-           'stage_pairs', 'stage_validity', 'stage_dpo', 'stage_eval', 'stage_analyze', 'gated', 'stage_gate',
-           'stage_report', 'record_session', 'run_pilot', 'only_stages', 'pilot']
+           'load_params', 'section', 'bank_section', 'need', 'get', 'log', 'stage_due', 'run_stage', 'stage_banks',
+           'stage_geometry', 'check_model', 'stage_model', 'on_cluster', 'stage_soundness', 'Arm', 'arms',
+           'arm_configs', 'train_arm', 'stage_train', 'ladder_rungs', 'split_finals', 'gate_checkpoints',
+           'train_arms_as_jobs', 'dpo_arms', 'stage_pairs', 'stage_validity', 'stage_dpo', 'stage_eval',
+           'stage_analyze', 'gated', 'stage_gate', 'stage_report', 'record_session', 'run_pilot', 'only_stages',
+           'pilot']
 
 # %% ../../nbs/18_run_pilot.ipynb #7a8418c5
 class ParamsError(ValueError):
@@ -111,11 +112,8 @@ class GeometrySection:
     out: str | None = None  # its JSON lines (None: `llmdel-geometry.jsonl` in the run folder)
 
 # %% ../../nbs/18_run_pilot.ipynb #b56a4146
-PARAM_KEYS = {  # the bank sections' keys (the commands' flags)
-    "bank.train": ("n_games", "seed_offset", "modes", "out"),
-    "bank.eval": ("n", "first_seed", "min_spread", "modes", "max_candidates", "known_banks", "out"),
-}
-# every other section is a dataclass: train, dpo and eval are the configs of their chapters, the rest the pilot's own
+# every section is a dataclass: train, dpo and eval are the configs of their chapters, bank's the bank chapter's, the
+# rest the pilot's own
 CONFIG_SECTIONS = {
     "train": GRPOConfig,
     "dpo": DPOTrainConfig,
@@ -127,11 +125,12 @@ CONFIG_SECTIONS = {
     "report": ReportSection,
     "geometry": GeometrySection,
 }
+BANK_SECTIONS = {"train": TrainBankConfig, "eval": EvalBankConfig}  # `bank.train:` and `bank.eval:`
 
 
 def check_params(p: dict, src: str):
     "Refuse an unknown section or key (naming the nearest known one) and a config value of the wrong type."
-    tops = sorted({k.split(".")[0] for k in PARAM_KEYS} | set(CONFIG_SECTIONS))
+    tops = sorted({"bank"} | set(CONFIG_SECTIONS))
     if bad := sorted(set(p) - set(tops)):
         raise ParamsError(f"{src}: {unknown_names(bad, tops, 'section')}")
     for sec, cls in CONFIG_SECTIONS.items():
@@ -140,18 +139,10 @@ def check_params(p: dict, src: str):
     if "bank" in p:
         if not isinstance(p["bank"], dict):
             raise ParamsError(f"{src}: `bank:` must be a mapping (train:, eval:)")
-        if bad := sorted(set(p["bank"]) - {"train", "eval"}):
-            raise ParamsError(f"{src}: bank: {unknown_names(bad, ['train', 'eval'], 'section')}")
-    for where, keys in PARAM_KEYS.items():
-        d = p
-        for part in where.split("."):
-            d = d.get(part) if isinstance(d, dict) else None
-        if d is None:
-            continue
-        if not isinstance(d, dict):
-            raise ParamsError(f"{src}: `{where}:` must be a mapping")
-        if bad := sorted(set(d) - set(keys)):
-            raise ParamsError(f"{src}: {where}: {unknown_names(bad, keys)}")
+        if bad := sorted(set(p["bank"]) - set(BANK_SECTIONS)):
+            raise ParamsError(f"{src}: bank: {unknown_names(bad, list(BANK_SECTIONS), 'section')}")
+        for sec, cls in BANK_SECTIONS.items():
+            config_section(p["bank"], sec, cls, src, ParamsError, what=f"bank.{sec}")
 
 # %% ../../nbs/18_run_pilot.ipynb #ddcb1658
 def load_params(path) -> dict:
@@ -167,6 +158,15 @@ def section(params: dict, name: str):
     "The `name:` section of a parameters file as its dataclass (`CONFIG_SECTIONS`): given values, else the defaults."
     cls = CONFIG_SECTIONS[name]
     return cls(**config_section(params, name, cls, params.get("_source", "<params>"), ParamsError))
+
+
+def bank_section(params: dict, name: str):
+    "The `bank.<name>:` section as its bank's config (`BANK_SECTIONS`); a `ParamsError` when it names no `out`."
+    src, cls = params.get("_source", "<params>"), BANK_SECTIONS[name]
+    d = config_section(params.get("bank") or {}, name, cls, src, ParamsError, what=f"bank.{name}")
+    if "out" not in d:
+        raise ParamsError(f"{src}: key `bank.{name}.out`: missing")
+    return cls(**d)
 
 # %% ../../nbs/18_run_pilot.ipynb #67108824
 def need(params: dict, key: str):
@@ -223,36 +223,12 @@ def run_stage(
 # %% ../../nbs/18_run_pilot.ipynb #ee068306
 def stage_banks(params: dict, run: Path, force: bool, only, progress: bool) -> tuple:
     "The training bank and the guarded, screened held-out bank."
-    tr, ev = (lambda k: need(params, f"bank.train.{k}")), (lambda k: need(params, f"bank.eval.{k}"))
-    train, evalb = Path(tr("out")), Path(ev("out"))
-    known = [str(k) for k in ev("known_banks")]
-    if not any(Path(k) == train for k in known):
-        known.append(str(train))
-    run_stage(
-        "train-bank",
-        train / MANIFEST,
-        lambda: generate_bank(tr("n_games"), tr("seed_offset"), tr("modes"), train, progress=progress, force=force),
-        force,
-        only,
-    )
-    run_stage(
-        "eval-bank",
-        evalb / MANIFEST,
-        lambda: make_eval_bank(
-            evalb,
-            ev("n"),
-            ev("first_seed"),
-            known,
-            ev("min_spread"),
-            ev("modes"),
-            ev("max_candidates"),
-            progress=progress,
-            verbose=False,
-            force=force,
-        ),
-        force,
-        only,
-    )
+    tb, eb = bank_section(params, "train"), bank_section(params, "eval")
+    train, evalb = Path(tb.out), Path(eb.out)
+    if not any(Path(k) == train for k in eb.known_banks):
+        eb.known_banks = [*eb.known_banks, str(train)]
+    run_stage("train-bank", train / MANIFEST, lambda: tb.make(progress=progress, force=force), force, only)
+    run_stage("eval-bank", evalb / MANIFEST, lambda: eb.make(progress=progress, force=force), force, only)
     return train, evalb
 
 # %% ../../nbs/18_run_pilot.ipynb #6f94558a
