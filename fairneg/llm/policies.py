@@ -26,12 +26,12 @@ from ..core.store import write_json, out_folder, fresh_folder, check_replaceable
 from ..core.store import QUALITY, CELL
 from ..core.store import folder_lock, check_writable
 from ..core.store import read_json
-from ..engine.settings import DecodeSettings, PlaySettings, play_settings, thinking_label
+from ..engine.settings import ANSWER_CAPS, DecodeSettings, PlaySettings, play_settings, thinking_label
 
 # %% auto #0
 __all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'needs_gpu',
            'make_policy', 'PolicyError', 'PolicySpec', 'parse_policy', 'policy_label', 'engine_key', 'build_policy',
-           'model_spec', 'seat_policies', 'PlayGroup', 'PlayConfig', 'play', 'eval_cmd']
+           'model_spec', 'seat_policies', 'PlayGroup', 'PlayConfig', 'play', 'ModelEvalConfig', 'eval_cmd']
 
 # %% ../../nbs/13_llm_policies.ipynb #b7479128
 def is_llm_seat(name: str) -> bool:
@@ -421,62 +421,71 @@ play_app.command("run", cls=MultiValueCommand)(
 play_app.command("merge", cls=MultiValueCommand)(merge_cmd)
 
 # %% ../../nbs/13_llm_policies.ipynb #555254b1
-def eval_cmd(
-    model: Annotated[
-        str, typer.Option(help="A local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`.")
-    ],
-    bank: Annotated[Path, typer.Option(help="Held-out games: a bank folder (or LLM-Deliberation game folders).")],
-    constrain: Annotated[
-        str, typer.Option(help="`legal` (decode only legal actions), `none`, or `auto` (legal for tiny only).")
-    ] = "auto",
-    episodes: Annotated[Optional[int], typer.Option(help="Episodes to play (default: one per game).")] = None,
-    out: Annotated[
-        Optional[Path], typer.Option(help="JSON file (default: runs/model_eval/<model>-<constrain>.json).")
-    ] = None,
-    adapter: Annotated[Optional[Path], typer.Option(help="A PEFT (LoRA) adapter folder.")] = None,
-    max_new_tokens: Annotated[int, typer.Option(help="Cap of new tokens per turn.")] = 512,
-    batch_size: Annotated[int, typer.Option(help="Rows per decoding batch.")] = 16,
-    width: Annotated[int, typer.Option(help="Episodes live at once.")] = 16,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
-    max_turns: Annotated[
-        Optional[int], typer.Option(help="Table protocol: turns after the opening (default 4n).")
-    ] = None,
-    framing: Annotated[str, typer.Option(help="Prompt framing: table or prose.")] = PlaySettings.framing,
-    agents: Annotated[str, typer.Option(help="Agents to compare with: `all`, `none`, or a comma list.")] = "all",
-    context: Annotated[
-        str, typer.Option(help="The seats' context: `window` (a fresh prompt per turn) or `conversation`.")
-    ] = PlaySettings.context,
-):
+@dataclass
+class ModelEvalConfig:
+    "What `fairneg model eval` measures: a model (and adapter) on held-out games, decoded and played as given."
+
+    # The model and the games
+    model: str  # a local folder, a hub id, `tiny`, `tiny-test`, `hf:PATH` or `vllm:PATH`
+    bank: str  # held-out games: a bank folder (or LLM-Deliberation game folders)
+    adapter: str | None = None  # a PEFT (LoRA) adapter folder
+    episodes: int | None = None  # episodes to play (default: one per game)
+    agents: str = "all"  # agents to compare with: `all`, `none`, or a comma list
+    out: str | None = None  # JSON file (default: runs/model_eval/<model>-<constrain>.json)
+
+    # How a turn is decoded
+    constrain: str = "auto"  # `legal` (decode only legal actions), `none`, or `auto` (legal for tiny only)
+    max_new_tokens: int | None = DecodeSettings.max_new_tokens  # cap of new tokens per turn (default: the backend's)
+    temperature: float = 1.0  # sampling temperature
+    batch_size: int = 16  # rows per decoding batch
+    width: int = 16  # episodes live at once
+
+    # How the games are played
+    max_turns: int | None = None  # table protocol: turns after the opening (default 4n)
+    framing: str = PlaySettings.framing  # prompt framing: table or prose
+    context: str = PlaySettings.context  # the seats' context: `window` (a fresh prompt per turn) or `conversation`
+
+# %% ../../nbs/13_llm_policies.ipynb #8b9ede53
+def eval_cmd(**fields):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
-    games = bank_games(bank)  # a bad bank or value is refused before the model loads
+    c = ModelEvalConfig(**{k: v for k, v in fields.items() if v is not None})
+    games = bank_games(c.bank)  # a bad bank or value is refused before the model loads
     for flag, v in (
-        ("--episodes", episodes if episodes is not None else 1),
-        ("--width", width),
-        ("--batch-size", batch_size),
-        ("--max-new-tokens", max_new_tokens),
+        ("--episodes", c.episodes if c.episodes is not None else 1),
+        ("--width", c.width),
+        ("--batch-size", c.batch_size),
+        ("--max-new-tokens", c.max_new_tokens if c.max_new_tokens is not None else 1),
     ):
         if v < 1:
             raise typer.BadParameter(f"must be at least 1, got {v}", param_hint=flag)
     try:
-        DecodeSettings(constrain=None if constrain == "auto" else constrain)  # `auto`: the model's default
-        play = play_settings(framing=framing, context=context, max_turns=max_turns)
+        DecodeSettings(constrain=None if c.constrain == "auto" else c.constrain)  # `auto`: the model's default
+        play = play_settings(framing=c.framing, context=c.context, max_turns=c.max_turns)
     except BadValue as e:
         raise typer.BadParameter(str(e)) from None
-    kw = dict(constrain=constrain, max_new_tokens=max_new_tokens, temperature=temperature)
-    if not model.startswith("vllm:"):
-        kw["batch_size"] = batch_size
-    if adapter is not None:
-        kw["adapter"] = adapter
-    pol = make_policy(model, **kw)
-    names = None if agents == "all" else [] if agents == "none" else [a.strip() for a in agents.split(",") if a.strip()]
-    res = evaluate_model(pol, games, episodes, names, width=width, play=play)
-    res.update(
-        bank=str(bank), max_new_tokens=max_new_tokens, temperature=temperature, framing=framing, max_turns=max_turns
+    cap = c.max_new_tokens or ANSWER_CAPS["vllm" if c.model.startswith("vllm:") else "hf"]
+    kw = dict(constrain=c.constrain, max_new_tokens=cap, temperature=c.temperature)
+    if not c.model.startswith("vllm:"):
+        kw["batch_size"] = c.batch_size
+    if c.adapter is not None:
+        kw["adapter"] = Path(c.adapter)
+    pol = make_policy(c.model, **kw)
+    names = (
+        None
+        if c.agents == "all"
+        else []
+        if c.agents == "none"
+        else [a.strip() for a in c.agents.split(",") if a.strip()]
     )
+    res = evaluate_model(pol, games, c.episodes, names, width=c.width, play=play)
+    res.update(
+        bank=str(c.bank), max_new_tokens=cap, temperature=c.temperature, framing=c.framing, max_turns=c.max_turns
+    )
+    out = Path(c.out) if c.out is not None else None
     if out is None:
         out = Path("runs/model_eval") / (
-            f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', model).strip('_')}-{pol.constrain}"
-            + ("-conversation" if context == "conversation" else "")
+            f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', c.model).strip('_')}-{pol.constrain}"
+            + ("-conversation" if c.context == "conversation" else "")
             + ".json"
         )
     write_json(out, res)
@@ -491,4 +500,4 @@ model_app = typer.Typer(
     help="Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.",
 )
 model_app.command("build-tiny")(build_tiny_cmd)
-model_app.command("eval")(eval_cmd)
+model_app.command("eval")(config_command(ModelEvalConfig, eval_cmd))
