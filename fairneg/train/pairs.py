@@ -6,7 +6,7 @@
 from __future__ import annotations
 import inspect, json, math, os, time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from ..engine.game import Game, deal_key, game_from_dict, label_options
@@ -36,8 +36,8 @@ __all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FI
            'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values',
            'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'annotate_line', 'annotate',
            'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g', 'dpo_pairs',
-           'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'annotate_cmd',
-           'package_cmd', 'PairsExportConfig', 'dpo_cmd']
+           'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'AnnotateConfig',
+           'annotate_cmd', 'PackageConfig', 'package_cmd', 'PairsExportConfig', 'dpo_cmd']
 
 # %% ../../nbs/15_train_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -1134,7 +1134,6 @@ def dataset_card(stats: dict, title: str = "fairneg counterfactual pairs") -> st
 
 # %% ../../nbs/15_train_pairs.ipynb #13dd4e07
 import typer
-from typing import Annotated
 from ..core.commands import CliGroup, MultiValueCommand, user_error
 
 for _e in (PoolingError, PackageError, DPOError, ReplayError):
@@ -1149,21 +1148,23 @@ app = typer.Typer(
 
 _ANNOTATION_ARGS = ("episodes", "types", "include_views", "max_points")  # what makes an annotation the same one again
 
+# %% ../../nbs/15_train_pairs.ipynb #24ccc516
+@dataclass
+class AnnotateConfig:
+    "What `fairneg pairs annotate` re-scores: the logged episodes, the counterfactual types, and what each row holds."
 
-@app.command("annotate", cls=MultiValueCommand)
-def annotate_cmd(
-    episodes: Annotated[list[Path], typer.Option(help="Cell folders (with states.jsonl) or states.jsonl files.")],
-    out: Annotated[Path, typer.Option(help="Folder: pairs.jsonl is appended, annotation_report.json written.")],
-    types: Annotated[
-        list[str], typer.Option(help="Counterfactual types, e.g. `--types rational_private fairness_private`.")
-    ] = list(COUNTERFACTUAL_TYPES),
-    include_views: Annotated[bool, typer.Option(help="Embed the rendered prompt messages as `view`.")] = False,
-    workers: Annotated[int, typer.Option(help="Processes.")] = 2,
-    max_points: Annotated[
-        int | None, typer.Option(help="Stop after about this many decision points (a pipeline gate).")
-    ] = None,
-):
+    episodes: list[str]  # cell folders (with states.jsonl) or states.jsonl files
+    out: str  # folder: pairs.jsonl is appended, annotation_report.json written
+    # counterfactual types, e.g. `--types rational_private fairness_private`
+    types: list[str] = field(default_factory=lambda: list(COUNTERFACTUAL_TYPES))
+    include_views: bool = False  # embed the rendered prompt messages as `view`
+    max_points: int | None = None  # stop after about this many decision points (a pipeline gate)
+
+# %% ../../nbs/15_train_pairs.ipynb #16a8a3cc
+def annotate_cmd(workers: int = 2, **fields):
     "Re-score every LLM turn of logged episodes with each counterfactual type: one row per (episode, turn, type)."
+    cfg = AnnotateConfig(**{k: v for k, v in fields.items() if v is not None})
+    out, episodes, types = Path(cfg.out), [Path(e) for e in cfg.episodes], list(cfg.types)
     lines = read_states(episodes)
     with folder_lock(out, "fairneg pairs annotate"):
         f = out / "pairs.jsonl"
@@ -1178,8 +1179,8 @@ def annotate_cmd(
             same = {k: rep0.get(k) for k in _ANNOTATION_ARGS} == dict(
                 episodes=[str(e) for e in episodes],
                 types=list(types),
-                include_views=include_views,
-                max_points=max_points,
+                include_views=cfg.include_views,
+                max_points=cfg.max_points,
             )
             # the same annotation of the same episodes (none added since)
             if clash and same and rep0.get("n_episodes") == len(lines):
@@ -1191,12 +1192,12 @@ def annotate_cmd(
                     "(rows are appended, never rewritten): "
                     "give another --out for another annotation of them"
                 )
-        rep = annotate(lines, list(types), include_views, out=f, workers=workers, max_points=max_points)
+        rep = annotate(lines, types, cfg.include_views, out=f, workers=workers, max_points=cfg.max_points)
         rep.update(
             episodes=[str(e) for e in episodes],
             types=list(types),
-            include_views=include_views,
-            max_points=max_points,
+            include_views=cfg.include_views,
+            max_points=cfg.max_points,
             n_episodes=len(lines),
         )
         write_json(out / "annotation_report.json", rep)
@@ -1206,22 +1207,28 @@ def annotate_cmd(
             f"(view mismatches {rep['view_mismatch']}) -> {f}"
         )
 
+
+app.command("annotate", cls=MultiValueCommand)(
+    config_command(AnnotateConfig, annotate_cmd, [extra_option("workers", int, 2, "Processes.")])
+)
+
+# %% ../../nbs/15_train_pairs.ipynb #c3531eed
+@dataclass
+class PackageConfig:
+    "What `fairneg pairs package` combines: named annotation runs, into one dataset folder with its card."
+
+    run: list[str]  # NAME=DIR of an annotation folder; repeat, or several after one flag
+    out: str  # the dataset folder
+    allow_mixed_protocols: bool = False  # pool rows of different protocol versions / budgets (the card warns)
+    title: str = "fairneg counterfactual pairs"  # card title
+    annotations_dirname: str = "pairs"  # sub-folder of a run folder holding pairs.jsonl
+
 # %% ../../nbs/15_train_pairs.ipynb #8cb55393
-@app.command("package", cls=MultiValueCommand)
-def package_cmd(
-    run: Annotated[
-        list[str], typer.Option(help="NAME=DIR of an annotation folder; repeat, or several after one flag.")
-    ],
-    out: Annotated[Path, typer.Option(help="The dataset folder.")],
-    allow_mixed_protocols: Annotated[
-        bool, typer.Option(help="Pool rows of different protocol versions / budgets (the card warns).")
-    ] = False,
-    title: Annotated[str, typer.Option(help="Card title.")] = "fairneg counterfactual pairs",
-    annotations_dirname: Annotated[str, typer.Option(help="Sub-folder of a run folder holding pairs.jsonl.")] = "pairs",
-):
+def package_cmd(**fields):
     "Combine annotation runs into one dataset: pairs.jsonl, data/*.parquet and a generated README.md card."
-    runs = {}
-    for spec in run:
+    cfg = PackageConfig(**{k: v for k, v in fields.items() if v is not None})
+    out, runs = Path(cfg.out), {}
+    for spec in cfg.run:
         if "=" not in spec:
             raise typer.BadParameter(f"`{spec}`: expected NAME=DIR", param_hint="--run")
         k, v = spec.split("=", 1)
@@ -1229,7 +1236,7 @@ def package_cmd(
             raise typer.BadParameter(f"run name `{k}` given more than once", param_hint="--run")
         runs[k] = Path(v)
     with folder_lock(out, "fairneg pairs package"):
-        st = package(runs, out, allow_mixed_protocols, title, annotations_dirname)
+        st = package(runs, out, cfg.allow_mixed_protocols, cfg.title, cfg.annotations_dirname)
     if st.get("already"):
         typer.echo(f"{out}: already holds every row of these runs; nothing packaged")
         return
@@ -1237,6 +1244,9 @@ def package_cmd(
         f"{st['n_rows']:,} rows, {st['decision_points']:,} decision points, "
         f"{len(st['hazards'])} hazard warnings -> {out}"
     )
+
+
+app.command("package", cls=MultiValueCommand)(config_command(PackageConfig, package_cmd))
 
 # %% ../../nbs/15_train_pairs.ipynb #1f6c1c95
 @dataclass
