@@ -49,9 +49,8 @@ class Game:
     unanimity_bonus: float = 0.0  # paid to p1 when every party signs (LLM-Deliberation: 10)
     strict: bool = False  # accept iff u > tau instead of u >= tau
     info_mode: str = "full"  # `full` or `private`
-    protocol: str = (
-        "table"  # its kind of game: a name registered in `fairneg.engine.protocol` (`table`, `ultimatum`, ...)
-    )
+    # its kind of game: a name registered in `fairneg.engine.protocol` (`table`, `ultimatum`, ...)
+    protocol: str = "table"
     pie: float | None = None  # deals whose utilities sum above `pie` are infeasible
     prose: dict | None = None  # narrative text for the `prose` framing
     meta: dict = field(default_factory=dict)  # provenance: seed, generator version, source
