@@ -9,8 +9,8 @@ from ..core.commands import BadValue
 from .game import INFO_MODES
 
 # %% auto #0
-__all__ = ['CONTEXTS', 'FRAMINGS', 'CONSTRAINTS', 'ANSWER_CAPS', 'ANSWER_SETTINGS', 'check_choice', 'check_count', 'PlaySettings',
-           'play_settings', 'DecodeSettings', 'thinking_label', 'game_settings', 'settings_differences']
+__all__ = ['CONTEXTS', 'FRAMINGS', 'CONSTRAINTS', 'ANSWER_CAPS', 'DTYPE_NAMES', 'ANSWER_SETTINGS', 'check_choice', 'check_count',
+           'PlaySettings', 'play_settings', 'DecodeSettings', 'thinking_label', 'game_settings', 'settings_differences']
 
 # %% ../../nbs/04_engine_settings.ipynb #35401a72
 # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
@@ -70,6 +70,15 @@ def play_settings(**given) -> PlaySettings:
 # %% ../../nbs/04_engine_settings.ipynb #2fddb921
 CONSTRAINTS = ("legal", "none")  # constrained decoding: a grammar of the legal actions, or free text
 ANSWER_CAPS = {"hf": 512, "vllm": 512}  # a backend's default cap of new tokens per turn (the turn's budget caps too)
+# a weights dtype's names, torch's and the short ones, as torch's (`auto` or unset: the machine's default)
+DTYPE_NAMES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+}
 
 # %% ../../nbs/04_engine_settings.ipynb #f9725444
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from ..engine.game import generate_game, ultimatum_game, divide_dollar_game
 from ..engine.protocol import new_episode, current_seats
 from ..play.prompts import prompt
 from ..engine.answers import ANSWER_FORMAT
+from ..engine.settings import DTYPE_NAMES
 
 # %% auto #0
 __all__ = ['PRETOKENIZE', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'CHAT_TEMPLATE', 'QWEN3_8B', 'model_path', 'default_dtype',
@@ -33,11 +34,7 @@ def default_dtype(dtype=None):
     import torch
 
     if dtype is not None and dtype != "auto":
-        return (
-            getattr(torch, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype))
-            if isinstance(dtype, str)
-            else dtype
-        )
+        return getattr(torch, DTYPE_NAMES.get(dtype, dtype)) if isinstance(dtype, str) else dtype
     return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
 
 # %% ../../nbs/11_llm_load.ipynb #47bc0e4f

@@ -12,9 +12,10 @@ from ..core.runlayout import checkpoint_dir, checkpoint_dir_step
 from ..core.store import ReadError, append_jsonl, read_jsonl
 from ..core.numerics import provenance
 from ..engine.reward import EPS
+from ..engine.settings import DTYPE_NAMES
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'DTYPES', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'TrainingConfig', 'check_base_model',
+__all__ = ['LORA_TARGETS', 'SEGMENTS', 'quiet_peft', 'lora_config', 'lora_model', 'TrainingConfig', 'check_base_model',
            'checkpoint_writer', 'checkpoints', 'machine', 'start_segment', 'end_segment', 'read_segments']
 
 # %% ../../nbs/14_train_adapters.ipynb #d1a3288f
@@ -65,9 +66,6 @@ def lora_model(
         return get_peft_model(model, lora_config(model, cfg))
 
 # %% ../../nbs/14_train_adapters.ipynb #e275cbf4
-DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32")  # a base model's dtype names (or None)
-
-
 @dataclass
 class TrainingConfig:
     "What every training run sets, GRPO's and DPO's alike; `GRPOConfig` and `DPOTrainConfig` extend it."
@@ -100,7 +98,7 @@ class TrainingConfig:
 
     def check(self):
         "Refuse a shared field out of range: a `ValueError` that names it (each trainer checks its own fields too)."
-        if self.dtype not in (None, *DTYPES):
+        if self.dtype not in (None, "auto", *DTYPE_NAMES):
             raise ValueError(f"dtype must be bfloat16, float16 or float32 (or unset), got {self.dtype!r}")
         if not self.eps > 0:
             raise ValueError(f"eps must be positive, got {self.eps}")
