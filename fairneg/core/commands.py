@@ -20,8 +20,8 @@ except ImportError:
 __all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'EXIT_PIPE', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line',
            'BadValue', 'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line',
            'os_problem', 'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem', 'expand_multi',
-           'MultiValueCommand', 'class_comments', 'field_docs', 'config_params', 'config_command', 'extra_option',
-           'config_section', 'key_values']
+           'MultiValueCommand', 'class_comments', 'field_docs', 'config_params', 'config_command', 'flags_config',
+           'extra_option', 'config_section', 'key_values']
 
 # %% ../../nbs/00_core_commands.ipynb #99a45f25
 EXIT_CODES = {  # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -412,6 +412,14 @@ def config_command(
     fn.__signature__ = inspect.Signature(params)
     fn.__annotations__ = {p.name: p.annotation for p in params}
     return fn
+
+# %% ../../nbs/00_core_commands.ipynb #a4a0441b
+def flags_config(
+    cls,  # the config dataclass of a `config_command`
+    flags: dict,  # the flags its body received (None: not given)
+):
+    "The config a command's flags make: the values given, the config's defaults for the rest."
+    return cls(**{k: v for k, v in flags.items() if v is not None})
 
 # %% ../../nbs/00_core_commands.ipynb #6e6afae4
 def extra_option(name: str, t, default, help: str) -> inspect.Parameter:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable
 import typer
 from ..core.commands import CliGroup, MultiValueCommand, user_error, config_command, extra_option
+from ..core.commands import flags_config
 from tqdm import tqdm
 from .game import Game, GameError, INFO_MODES, generate_game, import_llm_deliberation
 from .game import llmdel_games_dir, load_game, save_game, game_text
@@ -561,7 +562,7 @@ _FORCE = extra_option("force", bool, False, _FORCE_HELP)
 
 def generate(progress: bool = True, force: bool = False, **fields):
     "Generate a training bank: every seed in every information mode."
-    cfg = TrainBankConfig(**{k: v for k, v in fields.items() if v is not None})
+    cfg = flags_config(TrainBankConfig, fields)
     with folder_lock(Path(cfg.out), "fairneg bank generate"):
         before = _manifest_text(Path(cfg.out))
         rows = cfg.make(progress=progress, force=force)
@@ -587,7 +588,7 @@ def import_(
 # %% ../../nbs/05_engine_bank.ipynb #b82f237b
 def eval_(progress: bool = True, force: bool = False, **fields):
     "Make a held-out bank, guarded against known banks and screened for discriminativeness."
-    cfg = EvalBankConfig(**{k: v for k, v in fields.items() if v is not None})
+    cfg = flags_config(EvalBankConfig, fields)
     with folder_lock(Path(cfg.out), "fairneg bank eval"):
         before = _manifest_text(Path(cfg.out))
         rows = cfg.make(progress=progress, force=force)

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 from ..play.agents import AGENT_NAMES, AGENT_ALIASES
 from ..core.commands import BadValue, CliGroup, MultiValueCommand, config_command, extra_option, user_error
+from ..core.commands import flags_config
 from ..engine.bank import adapter_config, bank_games
 from ..play.rollout import RANDOM_LEGAL, AgentPolicy, RandomLegalPolicy, is_agent_seat, resolve_seats, seat_names
 from ..play.rollout import max_budget, run_cell, summary_table, quality_report, merge_cmd, cell_identity
@@ -340,7 +341,7 @@ def _play_blocks(force: bool, c, games, names, out, identity) -> tuple[list, str
 def play(force: bool = False, **kw):
     "Play a campaign cell into its folder: what the folder lacks, nothing when it is complete, all again with --force."
     try:
-        c = PlayConfig(**{k: v for k, v in kw.items() if v is not None})
+        c = flags_config(PlayConfig, kw)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     games = bank_games(c.bank)
@@ -445,10 +446,16 @@ class ModelEvalConfig:
     framing: str = PlaySettings.framing  # prompt framing: table or prose
     context: str = PlaySettings.context  # the seats' context: `window` (a fresh prompt per turn) or `conversation`
 
+    def agent_names(self) -> list[str] | None:
+        "The agents to compare with: None for all, [] for none, else the comma list."
+        if self.agents in ("all", "none"):
+            return None if self.agents == "all" else []
+        return [a.strip() for a in self.agents.split(",") if a.strip()]
+
 # %% ../../nbs/13_llm_policies.ipynb #8b9ede53
 def eval_cmd(**fields):
     "Parse, legal and fabrication rates of a model on held-out games, and its agreement with each computable agent."
-    c = ModelEvalConfig(**{k: v for k, v in fields.items() if v is not None})
+    c = flags_config(ModelEvalConfig, fields)
     games = bank_games(c.bank)  # a bad bank or value is refused before the model loads
     for flag, v in (
         ("--episodes", c.episodes if c.episodes is not None else 1),
@@ -470,14 +477,7 @@ def eval_cmd(**fields):
     if c.adapter is not None:
         kw["adapter"] = Path(c.adapter)
     pol = make_policy(c.model, **kw)
-    names = (
-        None
-        if c.agents == "all"
-        else []
-        if c.agents == "none"
-        else [a.strip() for a in c.agents.split(",") if a.strip()]
-    )
-    res = evaluate_model(pol, games, c.episodes, names, width=c.width, play=play)
+    res = evaluate_model(pol, games, c.episodes, c.agent_names(), width=c.width, play=play)
     res.update(
         bank=str(c.bank), max_new_tokens=cap, temperature=c.temperature, framing=c.framing, max_turns=c.max_turns
     )

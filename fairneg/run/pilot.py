@@ -27,7 +27,7 @@ from ..train.dpo import DPOTrainConfig, DPOTrainError, train_dpo, checkpoint_eff
 from ..core.runlayout import checkpoint_dir, checkpoint_name, dpo_arm, grpo_arm, arm_step, arm_family
 from ..core.runlayout import is_placebo_arm
 from ..eval.contrasts import replicate_design
-from ..core.commands import config_section, unknown_names, key_values
+from ..core.commands import config_section, unknown_names, key_values, flags_config
 from ..report import render_report
 from ..llm.tiny import embedded_pin, build_differences
 from ..core.store import load_config, read_params, write_jsonl, write_json, append_jsonl, read_jsonl
@@ -896,7 +896,7 @@ def pilot(
     **job,
 ):
     "Run the CPU pilot, skipping stages whose output exists (reruns continue); --submit: model stages as cluster jobs."
-    run_pilot(load_params(params), force, progress, only, JobConfig(**{k: v for k, v in job.items() if v is not None}))
+    run_pilot(load_params(params), force, progress, only, flags_config(JobConfig, job))
 
 
 app.command("pilot", cls=MultiValueCommand)(

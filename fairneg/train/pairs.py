@@ -28,16 +28,16 @@ from ..llm.policies import resolve_model
 from ..core.store import STATES, append_jsonl, read_jsonl, write_json, writable_file
 from ..core.store import folder_lock
 from ..core.charts import md_text, md_code
-from ..core.commands import BadValue, MissingInput, config_command, extra_option
+from ..core.commands import BadValue, MissingInput, config_command, extra_option, flags_config
 
 # %% auto #0
-__all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS', 'WEIGHTINGS',
-           'REQUIRED_FIELDS', 'app', 'ReplayError', 'PackageError', 'line_game', 'read_states', 'replay_answer',
-           'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues', 'table_values',
-           'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'annotate_line', 'annotate',
-           'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g', 'dpo_pairs',
-           'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card', 'AnnotateConfig',
-           'annotate_cmd', 'PackageConfig', 'package_cmd', 'PairsExportConfig', 'dpo_cmd']
+__all__ = ['ACTION_FIELDS', 'STATE_FIELDS', 'VIEW_FIELDS', 'ID_FIELDS', 'PAIR_FIELDS', 'ROW_FIELDS', 'DP_ROW_IDS', 'DPO_IDS',
+           'WEIGHTINGS', 'REQUIRED_FIELDS', 'app', 'ReplayError', 'PackageError', 'line_game', 'read_states',
+           'replay_answer', 'replay', 'structured', 'rejected_action', 'action_key', 'endorsed_deal', 'TableValues',
+           'table_values', 'action_value', 'action_z', 'counterfactual_actions', 'state_fields', 'annotate_line',
+           'annotate', 'divergence_table', 'row_conventions', 'own_value', 'regret', 'DPOError', 'regret_g',
+           'dpo_pairs', 'pairs_path', 'load_pairs', 'check_rows', 'package', 'card_stats', 'dataset_card',
+           'AnnotateConfig', 'annotate_cmd', 'PackageConfig', 'package_cmd', 'PairsExportConfig', 'dpo_cmd']
 
 # %% ../../nbs/15_train_pairs.ipynb #123d40f8
 class ReplayError(RuntimeError):
@@ -673,6 +673,10 @@ def _dpo_prompt(r: dict, framing: str | None, games) -> list:
     return render_prompt(dp, fr, games.get(r["instance_id"]) if isinstance(games, dict) else None)
 
 # %% ../../nbs/15_train_pairs.ipynb #d5ca8796
+# what a DPO record keeps of its row: the row's ids but the model's (a pair is a prompt and two answers), and its view
+DPO_IDS = tuple(k for k in ID_FIELDS if k not in ("model_thinking", "truncated")) + ("view_ref",)
+
+
 WEIGHTINGS = ("regret", "regret_g", "uniform")  # what prices a pair's draw weight
 
 
@@ -718,23 +722,7 @@ def dpo_pairs(
             regret=rg,
             regret_g=rgg,
             weight=max(price, 0.0) if price is not None else 0.0,
-            **{
-                k: r[k]
-                for k in (
-                    "experiment_name",
-                    "episode_id",
-                    "turn_idx",
-                    "counterfactual_type",
-                    "instance_id",
-                    "episode_seed",
-                    "seat",
-                    "phase",
-                    "policy",
-                    "protocol_version",
-                    "turn_token_budget",
-                    "view_ref",
-                )
-            },
+            **{k: r[k] for k in DPO_IDS},
         )
         out.append(rec)
     return out
@@ -1163,7 +1151,7 @@ class AnnotateConfig:
 # %% ../../nbs/15_train_pairs.ipynb #16a8a3cc
 def annotate_cmd(workers: int = 2, **fields):
     "Re-score every LLM turn of logged episodes with each counterfactual type: one row per (episode, turn, type)."
-    cfg = AnnotateConfig(**{k: v for k, v in fields.items() if v is not None})
+    cfg = flags_config(AnnotateConfig, fields)
     out, episodes, types = Path(cfg.out), [Path(e) for e in cfg.episodes], list(cfg.types)
     lines = read_states(episodes)
     with folder_lock(out, "fairneg pairs annotate"):
@@ -1226,7 +1214,7 @@ class PackageConfig:
 # %% ../../nbs/15_train_pairs.ipynb #8cb55393
 def package_cmd(**fields):
     "Combine annotation runs into one dataset: pairs.jsonl, data/*.parquet and a generated README.md card."
-    cfg = PackageConfig(**{k: v for k, v in fields.items() if v is not None})
+    cfg = flags_config(PackageConfig, fields)
     out, runs = Path(cfg.out), {}
     for spec in cfg.run:
         if "=" not in spec:
@@ -1300,7 +1288,7 @@ class PairsExportConfig:
 # %% ../../nbs/15_train_pairs.ipynb #69336243
 def dpo_cmd(pairs: Path, out: Path, **fields):
     "Export regret-weighted DPO pairs (TRL conversational prompt/chosen/rejected) for one counterfactual type."
-    cfg = PairsExportConfig(**{k: v for k, v in fields.items() if v is not None})
+    cfg = flags_config(PairsExportConfig, fields)
     try:
         res = cfg.export(load_pairs(pairs))
     except DPOError as e:
