@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Annotated
 import typer
 from . import __version__
-from .core.commands import CliGroup
+from .core.commands import BEFORE_RUN, CliGroup
+from typer.core import TyperCommand
 from .core.numerics import pin_process, provenance
 
 # %% auto #0
@@ -83,33 +84,46 @@ def _export():
     return app
 
 
+# verb -> (the function that imports its chapter's app, its line in `fairneg --help`, read without importing it)
 SUBAPPS = {
-    "bank": _bank,
-    "play": _play,
-    "soundness": _soundness,
-    "eval": _eval,
-    "train": _train,
-    "pilot": _pilot,
-    "pairs": _pairs,
-    "dpo": _dpo,
-    "model": _model,
-    "report": _report,
-    "export": _export,
+    "bank": (_bank, "Game banks: generate, import, make a guarded held-out bank, check for collisions."),
+    "play": (_play, "Play a tournament of seat policies over a bank; merge chunks of a cell."),
+    "soundness": (_soundness, "The offline reward soundness gate over logged campaigns."),
+    "eval": (_eval, "Evaluation: launch eval cells, analyze paired contrasts, gate a preregistration."),
+    "train": (_train, "Train an arm by GRPO self-play, here or as a cluster job."),
+    "pilot": (_pilot, "Run the CPU pilot end to end, resuming where it stopped."),
+    "pairs": (_pairs, "Counterfactual pairs: annotate logged LLM turns, package the dataset, export DPO pairs."),
+    "dpo": (_dpo, "DPO on counterfactual pairs."),
+    "model": (_model, "Language models: build the embedded tiny model, evaluate a model."),
+    "report": (_report, "Render a run directory as a self-contained HTML research note."),
+    "export": (_export, "Export checkpoints as hub-ready PEFT adapter folders with model cards."),
 }
 
 
 class RootGroup(CliGroup):
     "The `fairneg` group: its own commands plus those of `SUBAPPS`, each chapter imported when first needed."
 
+    listing = False  # printing the help: a verb not yet mounted is its line of `SUBAPPS`, its chapter not imported
+
     def list_commands(self, ctx):
         return [*[n for n in SUBAPPS if n not in self.commands], *super().list_commands(ctx)]
 
     def get_command(self, ctx, name):
         if name not in self.commands and name in SUBAPPS:
-            cmd = typer.main.get_command(SUBAPPS[name]())
-            cmd.name = name
+            load, line = SUBAPPS[name]
+            if self.listing:
+                return TyperCommand(name, short_help=line)
+            cmd = typer.main.get_command(load())
+            cmd.name, cmd.short_help = name, line
             self.commands[name] = cmd
         return super().get_command(ctx, name)
+
+    def format_help(self, ctx, formatter):
+        self.listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
 
 
 app = typer.Typer(
@@ -212,9 +226,8 @@ def provenance_cmd(json_: Annotated[bool, typer.Option("--json", help="Print the
 
 # %% ../nbs/19_cli.ipynb #b1745299
 def console():
-    "The `fairneg` console script: this command under the pinned numerics (`pin_process`), then the app."
-    pin_process()
-    app(prog_name="fairneg")
+    "The `fairneg` console script: the app, each command run under the pinned numerics (`pin_process`) before it runs."
+    app(prog_name="fairneg", obj={BEFORE_RUN: pin_process})
 
 # %% ../nbs/19_cli.ipynb #9f315b30
 if __name__ == "__main__" and "ipykernel" not in sys.modules:

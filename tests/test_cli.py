@@ -116,7 +116,7 @@ def test_every_command_module_loads_without_heavy_libraries():
     "Every module the CLI mounts (and the CLI itself) imports none of HEAVY: each costs from a tenth of a second to seconds."
     code = (
         "import json, sys; from fairneg.cli import SUBAPPS\n"
-        "for load in SUBAPPS.values(): load()\n"
+        "for load, _ in SUBAPPS.values(): load()\n"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -125,13 +125,13 @@ def test_every_command_module_loads_without_heavy_libraries():
 
 
 def test_flag_help_reads_what_docments_reads():
-    "`class_comments` (one parse per file) gives every config field of every command the comment fastcore's docments gives."
+    "`class_comments` (each class's own lines parsed) gives every config field of every command the comment fastcore's docments gives."
     import dataclasses
     from fastcore.docments import docments
     from fairneg.cli import SUBAPPS
     from fairneg.core.commands import class_comments
 
-    for load in SUBAPPS.values():
+    for load, _ in SUBAPPS.values():
         load()
     mods = {m for n, m in sys.modules.items() if n.startswith("fairneg.") and m is not None}
     classes = {

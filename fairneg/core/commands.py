@@ -4,8 +4,8 @@
 
 # %% ../../nbs/00_core_commands.ipynb #bccbf6e9
 from __future__ import annotations
-import ast, dataclasses, difflib, errno, functools, inspect, io, json, os, platform, sys, time, tokenize, traceback
-import types, typing
+import ast, copy, dataclasses, difflib, errno, functools, inspect, io, json, os, platform, sys, time, tokenize, traceback
+import re, types, typing
 from pathlib import Path
 from typing import Annotated, Optional
 import typer, yaml
@@ -17,11 +17,11 @@ except ImportError:
     from click import exceptions as click_exceptions
 
 # %% auto #0
-__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'EXIT_PIPE', 'USER_ERRORS', 'USER_OS_ERRORS', 'user_error', 'one_line',
-           'BadValue', 'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line', 'crash_line',
-           'os_problem', 'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem', 'expand_multi',
-           'MultiValueCommand', 'class_comments', 'field_docs', 'config_params', 'config_command', 'flags_config',
-           'extra_option', 'config_section', 'key_values']
+__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'EXIT_PIPE', 'USER_ERRORS', 'USER_OS_ERRORS', 'BEFORE_RUN', 'user_error',
+           'one_line', 'BadValue', 'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line',
+           'crash_line', 'os_problem', 'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem',
+           'expand_multi', 'MultiValueCommand', 'class_comments', 'field_docs', 'config_params', 'config_command',
+           'flags_config', 'extra_option', 'config_section', 'key_values']
 
 # %% ../../nbs/00_core_commands.ipynb #99a45f25
 EXIT_CODES = {  # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -144,8 +144,25 @@ def _reader_gone():
     sys.exit(EXIT_PIPE)
 
 
+BEFORE_RUN = "before_run"  # the key of `ctx.obj` whose function a command calls before it runs (`CliGroup`)
+
+
+def _runs_after(cmd, hook):
+    "A copy of the command `cmd` that calls `hook()` when it runs: not when it prints its help or a usage error."
+    c = copy.copy(cmd)
+    c.invoke = lambda ctx: (hook(), cmd.invoke(ctx))[1]
+    return c
+
+
 class CliGroup(TyperGroup):
     "A typer group with the CLI's error convention (`EXIT_CODES`): user/usage/OS errors one line and 2, crash 4, a log."
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        hook = ctx.obj.get(BEFORE_RUN) if isinstance(ctx.obj, dict) else None
+        if hook is not None and cmd is not None and not isinstance(cmd, TyperGroup):
+            cmd = _runs_after(cmd, hook)
+        return name, cmd, rest
 
     def invoke(self, ctx):
         try:
@@ -299,9 +316,33 @@ class MultiValueCommand(TyperCommand):
 
 # %% ../../nbs/00_core_commands.ipynb #52020431
 @functools.lru_cache(maxsize=None)
-def _file_comments(path: str, mtime: float) -> tuple:
-    "A source file's syntax tree and its comments by line number, read once per file (and again when it changes)."
-    src = Path(path).read_text(encoding="utf-8")
+def _file_lines(path: str, mtime: float) -> list:
+    "A source file's lines, read once per file (and again when it changes)."
+    return Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def _starts_statement(line: str, indent: int) -> bool:
+    "Whether `line` opens a statement at `indent` columns or fewer (a name, a keyword or a decorator: not a bracket)."
+    body = line.lstrip()
+    return len(line) - len(body) <= indent and (body[:1].isalpha() or body[:1] in "_@")
+
+
+def _class_lines(lines: list, qualname: str) -> list:
+    "The lines of the `class` statement of this qualified name, dedented, found by its `class` line and indentation."
+    lo, hi, indent = 0, len(lines), -1
+    for name in qualname.split("."):
+        head = re.compile(rf"([ \t]*)class {re.escape(name)}\b")
+        hits = [(i, m) for i in range(lo, hi) if (m := head.match(lines[i])) and len(m.group(1)) > indent]
+        if not hits:
+            return []
+        lo, indent = hits[0][0], len(hits[0][1].group(1))
+        hi = next((j for j in range(lo + 1, hi) if _starts_statement(lines[j], indent)), hi)
+    return [s[indent:] if s[:indent].isspace() else s for s in lines[lo:hi]]
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(src: str) -> tuple:
+    "Source text's syntax tree and its comments by line number."
     tokens = tokenize.generate_tokens(io.StringIO(src).readline)
     return ast.parse(src), {t.start[0]: t.string[1:].strip() for t in tokens if t.type == tokenize.COMMENT}
 
@@ -315,6 +356,20 @@ def _class_node(tree, qualname: str):
             return None
     return node
 
+
+def _class_source(path: str, qualname: str) -> tuple:
+    "(the `class` statement's node, the comments by line) of this class: its own lines parsed, else the whole file."
+    lines = _file_lines(path, os.path.getmtime(path))
+    try:
+        tree, comments = _parsed("".join(_class_lines(lines, qualname)))
+        node = _class_node(tree, qualname.rsplit(".", 1)[-1])
+    except (SyntaxError, tokenize.TokenError):
+        node = None
+    if node is None:
+        tree, comments = _parsed("".join(lines))
+        node = _class_node(tree, qualname)
+    return node, comments
+
 # %% ../../nbs/00_core_commands.ipynb #8a264ec5
 def class_comments(cls) -> dict:
     "Each field of `cls`'s own body -> its comment: after it on its line, else the comment lines right above it, or None."
@@ -324,8 +379,7 @@ def class_comments(cls) -> dict:
         return {}  # a class defined in a notebook kernel has no source file
     if not path or not os.path.isfile(path):
         return {}
-    tree, comments = _file_comments(path, os.path.getmtime(path))
-    node = _class_node(tree, cls.__qualname__)
+    node, comments = _class_source(path, cls.__qualname__)
     if node is None:
         return {}
     fields = {
