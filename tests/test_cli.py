@@ -91,6 +91,21 @@ def test_help_console_script_lists_verbs():
     assert m.returncode == 0 and all(v in m.stdout for v in ["generate", "import", "eval", "check"])
 
 
+def test_every_command_runs_pinned():
+    "Every group of the command tree is a CliGroup, so every command it resolves takes the numerics pin when it runs."
+    import typer
+    from fairneg.core.commands import CliGroup
+
+    root = typer.main.get_command(app)
+    todo, groups = [root], []
+    while todo:
+        g = todo.pop()
+        groups.append(g)
+        ctx = g.make_context("fairneg", ["--help"], resilient_parsing=True)
+        todo += [c for n in g.list_commands(ctx) if hasattr(c := g.get_command(ctx, n), "list_commands")]
+    assert len(groups) >= 7 and not [g.name for g in groups if not isinstance(g, CliGroup)]
+
+
 # imported where they are used, never on the way to a command's help (issue #52: the front door under a second)
 HEAVY = (
     "torch",
