@@ -442,9 +442,9 @@ def config_params(
             t = inner[0] if len(inner) == 1 else t
         # `field(metadata=dict(flags=("--new", "--old")))`: the flag and its aliases
         flags = f.metadata.get("flags", ())
-        opt = typer.Option(
-            *flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False
-        )
+        # `field(metadata=dict(argument=True))`: a positional argument (a list field: several)
+        kind = typer.Argument if f.metadata.get("argument") else typer.Option
+        opt = kind(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False)
         required = _field_default(f) is dataclasses.MISSING  # a field without a default is a required flag
         default = inspect.Parameter.empty if required else None
         out.append(
