@@ -404,8 +404,13 @@ def _flag_help(name: str, doc: str | None, default, readable: bool) -> str:
             )
         return ""  # a class whose source cannot be read (defined in a notebook kernel)
     doc = " ".join(doc.split())  # a comment above a field may run over several lines
-    shown = "" if default is None or default is dataclasses.MISSING or default in ("", []) else f" (default {default})"
-    return (doc[0].upper() if doc[0].isascii() else doc[0]) + doc[1:] + shown  # `λ: ...` stays λ
+    if isinstance(default, (list, tuple)):
+        default = ", ".join(map(str, default))  # a list default reads as its items
+    shown = "" if default is None or default is dataclasses.MISSING or default == "" else f" (default {default})"
+    word = doc.split()[0]
+    # a word starts the help capitalized; a file or field name (`eval.json`, `nnw_rel`) and `λ:` stay as they are
+    lead = doc[0].upper() if doc[0].isascii() and not {".", "_"} & set(word) else doc[0]
+    return lead + doc[1:] + shown
 
 # %% ../../nbs/00_core_commands.ipynb #72ce1b4d
 def _field_default(f):

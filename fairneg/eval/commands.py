@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
 from ..core.commands import BadValue, CliGroup, MultiValueCommand, config_command, key_values, extra_option
+from ..core.commands import flags_config
 from ..core.store import read_json
 from ..engine.settings import play_settings
 from ..core.store import load_config, write_text_atomic
@@ -22,7 +23,7 @@ from .contrasts import replicate_design
 from .gates import GATE_EXIT, evaluate_gate, gate_text, load_prereg
 
 # %% auto #0
-__all__ = ['app', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 'analyze', 'gate']
+__all__ = ['app', 'LaunchConfig', 'launch_config', 'plan_launch', 'launch_cmd', 'AnalyzeConfig', 'analyze', 'GateConfig', 'gate']
 
 # %% ../../nbs/15_eval_commands.ipynb #5d718399
 @dataclass
@@ -146,80 +147,79 @@ app.command("launch", cls=MultiValueCommand)(
 )
 
 # %% ../../nbs/15_eval_commands.ipynb #f51b271a
-@app.command(cls=MultiValueCommand)
-def analyze(
-    out: Annotated[Path, typer.Option(help="eval.json to write (the contrasts of every cell).")],
-    baseline: Annotated[str | None, typer.Option(help="GLOB of untrained run folders or episodes.jsonl files.")] = None,
-    trained: Annotated[
-        list[str], typer.Option(help="NAME=GLOB of a trained side; NAME is the cell (<checkpoint>_<condition>).")
-    ] = [],
-    run_dir: Annotated[
-        Path | None, typer.Option(help="Instead of globs: every cell a launch wrote under this folder.")
-    ] = None,
-    contrasts: Annotated[
-        Path | None, typer.Option(help="eval_contrasts.jsonl to append to (default: next to --out).")
-    ] = None,
-    b: Annotated[int, typer.Option("--b", help="Bootstrap resamples.")] = 10_000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
-    level: Annotated[float, typer.Option(help="Interval level.")] = 0.95,
-    viability_drop: Annotated[
-        float, typer.Option(help="Closure-conditional endpoints are VOID when the deal rate falls by more.")
-    ] = 0.10,
-    min_games: Annotated[
-        int,
-        typer.Option(
-            help="A cell of fewer games gets `too_few_games` verdicts (SPEC §7: 8; single-game cells exempt)."
-        ),
-    ] = MIN_GAMES,
-    endpoints: Annotated[
-        list[str],
-        typer.Option(
-            help="Endpoints (default: deal, nnw, nnw_rel, below_threshold, worst_off_z, gini, "
-            "max_share, dist_nbs and their *_given_deal forms)."
-        ),
-    ] = [],
-    experiment_prefix: Annotated[
-        str, typer.Option(help="Prefix of experiment_name in eval_contrasts.jsonl.")
-    ] = "fairness_grpo_eval_",
-):
+@dataclass
+class AnalyzeConfig:
+    "What `fairneg eval analyze` contrasts and how: the sides of each cell, the bootstrap, the endpoints, the files."
+
+    out: Path  # eval.json to write (the contrasts of every cell)
+    baseline: str | None = None  # GLOB of untrained run folders or episodes.jsonl files
+    # NAME=GLOB of a trained side; NAME is the cell (<checkpoint>_<condition>)
+    trained: list[str] = field(default_factory=list)
+    run_dir: Path | None = None  # instead of globs: every cell a launch wrote under this folder
+    contrasts: Path | None = None  # eval_contrasts.jsonl to append to (default: next to --out)
+    b: int = field(default=10_000, metadata=dict(flags=("--b",)))  # bootstrap resamples
+    seed: int = 0  # bootstrap seed
+    level: float = 0.95  # interval level
+    viability_drop: float = 0.10  # closure-conditional endpoints are VOID when the deal rate falls by more
+    # a cell of fewer games gets `too_few_games` verdicts (SPEC §7; single-game cells exempt)
+    min_games: int = MIN_GAMES
+    endpoints: list[str] = field(default_factory=lambda: list(EVAL_ENDPOINTS))  # the endpoints contrasted
+    experiment_prefix: str = "fairness_grpo_eval_"  # prefix of experiment_name in eval_contrasts.jsonl
+
+    def cells(self) -> dict:
+        "The cells to contrast: those under `run_dir`, or the sides the globs name."
+        if (self.run_dir is None) == (self.baseline is None):
+            raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
+        if self.trained and self.run_dir is not None:
+            raise EvalError("--trained goes with --baseline, not with --run-dir")
+        return discover_cells(self.run_dir) if self.run_dir is not None else glob_cells(self.baseline, self.trained)
+
+# %% ../../nbs/15_eval_commands.ipynb #aa56e026
+def analyze(**flags):
     "Paired trained-minus-untrained contrasts with game-cluster intervals (verdict, percentile), verdicts and VOIDs."
-    if (run_dir is None) == (baseline is None):
-        raise EvalError("give either --run-dir, or --baseline with --trained NAME=GLOB")
-    if trained and run_dir is not None:
-        raise EvalError("--trained goes with --baseline, not with --run-dir")
-    cells = discover_cells(run_dir) if run_dir is not None else glob_cells(baseline, trained)
+    c = flags_config(AnalyzeConfig, flags)
+    cells = c.cells()
     res = analyze_cells(
         cells,
-        endpoints or EVAL_ENDPOINTS,
-        B=b,
-        seed=seed,
-        level=level,
-        viability_drop=viability_drop,
-        min_games=min_games,
+        c.endpoints,
+        B=c.b,
+        seed=c.seed,
+        level=c.level,
+        viability_drop=c.viability_drop,
+        min_games=c.min_games,
         **replicate_design(cells),
     )  # seeds pooled, arms against each other
-    o, c = write_eval(res, out, contrasts, experiment_prefix)
+    o, n = write_eval(res, c.out, c.contrasts, c.experiment_prefix)
     typer.echo(contrast_text(res))
-    typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {c}")
+    typer.echo(f"-> {o}; {sum(len(x['endpoints']) for x in res['cells'].values())} rows appended to {n}")
+
+
+app.command("analyze", cls=MultiValueCommand)(config_command(AnalyzeConfig, analyze))
 
 # %% ../../nbs/15_eval_commands.ipynb #da175c6b
-@app.command()
-def gate(
-    prereg: Annotated[Path, typer.Argument(help="The preregistration YAML.")],
-    eval_json: Annotated[Path, typer.Argument(help="eval.json written by `fairneg eval analyze`.")],
-    checkpoint: Annotated[
-        str | None, typer.Option(help="The checkpoint to judge (default: the declared one, else every one).")
-    ] = None,
-    json_: Annotated[bool, typer.Option("--json", help="Print the verdicts as one JSON object.")] = False,
-    out: Annotated[Path | None, typer.Option(help="Also write the verdicts to this JSON file.")] = None,
-):
+@dataclass
+class GateConfig:
+    "What `fairneg eval gate` judges: a preregistration against the contrasts of an eval.json."
+
+    prereg: Path = field(metadata=dict(argument=True))  # the preregistration YAML
+    eval_json: Path = field(metadata=dict(argument=True))  # eval.json written by `fairneg eval analyze`
+    checkpoint: str | None = None  # the checkpoint to judge (default: the declared one, else every one)
+    json_: bool = field(default=False, metadata=dict(flags=("--json",)))  # print the verdicts as one JSON object
+    out: Path | None = None  # also write the verdicts to this JSON file
+
+
+def gate(**flags):
     "Evaluate a preregistered gate: POSITIVE (exit 0), NEGATIVE (1) or VOID (3), with the reason per clause."
-    p = load_prereg(prereg)
-    result = read_json(eval_json, EvalError)
+    c = flags_config(GateConfig, flags)
+    p = load_prereg(c.prereg)
+    result = read_json(c.eval_json, EvalError)
     if not isinstance(result, dict) or "cells" not in result:
-        raise EvalError(f"{eval_json}: not an eval.json of `fairneg eval analyze`")
-    g = evaluate_gate(p, result, checkpoint)
-    if out:
-        write_text_atomic(out, json.dumps(g, indent=1) + "\n")
-    typer.echo(json.dumps(g) if json_ else gate_text(g) + f"\n{g['verdict']}")
+        raise EvalError(f"{c.eval_json}: not an eval.json of `fairneg eval analyze`")
+    g = evaluate_gate(p, result, c.checkpoint)
+    if c.out:
+        write_text_atomic(c.out, json.dumps(g, indent=1) + "\n")
+    typer.echo(json.dumps(g) if c.json_ else gate_text(g) + f"\n{g['verdict']}")
     raise typer.Exit(GATE_EXIT[g["verdict"]])
+
+
+app.command("gate")(config_command(GateConfig, gate))
