@@ -33,15 +33,15 @@ from ..core.numerics import provenance
 from .prompts import render_prompt, render_conversation
 
 # %% auto #0
-__all__ = ['CELL_IDENTITY', 'RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'TurnRequest', 'request_messages', 'turn_seed',
-           'ScriptedPolicy', 'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'spec_state', 'start_episode',
-           'co_step', 'episode_row', 'transcript_rows', 'code_version', 'nbs_then_accept', 'quality_report',
-           'write_cell_tables', 'cell_identity', 'games_content', 'cell_games', 'drop_unfinished', 'held_episodes',
-           'missing_runs', 'seat_names', 'run_tournament', 'summary_table', 'episode_table_rewards', 'SoundnessError',
-           'parse_expectation', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats', 'random_legal_action',
-           'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget', 'cell_line',
-           'start_cell', 'append_episodes', 'write_quality', 'run_cell', 'MergeError', 'merge_cells', 'merge_cmd',
-           'soundness_cmd']
+__all__ = ['CELL_IDENTITY', 'RANDOM_LEGAL', 'LLM_SEAT_ALIASES', 'soundness_app', 'merge_cmd', 'TurnRequest', 'request_messages',
+           'turn_seed', 'ScriptedPolicy', 'AgentPolicy', 'make_policies', 'EpisodeSpec', 'Episode', 'spec_state',
+           'start_episode', 'co_step', 'episode_row', 'transcript_rows', 'code_version', 'nbs_then_accept',
+           'quality_report', 'write_cell_tables', 'cell_identity', 'games_content', 'cell_games', 'drop_unfinished',
+           'held_episodes', 'missing_runs', 'seat_names', 'run_tournament', 'summary_table', 'episode_table_rewards',
+           'SoundnessError', 'parse_expectation', 'soundness', 'view_ref', 'is_agent_seat', 'llm_seats',
+           'random_legal_action', 'RandomLegalPolicy', 'ViewLog', 'episode_state_line', 'resolve_seats', 'max_budget',
+           'cell_line', 'start_cell', 'append_episodes', 'write_quality', 'run_cell', 'MergeError', 'merge_cells',
+           'MergeConfig', 'SoundnessConfig', 'soundness_cmd']
 
 # %% ../../nbs/10_play_rollout.ipynb #59845bc1
 @dataclass
@@ -670,8 +670,7 @@ def soundness(
 # %% ../../nbs/10_play_rollout.ipynb #2d0236a4
 import typer, random
 from collections import Counter
-from typing import Annotated
-from ..core.commands import CliGroup
+from ..core.commands import CliGroup, MultiValueCommand, config_command, flags_config
 from ..engine.protocol import state_to_dict, protocol_for
 
 RANDOM_LEGAL = "random-legal"  # the built-in CPU stand-in for an LLM seat
@@ -1062,24 +1061,33 @@ def _merged_already(chunks, out) -> bool:
     return all(_keys(c) <= held for c in chunks)
 
 # %% ../../nbs/10_play_rollout.ipynb #18ac8078
-def merge_cmd(
-    chunks: Annotated[list[Path], typer.Option(help="Chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`.")],
-    out: Annotated[Path, typer.Option(help="The merged cell folder.")],
-):
+@dataclass
+class MergeConfig:
+    "What `fairneg play merge` merges: the chunk folders of one cell, into one folder."
+
+    chunks: list[Path]  # chunk folders of one cell, e.g. `--chunks runs/cell_b?s?`
+    out: Path  # the merged cell folder
+
+
+def _merge(**flags):
     "`fairneg play merge`: merge chunk folders into one cell (refusing duplicate keys, mixed protocols and budgets)."
-    with folder_lock(out, "fairneg play merge"):
-        if _merged_already(chunks, out):
-            typer.echo(f"{out}: already holds every episode of these chunks; nothing merged")
+    c = flags_config(MergeConfig, flags)
+    with folder_lock(c.out, "fairneg play merge"):
+        if _merged_already(c.chunks, c.out):
+            typer.echo(f"{c.out}: already holds every episode of these chunks; nothing merged")
             return
         try:
-            q = merge_cells(chunks, out)
+            q = merge_cells(c.chunks, c.out)
         except MergeError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
     typer.echo(
-        f"{q['episodes_done']} episodes from {len(chunks)} chunks, unique keys {q['unique_keys']}, "
-        f"protocol {', '.join(q['protocol_versions'])} -> {out}"
+        f"{q['episodes_done']} episodes from {len(c.chunks)} chunks, unique keys {q['unique_keys']}, "
+        f"protocol {', '.join(q['protocol_versions'])} -> {c.out}"
     )
+
+
+merge_cmd = config_command(MergeConfig, _merge)  # mounted as `fairneg play merge` by the policies chapter
 
 # %% ../../nbs/10_play_rollout.ipynb #6a34695f
 def _campaign_rows(spec: str) -> tuple:
@@ -1094,28 +1102,36 @@ def _campaign_rows(spec: str) -> tuple:
     return name, episode_rows(p, SoundnessError)  # an episode twice is refused, naming the file and lines
 
 # %% ../../nbs/10_play_rollout.ipynb #ebd9709f
-@soundness_app.command("soundness")
-def soundness_cmd(
-    campaign: list[str] = typer.Option(..., help="NAME=DIR with DIR/episodes.jsonl; repeat per campaign"),
-    expect_above: list[str] = typer.Option(..., help="expected order `A>B`; repeat for several"),
-    out: Path = typer.Option(..., help="JSON file for the numbers (written either way)"),
-    b: int = typer.Option(10_000, "--b", help="bootstrap resamples"),
-    seed: int = typer.Option(0, help="bootstrap seed"),
-    g_floor: float = typer.Option(None, help="reward floor (e.g. -17.5)"),
-):
+@dataclass
+class SoundnessConfig:
+    "What `fairneg soundness` checks: logged campaigns, the order their table rewards must take, the bootstrap."
+
+    campaign: list[str]  # NAME=DIR with DIR/episodes.jsonl (or the file itself); one per campaign
+    expect_above: list[str]  # an expected order `A>B`; several for several
+    out: Path  # JSON file for the numbers (written either way)
+    b: int = field(default=10_000, metadata=dict(flags=("--b",)))  # bootstrap resamples
+    seed: int = 0  # bootstrap seed
+    g_floor: float | None = None  # reward floor (e.g. -17.5)
+
+
+def soundness_cmd(**flags):
     "The offline reward soundness gate: exit 0 only when every expected order holds with non-overlapping intervals."
-    camps = [_campaign_rows(c) for c in campaign]
+    c = flags_config(SoundnessConfig, flags)
+    camps = [_campaign_rows(x) for x in c.campaign]
     twice = sorted({n for n, _ in camps if [m for m, _ in camps].count(n) > 1})
     if twice:
         raise typer.BadParameter(f"campaign name(s) {', '.join(twice)} given more than once", param_hint="--campaign")
-    res = soundness(dict(camps), expect_above, B=b, seed=seed, g_floor=g_floor)
-    write_json(out, res)
+    res = soundness(dict(camps), c.expect_above, B=c.b, seed=c.seed, g_floor=c.g_floor)
+    write_json(c.out, res)
     for nm, s in res["campaigns"].items():
         typer.echo(
             f"{nm:>24}: R_table {s['mean_r_table']:+.3f} [{s['lo']:+.3f}, {s['hi']:+.3f}]  ({s['n_games']} "
             f"games, {s['n_episodes']} episodes)"
         )
-    for c in res["checks"]:
-        typer.echo(f"{c['expect']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}")
+    for x in res["checks"]:
+        typer.echo(f"{x['expect']}: {'holds' if x['holds'] else 'DOES NOT HOLD'}")
     typer.echo("PASS" if res["passed"] else "FAIL")
     raise typer.Exit(0 if res["passed"] else 1)
+
+
+soundness_app.command("soundness", cls=MultiValueCommand)(config_command(SoundnessConfig, soundness_cmd))
