@@ -6,15 +6,16 @@
 from __future__ import annotations
 import json, sys
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Annotated
 import typer
 from . import __version__
-from .core.commands import BEFORE_RUN, CliGroup
+from .core.commands import BEFORE_RUN, CliGroup, config_command, flags_config
 from typer.core import TyperCommand
 from .core.numerics import pin_process, provenance
 
 # %% auto #0
-__all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'geometry', 'provenance_cmd', 'console']
+__all__ = ['SUBAPPS', 'app', 'RootGroup', 'main', 'GeometryConfig', 'geometry', 'ProvenanceConfig', 'provenance_cmd', 'console']
 
 # %% ../nbs/19_cli.ipynb #48178248
 # verb -> its chapter's typer app, imported when the verb is first used; one line per chapter that adds commands
@@ -168,48 +169,56 @@ def _pick_game(games: list, name: str | None, path) -> list:
     return hit
 
 # %% ../nbs/19_cli.ipynb #fa3ce468
-@app.command()
-def geometry(
-    game: Annotated[
-        Path,
-        typer.Argument(
-            help="A game JSON file, an LLM-Deliberation game folder, a bank folder, a "
-            "folder of games or `@llm_deliberation`."
-        ),
-    ],
-    name: Annotated[str | None, typer.Option("--game", help="Of a bank: the game to show in full.")] = None,
-    json_: Annotated[
-        bool, typer.Option("--json", help="Print JSON: one object for a game, a list for several.")
-    ] = False,
-):
+@dataclass
+class GeometryConfig:
+    "What `fairneg geometry` shows: a game, or a bank's games, and how."
+
+    # a game JSON file, an LLM-Deliberation game folder, a bank folder, a folder of games or `@llm_deliberation`
+    game: Path = field(metadata=dict(argument=True))
+    name: str | None = field(default=None, metadata=dict(flags=("--game",)))  # of a bank: the game to show in full
+    # print JSON: one object for a game, a list for several
+    json_: bool = field(default=False, metadata=dict(flags=("--json",)))
+
+
+def geometry(**flags):
     "Print a game's exact geometry (per solution: deal, nnw, each party's u and z; its kind's equilibria), or a bank's."
     from fairneg.engine.bank import bank_games
     from fairneg.engine.geometry import bank_geometry, geometry_summary, geometry_text, solve
 
     from fairneg.engine.protocol import protocol_kind, equilibria_text
 
-    games = _pick_game(bank_games(game), name, game)
+    c = flags_config(GeometryConfig, flags)
+    games = _pick_game(bank_games(c.game), c.name, c.game)
     geos = [solve(g) for g in games]
     eqs = [protocol_kind(g.protocol).equilibria(g) for g in games]  # what the kind's rules imply (alternating offers)
-    if json_:
+    if c.json_:
         out = [{**geometry_summary(geo), **({"equilibria": eq} if eq else {})} for geo, eq in zip(geos, eqs)]
         typer.echo(json.dumps(out[0] if len(out) == 1 else out))
     elif len(geos) == 1:
         typer.echo(geometry_text(geos[0]) + ("\n" + equilibria_text(eqs[0]) if eqs[0] else ""))
     else:
-        typer.echo(f"{game}: {len(geos)} games; `--game NAME` shows one in full")
+        typer.echo(f"{c.game}: {len(geos)} games; `--game NAME` shows one in full")
         typer.echo(bank_geometry(geos).to_string(index=False))
 
+
+app.command("geometry")(config_command(GeometryConfig, geometry))
+
 # %% ../nbs/19_cli.ipynb #ee984567
-@app.command("provenance")
-def provenance_cmd(json_: Annotated[bool, typer.Option("--json", help="Print the record as one JSON object.")] = False):
+@dataclass
+class ProvenanceConfig:
+    "How `fairneg provenance` prints its record."
+
+    json_: bool = field(default=False, metadata=dict(flags=("--json",)))  # print the record as one JSON object
+
+
+def provenance_cmd(**flags):
     "Print how this machine computes under `fairneg`: the lock the venv matches, the numerics pins, torch's and BLAS's paths."
     try:
         import torch, numpy  # noqa: F401  (so that their kernels are read)
     except ImportError:
         pass
     rec = provenance()
-    if json_:
+    if flags_config(ProvenanceConfig, flags).json_:
         typer.echo(json.dumps(rec))
         return
     lk, nm = rec["lock"], rec["numerics"]
@@ -223,6 +232,9 @@ def provenance_cmd(json_: Annotated[bool, typer.Option("--json", help="Print the
         + f"; cpu {nm['cpu']}; torch {nm.get('torch_capability')} x {nm.get('torch_threads')} threads; blas "
         + ", ".join(f"{b['internal_api']} {b['architecture']}" for b in nm["blas"])
     )
+
+
+app.command("provenance")(config_command(ProvenanceConfig, provenance_cmd))
 
 # %% ../nbs/19_cli.ipynb #b1745299
 def console():

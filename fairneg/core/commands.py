@@ -17,11 +17,11 @@ except ImportError:
     from click import exceptions as click_exceptions
 
 # %% auto #0
-__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'EXIT_PIPE', 'USER_ERRORS', 'USER_OS_ERRORS', 'BEFORE_RUN', 'user_error',
-           'one_line', 'BadValue', 'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log', 'usage_line',
-           'crash_line', 'os_problem', 'CliGroup', 'nearest', 'unknown_names', 'json_kind', 'type_problem',
-           'expand_multi', 'MultiValueCommand', 'class_comments', 'field_docs', 'config_params', 'config_command',
-           'flags_config', 'extra_option', 'config_section', 'key_values']
+__all__ = ['EXIT_CODES', 'EXIT_USER', 'EXIT_CRASH', 'EXIT_PIPE', 'USER_ERRORS', 'USER_OS_ERRORS', 'BEFORE_RUN', 'PROGRESS',
+           'user_error', 'one_line', 'BadValue', 'UnknownName', 'MissingInput', 'crash_dir', 'write_crash_log',
+           'usage_line', 'crash_line', 'os_problem', 'CliGroup', 'nearest', 'unknown_names', 'json_kind',
+           'type_problem', 'expand_multi', 'MultiValueCommand', 'class_comments', 'field_docs', 'config_params',
+           'config_command', 'flags_config', 'extra_option', 'params_option', 'config_section', 'key_values']
 
 # %% ../../nbs/00_core_commands.ipynb #99a45f25
 EXIT_CODES = {  # what every exit status of `fairneg` means, documented once (the README's table is this one)
@@ -485,6 +485,18 @@ def extra_option(name: str, t, default, help: str) -> inspect.Parameter:
     "One typer option of a command besides its config's flags (an `extra` of `config_command`)."
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[t, typer.Option(help=help)]
+    )
+
+
+PROGRESS = extra_option("progress", bool, True, "Show progress bars.")  # every command's progress switch
+
+
+def params_option(
+    section: str,  # the section of the parameter set the command's config reads (`train`, `eval`)
+) -> inspect.Parameter:
+    "The `--params` option of a command whose config is also the `section:` of a YAML parameter set."
+    return extra_option(
+        "params", Optional[Path], None, f"YAML parameter set (its `{section}:` section); the flags given override it."
     )
 
 # %% ../../nbs/00_core_commands.ipynb #127c1b76

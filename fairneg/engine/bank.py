@@ -8,10 +8,10 @@ import copy, json, re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Callable, Iterable
+from typing import Callable, Iterable
 import typer
 from ..core.commands import CliGroup, MultiValueCommand, user_error, config_command, extra_option
-from ..core.commands import flags_config
+from ..core.commands import flags_config, PROGRESS
 from tqdm import tqdm
 from .game import Game, GameError, INFO_MODES, generate_game, import_llm_deliberation
 from .game import llmdel_games_dir, load_game, save_game, game_text
@@ -26,7 +26,8 @@ __all__ = ['MANIFEST', 'REJECTIONS', 'GUARD', 'MANIFEST_FIELDS', 'FINGERPRINTS',
            'REASONS', 'app', 'BankError', 'manifest_row', 'adapter_config', 'write_bank', 'read_manifest', 'load_bank',
            'resolve_bank_path', 'bank_games', 'game_fingerprints', 'bank_fingerprints', 'check_modes', 'twin',
            'base_id', 'generate_games', 'generate_bank', 'import_bank', 'screen_candidate', 'rejection_row',
-           'make_eval_bank', 'check_bank', 'TrainBankConfig', 'EvalBankConfig', 'generate', 'import_', 'eval_', 'check']
+           'make_eval_bank', 'check_bank', 'TrainBankConfig', 'EvalBankConfig', 'generate', 'ImportConfig', 'import_',
+           'eval_', 'CheckConfig', 'check']
 
 # %% ../../nbs/05_engine_bank.ipynb #b107a1c9
 MANIFEST, REJECTIONS, GUARD = "manifest.jsonl", "rejections.jsonl", "guard.json"
@@ -495,7 +496,6 @@ app = typer.Typer(
     help="Game banks: generate a training bank, import games, make a guarded held-out bank, check a bank for collisions.",
 )
 
-_MODES_HELP = "Information modes, e.g. `--modes full private` (or the flag repeated)."
 _FORCE_HELP = (
     "Replace a folder that holds another bank (or other files); the new bank is swapped in whole when written."
 )
@@ -556,7 +556,6 @@ class EvalBankConfig:
         )
 
 # %% ../../nbs/05_engine_bank.ipynb #d4b07fd8
-_PROGRESS = extra_option("progress", bool, True, "Show a progress bar.")
 _FORCE = extra_option("force", bool, False, _FORCE_HELP)
 
 
@@ -570,20 +569,28 @@ def generate(progress: bool = True, force: bool = False, **fields):
     typer.echo(_bank_line(Path(cfg.out), rows, before, force, seeds))
 
 
-app.command(cls=MultiValueCommand)(config_command(TrainBankConfig, generate, [_PROGRESS, _FORCE]))
+app.command(cls=MultiValueCommand)(config_command(TrainBankConfig, generate, [PROGRESS, _FORCE]))
 
 # %% ../../nbs/05_engine_bank.ipynb #fc06c01b
-@app.command("import")
-def import_(
-    paths: Annotated[list[Path], typer.Argument(help="Game JSON files, LLM-Deliberation folders or folders of them.")],
-    out: Annotated[Path, typer.Option(help="The bank folder to write.")],
-    force: Annotated[bool, typer.Option(help=_FORCE_HELP)] = False,
-):
+@dataclass
+class ImportConfig:
+    "What `fairneg bank import` reads and writes: games from files or LLM-Deliberation folders, into one bank."
+
+    # game JSON files, LLM-Deliberation folders or folders of them
+    paths: list[Path] = field(metadata=dict(argument=True))
+    out: Path  # the bank folder to write
+
+
+def import_(force: bool = False, **fields):
     "Import games (LLM-Deliberation folders or game JSON files) as a bank."
-    with folder_lock(out, "fairneg bank import"):
-        before = _manifest_text(out)
-        rows = import_bank(paths, out, force=force)
-    typer.echo(_bank_line(out, rows, before, force, "imported"))
+    c = flags_config(ImportConfig, fields)
+    with folder_lock(c.out, "fairneg bank import"):
+        before = _manifest_text(c.out)
+        rows = import_bank(c.paths, c.out, force=force)
+    typer.echo(_bank_line(c.out, rows, before, force, "imported"))
+
+
+app.command("import")(config_command(ImportConfig, import_, [_FORCE]))
 
 # %% ../../nbs/05_engine_bank.ipynb #b82f237b
 def eval_(progress: bool = True, force: bool = False, **fields):
@@ -597,19 +604,24 @@ def eval_(progress: bool = True, force: bool = False, **fields):
     )
 
 
-app.command("eval", cls=MultiValueCommand)(config_command(EvalBankConfig, eval_, [_PROGRESS, _FORCE]))
+app.command("eval", cls=MultiValueCommand)(config_command(EvalBankConfig, eval_, [PROGRESS, _FORCE]))
 
 # %% ../../nbs/05_engine_bank.ipynb #7ab15668
-@app.command()
-def check(
-    bank: Annotated[Path, typer.Argument(help="The bank folder to check.")],
-    known_bank: Annotated[list[str], typer.Option(help="A bank to check against (repeat the flag for several).")] = [],
-    json_: Annotated[bool, typer.Option("--json", help="One JSON object per colliding pair.")] = False,
-    within: Annotated[bool, typer.Option(help="Also report collisions between different games of the bank.")] = True,
-):
+@dataclass
+class CheckConfig:
+    "What `fairneg bank check` compares: a bank's fingerprints with its own and with known banks'."
+
+    bank: Path = field(metadata=dict(argument=True))  # the bank folder to check
+    known_bank: list[str] = field(default_factory=list)  # banks to check against
+    json_: bool = field(default=False, metadata=dict(flags=("--json",)))  # one JSON object per colliding pair
+    within: bool = True  # also report collisions between different games of the bank
+
+
+def check(**flags):
     "List fingerprint collisions; exit 0 when there are none, 1 when there are."
-    rows = check_bank(bank, known_bank, within)
-    if json_:
+    c = flags_config(CheckConfig, flags)
+    rows = check_bank(c.bank, c.known_bank, c.within)
+    if c.json_:
         for r in rows:
             typer.echo(json.dumps(r))
     elif rows:
@@ -618,5 +630,8 @@ def check(
         typer.echo(pd.DataFrame(rows).to_string(index=False))
         typer.echo(f"{len(rows)} collision(s)")
     else:
-        typer.echo(f"{bank}: no collisions")
+        typer.echo(f"{c.bank}: no collisions")
     raise typer.Exit(1 if rows else 0)
+
+
+app.command("check", cls=MultiValueCommand)(config_command(CheckConfig, check))

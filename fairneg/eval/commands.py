@@ -4,13 +4,12 @@
 
 # %% ../../nbs/15_eval_commands.ipynb #e58a1215
 from __future__ import annotations
-import inspect, json
+import json
 import typer
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
 from ..core.commands import BadValue, CliGroup, MultiValueCommand, config_command, key_values, extra_option
-from ..core.commands import flags_config
+from ..core.commands import flags_config, params_option
 from ..core.store import read_json
 from ..engine.settings import play_settings
 from ..core.store import load_config, write_text_atomic
@@ -127,15 +126,7 @@ app.command("launch", cls=MultiValueCommand)(
         LaunchConfig,
         launch_cmd,
         [
-            inspect.Parameter(
-                "params",
-                inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=Annotated[
-                    Optional[Path],
-                    typer.Option(help="YAML parameter set (its `eval:` section); the flags given override it."),
-                ],
-            ),
+            params_option("eval"),
             extra_option(
                 "force",
                 bool,

@@ -22,7 +22,7 @@ from .vllm import VLLMPolicy
 from .load import model_path
 from .evaluate import evaluate_model, eval_text
 from ..engine.game import INFO_MODES
-from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
+from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd, app as tiny_app
 from ..core.store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES
 from ..core.store import QUALITY, CELL
 from ..core.store import folder_lock, check_writable
@@ -497,7 +497,7 @@ model_app = typer.Typer(
     cls=CliGroup,
     no_args_is_help=True,
     add_completion=False,
-    help="Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.",
+    help=tiny_app.info.help,  # the tiny chapter's group of the same verb
 )
 model_app.command("build-tiny")(build_tiny_cmd)
 model_app.command("eval")(config_command(ModelEvalConfig, eval_cmd))

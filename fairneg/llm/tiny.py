@@ -6,9 +6,8 @@
 from __future__ import annotations
 import collections, contextlib, copy, dataclasses, hashlib, json, os, random, shutil, subprocess, sys, tempfile, time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 import numpy as np
 import typer
 from tqdm.auto import tqdm
@@ -21,7 +20,7 @@ from ..engine.protocol import check_action
 from ..play.prompts import render_prompt
 from ..play.rollout import EpisodeSpec, co_step, spec_state, random_legal_action
 from .load import train_tokenizer, make_model, n_params
-from ..core.commands import CliGroup
+from ..core.commands import CliGroup, config_command, flags_config
 from ..core.store import cache_root
 from ..core.numerics import PIN_THREADS, numerics_mode, is_pinned, run_pinned, provenance
 
@@ -31,7 +30,7 @@ __all__ = ['TINY_VERSION', 'AGENT_MIX', 'SFT_GAME_SEED', 'SHAPES', 'SIZES', 'EMB
            'prompt_messages', 'prompt_fingerprint', 'tokenizer_corpus', 'sft_dataset', 'native_bf16', 'train_sft',
            'generate_answers', 'answer_rates', 'points_sha256', 'tokenizer_sha256', 'state_sha256', 'build_tiny',
            'cache_dir', 'tiny_folder', 'pinned_build', 'embedded_pin', 'build_differences', 'shipped_folder',
-           'tiny_path', 'build_report', 'pinned_text', 'model_group', 'build_tiny_cmd']
+           'tiny_path', 'build_report', 'pinned_text', 'model_group', 'BuildTinyConfig', 'build_tiny_cmd']
 
 # %% ../../nbs/12_llm_tiny.ipynb #bfc0f8ac
 # bump when the code changes what a recipe builds (v2: the noise is rollout's random_legal_action)
@@ -818,22 +817,28 @@ def model_group():
     "A group callback, so that `fairneg model` stays a group of verbs whatever their number."
 
 # %% ../../nbs/12_llm_tiny.ipynb #2913763d
-@app.command("build-tiny")
-def build_tiny_cmd(
-    out: Annotated[Path | None, typer.Option(help="Folder to write (default: the cache folder of the recipe).")] = None,
-    size: Annotated[str, typer.Option(help="Model size: pilot or test.")] = "pilot",
-    seed: Annotated[int, typer.Option(help="Recipe seed.")] = 0,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
-):
+@dataclass
+class BuildTinyConfig:
+    "What `fairneg model build-tiny` builds: which recipe, into which folder."
+
+    out: Path | None = None  # folder to write (default: the cache folder of the recipe)
+    size: str = "pilot"  # model size: pilot or test
+    seed: int = 0  # recipe seed
+    overwrite: bool = False  # replace an existing --out folder
+    progress: bool = True  # show progress bars
+
+
+def build_tiny_cmd(**flags):
     "Build the tiny model (tokenizer, Qwen3 model, supervised warm start) pinned; print its report and its check."
+    c = flags_config(BuildTinyConfig, flags)
+    out, size, seed, progress = c.out, c.size, c.seed, c.progress
     if size not in SIZES:
         raise typer.BadParameter(f"unknown size `{size}` (known: {', '.join(SIZES)})", param_hint="--size")
     if out is None:
         out = tiny_path(size, seed, progress=progress)
     else:
         try:
-            build_tiny(out, size, seed, progress=progress, overwrite=overwrite)
+            build_tiny(out, size, seed, progress=progress, overwrite=c.overwrite)
         except FileExistsError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
@@ -847,3 +852,6 @@ def build_tiny_cmd(
         f"legal {r['greedy']['legal']:.2f} (sampled {r['sampled']['legal']:.2f})"
     )
     typer.echo(pinned_text(r, pinned_build(size, seed)))
+
+
+app.command("build-tiny")(config_command(BuildTinyConfig, build_tiny_cmd))

@@ -6,10 +6,10 @@
 from __future__ import annotations
 import json, shutil
 from pathlib import Path
-from typing import Annotated, Optional
+from dataclasses import dataclass, field
 import typer, yaml
 from ..train.adapters import checkpoints, read_segments
-from ..core.commands import CliGroup, MultiValueCommand, user_error
+from ..core.commands import CliGroup, MultiValueCommand, user_error, config_command, flags_config
 from ..core.store import read_json
 from ..core.runlayout import arm_lam, checkpoint_name
 from ..core.charts import md_text, md_code
@@ -17,7 +17,7 @@ from ..core.store import folder_lock
 
 # %% auto #0
 __all__ = ['ADAPTER_FILES', 'CARD_SETTINGS', 'app', 'ExportError', 'export_name', 'checkpoint_facts', 'eval_verdicts',
-           'model_card', 'export_checkpoint', 'export_arm', 'arm_folders', 'export']
+           'model_card', 'export_checkpoint', 'export_arm', 'arm_folders', 'ExportConfig', 'export']
 
 # %% ../../nbs/17_report_export.ipynb #ddb8966e
 @user_error
@@ -286,25 +286,27 @@ app = typer.Typer(
 )
 
 # %% ../../nbs/17_report_export.ipynb #041b83f8
-@app.command(cls=MultiValueCommand)
-def export(
-    arms: Annotated[
-        list[Path], typer.Argument(help="Arm folders (with checkpoint-STEP/), or folders of arms (a run's train/).")
-    ],
-    out: Annotated[
-        Path, typer.Option(help="The folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each).")
-    ],
-    eval_json: Annotated[
-        Optional[Path], typer.Option("--eval", help="An eval.json: each card lists its checkpoint's verdicts.")
-    ] = None,
-    steps: Annotated[
-        Optional[list[int]], typer.Option(help="Steps to export (default: every complete checkpoint).")
-    ] = None,
-    force: Annotated[bool, typer.Option(help="Replace exported folders of the same name.")] = False,
-):
+@dataclass
+class ExportConfig:
+    "What `fairneg export` writes: which arms' checkpoints, where, with which verdicts on their cards."
+
+    # arm folders (with checkpoint-STEP/), or folders of arms (a run's train/)
+    arms: list[Path] = field(metadata=dict(argument=True))
+    out: Path  # the folder the exported adapters go into (<arm>_checkpoint-<STEP>/ each)
+    # an eval.json: each card lists its checkpoint's verdicts
+    eval_json: Path | None = field(default=None, metadata=dict(flags=("--eval",)))
+    steps: list[int] | None = None  # steps to export (default: every complete checkpoint)
+    force: bool = False  # replace exported folders of the same name
+
+
+def export(**flags):
     "Write checkpoints as `<arm>_checkpoint-<STEP>/`: PEFT adapter, model card (README.md) and fairneg_provenance.json."
-    ev = read_json(eval_json, ExportError) if eval_json else None
-    with folder_lock(out, "fairneg export"):
-        for arm in arm_folders(arms):
-            for p in export_arm(arm, out, ev, steps, force):
+    c = flags_config(ExportConfig, flags)
+    ev = read_json(c.eval_json, ExportError) if c.eval_json else None
+    with folder_lock(c.out, "fairneg export"):
+        for arm in arm_folders(c.arms):
+            for p in export_arm(arm, c.out, ev, c.steps, c.force):
                 typer.echo(f"{p}")
+
+
+app.command("export", cls=MultiValueCommand)(config_command(ExportConfig, export))

@@ -7,15 +7,16 @@ from __future__ import annotations
 import contextlib, json, os, re, sys, tempfile
 import typer
 from pathlib import Path
-from typing import Annotated, Iterable
-from ..core.commands import key_values
+from dataclasses import dataclass, field
+from typing import Iterable
+from ..core.commands import config_command, flags_config, key_values
 from ..core.store import write_text_atomic
 from .run import ReportError, check_run_dir
 from .page import check_mode
 
 # %% auto #0
 __all__ = ['REPORT_NOTEBOOK', 'SKIP_TAG', 'OFFLINE_TEMPLATE', 'app', 'venv_kernel', 'check_self_contained', 'notebook_html',
-           'render_report', 'report']
+           'render_report', 'ReportConfig', 'report']
 
 # %% ../../nbs/17_report_render.ipynb #b89b36f4
 import fairneg as _fairneg
@@ -176,35 +177,29 @@ def _params(items: Iterable[str]) -> dict:
     return key_values(items, "--param", ReportError)
 
 # %% ../../nbs/17_report_render.ipynb #1d0c8d4f
-@app.command()
-def report(
-    run_dir: Annotated[
-        Path,
-        typer.Argument(
-            help="The run directory (train/<arm>/, eval/, eval.json, "
-            "eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/)."
-        ),
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="The HTML page to write (default: reports/<run dir name>.html); the executed notebook goes beside it."
-        ),
-    ] = None,
-    title: Annotated[str | None, typer.Option(help="The report's title (default: the run directory's name).")] = None,
-    mode: Annotated[
-        str, typer.Option(help="Figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips).")
-    ] = "svg",
-    param: Annotated[
-        list[str],
-        typer.Option(
-            "--param",
-            "-p",
-            help="KEY=VALUE parameter of the report notebook (YAML value), e.g. -p ladder_condition=crossgame.",
-        ),
-    ] = [],
-    notebook: Annotated[Path | None, typer.Option(help="Another report notebook (default: nbs/report.ipynb).")] = None,
-):
+@dataclass
+class ReportConfig:
+    "What `fairneg report` renders: a run directory, as which page, with which notebook parameters."
+
+    # the run directory (train/<arm>/, eval/, eval.json, eval_contrasts.jsonl, gate.json, reward_soundness.json, banks/)
+    run_dir: Path = field(metadata=dict(argument=True))
+    # the HTML page to write (default: reports/<run dir name>.html); the executed notebook goes beside it
+    out: Path | None = None
+    title: str | None = None  # the report's title (default: the run directory's name)
+    mode: str = "svg"  # figures as inline `svg` (static) or `interactive` (vega bundle inlined: tooltips)
+    # KEY=VALUE parameter of the report notebook (YAML value), e.g. -p ladder_condition=crossgame
+    param: list[str] = field(default_factory=list, metadata=dict(flags=("--param", "-p")))
+    notebook: Path | None = None  # another report notebook (default: nbs/report.ipynb)
+
+    def render(self) -> Path:
+        "The report page, written (`render_report`)."
+        return render_report(self.run_dir, self.out, self.title, self.mode, _params(self.param), self.notebook)
+
+
+def report(**flags):
     "Run the report notebook on RUN_DIR with papermill and write a self-contained HTML page (no input cells, no CDN)."
-    p = render_report(run_dir, out, title, mode, _params(param), notebook)
+    p = flags_config(ReportConfig, flags).render()
     typer.echo(f"report: {p} (notebook: {p.with_suffix('.ipynb')})")
+
+
+app.command("report")(config_command(ReportConfig, report))

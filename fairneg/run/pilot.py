@@ -881,7 +881,7 @@ def _run_pilot(params: dict, run: Path, force: bool, progress: bool, only: list 
 # %% ../../nbs/18_run_pilot.ipynb #53316af7
 import typer
 from typing import Annotated, Optional
-from ..core.commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
+from ..core.commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error, PROGRESS
 
 for _e in (ParamsError, PilotStopped):  # a bad parameters file, a failed gate: one line, exit code 2
     user_error(_e)
@@ -908,7 +908,7 @@ app.command("pilot", cls=MultiValueCommand)(
             extra_option("params", Path, Path("params/pilot-cpu.yaml"), "The YAML parameters file."),
             extra_option("force", bool, False, "Redo every stage, even those whose output exists."),
             extra_option("only", Optional[list[str]], None, f"Run only these stages ({', '.join(STAGES)})."),
-            extra_option("progress", bool, True, "Show progress bars."),
+            PROGRESS,
         ],
     )
 )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib, json, shutil, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from typing import Optional
 import numpy as np
 import typer
 from ..core.store import ReadError, read_json
@@ -22,6 +21,7 @@ from ..core.runlayout import dpo_arm, checkpoint_dir
 from .pairs import DPOError, WEIGHTINGS, dpo_pairs, load_pairs, pairs_path
 from ..engine.reward import EPS
 from ..core.commands import CliGroup, MultiValueCommand, config_command, extra_option, user_error
+from ..core.commands import PROGRESS, params_option
 from ..core.store import load_config, TRAINING_STEPS, append_jsonl, read_jsonl, step_row, out_folder
 from ..core.store import check_replaceable
 from ..core.store import folder_lock
@@ -504,11 +504,9 @@ app.command("train", cls=MultiValueCommand)(
         DPOTrainConfig,
         train_cmd,
         [
-            extra_option(
-                "params", Optional[Path], None, "YAML parameter set (its `dpo:` section); the flags given override it."
-            ),
+            params_option("dpo"),
             extra_option("force", bool, False, "Discard the run in --out and train again."),
-            extra_option("progress", bool, True, "Show a progress bar."),
+            PROGRESS,
         ],
     )
 )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib, hashlib, json, math, random, shutil, sys, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from typing import Optional
 import typer
 import numpy as np
 from ..engine.reward import g_smooth, rewards_from_z
@@ -23,6 +22,7 @@ from ..llm import require_vllm, HFPolicy, VLLMPolicy, default_dtype, NonFiniteLo
 from ..llm import release_decode_caches
 from ..llm.policies import default_constrain, resolve_model, needs_gpu
 from ..core.commands import CliGroup, MultiValueCommand, config_command, config_params, extra_option, key_values
+from ..core.commands import PROGRESS, params_option
 from ..core.store import load_config, TRANSCRIPTS, TRAINING_STEPS, append_jsonl, read_jsonl, write_json
 from ..core.store import write_jsonl
 from ..core.store import step_row, out_folder, check_replaceable, step_differences
@@ -1669,12 +1669,7 @@ app.command(cls=MultiValueCommand)(
         GRPOConfig,
         train_cmd,
         [
-            extra_option(
-                "params",
-                Optional[Path],
-                None,
-                "YAML parameter set (its `train:` section); the flags given override it.",
-            ),
+            params_option("train"),
             extra_option(
                 "resume",
                 bool,
@@ -1690,7 +1685,7 @@ app.command(cls=MultiValueCommand)(
                 "Compute the steps logged after the newest checkpoint again (their rows moved to "
                 "superseded_steps.jsonl) instead of checking them: a resume on another machine or library.",
             ),
-            extra_option("progress", bool, True, "Show a progress bar."),
+            PROGRESS,
         ]
         + config_params(JobConfig),
     )
