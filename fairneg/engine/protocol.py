@@ -16,7 +16,7 @@ from .wording import table_system, table_lines, ballot_lines, ultimatum_system, 
 from .wording import who, issue_line, sheet_table, answer_block, own_value
 from .answers import ATYPES, LENIENT, parse_answer, parse_action, lenient_record
 from ..core.commands import BadValue
-from .settings import CONTEXTS, PlaySettings, play_settings
+from .settings import CONTEXTS, CONVERSATION, WINDOW, PlaySettings, is_conversation, play_settings
 
 # %% auto #0
 __all__ = ['LEGALITY', 'PHASES', 'ACTION_TOKENS', 'VOTE_TOKENS', 'LEGAL_ATYPES', 'KINDS', 'TABLE', 'ULTIMATUM', 'DIVIDE_DOLLAR',
@@ -349,7 +349,7 @@ class Protocol:
 # %% ../../nbs/07_engine_protocol.ipynb #53c849a8
 def version_context(version: str) -> str:
     "The context a `protocol_version` names: `conversation` for the `…-conv-v1` versions, else `window`."
-    return "conversation" if "conv" in str(version).split("-") else "window"
+    return CONVERSATION if "conv" in str(version).split("-") else WINDOW
 
 # %% ../../nbs/07_engine_protocol.ipynb #66e8546c
 def protocol_for(
@@ -379,7 +379,7 @@ def protocol_for(
     parts = [open_base, f"uncapped-turn{turn_max_tokens}"] if turn_max_tokens else [base]
     if max_turns != default_t:
         parts.append(f"turns{max_turns}")
-    if context == "conversation":
+    if is_conversation(context):
         parts.append("conv")
     return Protocol(
         k.name,

@@ -9,13 +9,20 @@ from ..core.commands import BadValue
 from .game import INFO_MODES
 
 # %% auto #0
-__all__ = ['CONTEXTS', 'FRAMINGS', 'CONSTRAINTS', 'ANSWER_CAPS', 'DTYPE_NAMES', 'ANSWER_SETTINGS', 'check_choice', 'check_count',
-           'PlaySettings', 'play_settings', 'DecodeSettings', 'thinking_label', 'game_settings', 'settings_differences']
+__all__ = ['CONTEXTS', 'WINDOW', 'CONVERSATION', 'FRAMINGS', 'CONSTRAINTS', 'ANSWER_CAPS', 'DTYPE_NAMES', 'ANSWER_SETTINGS',
+           'is_conversation', 'check_choice', 'check_count', 'PlaySettings', 'play_settings', 'DecodeSettings',
+           'thinking_label', 'game_settings', 'settings_differences']
 
 # %% ../../nbs/04_engine_settings.ipynb #35401a72
 # what a model seat reads: a fresh prompt per turn, or one growing chat (`...-conv-v1`)
 CONTEXTS = ("window", "conversation")
+WINDOW, CONVERSATION = CONTEXTS  # each by name
 FRAMINGS = ("table", "prose")  # the prompt framings
+
+
+def is_conversation(context: str | None) -> bool:
+    "Whether a seat reads one growing chat (`conversation`), not a fresh prompt per turn (`window`; None: the default)."
+    return context == CONVERSATION
 
 
 def check_choice(
@@ -42,7 +49,7 @@ class PlaySettings:
 
     # what a model seat reads: `window` (a fresh prompt per turn) or `conversation` (one growing chat; its own
     # protocol_version)
-    context: str = "window"
+    context: str = WINDOW
     framing: str = "table"  # prompt framing: `table` or `prose`
     # override the games' information mode (`full` or `private`); None: each game's own
     info_mode: str | None = None

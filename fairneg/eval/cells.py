@@ -18,7 +18,7 @@ from ..play.rollout import EpisodeSpec, co_step, transcript_rows, quality_report
 from ..play.rollout import write_cell_tables
 from ..engine.protocol import game_sha, kind_conditions, condition_kind
 from ..play.rollout import games_content
-from ..engine.settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings
+from ..engine.settings import ANSWER_SETTINGS, PlaySettings, game_settings, play_settings, WINDOW
 from ..llm.policies import PolicySpec, parse_policy, policy_label, engine_key, build_policy, resolve_model
 from ..core.store import episode_rows, EPISODES, TRANSCRIPTS, STATES, QUALITY, read_jsonl, out_folder
 from ..core.numerics import provenance
@@ -370,7 +370,7 @@ def base_key(cell: Cell, games: list[Game]) -> str:
         llm_kw=cell.llm_kw,
         experiment_prefix=cell.experiment_prefix,
         # absent: earlier keys stay valid
-        **({"context": cell.play.context} if cell.play.context != "window" else {}),
+        **({"context": cell.play.context} if cell.play.context != WINDOW else {}),
         **{k: getattr(cell.play, k) for k in ("max_turns", "info_mode") if getattr(cell.play, k) is not None},
     )
     return f"{cell.condition}-" + hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]

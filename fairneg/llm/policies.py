@@ -28,6 +28,7 @@ from ..core.store import QUALITY, CELL
 from ..core.store import folder_lock, check_writable
 from ..core.store import read_json
 from ..engine.settings import ANSWER_CAPS, DecodeSettings, PlaySettings, play_settings, thinking_label
+from ..engine.settings import is_conversation
 
 # %% auto #0
 __all__ = ['play_app', 'TABLE_LEVEL_NOTE', 'model_app', 'is_llm_seat', 'resolve_model', 'default_constrain', 'needs_gpu',
@@ -485,7 +486,7 @@ def eval_cmd(**fields):
     if out is None:
         out = Path("runs/model_eval") / (
             f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', c.model).strip('_')}-{pol.constrain}"
-            + ("-conversation" if c.context == "conversation" else "")
+            + ("-conversation" if is_conversation(c.context) else "")
             + ".json"
         )
     write_json(out, res)

@@ -28,7 +28,7 @@ from ..engine.protocol import turn_token_budget, COUNTERS, LENIENT, lenient_tota
 from ..engine.protocol import DecisionPoint
 from ..engine.protocol import game_sha
 from ..core.store import folder_lock
-from ..engine.settings import PlaySettings
+from ..engine.settings import PlaySettings, is_conversation
 from ..core.numerics import provenance
 from .prompts import render_prompt, render_conversation
 
@@ -162,7 +162,7 @@ def _requests(live):
                 turn_token_budget(ep.state),
                 framing,
             )
-            if ep.state.protocol.context == "conversation":
+            if is_conversation(ep.state.protocol.context):
                 req.messages = render_conversation(dp, framing, ep.spec.game, ep.chats.get(seat))
                 req.prev_ids = ep.chat_ids.get(seat)
             groups[ep.spec.seats[seat]].append((ep, seat, req))

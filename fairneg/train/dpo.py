@@ -11,6 +11,7 @@ import numpy as np
 import typer
 from ..core.store import ReadError, read_json
 from ..engine.protocol import version_context
+from ..engine.settings import is_conversation
 from ..play.agents import COUNTERFACTUAL_TYPES, get_agent
 from ..play.rollout import code_version
 from ..llm import chat_text, load_model
@@ -141,7 +142,7 @@ def training_pairs(cfg: DPOTrainConfig) -> list:
         )
     except DPOError as e:
         raise DPOTrainError(f"{cfg.pairs}: {e}") from None
-    conv = [r for r in recs if version_context(r["protocol_version"]) == "conversation"]
+    conv = [r for r in recs if is_conversation(version_context(r["protocol_version"]))]
     if conv:
         raise DPOTrainError(
             f"{cfg.pairs}: {len(conv)} pairs of a conversation context "

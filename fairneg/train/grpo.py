@@ -11,7 +11,7 @@ import typer
 import numpy as np
 from ..engine.reward import g_smooth, rewards_from_z
 from ..play.rollout import EpisodeSpec, co_step, transcript_rows, AgentPolicy, code_version
-from ..engine.settings import PlaySettings, game_settings
+from ..engine.settings import WINDOW, PlaySettings, game_settings
 from ..core.runlayout import grpo_arm, checkpoint_dir
 from .adapters import checkpoint_writer, checkpoints, lora_model, quiet_peft, start_segment
 from .adapters import end_segment, check_base_model, TrainingConfig
@@ -170,7 +170,7 @@ _VOLATILE = (
     "decode",
 )
 # fields added after runs were made: hashed (and compared on resume) only away from these defaults
-_ADDED = {"context": "window", "placebo": False}
+_ADDED = {"context": WINDOW, "placebo": False}
 
 
 def _problem(cfg: GRPOConfig) -> dict:

@@ -13,7 +13,7 @@ from ..engine.game import Game, deal_key, game_from_dict, label_options
 from ..core.store import json_lines, read_json
 from ..engine.geometry import solve
 from ..engine.reward import EPS, g_smooth, table_reward
-from ..engine.settings import DecodeSettings
+from ..engine.settings import DecodeSettings, is_conversation
 from ..engine.protocol import Protocol, deadline_turns, new_episode, apply_action, decision_point
 from ..engine.protocol import game_sha, check_poolable, PoolingError, DecisionPoint, Offer, field_names
 from ..engine.protocol import read_decision_point, version_context
@@ -376,7 +376,7 @@ def annotate_line(
     extras = {x["turn_idx"]: x for x in line.get("turn_extras", [])}
     leak = {t: _agent(t).information_leaky for t in types}
     obj = {t: _agent(t).objective for t in types}
-    conv = version_context(line["protocol_version"]) == "conversation"
+    conv = is_conversation(version_context(line["protocol_version"]))
     chats = {} if conv else None  # a conversation: each seat's chat so far
     rows = []
     for t, dp in replay(line)[:limit]:
@@ -661,7 +661,7 @@ def _dpo_rows(
 # %% ../../nbs/15_train_pairs.ipynb #3b8b544f
 def _dpo_prompt(r: dict, framing: str | None, games) -> list:
     "A pair's prompt messages: the row's decision point re-rendered, or in a conversation the seat's logged chat."
-    if version_context(r["protocol_version"]) == "conversation":
+    if is_conversation(version_context(r["protocol_version"])):
         if not r.get("view"):
             raise DPOError(
                 f"{r['episode_id']} turn {r['turn_idx']}: a conversation-context row without its "
