@@ -52,7 +52,7 @@ pilot: venv
 	$(BIN)/fairneg pilot --params params/pilot-cpu.yaml
 
 test: venv
-	@s=$$(date +%s); $(BIN)/nbdev-test --n-workers 2 && echo "make test: notebooks took $$(( $$(date +%s) - s )) s"
+	s=$$(date +%s); $(BIN)/nbdev-test --n-workers 2 && echo "make test: notebooks took $$(( $$(date +%s) - s )) s"
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 # JupyterLab on the chapters (nbs/), with this venv's kernel: `make lab`, `make LAB_ARGS="--no-browser --port 8890" lab`.

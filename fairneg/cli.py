@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from . import __version__
 from .core.commands import BEFORE_RUN, CliGroup, config_command, flags_config
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 from .core.numerics import pin_process, provenance
 
 # %% auto #0
@@ -114,8 +114,11 @@ class RootGroup(CliGroup):
             load, line = SUBAPPS[name]
             if self.listing:
                 return TyperCommand(name, short_help=line)
-            cmd = typer.main.get_command(load())
+            sub = load()
+            cmd = typer.main.get_command(sub)
             cmd.name, cmd.short_help = name, line
+            if isinstance(cmd, TyperGroup):  # a group's help is its line, unless its chapter says more
+                cmd.help = sub.info.help or line
             self.commands[name] = cmd
         return super().get_command(ctx, name)
 

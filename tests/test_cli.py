@@ -3,7 +3,7 @@
 import json, os, shutil, subprocess, sys
 from pathlib import Path
 
-import pytest, yaml
+import pytest, typer, yaml
 from typer.testing import CliRunner
 
 from fairneg.engine.bank import GUARD, MANIFEST, REJECTIONS, check_bank, read_manifest
@@ -104,6 +104,30 @@ def test_every_command_runs_pinned():
         ctx = g.make_context("fairneg", ["--help"], resilient_parsing=True)
         todo += [c for n in g.list_commands(ctx) if hasattr(c := g.get_command(ctx, n), "list_commands")]
     assert len(groups) >= 7 and not [g.name for g in groups if not isinstance(g, CliGroup)]
+
+
+def _stop_here():
+    raise typer.Exit(42)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["play", "--bank", "nowhere"],  # the play group's default command
+        ["play", "merge", "--chunks", "a", "--out", "b"],
+        ["eval", "analyze", "--out", "x.json", "--run-dir", "y"],
+        ["soundness", "--campaign", "a=b", "--expect-above", "a>b", "--out", "o.json"],  # a one-command verb
+        ["dpo", "train", "--pairs", "p", "--out", "o"],
+        ["geometry", "game.json"],
+        ["pilot"],
+    ],
+)
+def test_a_command_pins_before_it_computes(argv):
+    "The console script's hook (the numerics pin) runs once a command's flags are read, before its body."
+    from fairneg.core.commands import BEFORE_RUN
+
+    assert CliRunner().invoke(app, argv, obj={BEFORE_RUN: _stop_here}).exit_code == 42
+    assert CliRunner().invoke(app, [*argv, "--help"], obj={BEFORE_RUN: _stop_here}).exit_code == 0  # help: no pin
 
 
 # imported where they are used, never on the way to a command's help (issue #52: the front door under a second)

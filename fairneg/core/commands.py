@@ -324,18 +324,21 @@ def _file_lines(path: str, mtime: float) -> list:
 def _starts_statement(line: str, indent: int) -> bool:
     "Whether `line` opens a statement at `indent` columns or fewer (a name, a keyword or a decorator: not a bracket)."
     body = line.lstrip()
-    return len(line) - len(body) <= indent and (body[:1].isalpha() or body[:1] in "_@")
+    return body != "" and len(line) - len(body) <= indent and (body[0].isalpha() or body[0] in "_@")
 
 
 def _class_lines(lines: list, qualname: str) -> list:
     "The lines of the `class` statement of this qualified name, dedented, found by its `class` line and indentation."
-    lo, hi, indent = 0, len(lines), -1
+    lo, hi, indent = 0, len(lines), None
     for name in qualname.split("."):
         head = re.compile(rf"([ \t]*)class {re.escape(name)}\b")
-        hits = [(i, m) for i in range(lo, hi) if (m := head.match(lines[i])) and len(m.group(1)) > indent]
-        if not hits:
+        found = [(i, len(m.group(1))) for i in range(lo, hi) if (m := head.match(lines[i]))]
+        # a module's class stands at column 0; a nested one at the shallowest indentation inside its class
+        depth = 0 if indent is None else min((d for _, d in found if d > indent), default=None)
+        at = [i for i, d in found if d == depth]
+        if not at:
             return []
-        lo, indent = hits[0][0], len(hits[0][1].group(1))
+        lo, indent = at[0], depth
         hi = next((j for j in range(lo + 1, hi) if _starts_statement(lines[j], indent)), hi)
     return [s[indent:] if s[:indent].isspace() else s for s in lines[lo:hi]]
 
@@ -357,7 +360,16 @@ def _class_node(tree, qualname: str):
     return node
 
 
-def _class_source(path: str, qualname: str) -> tuple:
+def _fields_of(node) -> list:
+    "The names a `class` statement annotates in its own body, in order."
+    return [o.target.id for o in node.body if isinstance(o, ast.AnnAssign) and isinstance(o.target, ast.Name)]
+
+
+def _class_source(
+    path: str,  # the class's source file
+    qualname: str,  # its qualified name (`Outer.Inner`)
+    fields: list,  # the names it annotates itself: the cut found the right class when it holds the same
+) -> tuple:
     "(the `class` statement's node, the comments by line) of this class: its own lines parsed, else the whole file."
     lines = _file_lines(path, os.path.getmtime(path))
     try:
@@ -365,6 +377,8 @@ def _class_source(path: str, qualname: str) -> tuple:
         node = _class_node(tree, qualname.rsplit(".", 1)[-1])
     except (SyntaxError, tokenize.TokenError):
         node = None
+    if node is not None and _fields_of(node) != list(fields):
+        node = None  # not the class itself (a class of that name elsewhere, or a cut too short)
     if node is None:
         tree, comments = _parsed("".join(lines))
         node = _class_node(tree, qualname)
@@ -379,7 +393,7 @@ def class_comments(cls) -> dict:
         return {}  # a class defined in a notebook kernel has no source file
     if not path or not os.path.isfile(path):
         return {}
-    node, comments = _class_source(path, cls.__qualname__)
+    node, comments = _class_source(path, cls.__qualname__, list(cls.__dict__.get("__annotations__", {})))
     if node is None:
         return {}
     fields = {
@@ -449,6 +463,8 @@ def config_params(
         flags = f.metadata.get("flags", ())
         # `field(metadata=dict(argument=True))`: a positional argument (a list field: several)
         kind = typer.Argument if f.metadata.get("argument") else typer.Option
+        if kind is typer.Argument and flags:
+            raise ValueError(f"config field `{f.name}`: a positional argument has no flags")
         opt = kind(*flags, help=_flag_help(f.name, docs.get(f.name), _field_default(f), readable), show_default=False)
         required = _field_default(f) is dataclasses.MISSING  # a field without a default is a required flag
         default = inspect.Parameter.empty if required else None
@@ -488,7 +504,7 @@ def extra_option(name: str, t, default, help: str) -> inspect.Parameter:
     )
 
 
-PROGRESS = extra_option("progress", bool, True, "Show progress bars.")  # every command's progress switch
+PROGRESS = extra_option("progress", bool, True, "Show progress bars.")  # where the config has no `progress` field
 
 
 def params_option(

@@ -7,6 +7,7 @@ command computes under, set inside the process, and the record every run keeps o
 from __future__ import annotations
 import functools, os, platform, subprocess, sys
 from .lockfile import lock_record
+from .commands import BadValue
 
 # %% auto #0
 __all__ = ['PIN_THREADS', 'PINS', 'MODES', 'numpy_dispatch', 'numerics_mode', 'pinned_env', 'is_pinned', 'pin_process',
@@ -49,7 +50,7 @@ def numerics_mode(env=None) -> str:
     "`pinned` (the default) or `native`, from `FAIRNEG_NUMERICS`; anything else is a `ValueError` naming it."
     m = (os.environ if env is None else env).get("FAIRNEG_NUMERICS", "pinned") or "pinned"
     if m not in MODES:
-        raise ValueError(f"FAIRNEG_NUMERICS must be pinned or native, got {m!r}")
+        raise BadValue(f"FAIRNEG_NUMERICS must be pinned or native, got {m!r}")
     return m
 
 # %% ../../nbs/01_core_numerics.ipynb #11d93d8d

@@ -493,8 +493,7 @@ app = typer.Typer(
     cls=CliGroup,
     no_args_is_help=True,
     add_completion=False,
-    help="Game banks: generate a training bank, import games, make a guarded held-out bank, check a bank for collisions.",
-)
+)  # its help is its line in the CLI's `SUBAPPS`
 
 _FORCE_HELP = (
     "Replace a folder that holds another bank (or other files); the new bank is swapped in whole when written."
@@ -612,7 +611,7 @@ class CheckConfig:
     "What `fairneg bank check` compares: a bank's fingerprints with its own and with known banks'."
 
     bank: Path = field(metadata=dict(argument=True))  # the bank folder to check
-    known_bank: list[str] = field(default_factory=list)  # banks to check against
+    known_bank: list[str] = field(default_factory=list)  # a bank to check against (repeat the flag for several)
     json_: bool = field(default=False, metadata=dict(flags=("--json",)))  # one JSON object per colliding pair
     within: bool = True  # also report collisions between different games of the bank
 
@@ -634,4 +633,4 @@ def check(**flags):
     raise typer.Exit(1 if rows else 0)
 
 
-app.command("check", cls=MultiValueCommand)(config_command(CheckConfig, check))
+app.command("check")(config_command(CheckConfig, check))  # `--known-bank K BANK`: one bank per flag

@@ -106,9 +106,7 @@ app = typer.Typer(
     cls=CliGroup,
     no_args_is_help=True,
     add_completion=False,
-    help="Evaluation: launch eval cells (trained vs untrained on identical games and seeds), analyze paired game-cluster "
-    "contrasts, gate a preregistration.",
-)
+)  # its help is its line in the CLI's `SUBAPPS`
 
 
 def launch_cmd(params: Path | None = None, force: bool = False, **fields):

@@ -22,7 +22,7 @@ from .vllm import VLLMPolicy
 from .load import model_path
 from .evaluate import evaluate_model, eval_text
 from ..engine.game import INFO_MODES
-from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd, app as tiny_app
+from .tiny import EMBEDDED, tiny_folder, tiny_path, build_tiny_cmd
 from ..core.store import write_json, out_folder, fresh_folder, check_replaceable, episode_rows, EPISODES
 from ..core.store import QUALITY, CELL
 from ..core.store import folder_lock, check_writable
@@ -307,8 +307,9 @@ def _check_play_config(c: PlayConfig):
 play_app = typer.Typer(
     cls=PlayGroup,
     add_completion=False,
-    help="Play a tournament (a campaign cell) of seat policies over a bank (`fairneg play --bank ...` runs `run`, the "
-    "default command); merge chunks of a cell (`fairneg play merge`).",
+    # what `fairneg play --help` adds to the verb's line in the CLI's `SUBAPPS`
+    help="`fairneg play --bank ...` runs `run`, the default command (a cell of seat policies over a bank); "
+    "`fairneg play merge` merges the chunks of a cell.",
 )
 
 TABLE_LEVEL_NOTE = (
@@ -498,7 +499,6 @@ model_app = typer.Typer(
     cls=CliGroup,
     no_args_is_help=True,
     add_completion=False,
-    help=tiny_app.info.help,  # the tiny chapter's group of the same verb
-)
+)  # its help is its line in the CLI's `SUBAPPS`
 model_app.command("build-tiny")(build_tiny_cmd)
 model_app.command("eval")(config_command(ModelEvalConfig, eval_cmd))

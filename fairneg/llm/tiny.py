@@ -6,7 +6,7 @@
 from __future__ import annotations
 import collections, contextlib, copy, dataclasses, hashlib, json, os, random, shutil, subprocess, sys, tempfile, time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import typer
@@ -808,8 +808,7 @@ app = typer.Typer(
     cls=CliGroup,
     no_args_is_help=True,
     add_completion=False,
-    help="Language models: build the embedded tiny model (a small Qwen3 trained from scratch on CPU), evaluate a model.",
-)
+)  # mounted, `fairneg model`'s help is its line in the CLI's `SUBAPPS`
 
 
 @app.callback()

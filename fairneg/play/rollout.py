@@ -1043,7 +1043,7 @@ def merge_cells(
     return q
 
 # %% ../../nbs/10_play_rollout.ipynb #b0073e2a
-soundness_app = typer.Typer(cls=CliGroup, add_completion=False, help="The reward soundness gate.")
+soundness_app = typer.Typer(cls=CliGroup, add_completion=False)  # one command: its help is its docstring
 
 
 def _keys(d: Path) -> set:

@@ -281,9 +281,7 @@ def arm_folders(paths: list[Path]) -> list[Path]:
     return out
 
 
-app = typer.Typer(
-    cls=CliGroup, add_completion=False, help="Export checkpoints as hub-ready PEFT adapter folders with model cards."
-)
+app = typer.Typer(cls=CliGroup, add_completion=False)  # one command: its help is `export`'s docstring
 
 # %% ../../nbs/17_report_export.ipynb #041b83f8
 @dataclass

@@ -169,7 +169,7 @@ def render_report(
     return write_text_atomic(out, html)
 
 # %% ../../nbs/17_report_render.ipynb #02958b9e
-app = typer.Typer(add_completion=False, help="Render a run directory as a self-contained HTML research note.")
+app = typer.Typer(add_completion=False)  # one command: its help is `report`'s docstring
 
 
 def _params(items: Iterable[str]) -> dict:

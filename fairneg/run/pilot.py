@@ -885,7 +885,7 @@ from ..core.commands import CliGroup, MultiValueCommand, config_command, extra_o
 
 for _e in (ParamsError, PilotStopped):  # a bad parameters file, a failed gate: one line, exit code 2
     user_error(_e)
-app = typer.Typer(cls=CliGroup, add_completion=False, help="The CPU pilot.")
+app = typer.Typer(cls=CliGroup, add_completion=False)  # one command: its help is `pilot`'s docstring
 
 
 def pilot(

@@ -492,12 +492,12 @@ def _train_dpo_arm(cfg: DPOTrainConfig, out: Path, force: bool, progress: bool):
     )
 
 
-app = typer.Typer(cls=CliGroup, add_completion=False, help="DPO on counterfactual pairs.")
+app = typer.Typer(cls=CliGroup, add_completion=False)  # its help is its line in the CLI's `SUBAPPS`
 
 # %% ../../nbs/16_train_dpo.ipynb #8ffbf501
 @app.callback()
 def _group():
-    "DPO on counterfactual pairs (a group callback, so that `fairneg dpo train` stays a verb of its own)."
+    "A group callback, so that `fairneg dpo train` stays a verb of its own."
 
 
 app.command("train", cls=MultiValueCommand)(

@@ -1663,7 +1663,7 @@ def _train_here(cfg: GRPOConfig, resume: bool, progress: bool, recompute: bool):
         )
 
 
-app = typer.Typer(cls=CliGroup, add_completion=False, help="GRPO self-play training.")
+app = typer.Typer(cls=CliGroup, add_completion=False)  # one command: its help is `train_cmd`'s docstring
 app.command(cls=MultiValueCommand)(
     config_command(
         GRPOConfig,

@@ -1131,8 +1131,7 @@ app = typer.Typer(
     cls=CliGroup,
     no_args_is_help=True,
     add_completion=False,
-    help="Counterfactual pairs: annotate logged LLM turns, package the dataset, export DPO pairs.",
-)
+)  # its help is its line in the CLI's `SUBAPPS`
 
 _ANNOTATION_ARGS = ("episodes", "types", "include_views", "max_points")  # what makes an annotation the same one again
 
